@@ -1,0 +1,373 @@
+"""KafkaZkClient: typed reads and writes of Kafka's znodes over kazoo.
+
+The same client serves brokers (kazoo's gevent handler, so watches run as greenlets) and command-line tools
+(kazoo's threading handler). Controller writes are fenced as in Kafka: each is one multi-op that starts with
+a version check on /controller_epoch, so a controller that lost its election can change nothing.
+Null znode data is written as null (as Kafka does), not as an empty byte string.
+"""
+from __future__ import annotations
+
+import logging
+
+from kazoo.client import KazooClient, KazooState
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, RolledBackError
+from kazoo.protocol.serialization import Create
+from kazoo.security import OPEN_ACL_UNSAFE
+
+from . import znodes as z
+
+log = logging.getLogger(__name__)
+
+
+class ZkError(Exception):
+    """A ZooKeeper failure with a message fit for a user."""
+
+
+class ControllerMovedError(ZkError):
+    """The /controller_epoch check failed: another broker is controller now."""
+
+
+class BrokerIdInUseError(ZkError):
+    pass
+
+
+class TopicExistsError(ZkError):
+    pass
+
+
+class TopicAlreadyMarkedForDeletionError(ZkError):
+    pass
+
+
+def split_chroot(connect: str) -> tuple[str, str]:
+    """'h1:2181,h2:2181/kafka' -> ('h1:2181,h2:2181', '/kafka')."""
+    slash = connect.find("/")
+    if slash < 0:
+        return connect, ""
+    return connect[:slash], connect[slash:].rstrip("/")
+
+
+class KafkaZkClient:
+    def __init__(self, connect: str, session_timeout_ms: int = 18000, connection_timeout_ms: int | None = None,
+                 gevent: bool = False):
+        hosts, self.chroot = split_chroot(connect)
+        handler = None
+        if gevent:
+            from kazoo.handlers.gevent import SequentialGeventHandler
+            handler = SequentialGeventHandler()
+        self.connect_string = connect
+        self.connection_timeout = (connection_timeout_ms or session_timeout_ms) / 1000.0
+        self.zk = KazooClient(hosts=hosts, timeout=session_timeout_ms / 1000.0, handler=handler,
+                              connection_retry={"max_tries": -1, "delay": 0.1, "max_delay": 1})
+
+    # ---- connection --------------------------------------------------------------------------------------
+    def start(self) -> "KafkaZkClient":
+        try:
+            self.zk.start(timeout=self.connection_timeout)
+        except Exception as e:  # kazoo raises its handler's timeout type
+            self.zk.stop()
+            self.zk.close()
+            raise ZkError(f"could not connect to ZooKeeper at {self.connect_string} "
+                          f"within {self.connection_timeout:g}s") from e
+        if self.chroot:
+            # Kafka creates a missing chroot before using it.
+            self.zk.ensure_path(self.chroot)
+            self.zk.chroot = self.chroot
+        return self
+
+    def close(self) -> None:
+        try:
+            self.zk.stop()
+        finally:
+            self.zk.close()
+
+    def add_state_listener(self, fn) -> None:
+        self.zk.add_listener(fn)
+
+    @property
+    def connected(self) -> bool:
+        return self.zk.state == KazooState.CONNECTED
+
+    @property
+    def session_id(self) -> int | None:
+        sid = self.zk.client_id
+        return sid[0] if sid else None
+
+    # ---- primitives --------------------------------------------------------------------------------------
+    def create_recursive(self, path: str, data: bytes | None = None, ephemeral=False, sequence=False) -> str:
+        """Create a znode, making missing parents with null data (Kafka's createRecursive)."""
+        try:
+            return self.zk.create(path, data, ephemeral=ephemeral, sequence=sequence)
+        except NoNodeError:
+            parent = path.rsplit("/", 1)[0]
+            if parent:
+                self._ensure(parent)
+            return self.zk.create(path, data, ephemeral=ephemeral, sequence=sequence)
+
+    def _ensure(self, path: str) -> None:
+        parts = [p for p in path.split("/") if p]
+        cur = ""
+        for p in parts:
+            cur += "/" + p
+            try:
+                self.zk.create(cur, None)
+            except NodeExistsError:
+                pass
+
+    def get(self, path: str, watch=None):
+        """(data, stat) or (None, None) if the znode does not exist."""
+        try:
+            return self.zk.get(path, watch=watch)
+        except NoNodeError:
+            if watch is not None:
+                self.zk.exists(path, watch=watch)
+            return None, None
+
+    def children(self, path: str, watch=None) -> list[str]:
+        try:
+            return self.zk.get_children(path, watch=watch)
+        except NoNodeError:
+            return []
+
+    def exists(self, path: str, watch=None):
+        return self.zk.exists(path, watch=watch)
+
+    def delete_recursive(self, path: str) -> None:
+        try:
+            self.zk.delete(path, recursive=True)
+        except NoNodeError:
+            pass
+
+    def _create_op(self, txn, path: str, data: bytes | None, ephemeral=False) -> None:
+        # kazoo's transaction.create refuses null data; Kafka writes null, so add the raw op.
+        txn._add(Create(self.chroot + path if self.chroot else path, data, OPEN_ACL_UNSAFE, 1 if ephemeral else 0))
+
+    # ---- broker start ------------------------------------------------------------------------------------
+    def create_top_level_paths(self) -> None:
+        for path in z.PERSISTENT_PATHS:
+            self._ensure(path)
+
+    def get_cluster_id(self) -> str | None:
+        data, _ = self.get(z.ClusterIdZNode.path)
+        return z.ClusterIdZNode.decode(data) if data else None
+
+    def create_or_get_cluster_id(self, proposed: str) -> str:
+        try:
+            self.create_recursive(z.ClusterIdZNode.path, z.ClusterIdZNode.encode(proposed))
+            return proposed
+        except NodeExistsError:
+            return self.get_cluster_id()
+
+    def generate_broker_sequence_id(self) -> int:
+        """setData on /brokers/seqid and use the new zkVersion, as Kafka does."""
+        self._ensure(z.BrokerSeqIdZNode.path)
+        stat = self.zk.set(z.BrokerSeqIdZNode.path, b"")
+        return stat.version
+
+    def register_broker(self, info: z.BrokerInfo) -> int:
+        """Create the ephemeral /brokers/ids/<id> (create null + setData in one multi); return the broker
+        epoch (the znode's czxid)."""
+        path = z.BrokerIdZNode.path(info.id)
+        data = z.BrokerIdZNode.encode(info)
+        txn = self.zk.transaction()
+        self._create_op(txn, path, None, ephemeral=True)
+        txn.set_data(path, data, 0)
+        results = txn.commit()
+        if isinstance(results[0], NodeExistsError):
+            # Our own node from a session that is already gone can linger; Kafka re-checks the owner.
+            stat = self.zk.exists(path)
+            if stat is not None and stat.ephemeralOwner == self.session_id:
+                return stat.czxid
+            raise BrokerIdInUseError(f"broker id {info.id} is already registered in ZooKeeper "
+                                     f"({self.connect_string}); another broker is running with broker.id={info.id}")
+        for r in results:
+            if isinstance(r, Exception):
+                raise ZkError(f"registering {path} failed: {r!r}")
+        return self.zk.exists(path).czxid
+
+    def get_broker(self, broker_id: int, watch=None) -> z.BrokerInfo | None:
+        data, stat = self.get(z.BrokerIdZNode.path(broker_id), watch=watch)
+        if data is None:
+            return None
+        return z.BrokerIdZNode.decode(broker_id, data, stat.czxid)
+
+    def get_broker_ids(self, watch=None) -> list[int]:
+        return sorted(int(c) for c in self.children("/brokers/ids", watch=watch) if c.isdigit())
+
+    def get_all_brokers(self) -> dict[int, z.BrokerInfo]:
+        out = {}
+        for bid in self.get_broker_ids():
+            info = self.get_broker(bid)
+            if info is not None:
+                out[bid] = info
+        return out
+
+    # ---- controller election -----------------------------------------------------------------------------
+    def get_controller_id(self, watch=None) -> int | None:
+        data, _ = self.get(z.ControllerZNode.path, watch=watch)
+        return z.ControllerZNode.decode(data)
+
+    def watch_controller(self, watch) -> None:
+        """Leave an exists watch on /controller (fires on create, change and delete)."""
+        self.zk.exists(z.ControllerZNode.path, watch=watch)
+
+    def get_controller_epoch(self) -> tuple[int, int] | None:
+        data, stat = self.get(z.ControllerEpochZNode.path)
+        if data is None:
+            return None
+        return z.ControllerEpochZNode.decode(data), stat.version
+
+    def _get_or_create_controller_epoch(self) -> tuple[int, int]:
+        got = self.get_controller_epoch()
+        if got is not None:
+            return got
+        try:
+            self.zk.create(z.ControllerEpochZNode.path, z.ControllerEpochZNode.encode(z.ControllerEpochZNode.initial))
+        except NodeExistsError:
+            pass
+        return self.get_controller_epoch()
+
+    def register_controller_and_increment_epoch(self, broker_id: int) -> tuple[int, int]:
+        """One multi: create ephemeral /controller and bump /controller_epoch with a version check.
+        Returns (new epoch, its zkVersion); raises ControllerMovedError if another broker won."""
+        epoch, version = self._get_or_create_controller_epoch()
+        new_epoch = epoch + 1
+        txn = self.zk.transaction()
+        txn.create(z.ControllerZNode.path, z.ControllerZNode.encode(broker_id), ephemeral=True)
+        txn.set_data(z.ControllerEpochZNode.path, z.ControllerEpochZNode.encode(new_epoch), version)
+        results = txn.commit()
+        if not any(isinstance(r, Exception) for r in results):
+            return new_epoch, results[1].version
+        if isinstance(results[0], NodeExistsError) or isinstance(results[1], BadVersionError):
+            # The multi may have succeeded before a connection loss: check whether we are the controller.
+            current = self.get_controller_epoch()
+            if self.get_controller_id() == broker_id and current and current[0] == new_epoch:
+                return current
+            raise ControllerMovedError(f"controller moved to {self.get_controller_id()}")
+        raise ZkError(f"controller election failed: {results!r}")
+
+    def delete_controller_fenced(self, epoch_zk_version: int) -> None:
+        try:
+            self.fenced(epoch_zk_version, lambda t: t.delete(z.ControllerZNode.path))
+        except (ControllerMovedError, NoNodeError):
+            pass
+
+    # ---- fenced writes -----------------------------------------------------------------------------------
+    def fenced(self, epoch_zk_version: int, *ops) -> list:
+        """Run ops (functions adding to a transaction) behind a check of /controller_epoch's version.
+        Raises ControllerMovedError if the check fails, or the first op's own error."""
+        txn = self.zk.transaction()
+        txn.check(z.ControllerEpochZNode.path, epoch_zk_version)
+        for op in ops:
+            op(txn)
+        results = txn.commit()
+        if isinstance(results[0], (BadVersionError, NoNodeError)):
+            raise ControllerMovedError("controller epoch zkVersion check failed")
+        for r in results[1:]:
+            if isinstance(r, Exception) and not isinstance(r, RolledBackError):
+                raise r
+        return results[1:]
+
+    # ---- topics ------------------------------------------------------------------------------------------
+    def get_all_topics(self, watch=None) -> list[str]:
+        return sorted(self.children("/brokers/topics", watch=watch))
+
+    def topic_exists(self, topic: str) -> bool:
+        return self.exists(z.TopicZNode.path(topic)) is not None
+
+    def get_topic_assignment(self, topic: str, watch=None) -> z.TopicAssignment | None:
+        data, _ = self.get(z.TopicZNode.path(topic), watch=watch)
+        return z.TopicZNode.decode(data) if data is not None else None
+
+    def create_topic_assignment(self, topic: str, assignment: z.TopicAssignment) -> None:
+        try:
+            self.create_recursive(z.TopicZNode.path(topic), z.TopicZNode.encode(assignment))
+        except NodeExistsError:
+            raise TopicExistsError(f"Topic '{topic}' already exists.") from None
+
+    def set_topic_assignment_fenced(self, topic: str, assignment: z.TopicAssignment, epoch_zk_version: int) -> None:
+        self.fenced(epoch_zk_version, lambda t: t.set_data(z.TopicZNode.path(topic), z.TopicZNode.encode(assignment)))
+
+    def get_partition_state(self, topic: str, partition: int, watch=None) -> z.LeaderAndIsr | None:
+        data, stat = self.get(z.TopicPartitionStateZNode.path(topic, partition), watch=watch)
+        if data is None:
+            return None
+        return z.TopicPartitionStateZNode.decode(data, stat.version)
+
+    def create_partition_state_fenced(self, topic: str, partition: int, state: z.LeaderAndIsr,
+                                      epoch_zk_version: int) -> None:
+        """Create /partitions, /partitions/P (null data) and the state znode, each fenced (as Kafka)."""
+        for path in (z.TopicPartitionsZNode.path(topic), z.TopicPartitionZNode.path(topic, partition)):
+            try:
+                self.fenced(epoch_zk_version, lambda t, p=path: self._create_op(t, p, None))
+            except NodeExistsError:
+                pass
+        state_path = z.TopicPartitionStateZNode.path(topic, partition)
+        data = z.TopicPartitionStateZNode.encode(state)
+        try:
+            self.fenced(epoch_zk_version, lambda t: t.create(state_path, data))
+            state.zk_version = 0
+        except NodeExistsError:
+            stat = self.fenced(epoch_zk_version, lambda t: t.set_data(state_path, data))[0]
+            state.zk_version = stat.version
+
+    def update_partition_state_fenced(self, topic: str, partition: int, state: z.LeaderAndIsr,
+                                      epoch_zk_version: int) -> bool:
+        """setData with expected version = partition epoch; False on a version conflict."""
+        path = z.TopicPartitionStateZNode.path(topic, partition)
+        try:
+            stat = self.fenced(epoch_zk_version,
+                               lambda t: t.set_data(path, z.TopicPartitionStateZNode.encode(state), state.zk_version))[0]
+        except BadVersionError:
+            return False
+        state.zk_version = stat.version
+        return True
+
+    # ---- configs -----------------------------------------------------------------------------------------
+    def get_entity_config(self, entity_type: str, name: str) -> dict[str, str]:
+        data, _ = self.get(z.ConfigEntityZNode.path(entity_type, name))
+        return z.ConfigEntityZNode.decode(data)
+
+    def set_or_create_entity_config(self, entity_type: str, name: str, config: dict[str, str]) -> None:
+        path = z.ConfigEntityZNode.path(entity_type, name)
+        data = z.ConfigEntityZNode.encode(config)
+        try:
+            self.zk.set(path, data)
+        except NoNodeError:
+            self.create_recursive(path, data)
+
+    def create_config_change_notification(self, entity_path: str) -> None:
+        self.create_recursive(z.ConfigChangeNotificationZNode.prefix,
+                              z.ConfigChangeNotificationZNode.encode(entity_path), sequence=True)
+
+    # ---- admin markers -----------------------------------------------------------------------------------
+    def create_delete_topic_marker(self, topic: str) -> None:
+        try:
+            self.create_recursive(z.DeleteTopicsTopicZNode.path(topic), None)
+        except NodeExistsError:
+            raise TopicAlreadyMarkedForDeletionError(f"Topic {topic} is already marked for deletion.") from None
+
+    def get_topic_deletions(self, watch=None) -> list[str]:
+        return sorted(self.children(z.DeleteTopicsZNode.path, watch=watch))
+
+    def delete_topic_deletion_markers_fenced(self, topics, epoch_zk_version: int) -> None:
+        for topic in topics:
+            try:
+                self.fenced(epoch_zk_version, lambda t, tp=topic: t.delete(z.DeleteTopicsTopicZNode.path(tp)))
+            except NoNodeError:
+                pass
+
+    def delete_topic_fenced(self, topic: str, epoch_zk_version: int) -> None:
+        """Remove /brokers/topics/T (recursively), /config/topics/T and the deletion marker, all fenced."""
+        paths = []
+
+        def walk(path):
+            for c in self.children(path):
+                walk(f"{path}/{c}")
+            paths.append(path)
+        walk(z.TopicZNode.path(topic))
+        for path in paths + [z.ConfigEntityZNode.path("topics", topic), z.DeleteTopicsTopicZNode.path(topic)]:
+            try:
+                self.fenced(epoch_zk_version, lambda t, p=path: t.delete(p))
+            except NoNodeError:
+                pass

@@ -1,0 +1,127 @@
+"""Start and stop a standalone ZooKeeper server from the machine's install (Debian's `zookeeper` package).
+
+Used by `kbroker cluster up`, `make up` and the integration tests. The server runs as
+ZooKeeperServerMain with positional arguments (port, data dir, tickTime 1000, so sessions as short as 2 s are
+honoured) and the admin HTTP server off, so several can run side by side.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+
+ZK_JARS = ("/usr/share/java/zookeeper.jar", "/usr/share/java/zookeeper-jute.jar")
+SLF4J_JARS = ("/usr/share/java/slf4j-api.jar", "/usr/share/java/slf4j-simple.jar")
+ZKCLI = "/usr/share/zookeeper/bin/zkCli.sh"
+
+
+class ZooKeeperNotInstalled(RuntimeError):
+    pass
+
+
+def _classpath() -> str:
+    missing = [j for j in ZK_JARS if not os.path.exists(j)]
+    if missing or shutil.which("java") is None:
+        raise ZooKeeperNotInstalled(
+            "ZooKeeper is not installed on this machine (missing "
+            f"{', '.join(missing) or 'java'}): run `apt-get install zookeeper` (Debian/Ubuntu)")
+    extra = [j for j in SLF4J_JARS if os.path.exists(j)]
+    # The Debian package's own dependencies (netty, jline, ...) live next to it.
+    return ":".join(list(ZK_JARS) + extra + ["/usr/share/java/*"])
+
+
+def four_letter(host: str, port: int, cmd: bytes = b"srvr", timeout: float = 1.0) -> str:
+    with socket.create_connection((host, port), timeout=timeout) as s:
+        s.sendall(cmd)
+        chunks = []
+        while True:
+            b = s.recv(4096)
+            if not b:
+                break
+            chunks.append(b)
+    return b"".join(chunks).decode(errors="replace")
+
+
+def is_serving(host: str, port: int) -> bool:
+    try:
+        return "Mode:" in four_letter(host, port)
+    except OSError:
+        return False
+
+
+class ZooKeeperServer:
+    def __init__(self, port: int, data_dir: str, log_path: str | None = None, tick_time_ms: int = 1000,
+                 heap: str = "64m"):
+        self.port = port
+        self.data_dir = os.path.abspath(data_dir)
+        self.log_path = log_path or os.path.join(self.data_dir, "zookeeper.log")
+        self.tick_time_ms = tick_time_ms
+        self.heap = heap
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def connect(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def command(self) -> list[str]:
+        return ["java", f"-Xmx{self.heap}", "-Xms16m", "-Dzookeeper.admin.enableServer=false",
+                "-cp", _classpath(), "org.apache.zookeeper.server.ZooKeeperServerMain",
+                str(self.port), self.data_dir, str(self.tick_time_ms)]
+
+    def start(self, timeout: float = 30.0, detach: bool = False) -> int:
+        """Start the server and wait until it answers `srvr`. Returns its pid."""
+        if is_serving("127.0.0.1", self.port):
+            raise RuntimeError(f"something already serves ZooKeeper on port {self.port}")
+        cmd = self.command()
+        os.makedirs(self.data_dir, exist_ok=True)
+        log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                     start_new_session=detach)
+        log.close()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"ZooKeeper exited with code {self.proc.returncode}; see {self.log_path}")
+            if is_serving("127.0.0.1", self.port):
+                return self.proc.pid
+            time.sleep(0.05)
+        self.stop()
+        raise RuntimeError(f"ZooKeeper did not serve on port {self.port} within {timeout:g}s; see {self.log_path}")
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
+
+
+def stop_pid(pid: int, timeout: float = 10.0) -> bool:
+    """SIGTERM a process by pid and wait for it to go; SIGKILL after timeout. False if it was not running."""
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return False
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        # Reap it if it is our child.
+        try:
+            os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            pass
+        time.sleep(0.05)
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    return True

@@ -1,0 +1,367 @@
+"""Kafka 2.8's ZooKeeper layout: every znode kind kbroker reads or writes, with its path and JSON codec.
+
+One small definition per znode kind, as Kafka's ZkData.scala, so the whole layout reads in one file and what
+`zkCli.sh get` shows can be checked against it. JSON is compact (no spaces), as Kafka's Json.encodeAsBytes
+writes it. Formats are the 2.8 ones: broker znode v5, topic znode v3 (with topic_id), partition state v1,
+/controller v1, /cluster/id with the string version "1".
+"""
+from __future__ import annotations
+
+import base64
+import json
+import time
+import uuid
+from dataclasses import dataclass, field
+
+
+def _dump(obj) -> bytes:
+    return json.dumps(obj, separators=(",", ":")).encode()
+
+
+def _load(data: bytes | None):
+    if not data:
+        return None
+    return json.loads(data.decode())
+
+
+def now_ms() -> str:
+    """Timestamps in znodes are strings of epoch milliseconds."""
+    return str(int(time.time() * 1000))
+
+
+def new_base64_uuid() -> str:
+    """Kafka's Uuid.toString: url-safe base64 of the 16 bytes, no padding."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+
+
+# Persistent paths created with null data at every broker start (ZkData.PersistentZkPaths).
+PERSISTENT_PATHS = (
+    "/consumers",
+    "/brokers/ids",
+    "/brokers/topics",
+    "/config/changes",
+    "/admin/delete_topics",
+    "/brokers/seqid",
+    "/isr_change_notification",
+    "/latest_producer_id_block",
+    "/log_dir_event_notification",
+    "/config/topics",
+    "/config/clients",
+    "/config/users",
+    "/config/brokers",
+    "/config/ips",
+)
+
+
+class ClusterIdZNode:
+    path = "/cluster/id"
+
+    @staticmethod
+    def encode(cluster_id: str) -> bytes:
+        return _dump({"version": "1", "id": cluster_id})
+
+    @staticmethod
+    def decode(data: bytes) -> str:
+        return _load(data)["id"]
+
+
+class ControllerZNode:
+    path = "/controller"
+
+    @staticmethod
+    def encode(broker_id: int, timestamp: str | None = None) -> bytes:
+        return _dump({"version": 1, "brokerid": broker_id, "timestamp": timestamp or now_ms()})
+
+    @staticmethod
+    def decode(data: bytes | None) -> int | None:
+        obj = _load(data)
+        return None if obj is None else int(obj["brokerid"])
+
+
+class ControllerEpochZNode:
+    """A plain decimal string; its zkVersion is the fencing token of every controller write."""
+    path = "/controller_epoch"
+    initial = 0
+
+    @staticmethod
+    def encode(epoch: int) -> bytes:
+        return str(epoch).encode()
+
+    @staticmethod
+    def decode(data: bytes) -> int:
+        return int(data.decode())
+
+
+@dataclass(frozen=True)
+class EndPoint:
+    listener: str
+    host: str
+    port: int
+    security_protocol: str = "PLAINTEXT"
+
+    def url(self) -> str:
+        return f"{self.listener}://{self.host}:{self.port}"
+
+
+@dataclass
+class BrokerInfo:
+    """What /brokers/ids/<id> holds; epoch is the znode's czxid (set when read)."""
+    id: int
+    endpoints: list[EndPoint]
+    rack: str | None = None
+    jmx_port: int = -1
+    timestamp: str = ""
+    epoch: int = -1
+
+    def endpoint(self, listener: str) -> EndPoint | None:
+        return next((e for e in self.endpoints if e.listener == listener), None)
+
+
+class BrokerIdZNode:
+    version = 5
+
+    @staticmethod
+    def path(broker_id: int) -> str:
+        return f"/brokers/ids/{broker_id}"
+
+    @staticmethod
+    def encode(info: BrokerInfo) -> bytes:
+        plain = next((e for e in info.endpoints if e.security_protocol == "PLAINTEXT"), None)
+        obj = {
+            "version": BrokerIdZNode.version,
+            "host": plain.host if plain else None,
+            "port": plain.port if plain else -1,
+            "endpoints": [e.url() for e in info.endpoints],
+            "jmx_port": info.jmx_port,
+            "timestamp": info.timestamp or now_ms(),
+            "listener_security_protocol_map": {e.listener: e.security_protocol for e in info.endpoints},
+            "features": {},
+        }
+        if info.rack is not None:
+            obj["rack"] = info.rack
+        return _dump(obj)
+
+    @staticmethod
+    def decode(broker_id: int, data: bytes, czxid: int = -1) -> BrokerInfo:
+        obj = _load(data)
+        protocols = obj.get("listener_security_protocol_map") or {}
+        endpoints = []
+        for url in obj.get("endpoints", []):
+            listener, rest = url.split("://", 1)
+            host, port = rest.rsplit(":", 1)
+            endpoints.append(EndPoint(listener, host.strip("[]"), int(port), protocols.get(listener, listener)))
+        return BrokerInfo(broker_id, endpoints, obj.get("rack"), obj.get("jmx_port", -1),
+                          obj.get("timestamp", ""), czxid)
+
+
+class BrokerSeqIdZNode:
+    path = "/brokers/seqid"
+
+
+@dataclass
+class TopicAssignment:
+    """/brokers/topics/<T>: partition → replica list, plus reassignment state and the topic id."""
+    partitions: dict[int, list[int]]
+    topic_id: str | None = None
+    adding_replicas: dict[int, list[int]] = field(default_factory=dict)
+    removing_replicas: dict[int, list[int]] = field(default_factory=dict)
+
+
+class TopicZNode:
+    version = 3
+
+    @staticmethod
+    def path(topic: str) -> str:
+        return f"/brokers/topics/{topic}"
+
+    @staticmethod
+    def encode(a: TopicAssignment) -> bytes:
+        def by_partition(m):
+            return {str(p): list(r) for p, r in sorted(m.items())}
+        obj = {
+            "version": TopicZNode.version,
+            "partitions": by_partition(a.partitions),
+            "adding_replicas": by_partition(a.adding_replicas),
+            "removing_replicas": by_partition(a.removing_replicas),
+        }
+        if a.topic_id is not None:
+            obj["topic_id"] = a.topic_id
+        return _dump(obj)
+
+    @staticmethod
+    def decode(data: bytes) -> TopicAssignment:
+        obj = _load(data) or {}
+
+        def by_partition(m):
+            return {int(p): list(r) for p, r in (m or {}).items()}
+        return TopicAssignment(by_partition(obj.get("partitions")), obj.get("topic_id"),
+                               by_partition(obj.get("adding_replicas")), by_partition(obj.get("removing_replicas")))
+
+
+class TopicPartitionsZNode:
+    @staticmethod
+    def path(topic: str) -> str:
+        return f"/brokers/topics/{topic}/partitions"
+
+
+class TopicPartitionZNode:
+    @staticmethod
+    def path(topic: str, partition: int) -> str:
+        return f"/brokers/topics/{topic}/partitions/{partition}"
+
+
+@dataclass
+class LeaderAndIsr:
+    """The partition state znode; zk_version (the znode's version) is Kafka's partitionEpoch."""
+    leader: int
+    leader_epoch: int
+    isr: list[int]
+    controller_epoch: int
+    zk_version: int = 0
+
+    NO_LEADER = -1
+    LEADER_DURING_DELETE = -2
+
+
+class TopicPartitionStateZNode:
+    @staticmethod
+    def path(topic: str, partition: int) -> str:
+        return f"/brokers/topics/{topic}/partitions/{partition}/state"
+
+    @staticmethod
+    def encode(s: LeaderAndIsr) -> bytes:
+        return _dump({"controller_epoch": s.controller_epoch, "leader": s.leader, "version": 1,
+                      "leader_epoch": s.leader_epoch, "isr": list(s.isr)})
+
+    @staticmethod
+    def decode(data: bytes, zk_version: int = 0) -> LeaderAndIsr:
+        obj = _load(data)
+        return LeaderAndIsr(obj["leader"], obj["leader_epoch"], list(obj["isr"]), obj["controller_epoch"],
+                            zk_version)
+
+
+class ConfigEntityZNode:
+    """/config/<type>/<name> = {"version":1,"config":{...}}; values are strings."""
+
+    @staticmethod
+    def path(entity_type: str, name: str) -> str:
+        return f"/config/{entity_type}/{name}"
+
+    @staticmethod
+    def encode(config: dict[str, str]) -> bytes:
+        return _dump({"version": 1, "config": {k: str(v) for k, v in config.items()}})
+
+    @staticmethod
+    def decode(data: bytes | None) -> dict[str, str]:
+        obj = _load(data)
+        return dict(obj.get("config") or {}) if obj else {}
+
+
+class ConfigChangeNotificationZNode:
+    """Persistent sequential /config/changes/config_change_<seq>, written after the entity config."""
+    prefix = "/config/changes/config_change_"
+
+    @staticmethod
+    def encode(entity_path: str) -> bytes:
+        return _dump({"version": 2, "entity_path": entity_path})
+
+    @staticmethod
+    def decode(data: bytes) -> str:
+        obj = _load(data)
+        if obj.get("version") == 1:
+            return f"{obj['entity_type']}/{obj['entity_name']}"
+        return obj["entity_path"]
+
+
+class DeleteTopicsZNode:
+    path = "/admin/delete_topics"
+
+
+class DeleteTopicsTopicZNode:
+    """A marker with null data; the controller deletes it when the topic is gone."""
+
+    @staticmethod
+    def path(topic: str) -> str:
+        return f"/admin/delete_topics/{topic}"
+
+
+class ReassignPartitionsZNode:
+    path = "/admin/reassign_partitions"
+
+    @staticmethod
+    def encode(assignment: dict[tuple[str, int], list[int]]) -> bytes:
+        return _dump({"version": 1, "partitions": [
+            {"topic": t, "partition": p, "replicas": list(r)} for (t, p), r in sorted(assignment.items())]})
+
+    @staticmethod
+    def decode(data: bytes) -> dict[tuple[str, int], list[int]]:
+        obj = _load(data) or {}
+        return {(e["topic"], int(e["partition"])): list(e["replicas"]) for e in obj.get("partitions", [])}
+
+
+class PreferredReplicaElectionZNode:
+    path = "/admin/preferred_replica_election"
+
+    @staticmethod
+    def encode(partitions) -> bytes:
+        return _dump({"version": 1, "partitions": [{"topic": t, "partition": p} for t, p in sorted(partitions)]})
+
+    @staticmethod
+    def decode(data: bytes) -> set[tuple[str, int]]:
+        obj = _load(data) or {}
+        return {(e["topic"], int(e["partition"])) for e in obj.get("partitions", [])}
+
+
+class IsrChangeNotificationZNode:
+    path = "/isr_change_notification"
+    prefix = "/isr_change_notification/isr_change_"
+
+    @staticmethod
+    def encode(partitions) -> bytes:
+        return _dump({"version": 1, "partitions": [{"topic": t, "partition": p} for t, p in sorted(partitions)]})
+
+    @staticmethod
+    def decode(data: bytes) -> set[tuple[str, int]]:
+        obj = _load(data) or {}
+        return {(e["topic"], int(e["partition"])) for e in obj.get("partitions", [])}
+
+
+class ProducerIdBlockZNode:
+    path = "/latest_producer_id_block"
+    block_size = 1000
+
+    @staticmethod
+    def encode(broker: int, start: int, end: int) -> bytes:
+        return _dump({"version": 1, "broker": broker, "block_start": str(start), "block_end": str(end)})
+
+    @staticmethod
+    def decode(data: bytes | None) -> tuple[int, int, int] | None:
+        obj = _load(data)
+        if obj is None:
+            return None
+        return int(obj["broker"]), int(obj["block_start"]), int(obj["block_end"])
+
+
+class FeatureZNode:
+    """Written by the controller at failover: features enabled (IBP ≥ 2.7), none finalized."""
+    path = "/feature"
+
+    @staticmethod
+    def encode() -> bytes:
+        return _dump({"version": 1, "status": 1, "features": {}})
+
+
+class ConsumerOffsetZNode:
+    """Old (v0) consumer offsets: /consumers/<group>/offsets/<topic>/<partition> = decimal string."""
+
+    @staticmethod
+    def path(group: str, topic: str, partition: int) -> str:
+        return f"/consumers/{group}/offsets/{topic}/{partition}"
+
+    @staticmethod
+    def encode(offset: int) -> bytes:
+        return str(offset).encode()
+
+    @staticmethod
+    def decode(data: bytes) -> int:
+        return int(data.decode())
