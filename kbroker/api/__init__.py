@@ -1,0 +1,72 @@
+"""The API registry: one module per API key, and the dispatch from a request frame to a response frame.
+
+Each API module defines API_KEY, MIN_VERSION, MAX_VERSION (the range Kafka 2.8 serves), REQUEST and RESPONSE
+(message classes) and handle(request, ctx) -> response (or None when no response is sent, as Produce with
+acks=0). ApiVersions advertises exactly the modules listed in API_MODULES.
+
+What dispatch does with bad input, as Kafka's SocketServer does:
+- an ApiVersions request of a version we do not serve gets a v0 response with UNSUPPORTED_VERSION and the
+  supported ranges, so the client can pick a version;
+- an unknown API key, any other unsupported version or a body that does not decode raises
+  MalformedRequest: the connection is closed.
+"""
+from __future__ import annotations
+
+import logging
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+from ..protocol.header import (MalformedRequest, parse_request_header_v1, response_header,
+                               skip_tagged_fields)
+from . import api_versions, leader_and_isr, metadata, stop_replica, update_metadata
+
+log = logging.getLogger("kbroker.request")
+
+API_MODULES = (metadata, leader_and_isr, stop_replica, update_metadata, api_versions)
+REGISTRY = {m.API_KEY: m for m in API_MODULES}
+
+
+@dataclass
+class RequestContext:
+    """What a handler may know about the request besides its body."""
+    broker: Any               # the KafkaServer
+    listener: str             # listener name the request arrived on
+    client_address: tuple
+    client_id: str | None
+    api_version: int
+    correlation_id: int
+
+
+def _frame(parts: list[bytes]) -> bytes:
+    body = b"".join(parts)
+    return struct.pack(">i", len(body)) + body
+
+
+def dispatch(frame: memoryview, broker, listener: str, client_address) -> bytes | None:
+    """Decode one request frame, run its handler, return the whole response frame (size prefix included)."""
+    header = parse_request_header_v1(frame)
+    module = REGISTRY.get(header.api_key)
+    if module is None:
+        raise MalformedRequest(f"unknown api key {header.api_key}")
+    version = header.api_version
+    if not module.MIN_VERSION <= version <= module.MAX_VERSION:
+        if module is api_versions:
+            body = api_versions.unsupported_version_response()
+            return _frame([response_header(header.correlation_id, False), body])
+        raise MalformedRequest(f"{module.REQUEST.name} v{version} is not supported "
+                               f"(served: v{module.MIN_VERSION}-v{module.MAX_VERSION})")
+    flexible = module.REQUEST.flexible_version_q(version)
+    pos = skip_tagged_fields(frame, header.size) if flexible else header.size
+    try:
+        request = module.REQUEST.decode(frame[pos:], version=version)
+    except Exception as e:  # the library raises assorted errors on short or inconsistent bodies
+        raise MalformedRequest(f"cannot decode {module.REQUEST.name} v{version}: {e!r}") from None
+    ctx = RequestContext(broker, listener, client_address, header.client_id, version, header.correlation_id)
+    response = module.handle(request, ctx)
+    if response is None:
+        return None
+    body = response.encode(version=version)
+    # ApiVersions responses always use header v0, whatever the body version.
+    header_flexible = flexible and module is not api_versions
+    return _frame([response_header(header.correlation_id, header_flexible), body])

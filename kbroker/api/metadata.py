@@ -1,0 +1,70 @@
+"""Metadata (key 3), v0-v11, served from the metadata cache.
+
+Topics: v0 takes an empty list for "all topics"; v1+ takes null for all and an empty list for none. A topic
+that does not exist is answered UNKNOWN_TOPIC_OR_PARTITION (auto-creation arrives with the data path).
+Partitions: LEADER_NOT_AVAILABLE with leader -1 when the partition has no live leader. v0 lists only live
+replicas and answers REPLICA_NOT_AVAILABLE when some are down (as Kafka, which errors on unavailable
+endpoints for v0); v5+ lists offline replicas. Brokers are the live ones with an endpoint on the listener the
+request came in on. v8-v10 authorized-operations fields answer "not requested" (no ACLs here).
+v10+ carries topic ids; v11 drops the cluster authorized operations.
+"""
+from __future__ import annotations
+
+from kafka.protocol.metadata import MetadataRequest, MetadataResponse
+
+from ..protocol.errors import Errors
+
+API_KEY = 3
+MIN_VERSION, MAX_VERSION = 0, 11
+REQUEST, RESPONSE = MetadataRequest, MetadataResponse
+
+_NOT_REQUESTED = -2147483648
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+Broker = RESPONSE.MetadataResponseBroker
+Topic = RESPONSE.MetadataResponseTopic
+Partition = Topic.MetadataResponsePartition
+
+
+def _partition(cache, state, version: int):
+    alive = cache.is_alive
+    replicas, isr = state.replicas, state.isr
+    offline = [r for r in replicas if not alive(r)]
+    error = Errors.NONE
+    leader = state.leader
+    if leader < 0 or not alive(leader):
+        error, leader = Errors.LEADER_NOT_AVAILABLE, -1
+    elif version == 0 and (offline or any(not alive(r) for r in isr)):
+        error = Errors.REPLICA_NOT_AVAILABLE
+    if version == 0:
+        replicas = [r for r in replicas if alive(r)]
+        isr = [r for r in isr if alive(r)]
+    return Partition(error_code=error, partition_index=state.partition, leader_id=leader,
+                     leader_epoch=state.leader_epoch, replica_nodes=list(replicas), isr_nodes=list(isr),
+                     offline_replicas=offline)
+
+
+def _topic(cache, name: str, version: int):
+    partitions = cache.topic_partitions(name)
+    if partitions is None:
+        return Topic(error_code=Errors.UNKNOWN_TOPIC_OR_PARTITION, name=name, topic_id=None, is_internal=False,
+                     partitions=[], authorized_operations=_NOT_REQUESTED)
+    return Topic(error_code=Errors.NONE, name=name, topic_id=cache.topic_ids.get(name),
+                 is_internal=name in INTERNAL_TOPICS,
+                 partitions=[_partition(cache, partitions[p], version) for p in sorted(partitions)],
+                 authorized_operations=_NOT_REQUESTED)
+
+
+def handle(request, ctx):
+    version = ctx.api_version
+    broker = ctx.broker
+    cache = broker.metadata_cache
+    requested = request.topics
+    if requested is None or (version == 0 and not requested):
+        names = cache.topics()
+    else:
+        names = [t.name for t in requested]
+    brokers = [Broker(node_id=i, host=h, port=p, rack=r) for i, h, p, r in cache.alive_brokers(ctx.listener)]
+    controller = cache.controller_id if cache.controller_id is not None else -1
+    return RESPONSE(version=version, throttle_time_ms=0, brokers=brokers, cluster_id=broker.cluster_id,
+                    controller_id=controller, topics=[_topic(cache, n, version) for n in names],
+                    authorized_operations=_NOT_REQUESTED)

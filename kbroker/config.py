@@ -1,0 +1,307 @@
+"""Broker configuration: Kafka's property names, from server.properties, KAFKA_* variables and overrides.
+
+Precedence, lowest first: defaults, the properties file, KAFKA_* environment variables (Confluent image
+convention: KAFKA_LOG_DIRS -> log.dirs, `__` -> `_`, `___` -> `-`), then `--override k=v`. Unknown keys and
+invalid values are refused with a message naming the key (ConfigError), before anything is written.
+Settings that tune the JVM broker's thread pools or buffers are accepted so a Kafka server.properties works
+unchanged; gevent has no use for them.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any, Callable
+
+
+class ConfigError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Setting:
+    type: str                # int, long, bool, string, list, double
+    default: Any = None
+    check: Callable[[Any], bool] | None = None
+    rule: str = ""           # what check demands, for the error message
+
+
+def _at_least(n):
+    return lambda v: v >= n, f"at least {n}"
+
+
+def _one_of(*values):
+    return lambda v: v in values, "one of " + ", ".join(values)
+
+
+def _s(type_, default=None, check=None):
+    fn, rule = check if check else (None, "")
+    return Setting(type_, default, fn, rule)
+
+
+_MB = 1024 * 1024
+SETTINGS: dict[str, Setting] = {
+    # identity and ZooKeeper
+    "broker.id": _s("int", -1, _at_least(-1)),
+    "broker.id.generation.enable": _s("bool", True),
+    "reserved.broker.max.id": _s("int", 1000, _at_least(0)),
+    "broker.rack": _s("string"),
+    "zookeeper.connect": _s("string"),
+    "zookeeper.session.timeout.ms": _s("int", 18000, _at_least(1)),
+    "zookeeper.connection.timeout.ms": _s("int"),
+    "zookeeper.max.in.flight.requests": _s("int", 10, _at_least(1)),
+    "zookeeper.set.acl": _s("bool", False),
+    # network
+    "listeners": _s("list", "PLAINTEXT://:9092"),
+    "advertised.listeners": _s("list"),
+    "listener.security.protocol.map": _s(
+        "list", "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"),
+    "inter.broker.listener.name": _s("string"),
+    "security.inter.broker.protocol": _s("string", "PLAINTEXT", _one_of("PLAINTEXT", "SSL", "SASL_PLAINTEXT",
+                                                                      "SASL_SSL")),
+    "socket.request.max.bytes": _s("int", 100 * _MB, _at_least(1)),
+    "socket.send.buffer.bytes": _s("int", 100 * 1024),
+    "socket.receive.buffer.bytes": _s("int", 100 * 1024),
+    "connections.max.idle.ms": _s("long", 600000),
+    "num.network.threads": _s("int", 3, _at_least(1)),
+    "num.io.threads": _s("int", 8, _at_least(1)),
+    "queued.max.requests": _s("int", 500, _at_least(1)),
+    # versions
+    "inter.broker.protocol.version": _s("string", "2.8"),
+    "log.message.format.version": _s("string", "2.8"),
+    # logs
+    "log.dirs": _s("list"),
+    "log.dir": _s("string", "/tmp/kafka-logs"),
+    "num.partitions": _s("int", 1, _at_least(1)),
+    "default.replication.factor": _s("int", 1, _at_least(1)),
+    "min.insync.replicas": _s("int", 1, _at_least(1)),
+    "message.max.bytes": _s("int", 1048588, _at_least(0)),
+    "log.segment.bytes": _s("int", 1024 * _MB, _at_least(14)),
+    "log.roll.ms": _s("long"),
+    "log.roll.hours": _s("int", 168, _at_least(1)),
+    "log.retention.ms": _s("long"),
+    "log.retention.minutes": _s("int"),
+    "log.retention.hours": _s("int", 168),
+    "log.retention.bytes": _s("long", -1),
+    "log.retention.check.interval.ms": _s("long", 300000, _at_least(1)),
+    "log.index.interval.bytes": _s("int", 4096, _at_least(0)),
+    "log.index.size.max.bytes": _s("int", 10 * _MB, _at_least(4)),
+    "log.flush.interval.messages": _s("long", 2 ** 63 - 1, _at_least(1)),
+    "log.flush.interval.ms": _s("long"),
+    "log.flush.scheduler.interval.ms": _s("long", 2 ** 63 - 1),
+    "log.flush.offset.checkpoint.interval.ms": _s("int", 60000, _at_least(0)),
+    "log.flush.start.offset.checkpoint.interval.ms": _s("int", 60000, _at_least(0)),
+    "log.cleanup.policy": _s("list", "delete"),
+    "log.cleaner.enable": _s("bool", True),
+    "log.cleaner.threads": _s("int", 1, _at_least(0)),
+    "log.cleaner.dedupe.buffer.size": _s("long", 128 * _MB),
+    "log.cleaner.delete.retention.ms": _s("long", 86400000),
+    "log.cleaner.min.cleanable.ratio": _s("double", 0.5),
+    "log.cleaner.backoff.ms": _s("long", 15000),
+    "log.message.timestamp.type": _s("string", "CreateTime", _one_of("CreateTime", "LogAppendTime")),
+    "log.message.timestamp.difference.max.ms": _s("long", 2 ** 63 - 1),
+    "log.preallocate": _s("bool", False),
+    "compression.type": _s("string", "producer",
+                           _one_of("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")),
+    "num.recovery.threads.per.data.dir": _s("int", 1, _at_least(1)),
+    "auto.create.topics.enable": _s("bool", True),
+    "delete.topic.enable": _s("bool", True),
+    # replication and controller
+    "unclean.leader.election.enable": _s("bool", False),
+    "auto.leader.rebalance.enable": _s("bool", True),
+    "leader.imbalance.check.interval.seconds": _s("long", 300, _at_least(1)),
+    "leader.imbalance.per.broker.percentage": _s("int", 10),
+    "controlled.shutdown.enable": _s("bool", True),
+    "controlled.shutdown.max.retries": _s("int", 3),
+    "controlled.shutdown.retry.backoff.ms": _s("long", 5000),
+    "controller.socket.timeout.ms": _s("int", 30000),
+    "replica.lag.time.max.ms": _s("long", 30000),
+    "replica.fetch.max.bytes": _s("int", _MB, _at_least(0)),
+    "replica.fetch.response.max.bytes": _s("int", 10 * _MB, _at_least(0)),
+    "replica.fetch.wait.max.ms": _s("int", 500),
+    "replica.fetch.min.bytes": _s("int", 1),
+    "replica.fetch.backoff.ms": _s("int", 1000, _at_least(0)),
+    "replica.socket.timeout.ms": _s("int", 30000),
+    "replica.high.watermark.checkpoint.interval.ms": _s("long", 5000),
+    "num.replica.fetchers": _s("int", 1),
+    "fetch.max.bytes": _s("int", 55 * _MB, _at_least(1024)),
+    # groups, offsets, transactions
+    "group.initial.rebalance.delay.ms": _s("int", 3000),
+    "group.min.session.timeout.ms": _s("int", 6000),
+    "group.max.session.timeout.ms": _s("int", 1800000),
+    "group.max.size": _s("int", 2 ** 31 - 1, _at_least(1)),
+    "offsets.topic.replication.factor": _s("int", 3, _at_least(1)),
+    "offsets.topic.num.partitions": _s("int", 50, _at_least(1)),
+    "offsets.topic.segment.bytes": _s("int", 100 * _MB, _at_least(1)),
+    "offsets.retention.minutes": _s("int", 10080, _at_least(1)),
+    "offsets.retention.check.interval.ms": _s("long", 600000, _at_least(1)),
+    "offsets.commit.timeout.ms": _s("int", 5000),
+    "offset.metadata.max.bytes": _s("int", 4096),
+    "transaction.state.log.replication.factor": _s("int", 3, _at_least(1)),
+    "transaction.state.log.min.isr": _s("int", 2, _at_least(1)),
+    "transaction.state.log.num.partitions": _s("int", 50, _at_least(1)),
+    "transactional.id.expiration.ms": _s("int", 604800000),
+    "transaction.max.timeout.ms": _s("int", 900000),
+    "producer.id.expiration.ms": _s("int", 86400000),
+    "max.connections": _s("int", 2 ** 31 - 1),
+    "max.connections.per.ip": _s("int", 2 ** 31 - 1),
+}
+
+# KAFKA_* variables of the JVM launch scripts and images, not broker settings.
+NON_CONFIG_ENV = {"KAFKA_HEAP_OPTS", "KAFKA_OPTS", "KAFKA_JVM_PERFORMANCE_OPTS", "KAFKA_LOG4J_OPTS",
+                  "KAFKA_JMX_OPTS", "KAFKA_GC_LOG_OPTS", "KAFKA_DEBUG", "KAFKA_VERSION", "KAFKA_HOME",
+                  "KAFKA_LOG4J_ROOT_LOGLEVEL", "KAFKA_LOG4J_LOGGERS", "KAFKA_TOOLS_LOG4J_LOGLEVEL"}
+
+
+def env_to_key(name: str) -> str:
+    """KAFKA_LOG_DIRS -> log.dirs; `___` -> `-`, `__` -> `_`, `_` -> `.` (Confluent's convention)."""
+    s = name[len("KAFKA_"):].lower()
+    return s.replace("___", "\0").replace("__", "\1").replace("_", ".").replace("\0", "-").replace("\1", "_")
+
+
+def read_properties(path: str) -> dict[str, str]:
+    """Java .properties subset: key=value or key: value, # and ! comments, trailing-backslash continuations."""
+    out: dict[str, str] = {}
+    with open(path, encoding="utf-8") as f:
+        pending = ""
+        for raw in f:
+            line = raw.rstrip("\n").rstrip("\r")
+            if not pending and line.lstrip().startswith(("#", "!")):
+                continue
+            if line.endswith("\\"):
+                pending += line[:-1].lstrip()
+                continue
+            line = (pending + line.lstrip()).strip()
+            pending = ""
+            if not line:
+                continue
+            cut = min((i for i in (line.find("="), line.find(":")) if i >= 0), default=-1)
+            if cut < 0:
+                raise ConfigError(f"{path}: cannot parse line: {line!r}")
+            out[line[:cut].strip()] = line[cut + 1:].strip()
+    return out
+
+
+def _convert(key: str, setting: Setting, raw) -> Any:
+    if raw is None:
+        return None
+    text = str(raw).strip()
+    try:
+        if setting.type in ("int", "long"):
+            value = int(text)
+            if setting.type == "int" and not -2 ** 31 <= value < 2 ** 31:
+                raise ValueError
+        elif setting.type == "double":
+            value = float(text)
+        elif setting.type == "bool":
+            if text.lower() not in ("true", "false"):
+                raise ValueError
+            value = text.lower() == "true"
+        elif setting.type == "list":
+            value = [p.strip() for p in text.split(",") if p.strip()]
+        else:
+            value = text
+    except ValueError:
+        raise ConfigError(f"Invalid value {text!r} for configuration {key}: expected {setting.type}") from None
+    if setting.check is not None and not setting.check(value):
+        raise ConfigError(f"Invalid value {text!r} for configuration {key}: must be {setting.rule}")
+    return value
+
+
+@dataclass(frozen=True)
+class Listener:
+    name: str
+    host: str
+    port: int
+    security_protocol: str
+
+
+def parse_listeners(key: str, entries: list[str], protocol_map: dict[str, str]) -> list[Listener]:
+    out = []
+    for entry in entries:
+        if "://" not in entry:
+            raise ConfigError(f"Invalid value {entry!r} for configuration {key}: expected NAME://host:port")
+        name, rest = entry.split("://", 1)
+        host, _, port = rest.rpartition(":")
+        if not port.isdigit() or int(port) > 65535:
+            raise ConfigError(f"Invalid value {entry!r} for configuration {key}: bad port")
+        name = name.upper()
+        if name not in protocol_map:
+            raise ConfigError(f"Invalid value {entry!r} for configuration {key}: listener {name} is not in "
+                              f"listener.security.protocol.map")
+        if protocol_map[name] != "PLAINTEXT":
+            raise ConfigError(f"Invalid value {entry!r} for configuration {key}: security protocol "
+                              f"{protocol_map[name]} is not supported (PLAINTEXT only)")
+        if any(l.name == name for l in out):
+            raise ConfigError(f"Invalid value for configuration {key}: listener {name} appears twice")
+        out.append(Listener(name, host.strip("[]"), int(port), protocol_map[name]))
+    return out
+
+
+class BrokerConfig:
+    """Validated broker settings; read with cfg["log.segment.bytes"]."""
+
+    def __init__(self, props: dict[str, str]):
+        unknown = sorted(k for k in props if k not in SETTINGS)
+        if unknown:
+            raise ConfigError(f"Unknown configuration {unknown[0]!r}" +
+                              (f" (and {len(unknown) - 1} more: {', '.join(unknown[1:])})" if len(unknown) > 1 else ""))
+        self.originals = dict(props)
+        self.values = {k: _convert(k, s, props.get(k, s.default)) for k, s in SETTINGS.items()}
+        if not self.values["zookeeper.connect"]:
+            raise ConfigError("Missing required configuration zookeeper.connect")
+        protocol_map = {}
+        for pair in self.values["listener.security.protocol.map"]:
+            name, _, proto = pair.partition(":")
+            protocol_map[name.strip().upper()] = proto.strip().upper()
+        self.listeners = parse_listeners("listeners", self.values["listeners"], protocol_map)
+        if not self.listeners:
+            raise ConfigError("Invalid value for configuration listeners: no listener")
+        advertised = self.values["advertised.listeners"]
+        self.advertised_listeners = (parse_listeners("advertised.listeners", advertised, protocol_map)
+                                     if advertised else list(self.listeners))
+        names = {l.name for l in self.listeners}
+        for l in self.advertised_listeners:
+            if l.name not in names:
+                raise ConfigError(f"Invalid value for configuration advertised.listeners: {l.name} is not in "
+                                  f"listeners")
+        self.inter_broker_listener = self.values["inter.broker.listener.name"] or \
+            self.values["security.inter.broker.protocol"]
+        if self.inter_broker_listener not in {l.name for l in self.advertised_listeners}:
+            raise ConfigError(f"Invalid value {self.inter_broker_listener!r} for configuration "
+                              f"inter.broker.listener.name: not an advertised listener")
+        self.log_dirs = self.values["log.dirs"] or [self.values["log.dir"]]
+
+    def __getitem__(self, key: str):
+        return self.values[key]
+
+    @property
+    def broker_id(self) -> int:
+        return self.values["broker.id"]
+
+    @property
+    def log_retention_ms(self) -> int:
+        v = self.values
+        if v["log.retention.ms"] is not None:
+            return v["log.retention.ms"]
+        if v["log.retention.minutes"] is not None:
+            return v["log.retention.minutes"] * 60000
+        return v["log.retention.hours"] * 3600000
+
+    @property
+    def log_roll_ms(self) -> int:
+        v = self.values
+        return v["log.roll.ms"] if v["log.roll.ms"] is not None else v["log.roll.hours"] * 3600000
+
+
+def load(path: str | None, overrides: list[str] | tuple[str, ...] = (), environ=None) -> BrokerConfig:
+    props: dict[str, str] = read_properties(path) if path else {}
+    environ = os.environ if environ is None else environ
+    for name, value in environ.items():
+        if name.startswith("KAFKA_") and name not in NON_CONFIG_ENV:
+            props[env_to_key(name)] = value
+    for item in overrides:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"Invalid override {item!r}: expected key=value")
+        props[key.strip()] = value.strip()
+    return BrokerConfig(props)

@@ -1,0 +1,207 @@
+"""The controller's channels to brokers, and the batch that turns state changes into requests.
+
+ControllerChannelManager keeps one queue and one sender greenlet per live broker (Kafka's RequestSendThread):
+requests to a broker go out in order, each retried until it is answered or the broker leaves the channel.
+A response callback, if any, gets the decoded response; it must only enqueue a controller event.
+
+RequestBatch collects what one controller event decided (Kafka's ControllerBrokerRequestBatch) and sends it
+as at most one LeaderAndIsr, one UpdateMetadata and one StopReplica per broker, in the 2.8 versions
+(LeaderAndIsr v5, UpdateMetadata v7, StopReplica v3).
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+import gevent
+from gevent.queue import Queue
+
+from ..metadata_cache import topic_id_to_uuid
+from ..network.client import BrokerClient, BrokerConnectionError
+from ..protocol.interbroker import (LeaderAndIsrRequest, LeaderAndIsrResponse, StopReplicaRequest,
+                                    StopReplicaResponse, UpdateMetadataRequest, UpdateMetadataResponse)
+
+log = logging.getLogger("kbroker.controller.channel")
+
+LEADER_AND_ISR_VERSION, UPDATE_METADATA_VERSION, STOP_REPLICA_VERSION = 5, 7, 3
+LEADER_DURING_DELETE = -2
+EPOCH_DURING_DELETE = -2
+SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
+
+
+class _BrokerChannel:
+    def __init__(self, broker_id: int, host: str, port: int, controller_id: int, timeout_s: float):
+        self.broker_id = broker_id
+        self.queue: Queue = Queue()
+        self.client = BrokerClient(host, port, f"controller-{controller_id}-to-broker-{broker_id}", timeout_s)
+        self.greenlet = gevent.spawn(self._run)
+
+    def _run(self):
+        backoff = 0.05
+        while True:
+            request, response_class, version, callback = self.queue.get()
+            while True:
+                try:
+                    response = self.client.send(request, response_class, version)
+                    break
+                except (BrokerConnectionError, OSError) as e:
+                    log.info("request %s to broker %d failed (%s); retrying", request.name, self.broker_id, e)
+                    gevent.sleep(backoff)
+                    backoff = min(backoff * 2, 1.0)
+            backoff = 0.05
+            if callback is not None:
+                try:
+                    callback(self.broker_id, response)
+                except Exception:
+                    log.exception("response callback failed")
+
+    def stop(self):
+        self.greenlet.kill(block=False)
+        self.client.close()
+
+
+class ControllerChannelManager:
+    def __init__(self, controller_id: int, listener: str, timeout_ms: int):
+        self.controller_id = controller_id
+        self.listener = listener
+        self.timeout_s = timeout_ms / 1000.0
+        self.channels: dict[int, _BrokerChannel] = {}
+
+    def add_broker(self, info) -> None:
+        self.remove_broker(info.id)
+        ep = info.endpoint(self.listener)
+        if ep is None:
+            log.error("broker %d has no endpoint on inter-broker listener %s", info.id, self.listener)
+            return
+        self.channels[info.id] = _BrokerChannel(info.id, ep.host, ep.port, self.controller_id, self.timeout_s)
+
+    def remove_broker(self, broker_id: int) -> None:
+        channel = self.channels.pop(broker_id, None)
+        if channel is not None:
+            channel.stop()
+
+    def send(self, broker_id: int, request, response_class, version: int, callback=None) -> None:
+        channel = self.channels.get(broker_id)
+        if channel is not None:
+            channel.queue.put((request, response_class, version, callback))
+
+    def shutdown(self) -> None:
+        for broker_id in list(self.channels):
+            self.remove_broker(broker_id)
+
+
+@dataclass
+class RequestBatch:
+    """What one controller event wants sent; ctx is the ControllerContext."""
+    ctx: object
+    leader_and_isr: dict = field(default_factory=dict)    # broker -> {(t, p): is_new}
+    update_metadata_brokers: set = field(default_factory=set)
+    update_metadata_partitions: set = field(default_factory=set)
+    update_metadata_all_partitions: set = field(default_factory=set)  # brokers that get every partition
+    stop_replica: dict = field(default_factory=dict)      # broker -> {(t, p): delete}
+
+    def add_leader_and_isr(self, brokers, tp, is_new=False):
+        for b in brokers:
+            if b in self.ctx.live_brokers:
+                self.leader_and_isr.setdefault(b, {})[tp] = is_new
+        self.update_metadata_partitions.add(tp)
+
+    def add_update_metadata(self, brokers, partitions=None):
+        """Partitions None: every partition (a full update, as for a new broker or a new controller)."""
+        brokers = {b for b in brokers if b in self.ctx.live_brokers}
+        self.update_metadata_brokers |= brokers
+        if partitions is None:
+            self.update_metadata_all_partitions |= brokers
+        else:
+            self.update_metadata_partitions |= set(partitions)
+
+    def add_stop_replica(self, brokers, tp, delete: bool):
+        for b in brokers:
+            if b in self.ctx.live_brokers:
+                self.stop_replica.setdefault(b, {})[tp] = delete
+
+    # ---- building -----------------------------------------------------------------------------------------
+    def _partition_state_fields(self, tp):
+        ctx = self.ctx
+        state = ctx.partition_states[tp]
+        deleting = tp[0] in ctx.topics_being_deleted
+        return dict(partition_index=tp[1], controller_epoch=state.controller_epoch,
+                    leader=LEADER_DURING_DELETE if deleting else state.leader,
+                    leader_epoch=state.leader_epoch, isr=list(state.isr), zk_version=state.zk_version,
+                    replicas=list(ctx.assignments[tp]))
+
+    def _leader_and_isr(self, broker_id, partitions):
+        ctx = self.ctx
+        R = LeaderAndIsrRequest
+        by_topic: dict = {}
+        leaders = set()
+        for tp, is_new in sorted(partitions.items()):
+            if tp not in ctx.partition_states:
+                continue
+            fields = self._partition_state_fields(tp)
+            leaders.add(fields["leader"])
+            by_topic.setdefault(tp[0], []).append(R.LeaderAndIsrPartitionState(
+                adding_replicas=[], removing_replicas=[], is_new=is_new, **fields))
+        live_leaders = []
+        for b in sorted(leaders):
+            info = ctx.live_brokers.get(b)
+            ep = info.endpoint(ctx.inter_broker_listener) if info else None
+            if ep is not None:
+                live_leaders.append(R.LeaderAndIsrLiveLeader(broker_id=b, host_name=ep.host, port=ep.port))
+        return R(version=LEADER_AND_ISR_VERSION, controller_id=ctx.broker_id, controller_epoch=ctx.epoch,
+                 broker_epoch=ctx.live_brokers[broker_id].epoch, type=0,
+                 topic_states=[R.LeaderAndIsrTopicState(topic_name=t, topic_id=topic_id_to_uuid(ctx.topic_ids.get(t)),
+                                                        partition_states=ps) for t, ps in by_topic.items()],
+                 live_leaders=live_leaders)
+
+    def _update_metadata(self, broker_id, partitions):
+        ctx = self.ctx
+        R = UpdateMetadataRequest
+        by_topic: dict = {}
+        for tp in sorted(partitions):
+            if tp not in ctx.partition_states:
+                continue
+            fields = self._partition_state_fields(tp)
+            offline = [r for r in ctx.assignments[tp] if r not in ctx.live_brokers]
+            by_topic.setdefault(tp[0], []).append(R.UpdateMetadataPartitionState(offline_replicas=offline, **fields))
+        brokers = []
+        for b in sorted(ctx.live_brokers.values(), key=lambda b: b.id):
+            brokers.append(R.UpdateMetadataBroker(id=b.id, rack=b.rack, endpoints=[
+                R.UpdateMetadataBroker.UpdateMetadataEndpoint(
+                    port=e.port, host=e.host, listener=e.listener,
+                    security_protocol=SECURITY_PROTOCOL_IDS.get(e.security_protocol, 0))
+                for e in b.endpoints]))
+        return R(version=UPDATE_METADATA_VERSION, controller_id=ctx.broker_id, controller_epoch=ctx.epoch,
+                 broker_epoch=ctx.live_brokers[broker_id].epoch,
+                 topic_states=[R.UpdateMetadataTopicState(topic_name=t, topic_id=topic_id_to_uuid(ctx.topic_ids.get(t)),
+                                                          partition_states=ps) for t, ps in by_topic.items()],
+                 live_brokers=brokers)
+
+    def _stop_replica(self, broker_id, partitions):
+        ctx = self.ctx
+        R = StopReplicaRequest
+        by_topic: dict = {}
+        for (t, p), delete in sorted(partitions.items()):
+            state = ctx.partition_states.get((t, p))
+            epoch = EPOCH_DURING_DELETE if t in ctx.topics_being_deleted else (state.leader_epoch if state else -1)
+            by_topic.setdefault(t, []).append(R.StopReplicaTopicState.StopReplicaPartitionState(
+                partition_index=p, leader_epoch=epoch, delete_partition=delete))
+        return R(version=STOP_REPLICA_VERSION, controller_id=ctx.broker_id, controller_epoch=ctx.epoch,
+                 broker_epoch=ctx.live_brokers[broker_id].epoch,
+                 topic_states=[R.StopReplicaTopicState(topic_name=t, partition_states=ps) for t, ps in by_topic.items()])
+
+    def send(self, channels: ControllerChannelManager, stop_replica_callback=None) -> None:
+        ctx = self.ctx
+        for b, partitions in self.leader_and_isr.items():
+            if b in ctx.live_brokers:
+                channels.send(b, self._leader_and_isr(b, partitions), LeaderAndIsrResponse, LEADER_AND_ISR_VERSION)
+        for b in sorted(self.update_metadata_brokers):
+            if b in ctx.live_brokers:
+                partitions = set(ctx.partition_states) if b in self.update_metadata_all_partitions \
+                    else self.update_metadata_partitions
+                channels.send(b, self._update_metadata(b, partitions), UpdateMetadataResponse,
+                              UPDATE_METADATA_VERSION)
+        for b, partitions in self.stop_replica.items():
+            if b in ctx.live_brokers:
+                channels.send(b, self._stop_replica(b, partitions), StopReplicaResponse, STOP_REPLICA_VERSION,
+                              stop_replica_callback)

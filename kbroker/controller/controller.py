@@ -1,0 +1,465 @@
+"""KafkaController: runs on every broker; the one elected through ZooKeeper manages partition leadership.
+
+One event queue drained by one greenlet (Kafka's ControllerEventManager): ZooKeeper watches and broker
+responses only enqueue events, all state changes happen here, in order, without locks.
+
+Election: an exists watch on /controller; when it is absent, one multi creates the ephemeral /controller and
+bumps /controller_epoch with a version check (zk.client.register_controller_and_increment_epoch). Every
+later write is fenced by the /controller_epoch zkVersion; a failed fence makes the controller resign.
+
+As active controller it watches /brokers/ids, /brokers/topics (and each topic), /admin/delete_topics, and
+reacts as Kafka 2.8 does: new partitions get a leader and ISR written to their state znode and pushed with
+LeaderAndIsr + UpdateMetadata; a dead broker's partitions get new leaders from the live ISR (leader_epoch + 1),
+its replicas leave the ISR of the partitions it followed; topic deletion stops and deletes the replicas, then
+removes the topic's znodes.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+import gevent
+from gevent.queue import Queue
+
+from zk import znodes as z
+from zk.client import ControllerMovedError, KafkaZkClient
+from . import election
+from .channel import ControllerChannelManager, RequestBatch
+
+log = logging.getLogger("kbroker.controller")
+state_change = logging.getLogger("state-change")
+
+
+@dataclass
+class ControllerContext:
+    broker_id: int
+    inter_broker_listener: str
+    epoch: int = 0
+    epoch_zk_version: int = 0
+    live_brokers: dict = field(default_factory=dict)       # id -> BrokerInfo (epoch = czxid)
+    assignments: dict = field(default_factory=dict)        # (topic, partition) -> replicas
+    partition_states: dict = field(default_factory=dict)   # (topic, partition) -> LeaderAndIsr
+    topic_ids: dict = field(default_factory=dict)          # topic -> base64 topic id
+    topics_to_delete: set = field(default_factory=set)
+    topics_being_deleted: set = field(default_factory=set)
+    pending_deletion_replicas: dict = field(default_factory=dict)  # topic -> {(partition, broker)}
+
+    def topics(self) -> set[str]:
+        return {t for t, _ in self.assignments}
+
+    def partitions_of(self, topic: str) -> list[tuple[str, int]]:
+        return sorted(tp for tp in self.assignments if tp[0] == topic)
+
+    def clear(self):
+        keep = (self.broker_id, self.inter_broker_listener)
+        self.__init__(*keep)
+
+
+class KafkaController:
+    def __init__(self, broker_id: int, zk: KafkaZkClient, config, inter_broker_listener: str):
+        self.broker_id = broker_id
+        self.zk = zk
+        self.config = config
+        self.ctx = ControllerContext(broker_id, inter_broker_listener)
+        self.channels: ControllerChannelManager | None = None
+        self.active = False
+        self.queue: Queue = Queue()
+        self.worker = None
+
+    # ---- event loop --------------------------------------------------------------------------------------
+    def startup(self) -> None:
+        self.worker = gevent.spawn(self._run)
+        self.enqueue(self._process_startup)
+
+    def shutdown(self) -> None:
+        if self.worker is not None:
+            self.worker.kill()
+        self._resign()
+
+    def enqueue(self, fn, *args) -> None:
+        self.queue.put((fn, args))
+
+    def _run(self) -> None:
+        while True:
+            fn, args = self.queue.get()
+            try:
+                fn(*args)
+            except ControllerMovedError:
+                log.info("controller moved away from broker %d: resigning", self.broker_id)
+                self._resign()
+            except Exception:
+                log.exception("controller event %s failed; moving the controller", fn.__name__)
+                self._trigger_controller_move()
+
+    # ---- watches (they only enqueue) ---------------------------------------------------------------------
+    def _on_controller_znode(self, event):
+        if event.type == "DELETED":
+            self.enqueue(self._process_reelect)
+        else:
+            self.enqueue(self._process_controller_change)
+
+    def _on_brokers(self, _event):
+        self.enqueue(self._process_broker_change)
+
+    def _on_topics(self, _event):
+        self.enqueue(self._process_topic_change)
+
+    def _on_topic(self, event):
+        topic = event.path.rsplit("/", 1)[-1]
+        self.enqueue(self._process_partition_modifications, topic)
+
+    def _on_deletions(self, _event):
+        self.enqueue(self._process_topic_deletion)
+
+    # ---- election ----------------------------------------------------------------------------------------
+    def _process_startup(self):
+        self.zk.watch_controller(self._on_controller_znode)
+        self._elect()
+
+    def _process_controller_change(self):
+        self.zk.watch_controller(self._on_controller_znode)
+        self._maybe_resign()
+
+    def _process_reelect(self):
+        self.zk.watch_controller(self._on_controller_znode)
+        self._maybe_resign()
+        self._elect()
+
+    def session_expired(self):
+        """The broker lost its ZooKeeper session: stop acting as controller at once."""
+        self.enqueue(self._resign)
+
+    def session_renewed(self):
+        """After the broker re-registered in a new session: watch and elect again."""
+        self.enqueue(self._process_reelect)
+
+    def _elect(self):
+        if self.zk.get_controller_id() is not None:
+            return
+        try:
+            epoch, version = self.zk.register_controller_and_increment_epoch(self.broker_id)
+        except ControllerMovedError:
+            log.info("broker %d lost the controller election to broker %s", self.broker_id,
+                     self.zk.get_controller_id())
+            self._maybe_resign()
+            return
+        self.ctx.epoch, self.ctx.epoch_zk_version = epoch, version
+        state_change.info("broker %d elected controller, epoch %d (zkVersion %d)", self.broker_id, epoch, version)
+        self._on_controller_failover()
+
+    def _maybe_resign(self):
+        if self.active and self.zk.get_controller_id() != self.broker_id:
+            self._resign()
+
+    def _resign(self):
+        if not self.active:
+            return
+        state_change.info("broker %d resigns as controller (epoch %d)", self.broker_id, self.ctx.epoch)
+        self.active = False
+        if self.channels is not None:
+            self.channels.shutdown()
+            self.channels = None
+        self.ctx.clear()
+
+    def _trigger_controller_move(self):
+        if self.active:
+            version = self.ctx.epoch_zk_version
+            self._resign()
+            self.zk.delete_controller_fenced(version)
+
+    # ---- failover ----------------------------------------------------------------------------------------
+    def _on_controller_failover(self):
+        ctx = self.ctx
+        self.active = True
+        self.channels = ControllerChannelManager(self.broker_id, ctx.inter_broker_listener,
+                                                 self.config["controller.socket.timeout.ms"])
+        self._write_feature_znode()
+        # Leaders on IBP 2.8 report ISR changes with AlterIsr; old notifications are just cleared.
+        for child in self.zk.children(z.IsrChangeNotificationZNode.path):
+            self._fenced_delete(f"{z.IsrChangeNotificationZNode.path}/{child}")
+        for b in self._read_brokers().values():
+            self._add_live_broker(b)
+        for topic in self.zk.get_all_topics(watch=self._on_topics):
+            self._load_topic(topic)
+        for tp in ctx.assignments:
+            state = self.zk.get_partition_state(*tp)
+            if state is not None:
+                ctx.partition_states[tp] = state
+        batch = RequestBatch(ctx)
+        batch.add_update_metadata(ctx.live_brokers, None)
+        # Replica state machine startup: every live replica learns its partitions' leadership.
+        for tp, replicas in ctx.assignments.items():
+            if tp in ctx.partition_states:
+                batch.add_leader_and_isr(replicas, tp)
+        self._elect_partitions(batch, [tp for tp in ctx.assignments if self._needs_leader(tp)])
+        batch.send(self.channels, self._on_stop_replica_response)
+        self.zk.get_broker_ids(watch=self._on_brokers)
+        self._process_topic_deletion()
+        log.info("controller %d ready: %d live brokers, %d topics, %d partitions", self.broker_id,
+                 len(ctx.live_brokers), len(ctx.topics()), len(ctx.assignments))
+
+    def _write_feature_znode(self):
+        if self.zk.exists(z.FeatureZNode.path) is None:
+            try:
+                self.zk.fenced(self.ctx.epoch_zk_version,
+                               lambda t: self.zk._create_op(t, z.FeatureZNode.path, z.FeatureZNode.encode()))
+            except ControllerMovedError:
+                raise
+            except Exception:
+                pass  # created concurrently
+
+    def _fenced_delete(self, path):
+        try:
+            self.zk.fenced(self.ctx.epoch_zk_version, lambda t: t.delete(path))
+        except ControllerMovedError:
+            raise
+        except Exception:
+            pass
+
+    def _read_brokers(self):
+        return self.zk.get_all_brokers()
+
+    def _add_live_broker(self, info):
+        self.ctx.live_brokers[info.id] = info
+        self.channels.add_broker(info)
+
+    def _load_topic(self, topic: str) -> list[tuple[str, int]]:
+        """Read a topic's assignment (and watch it); backfill its topic id. Returns partitions new to us."""
+        ctx = self.ctx
+        assignment = self.zk.get_topic_assignment(topic, watch=self._on_topic)
+        if assignment is None:
+            return []
+        if assignment.topic_id is None:
+            assignment.topic_id = z.new_base64_uuid()
+            self.zk.set_topic_assignment_fenced(topic, assignment, ctx.epoch_zk_version)
+            state_change.info("assigned topic id %s to topic %s", assignment.topic_id, topic)
+        ctx.topic_ids[topic] = assignment.topic_id
+        new = []
+        for p, replicas in assignment.partitions.items():
+            tp = (topic, p)
+            if tp not in ctx.assignments:
+                new.append(tp)
+            ctx.assignments[tp] = list(replicas)
+        return sorted(new)
+
+    # ---- partition state machine -------------------------------------------------------------------------
+    def _needs_leader(self, tp) -> bool:
+        state = self.ctx.partition_states.get(tp)
+        return state is None or state.leader not in self.ctx.live_brokers
+
+    def _elect_partitions(self, batch: RequestBatch, partitions) -> None:
+        """New partitions get their first leader; offline ones a leader from the live ISR."""
+        ctx = self.ctx
+        live = set(ctx.live_brokers)
+        unclean = self._unclean_election_enabled
+        for tp in partitions:
+            if tp[0] in ctx.topics_to_delete:
+                continue
+            replicas = ctx.assignments[tp]
+            state = ctx.partition_states.get(tp)
+            if state is None:
+                chosen = election.new_partition_leader(replicas, live)
+                if chosen is None:
+                    state_change.warning("partition %s-%d: no live replica among %s; it stays new", *tp, replicas)
+                    continue
+                leader, isr = chosen
+                new_state = z.LeaderAndIsr(leader, 0, isr, ctx.epoch)
+                self.zk.create_partition_state_fenced(tp[0], tp[1], new_state, ctx.epoch_zk_version)
+                ctx.partition_states[tp] = new_state
+                state_change.info("partition %s-%d: online with leader %d, isr %s (new partition)", *tp, leader, isr)
+                batch.add_leader_and_isr(replicas, tp, is_new=True)
+                continue
+            chosen = election.offline_partition_leader(replicas, state.isr, live, unclean(tp[0]))
+            if chosen is None:
+                if state.leader != election.NO_LEADER:
+                    self._write_state(tp, election.NO_LEADER, state.isr)
+                state_change.warning("partition %s-%d: no live in-sync replica among isr %s; it stays offline",
+                                     *tp, state.isr)
+                batch.add_update_metadata(live, [tp])
+                continue
+            leader, isr, was_unclean = chosen
+            self._write_state(tp, leader, isr)
+            state_change.info("partition %s-%d: new leader %d (epoch %d), isr %s%s", *tp, leader,
+                              ctx.partition_states[tp].leader_epoch, isr, " (unclean election)" if was_unclean else "")
+            batch.add_leader_and_isr(replicas, tp)
+        batch.add_update_metadata(live, [])
+
+    def _unclean_election_enabled(self, topic: str) -> bool:
+        value = self.zk.get_entity_config("topics", topic).get("unclean.leader.election.enable")
+        if value is None:
+            return bool(self.config["unclean.leader.election.enable"])
+        return value.lower() == "true"
+
+    def _write_state(self, tp, leader: int, isr: list[int]) -> None:
+        """Bump the leader epoch and write the state znode (fenced, expected version = partition epoch)."""
+        ctx = self.ctx
+        while True:
+            current = ctx.partition_states[tp]
+            new_state = z.LeaderAndIsr(leader, current.leader_epoch + 1, list(isr), ctx.epoch, current.zk_version)
+            if self.zk.update_partition_state_fenced(tp[0], tp[1], new_state, ctx.epoch_zk_version):
+                ctx.partition_states[tp] = new_state
+                return
+            # Someone else (a leader's ISR change) wrote it first: re-read and apply on top.
+            fresh = self.zk.get_partition_state(*tp)
+            if fresh is None:
+                return
+            ctx.partition_states[tp] = fresh
+
+    # ---- brokers -----------------------------------------------------------------------------------------
+    def _process_broker_change(self):
+        if not self.active:
+            return
+        ctx = self.ctx
+        ids = set(self.zk.get_broker_ids(watch=self._on_brokers))
+        current = {}
+        for bid in ids:
+            info = self.zk.get_broker(bid)
+            if info is not None:
+                current[bid] = info
+        dead = [b for b in ctx.live_brokers if b not in current]
+        new = [b for b in current if b not in ctx.live_brokers]
+        bounced = [b for b in current if b in ctx.live_brokers and current[b].epoch > ctx.live_brokers[b].epoch]
+        if not (dead or new or bounced):
+            return
+        state_change.info("broker change: new %s, dead %s, bounced %s", sorted(new), sorted(dead), sorted(bounced))
+        if dead or bounced:
+            self._on_broker_failure(sorted(dead + bounced))
+        if new or bounced:
+            for b in sorted(new + bounced):
+                self._add_live_broker(current[b])
+            self._on_broker_startup(sorted(new + bounced))
+
+    def _on_broker_failure(self, dead: list[int]) -> None:
+        ctx = self.ctx
+        for b in dead:
+            ctx.live_brokers.pop(b, None)
+            self.channels.remove_broker(b)
+        dead_set = set(dead)
+        batch = RequestBatch(ctx)
+        # 1. Partitions they led elect a new leader from the live ISR.
+        led = [tp for tp, s in ctx.partition_states.items() if s.leader in dead_set]
+        self._elect_partitions(batch, led)
+        # 2. Their replicas leave the ISR of the partitions they followed.
+        for tp, state in list(ctx.partition_states.items()):
+            if tp[0] in ctx.topics_being_deleted:
+                continue
+            gone = [r for r in state.isr if r in dead_set]
+            if not gone or tp in led:
+                continue
+            leader, isr = state.leader, state.isr
+            for r in gone:
+                leader, isr = election.remove_replica_from_isr(leader, isr, r)
+            if (leader, isr) != (state.leader, state.isr):
+                self._write_state(tp, leader, isr)
+                state_change.info("partition %s-%d: isr %s after brokers %s went offline", *tp, isr, gone)
+                batch.add_leader_and_isr(ctx.assignments[tp], tp)
+        batch.add_update_metadata(ctx.live_brokers, [])
+        batch.send(self.channels, self._on_stop_replica_response)
+
+    def _on_broker_startup(self, new: list[int]) -> None:
+        ctx = self.ctx
+        batch = RequestBatch(ctx)
+        new_set = set(new)
+        batch.add_update_metadata([b for b in ctx.live_brokers if b not in new_set], [])
+        batch.add_update_metadata(new, None)
+        for tp, replicas in ctx.assignments.items():
+            if tp in ctx.partition_states and new_set.intersection(replicas):
+                batch.add_leader_and_isr([r for r in replicas if r in new_set], tp)
+        self._elect_partitions(batch, [tp for tp in ctx.assignments if self._needs_leader(tp)])
+        batch.send(self.channels, self._on_stop_replica_response)
+        self._resume_topic_deletion()
+
+    # ---- topics ------------------------------------------------------------------------------------------
+    def _process_topic_change(self):
+        if not self.active:
+            return
+        ctx = self.ctx
+        topics = set(self.zk.get_all_topics(watch=self._on_topics))
+        for gone in ctx.topics() - topics:
+            self._forget_topic(gone)
+        new_partitions = []
+        for topic in sorted(topics - ctx.topics()):
+            new_partitions += self._load_topic(topic)
+        if new_partitions:
+            self._on_new_partitions(new_partitions)
+
+    def _process_partition_modifications(self, topic: str):
+        if not self.active or topic in self.ctx.topics_to_delete:
+            return
+        new = self._load_topic(topic)
+        if new:
+            self._on_new_partitions(new)
+
+    def _on_new_partitions(self, partitions):
+        state_change.info("new partitions %s", ", ".join(f"{t}-{p}" for t, p in partitions))
+        batch = RequestBatch(self.ctx)
+        self._elect_partitions(batch, partitions)
+        batch.send(self.channels, self._on_stop_replica_response)
+
+    def _forget_topic(self, topic: str):
+        ctx = self.ctx
+        for tp in ctx.partitions_of(topic):
+            ctx.assignments.pop(tp, None)
+            ctx.partition_states.pop(tp, None)
+        ctx.topic_ids.pop(topic, None)
+        ctx.topics_to_delete.discard(topic)
+        ctx.topics_being_deleted.discard(topic)
+        ctx.pending_deletion_replicas.pop(topic, None)
+
+    # ---- topic deletion ----------------------------------------------------------------------------------
+    def _process_topic_deletion(self):
+        if not self.active:
+            return
+        ctx = self.ctx
+        marked = set(self.zk.get_topic_deletions(watch=self._on_deletions))
+        unknown = marked - ctx.topics()
+        if unknown:
+            self.zk.delete_topic_deletion_markers_fenced(sorted(unknown), ctx.epoch_zk_version)
+        marked -= unknown
+        if not self.config["delete.topic.enable"]:
+            if marked:
+                log.info("delete.topic.enable is false: ignoring deletion of %s", sorted(marked))
+                self.zk.delete_topic_deletion_markers_fenced(sorted(marked), ctx.epoch_zk_version)
+            return
+        ctx.topics_to_delete |= marked
+        self._resume_topic_deletion()
+
+    def _resume_topic_deletion(self):
+        ctx = self.ctx
+        for topic in sorted(ctx.topics_to_delete - ctx.topics_being_deleted):
+            replicas = {(p, r) for (t, p) in ctx.partitions_of(topic) for r in ctx.assignments[(t, p)]}
+            if any(r not in ctx.live_brokers for _, r in replicas):
+                log.info("deletion of topic %s waits for its offline replicas", topic)
+                continue
+            state_change.info("deleting topic %s", topic)
+            ctx.topics_being_deleted.add(topic)
+            ctx.pending_deletion_replicas[topic] = set(replicas)
+            batch = RequestBatch(ctx)
+            # Brokers first learn the partitions are being deleted (leader -2), then replicas are stopped.
+            batch.add_update_metadata(ctx.live_brokers, ctx.partitions_of(topic))
+            for tp in ctx.partitions_of(topic):
+                batch.add_stop_replica(ctx.assignments[tp], tp, delete=True)
+            batch.send(self.channels, self._on_stop_replica_response)
+            if not replicas:
+                self._complete_topic_deletion(topic)
+
+    def _on_stop_replica_response(self, broker_id, response):
+        self.enqueue(self._process_stop_replica_response, broker_id, response)
+
+    def _process_stop_replica_response(self, broker_id, response):
+        ctx = self.ctx
+        if not self.active or response.error_code:
+            return
+        for e in response.partition_errors:
+            pending = ctx.pending_deletion_replicas.get(e.topic_name)
+            if pending is not None and not e.error_code:
+                pending.discard((e.partition_index, broker_id))
+        for topic, pending in list(ctx.pending_deletion_replicas.items()):
+            if not pending and topic in ctx.topics_being_deleted:
+                self._complete_topic_deletion(topic)
+
+    def _complete_topic_deletion(self, topic: str):
+        ctx = self.ctx
+        self.zk.delete_topic_fenced(topic, ctx.epoch_zk_version)
+        self._forget_topic(topic)
+        state_change.info("deletion of topic %s completed", topic)

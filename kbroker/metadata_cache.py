@@ -1,0 +1,101 @@
+"""The broker's metadata cache: live brokers, partition states and topic ids, as the controller last sent them.
+
+Only UpdateMetadata writes it (as in Kafka's ZooKeeper mode); the request path (Metadata, later Produce and
+Fetch routing) only reads it, never ZooKeeper. Each update replaces whole objects, so a greenlet reading the
+cache between two updates sees a consistent snapshot without locks.
+"""
+from __future__ import annotations
+
+import base64
+import uuid
+from dataclasses import dataclass, field
+
+
+def topic_id_to_uuid(topic_id: str | None) -> uuid.UUID | None:
+    """ZooKeeper stores Kafka's base64 form; the wire carries the 16 bytes."""
+    if not topic_id:
+        return None
+    return uuid.UUID(bytes=base64.urlsafe_b64decode(topic_id + "=" * (-len(topic_id) % 4)))
+
+
+def uuid_to_topic_id(value: uuid.UUID | None) -> str | None:
+    if value is None or value.int == 0:
+        return None
+    return base64.urlsafe_b64encode(value.bytes).rstrip(b"=").decode()
+
+
+@dataclass(frozen=True)
+class CachedBroker:
+    id: int
+    endpoints: dict  # listener name -> (host, port, security protocol id)
+    rack: str | None = None
+
+
+@dataclass
+class PartitionState:
+    topic: str
+    partition: int
+    leader: int
+    leader_epoch: int
+    isr: list[int]
+    replicas: list[int]
+    offline_replicas: list[int] = field(default_factory=list)
+    zk_version: int = 0
+    controller_epoch: int = 0
+
+
+LEADER_DURING_DELETE = -2
+
+
+class MetadataCache:
+    def __init__(self, broker_id: int):
+        self.broker_id = broker_id
+        self.brokers: dict[int, CachedBroker] = {}
+        self.partitions: dict[str, dict[int, PartitionState]] = {}
+        self.topic_ids: dict[str, uuid.UUID] = {}
+        self.controller_id: int | None = None
+
+    def update(self, controller_id: int, brokers: list[CachedBroker], states: list[PartitionState],
+               topic_ids: dict[str, uuid.UUID]) -> list[tuple[str, int]]:
+        """Apply one UpdateMetadata; returns the partitions it deleted (leader -2 means 'being deleted')."""
+        self.controller_id = controller_id
+        self.brokers = {b.id: b for b in brokers}
+        partitions = {t: dict(ps) for t, ps in self.partitions.items()}
+        deleted = []
+        for s in states:
+            if s.leader == LEADER_DURING_DELETE:
+                topic = partitions.get(s.topic)
+                if topic is not None and topic.pop(s.partition, None) is not None:
+                    deleted.append((s.topic, s.partition))
+                    if not topic:
+                        del partitions[s.topic]
+            else:
+                partitions.setdefault(s.topic, {})[s.partition] = s
+        ids = {t: i for t, i in self.topic_ids.items() if t in partitions}
+        for t, i in topic_ids.items():
+            if t in partitions and i is not None and i.int != 0:
+                ids[t] = i
+        self.partitions = partitions
+        self.topic_ids = ids
+        return deleted
+
+    def alive_brokers(self, listener: str) -> list[tuple[int, str, int, str | None]]:
+        """(id, host, port, rack) of live brokers that have an endpoint on this listener."""
+        out = []
+        for b in sorted(self.brokers.values(), key=lambda b: b.id):
+            ep = b.endpoints.get(listener)
+            if ep is not None:
+                out.append((b.id, ep[0], ep[1], b.rack))
+        return out
+
+    def topics(self) -> list[str]:
+        return sorted(self.partitions)
+
+    def topic_partitions(self, topic: str) -> dict[int, PartitionState] | None:
+        return self.partitions.get(topic)
+
+    def partition(self, topic: str, partition: int) -> PartitionState | None:
+        return self.partitions.get(topic, {}).get(partition)
+
+    def is_alive(self, broker_id: int) -> bool:
+        return broker_id in self.brokers

@@ -1,0 +1,108 @@
+"""The gevent socket server: one StreamServer per listener, one greenlet per connection.
+
+Per connection, requests are read and answered strictly in order (Kafka's guarantee); a client may pipeline,
+the kernel buffers what it sent ahead. Framing follows Kafka's NetworkReceive: a 4-byte size then the
+request; a size below zero or above socket.request.max.bytes closes the connection, as does a request that
+cannot be parsed. A failure on one connection never reaches the others.
+"""
+from __future__ import annotations
+
+import logging
+import struct
+
+import gevent
+from gevent.server import StreamServer
+
+from .. import api
+from ..protocol.header import MalformedRequest
+
+log = logging.getLogger("kbroker.network")
+_SIZE = struct.Struct(">i")
+
+
+def read_exact(sock, n: int) -> bytearray | None:
+    """n bytes, or None if the peer closed (or reset) before they all arrived."""
+    buf = bytearray(n)
+    view = memoryview(buf)
+    got = 0
+    while got < n:
+        try:
+            k = sock.recv_into(view[got:], n - got)
+        except OSError:
+            return None
+        if k == 0:
+            return None
+        got += k
+    return buf
+
+
+class SocketServer:
+    def __init__(self, broker, listeners, max_request_bytes: int):
+        self.broker = broker
+        self.max_request_bytes = max_request_bytes
+        self.servers: dict[str, StreamServer] = {}
+        self.bound_ports: dict[str, int] = {}
+        self.listeners = listeners
+        self.connections: set = set()
+
+    def bind(self) -> None:
+        """Bind every listener now (so a clash fails startup before anything is registered)."""
+        for listener in self.listeners:
+            host = listener.host or "0.0.0.0"
+            server = StreamServer((host, listener.port), self._handler(listener.name), backlog=1024)
+            server.init_socket()
+            self.servers[listener.name] = server
+            self.bound_ports[listener.name] = server.socket.getsockname()[1]
+
+    def start(self) -> None:
+        for server in self.servers.values():
+            server.start()
+
+    def stop(self) -> None:
+        for server in self.servers.values():
+            server.stop(timeout=1)
+        for sock in list(self.connections):
+            try:
+                sock.close()
+            except OSError:
+                pass
+
+    def _handler(self, listener_name: str):
+        def handle(sock, address):
+            self.connections.add(sock)
+            try:
+                self._serve(sock, address, listener_name)
+            finally:
+                self.connections.discard(sock)
+                sock.close()
+        return handle
+
+    def _serve(self, sock, address, listener_name: str) -> None:
+        while True:
+            head = read_exact(sock, 4)
+            if head is None:
+                return
+            (size,) = _SIZE.unpack(head)
+            if size < 0 or size > self.max_request_bytes:
+                log.warning("closing connection from %s:%s: request size %d is outside 0..%d "
+                            "(socket.request.max.bytes)", address[0], address[1], size, self.max_request_bytes)
+                return
+            frame = read_exact(sock, size)
+            if frame is None:
+                log.debug("connection from %s:%s closed mid-request", *address[:2])
+                return
+            try:
+                out = api.dispatch(memoryview(frame), self.broker, listener_name, address)
+            except MalformedRequest as e:
+                log.warning("closing connection from %s:%s: %s", address[0], address[1], e)
+                return
+            except gevent.GreenletExit:
+                raise
+            except Exception:
+                log.exception("closing connection from %s:%s: request handler failed", *address[:2])
+                return
+            if out is not None:
+                try:
+                    sock.sendall(out)
+                except OSError:
+                    return

@@ -1,0 +1,1 @@
+"""JSON message schemas (kafka-python format) for the inter-broker APIs that kafka-python lacks."""

@@ -1,0 +1,218 @@
+"""KafkaServer: one broker's startup and shutdown, in Kafka's order (KafkaServer.startup in ZooKeeper mode).
+
+1. connect to ZooKeeper (creating a chroot if needed) and create the top-level persistent paths;
+2. get or create /cluster/id and check it against meta.properties in every log dir (a mismatch refuses to
+   start, as Kafka's InconsistentClusterIdException);
+3. broker id from the config, else from meta.properties, else generated from /brokers/seqid;
+4. bind the listeners; refuse to start if another live broker advertises the same endpoint;
+5. register the ephemeral /brokers/ids/<id> (its czxid is the broker epoch);
+6. start the controller module (every broker runs it; one is elected);
+7. start serving requests.
+A lost ZooKeeper session makes the controller resign; once a new session is up the broker registers again
+(with a new broker epoch) and the controller module re-elects.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import time
+
+import gevent
+import gevent.event
+
+from zk import znodes as z
+from zk.client import KafkaZkClient, ZkError
+from .controller.controller import KafkaController
+from .metadata_cache import MetadataCache
+from .network.server import SocketServer
+from .replica.manager import ReplicaManager
+
+log = logging.getLogger("kbroker.server")
+
+META_PROPERTIES = "meta.properties"
+
+
+class StartupError(RuntimeError):
+    """The broker must not start; the message says why."""
+
+
+def read_meta_properties(log_dir: str) -> dict[str, str] | None:
+    path = os.path.join(log_dir, META_PROPERTIES)
+    if not os.path.exists(path):
+        return None
+    out = {}
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            line = line.strip()
+            if line and not line.startswith("#") and "=" in line:
+                k, v = line.split("=", 1)
+                out[k.strip()] = v.strip()
+    return out
+
+
+def write_meta_properties(log_dir: str, cluster_id: str, broker_id: int) -> None:
+    path = os.path.join(log_dir, META_PROPERTIES)
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(f"#\n#{time.strftime('%a %b %d %H:%M:%S %Z %Y')}\n"
+                f"cluster.id={cluster_id}\nversion=0\nbroker.id={broker_id}\n")
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+class KafkaServer:
+    def __init__(self, config):
+        self.config = config
+        self.broker_id: int = config.broker_id
+        self.cluster_id: str | None = None
+        self.broker_epoch = -1
+        self.zk: KafkaZkClient | None = None
+        self.socket_server: SocketServer | None = None
+        self.controller: KafkaController | None = None
+        self.metadata_cache: MetadataCache | None = None
+        self.replica_manager: ReplicaManager | None = None
+        self.broker_info: z.BrokerInfo | None = None
+        self._session_lost = False
+        self._stopped = gevent.event.Event()
+
+    # ---- startup -----------------------------------------------------------------------------------------
+    def startup(self) -> None:
+        cfg = self.config
+        timeout = cfg["zookeeper.session.timeout.ms"]
+        self.zk = KafkaZkClient(cfg["zookeeper.connect"], timeout, cfg["zookeeper.connection.timeout.ms"],
+                                gevent=True)
+        try:
+            self.zk.start()
+        except ZkError as e:
+            raise StartupError(str(e)) from None
+        self.zk.create_top_level_paths()
+        metas = self._load_meta_properties()
+        self.cluster_id = self._cluster_id(metas)
+        self.broker_id = self._resolve_broker_id(metas)
+        for d, meta in metas.items():
+            if meta is None:
+                write_meta_properties(d, self.cluster_id, self.broker_id)
+        self.metadata_cache = MetadataCache(self.broker_id)
+        self.replica_manager = ReplicaManager(self.broker_id)
+
+        self.socket_server = SocketServer(self, cfg.listeners, cfg["socket.request.max.bytes"])
+        try:
+            self.socket_server.bind()
+        except OSError as e:
+            raise StartupError(f"cannot bind listeners {[f'{l.name}://{l.host}:{l.port}' for l in cfg.listeners]}: "
+                               f"{e}") from None
+        self.broker_info = self._broker_info()
+        self._check_endpoints_unused()
+        self._register()
+        self.zk.add_state_listener(self._on_zk_state)
+        self.controller = KafkaController(self.broker_id, self.zk, cfg, cfg.inter_broker_listener)
+        self.controller.startup()
+        self.socket_server.start()
+        log.info("[KafkaServer id=%d] started (cluster id %s, broker epoch %d, listeners %s)", self.broker_id,
+                 self.cluster_id, self.broker_epoch,
+                 ", ".join(e.url() for e in self.broker_info.endpoints))
+
+    def _load_meta_properties(self) -> dict[str, dict | None]:
+        metas = {}
+        for d in self.config.log_dirs:
+            os.makedirs(d, exist_ok=True)
+            metas[d] = read_meta_properties(d)
+        return metas
+
+    def _cluster_id(self, metas) -> str:
+        cluster_id = self.zk.get_cluster_id() or self.zk.create_or_get_cluster_id(z.new_base64_uuid())
+        for d, meta in metas.items():
+            if meta is not None and meta.get("cluster.id") and meta["cluster.id"] != cluster_id:
+                raise StartupError(
+                    f"The Cluster ID {cluster_id} doesn't match stored clusterId {meta['cluster.id']} in "
+                    f"{os.path.join(d, META_PROPERTIES)}. The broker is trying to join the wrong cluster. "
+                    f"Configured zookeeper.connect may be wrong.")
+        return cluster_id
+
+    def _resolve_broker_id(self, metas) -> int:
+        cfg = self.config
+        stored = {int(m["broker.id"]) for m in metas.values() if m is not None and "broker.id" in m}
+        if len(stored) > 1:
+            raise StartupError(f"Failed to match broker.id across log.dirs: found {sorted(stored)} in "
+                               f"meta.properties")
+        configured = cfg.broker_id
+        if configured >= 0:
+            if stored and configured not in stored:
+                raise StartupError(f"Configured broker.id {configured} doesn't match stored broker.id "
+                                   f"{stored.pop()} in meta.properties. If you moved your data, make sure your "
+                                   f"configured broker.id matches.")
+            if cfg["broker.id.generation.enable"] and configured > cfg["reserved.broker.max.id"]:
+                raise StartupError(f"broker.id {configured} must not exceed reserved.broker.max.id "
+                                   f"{cfg['reserved.broker.max.id']}")
+            return configured
+        if stored:
+            return stored.pop()
+        if not cfg["broker.id.generation.enable"]:
+            raise StartupError("broker.id is not set and broker.id.generation.enable is false")
+        return self.zk.generate_broker_sequence_id() + cfg["reserved.broker.max.id"]
+
+    def _broker_info(self) -> z.BrokerInfo:
+        endpoints = []
+        bound = self.socket_server.bound_ports
+        for l in self.config.advertised_listeners:
+            host = l.host or socket.getfqdn()
+            port = l.port or bound[l.name]
+            endpoints.append(z.EndPoint(l.name, host, port, l.security_protocol))
+        return z.BrokerInfo(self.broker_id, endpoints, self.config["broker.rack"])
+
+    def _check_endpoints_unused(self) -> None:
+        mine = {(e.host, e.port) for e in self.broker_info.endpoints}
+        for other in self.zk.get_all_brokers().values():
+            if other.id == self.broker_id:
+                continue
+            clash = mine & {(e.host, e.port) for e in other.endpoints}
+            if clash:
+                host, port = clash.pop()
+                raise StartupError(f"Configured end points {host}:{port} in advertised listeners are already "
+                                   f"registered by broker {other.id}")
+
+    def _register(self) -> None:
+        try:
+            self.broker_epoch = self.zk.register_broker(self.broker_info)
+        except ZkError as e:
+            raise StartupError(str(e)) from None
+        self.replica_manager.broker_epoch = self.broker_epoch
+        log.info("registered broker %d at %s with broker epoch %d", self.broker_id,
+                 z.BrokerIdZNode.path(self.broker_id), self.broker_epoch)
+
+    # ---- ZooKeeper session -------------------------------------------------------------------------------
+    def _on_zk_state(self, state) -> None:
+        # Called by kazoo; only note the change and let a greenlet act on it.
+        if state == "LOST":
+            self._session_lost = True
+            log.warning("ZooKeeper session expired")
+            if self.controller is not None:
+                self.controller.session_expired()
+        elif state == "CONNECTED" and self._session_lost:
+            self._session_lost = False
+            gevent.spawn(self._reregister)
+
+    def _reregister(self) -> None:
+        try:
+            self._register()
+        except StartupError as e:
+            log.error("re-registration after session expiry failed: %s", e)
+            return
+        self.controller.session_renewed()
+
+    # ---- shutdown ----------------------------------------------------------------------------------------
+    def shutdown(self) -> None:
+        log.info("[KafkaServer id=%d] shutting down", self.broker_id)
+        if self.socket_server is not None:
+            self.socket_server.stop()
+        if self.controller is not None:
+            self.controller.shutdown()
+        if self.zk is not None:
+            self.zk.close()
+        log.info("[KafkaServer id=%d] shut down completed", self.broker_id)
+        self._stopped.set()
+
+    def await_shutdown(self) -> None:
+        self._stopped.wait()

@@ -1,0 +1,121 @@
+"""admin_cli.assignment: Kafka's rack-unaware replica assignment, pinned to hand-computed tables, plus the
+properties it must keep for any start index and shift; and explicit --replica-assignment parsing/checks."""
+from collections import Counter
+
+import pytest
+
+from admin_cli.assignment import assign_replicas, check_assignment, parse_replica_assignment
+from admin_cli.errors import AdminError
+
+
+def test_five_brokers_ten_partitions_rf3_start0_shift0():
+    # By hand: leader of p = brokers[p % 5]; shift 0 for p0..p4, 1 for p5..p9;
+    # follower j of p at (leader_index + 1 + (shift + j) % 4) % 5.
+    expected = {
+        0: [0, 1, 2],
+        1: [1, 2, 3],
+        2: [2, 3, 4],
+        3: [3, 4, 0],
+        4: [4, 0, 1],
+        5: [0, 2, 3],
+        6: [1, 3, 4],
+        7: [2, 4, 0],
+        8: [3, 0, 1],
+        9: [4, 1, 2],
+    }
+    assert assign_replicas([0, 1, 2, 3, 4], 10, 3, start_index=0, shift=0) == expected
+
+
+def test_unsorted_sparse_ids_start2_shift1():
+    # Brokers are sorted first: [10, 20, 30, 40]. Leaders from index 2; shift 1 for p0..p3, 2 for p4, p5.
+    expected = {
+        0: [30, 10, 20],
+        1: [40, 20, 30],
+        2: [10, 30, 40],
+        3: [20, 40, 10],
+        4: [30, 20, 40],
+        5: [40, 30, 10],
+    }
+    assert assign_replicas([40, 10, 30, 20], 6, 3, start_index=2, shift=1) == expected
+
+
+def test_shift_wraps_modulo_n_minus_1():
+    # 3 brokers, shift 5: (5 + 0) % 2 = 1 -> follower two after the leader.
+    assert assign_replicas([1, 2, 3], 3, 2, start_index=0, shift=5) == {0: [1, 3], 1: [2, 1], 2: [3, 2]}
+
+
+def test_single_broker_rf1():
+    assert assign_replicas([7], 3, 1) == {0: [7], 1: [7], 2: [7]}
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 5, 6])
+@pytest.mark.parametrize("rf", [1, 2, 3])
+@pytest.mark.parametrize("partitions", [1, 4, 12, 30])
+def test_properties_for_every_start_and_shift(n, rf, partitions):
+    if rf > n:
+        return
+    brokers = list(range(100, 100 + n))
+    for start in range(n):
+        for shift in range(n):
+            a = assign_replicas(brokers, partitions, rf, start_index=start, shift=shift)
+            assert sorted(a) == list(range(partitions))
+            for replicas in a.values():
+                assert len(replicas) == rf and len(set(replicas)) == rf
+                assert set(replicas) <= set(brokers)
+            leaders = Counter(r[0] for r in a.values())
+            counts = [leaders.get(b, 0) for b in brokers]
+            assert max(counts) - min(counts) <= 1
+            if partitions % n == 0:
+                # Each full round of n partitions puts exactly rf replicas on every broker.
+                load = Counter(b for r in a.values() for b in r)
+                assert all(load[b] == partitions * rf // n for b in brokers)
+
+
+def test_random_defaults_keep_the_properties():
+    for _ in range(50):
+        a = assign_replicas([1, 2, 3, 4], 8, 3)
+        assert all(len(set(r)) == 3 for r in a.values())
+        assert Counter(r[0] for r in a.values()) == {1: 2, 2: 2, 3: 2, 4: 2}
+
+
+def test_random_defaults_vary():
+    seen = {tuple(map(tuple, assign_replicas([1, 2, 3, 4, 5], 5, 3).values())) for _ in range(200)}
+    assert len(seen) > 1
+
+
+def test_rf_larger_than_brokers():
+    with pytest.raises(AdminError, match=r"^Replication factor: 3 larger than available brokers: 1\.$"):
+        assign_replicas([1], 1, 3)
+    with pytest.raises(AdminError, match="larger than available brokers: 0"):
+        assign_replicas([], 1, 1)
+
+
+@pytest.mark.parametrize("partitions, rf, message", [(0, 1, "partitions"), (-1, 1, "partitions"),
+                                                     (1, 0, "Replication factor"), (1, -2, "Replication factor")])
+def test_non_positive_counts(partitions, rf, message):
+    with pytest.raises(AdminError, match=message):
+        assign_replicas([1, 2], partitions, rf)
+
+
+def test_parse_replica_assignment():
+    assert parse_replica_assignment("1:2,2:3,3:1") == {0: [1, 2], 1: [2, 3], 2: [3, 1]}
+    assert parse_replica_assignment(" 5 : 6 , 6:5") == {0: [5, 6], 1: [6, 5]}
+    assert parse_replica_assignment("4") == {0: [4]}
+
+
+@pytest.mark.parametrize("text", ["", "1:2,,3:4", "a:b", "1:-2", "1;2", "1:2:", "١:2"])
+def test_parse_replica_assignment_rejects(text):
+    with pytest.raises(ValueError):
+        parse_replica_assignment(text)
+
+
+def test_check_assignment():
+    check_assignment({0: [1, 2], 1: [2, 3]})
+    with pytest.raises(AdminError, match="duplicate"):
+        check_assignment({0: [1, 1]})
+    with pytest.raises(AdminError, match="different replication factor"):
+        check_assignment({0: [1, 2], 1: [3]})
+    with pytest.raises(AdminError, match="consecutive"):
+        check_assignment({0: [1], 2: [2]})
+    with pytest.raises(AdminError):
+        check_assignment({})
