@@ -10,8 +10,10 @@ from __future__ import annotations
 import logging
 import sys
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 import click
+from click.exceptions import NoArgsIsHelpError
 from kazoo.exceptions import KazooException
 
 from zk.client import KafkaZkClient, ZkError
@@ -23,6 +25,11 @@ from .errors import AdminError
 from .topic_config import parse_config_args
 
 
+# kazoo logs every failed connection attempt; with no logging configured Python would print those on stderr.
+# kadmin reports failures itself, in one line.
+logging.getLogger("kazoo").addHandler(logging.NullHandler())
+
+
 class _Kadmin(click.Group):
     """click's group, but a usage error is one line on stderr (click prints the usage and a hint too)."""
 
@@ -30,6 +37,9 @@ class _Kadmin(click.Group):
         try:
             rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
             code = rv if isinstance(rv, int) else 0
+        except NoArgsIsHelpError as e:  # a bare group: show its help, as click does
+            e.show()
+            code = e.exit_code
         except click.UsageError as e:
             hint = f" (see '{e.ctx.command_path} --help')" if e.ctx is not None else ""
             click.echo(f"Error: {e.format_message()}{hint}", err=True)
@@ -45,11 +55,12 @@ class _Kadmin(click.Group):
         return code
 
 
+@dataclass
 class _Settings:
-    def __init__(self, zookeeper: str | None, bootstrap_server: str | None, zk_timeout: float):
-        self.zookeeper = zookeeper
-        self.bootstrap_server = bootstrap_server
-        self.zk_timeout = zk_timeout
+    """The global options, for the commands."""
+    zookeeper: str | None
+    bootstrap_server: str | None
+    zk_timeout: float
 
 
 @contextmanager
@@ -88,9 +99,6 @@ def _zk(ctx: click.Context):
 @click.pass_context
 def cli(ctx, zookeeper, bootstrap_server, zk_timeout):
     """Administer a kbroker (or Kafka 2.8) cluster."""
-    # kazoo logs each failed connection attempt; the command reports failures itself, in one line.
-    logging.getLogger("kazoo").addHandler(logging.NullHandler())
-    logging.getLogger("kazoo").propagate = False
     ctx.obj = _Settings(zookeeper, bootstrap_server, zk_timeout)
 
 

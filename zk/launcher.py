@@ -79,7 +79,7 @@ class ZooKeeperServer:
         os.makedirs(self.data_dir, exist_ok=True)
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                     start_new_session=detach)
+                                     cwd=self.data_dir, start_new_session=detach)
         log.close()
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

@@ -18,7 +18,7 @@ API_KEY = 3
 MIN_VERSION, MAX_VERSION = 0, 11
 REQUEST, RESPONSE = MetadataRequest, MetadataResponse
 
-_NOT_REQUESTED = -2147483648
+_NOT_REQUESTED = None  # kafka-python encodes None as the "not requested" bitfield, INT32_MIN
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 Broker = RESPONSE.MetadataResponseBroker
 Topic = RESPONSE.MetadataResponseTopic

@@ -177,7 +177,9 @@ class KafkaController:
         # Leaders on IBP 2.8 report ISR changes with AlterIsr; old notifications are just cleared.
         for child in self.zk.children(z.IsrChangeNotificationZNode.path):
             self._fenced_delete(f"{z.IsrChangeNotificationZNode.path}/{child}")
-        for b in self._read_brokers().values():
+        # Watch before reading, so a broker registering meanwhile still triggers a BrokerChange.
+        self.zk.get_broker_ids(watch=self._on_brokers)
+        for b in self.zk.get_all_brokers().values():
             self._add_live_broker(b)
         for topic in self.zk.get_all_topics(watch=self._on_topics):
             self._load_topic(topic)
@@ -191,9 +193,10 @@ class KafkaController:
         for tp, replicas in ctx.assignments.items():
             if tp in ctx.partition_states:
                 batch.add_leader_and_isr(replicas, tp)
-        self._elect_partitions(batch, [tp for tp in ctx.assignments if self._needs_leader(tp)])
+        offline = [tp for tp in ctx.assignments if self._needs_leader(tp)]
+        self._elect_partitions(batch, offline)
+        self._remove_offline_replicas_from_isr(batch, set(offline))
         batch.send(self.channels, self._on_stop_replica_response)
-        self.zk.get_broker_ids(watch=self._on_brokers)
         self._process_topic_deletion()
         log.info("controller %d ready: %d live brokers, %d topics, %d partitions", self.broker_id,
                  len(ctx.live_brokers), len(ctx.topics()), len(ctx.assignments))
@@ -215,9 +218,6 @@ class KafkaController:
             raise
         except Exception:
             pass
-
-    def _read_brokers(self):
-        return self.zk.get_all_brokers()
 
     def _add_live_broker(self, info):
         self.ctx.live_brokers[info.id] = info
@@ -340,12 +340,17 @@ class KafkaController:
         led = [tp for tp, s in ctx.partition_states.items() if s.leader in dead_set]
         self._elect_partitions(batch, led)
         # 2. Their replicas leave the ISR of the partitions they followed.
+        self._remove_offline_replicas_from_isr(batch, set(led))
+        batch.add_update_metadata(ctx.live_brokers, [])
+        batch.send(self.channels, self._on_stop_replica_response)
+
+    def _remove_offline_replicas_from_isr(self, batch: RequestBatch, skip: set) -> None:
+        """Replicas on brokers that are not live leave the ISR (OfflineReplica), except the last member."""
+        ctx = self.ctx
         for tp, state in list(ctx.partition_states.items()):
-            if tp[0] in ctx.topics_being_deleted:
+            if tp in skip or tp[0] in ctx.topics_being_deleted:
                 continue
-            gone = [r for r in state.isr if r in dead_set]
-            if not gone or tp in led:
-                continue
+            gone = [r for r in state.isr if r not in ctx.live_brokers]
             leader, isr = state.leader, state.isr
             for r in gone:
                 leader, isr = election.remove_replica_from_isr(leader, isr, r)
@@ -353,8 +358,6 @@ class KafkaController:
                 self._write_state(tp, leader, isr)
                 state_change.info("partition %s-%d: isr %s after brokers %s went offline", *tp, isr, gone)
                 batch.add_leader_and_isr(ctx.assignments[tp], tp)
-        batch.add_update_metadata(ctx.live_brokers, [])
-        batch.send(self.channels, self._on_stop_replica_response)
 
     def _on_broker_startup(self, new: list[int]) -> None:
         ctx = self.ctx

@@ -106,9 +106,9 @@ def test_round_trip_create_list_describe_delete(zk_connect, zk_client):
     assert lines[2].split() == ["0", str(leader), r0, str(leader)]
     assert lines[3].split() == ["1", "none", r1]  # leader -1, empty ISR
     assert len(lines) == 4
-    # Columns are aligned.
-    assert len({line.index("Leader") if i == 0 else None for i, line in enumerate(lines[1:2])}) == 1
-    assert lines[2].index(str(leader), 3) == lines[1].index("Leader")
+    # Columns are aligned under their headings.
+    for heading in ("Leader", "Replicas", "Isr"):
+        assert lines[2][lines[1].index(heading) - 1] == " " and lines[2][lines[1].index(heading)] != " "
 
     r = kadmin(zk_connect, "delete-topic", "beta")
     assert r.exit_code == 0
@@ -376,3 +376,11 @@ def test_module_entry_point_round_trip(zk_connect, zk_client):
     assert p.returncode == 0 and p.stdout.startswith("Topic: sub\tTopicId: none\tPartitionCount: 4\t")
     p = run("delete-topic", "sub")
     assert p.returncode == 0 and zk_client.zk.exists("/admin/delete_topics/sub")
+
+
+def test_bare_group_shows_help_and_unknown_command_is_one_line():
+    r = CliRunner().invoke(cli, ["cluster"])
+    assert r.exit_code == 2 and "describe" in r.stderr and not r.stderr.startswith("Error")
+    r = CliRunner().invoke(cli, ["nope"])
+    assert r.exit_code == 2
+    one_error_line(r, "No such command 'nope'")
