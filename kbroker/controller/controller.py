@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 import gevent
 from gevent.queue import Queue
+from kazoo.exceptions import ConnectionLoss, SessionExpiredError
 
 from zk import znodes as z
 from zk.client import ControllerMovedError, KafkaZkClient
@@ -65,6 +66,7 @@ class KafkaController:
         self.active = False
         self.queue: Queue = Queue()
         self.worker = None
+        self.session_generation = 0
 
     # ---- event loop --------------------------------------------------------------------------------------
     def startup(self) -> None:
@@ -83,13 +85,41 @@ class KafkaController:
         while True:
             fn, args = self.queue.get()
             try:
+                self._process(fn, args)
+            except gevent.GreenletExit:
+                raise
+            except Exception:
+                log.exception("controller event %s failed", fn.__name__)
+
+    def _process(self, fn, args) -> None:
+        """Run one event; like Kafka's retryRequestsUntilConnected, a lost connection retries the event once
+        ZooKeeper is back, and a lost session resigns (the broker re-registers and re-elects)."""
+        while True:
+            try:
                 fn(*args)
+                return
+            except ConnectionLoss:
+                log.info("ZooKeeper connection lost during %s; retrying when reconnected", fn.__name__)
+                generation = self.session_generation
+                while not self.zk.connected and generation == self.session_generation:
+                    gevent.sleep(0.1)
+                if generation != self.session_generation:
+                    return
+            except SessionExpiredError:
+                self._resign()
+                return
             except ControllerMovedError:
                 log.info("controller moved away from broker %d: resigning", self.broker_id)
                 self._resign()
+                return
             except Exception:
                 log.exception("controller event %s failed; moving the controller", fn.__name__)
-                self._trigger_controller_move()
+                try:
+                    self._trigger_controller_move()
+                except Exception:
+                    log.exception("could not delete /controller; resigning only")
+                    self._resign()
+                return
 
     # ---- watches (they only enqueue) ---------------------------------------------------------------------
     def _on_controller_znode(self, event):
@@ -126,7 +156,11 @@ class KafkaController:
         self._elect()
 
     def session_expired(self):
-        """The broker lost its ZooKeeper session: stop acting as controller at once."""
+        """The broker lost its ZooKeeper session: drop queued events and resign (Kafka's clearAndPut(Expire)).
+        An event waiting for the connection gives up, since what it read belongs to the old session."""
+        self.session_generation += 1
+        while not self.queue.empty():
+            self.queue.get_nowait()
         self.enqueue(self._resign)
 
     def session_renewed(self):
@@ -134,7 +168,15 @@ class KafkaController:
         self.enqueue(self._process_reelect)
 
     def _elect(self):
-        if self.zk.get_controller_id() is not None:
+        current = self.zk.get_controller_id()
+        if current == self.broker_id and not self.active:
+            stat = self.zk.exists(z.ControllerZNode.path)
+            if stat is not None and stat.ephemeralOwner == self.zk.session_id:
+                # Our own election in this session whose failover was interrupted: finish it.
+                self.ctx.epoch, self.ctx.epoch_zk_version = self.zk.get_controller_epoch()
+                self._on_controller_failover()
+            return
+        if current is not None:
             return
         try:
             epoch, version = self.zk.register_controller_and_increment_epoch(self.broker_id)

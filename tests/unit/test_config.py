@@ -1,0 +1,341 @@
+"""kbroker.config: server.properties parsing, KAFKA_* variables, --override, validation; and `kbroker start`
+refusing a bad file before writing anything."""
+import os
+import subprocess
+import sys
+
+import pytest
+
+from kbroker.config import BrokerConfig, ConfigError, env_to_key, load, read_properties
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ZK = "127.0.0.1:2181/kafka"
+
+
+def write(tmp_path, text: str, name: str = "server.properties") -> str:
+    path = tmp_path / name
+    path.write_bytes(text.encode("utf-8"))
+    return str(path)
+
+
+def config_of(props: dict) -> BrokerConfig:
+    return BrokerConfig({"zookeeper.connect": ZK, **props})
+
+
+# ---- properties files --------------------------------------------------------------------------------------
+
+def test_properties_comments_separators_and_blank_lines(tmp_path):
+    path = write(tmp_path, "\n".join([
+        "# a comment",
+        "! another comment",
+        "   # indented comment",
+        "",
+        "broker.id=3",
+        "num.partitions : 4",
+        "zookeeper.connect=zk1:2181,zk2:2181/kafka",   # ':' inside a value after '='
+        "  log.dirs =  /data/a,/data/b  ",
+        "advertised.listeners=",
+        "   ",
+    ]) + "\n")
+    assert read_properties(path) == {
+        "broker.id": "3",
+        "num.partitions": "4",
+        "zookeeper.connect": "zk1:2181,zk2:2181/kafka",
+        "log.dirs": "/data/a,/data/b",
+        "advertised.listeners": "",
+    }
+
+
+def test_properties_continuation_lines(tmp_path):
+    path = write(tmp_path, "listeners=PLAINTEXT://:9092,\\\n"
+                           "          INTERNAL://:9093\n"
+                           "log.dirs=/a,\\\n"
+                           "# not a comment: part of the value\n"
+                           "num.partitions=2\n")
+    props = read_properties(path)
+    assert props["listeners"] == "PLAINTEXT://:9092,INTERNAL://:9093"
+    assert props["log.dirs"] == "/a,# not a comment: part of the value"
+    assert props["num.partitions"] == "2"
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "config bug: kbroker/config.py read_properties (loop at line 166) never flushes `pending` after the last "
+    "line, so a final line ending in a backslash (continuation into end of file) is silently dropped; "
+    "java.util.Properties keeps it (its LineReader returns the pending line at EOF)"))
+@pytest.mark.parametrize("tail", ["\\\n", "\\"], ids=["backslash-newline", "backslash-eof"])
+def test_properties_continuation_at_end_of_file_keeps_the_line(tmp_path, tail):
+    path = write(tmp_path, "broker.id=1\nnum.partitions=3" + tail)
+    assert read_properties(path) == {"broker.id": "1", "num.partitions": "3"}
+
+
+def test_properties_crlf_line_endings(tmp_path):
+    path = write(tmp_path, "broker.id=1\r\nnum.partitions=2\r\n")
+    assert read_properties(path) == {"broker.id": "1", "num.partitions": "2"}
+
+
+def test_properties_later_line_wins(tmp_path):
+    path = write(tmp_path, "num.partitions=2\nnum.partitions=5\n")
+    assert read_properties(path) == {"num.partitions": "5"}
+
+
+def test_properties_line_without_separator_is_an_error(tmp_path):
+    path = write(tmp_path, "broker.id=1\njustakey\n")
+    with pytest.raises(ConfigError, match="justakey"):
+        read_properties(path)
+
+
+def test_a_kafka_style_file_loads(tmp_path):
+    path = write(tmp_path, """
+############################# Server Basics #############################
+broker.id=2
+num.network.threads=3
+num.io.threads=8
+socket.send.buffer.bytes=102400
+socket.receive.buffer.bytes=102400
+socket.request.max.bytes=104857600
+log.dirs=/tmp/kafka-logs
+num.partitions=1
+num.recovery.threads.per.data.dir=1
+offsets.topic.replication.factor=1
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+log.retention.hours=168
+log.segment.bytes=1073741824
+log.retention.check.interval.ms=300000
+zookeeper.connect=localhost:2181
+zookeeper.connection.timeout.ms=18000
+group.initial.rebalance.delay.ms=0
+""")
+    c = load(path, environ={})
+    assert c.broker_id == 2
+    assert c["socket.request.max.bytes"] == 104857600
+    assert c.log_dirs == ["/tmp/kafka-logs"]
+    assert c.log_retention_ms == 168 * 3600 * 1000
+    assert [(l.name, l.host, l.port) for l in c.listeners] == [("PLAINTEXT", "", 9092)]  # the default
+
+
+# ---- environment variables ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name, key", [
+    ("KAFKA_LOG_DIRS", "log.dirs"),
+    ("KAFKA_BROKER_ID", "broker.id"),
+    ("KAFKA_ZOOKEEPER_CONNECT", "zookeeper.connect"),
+    ("KAFKA_ADVERTISED_LISTENERS", "advertised.listeners"),
+    ("KAFKA_LISTENER_SECURITY_PROTOCOL_MAP", "listener.security.protocol.map"),
+    ("KAFKA_FOO__BAR", "foo_bar"),
+    ("KAFKA_FOO___BAR", "foo-bar"),
+    ("KAFKA_A_B__C___D", "a.b_c-d"),
+])
+def test_env_to_key(name, key):
+    assert env_to_key(name) == key
+
+
+def test_env_sets_settings_and_launcher_variables_are_ignored(tmp_path):
+    path = write(tmp_path, "zookeeper.connect=zk:2181\n")
+    c = load(path, environ={
+        "KAFKA_LOG_DIRS": "/data/one,/data/two",
+        "KAFKA_AUTO_CREATE_TOPICS_ENABLE": "false",
+        "KAFKA_LOG4J_OPTS": "-Dlog4j.configuration=file:/etc/kafka/log4j.properties",
+        "KAFKA_HEAP_OPTS": "-Xmx1G",
+        "KAFKA_OPTS": "-javaagent:x.jar",
+        "PATH": "/usr/bin",
+        "NOT_KAFKA_NUM_PARTITIONS": "x",
+    })
+    assert c.log_dirs == ["/data/one", "/data/two"]
+    assert c["auto.create.topics.enable"] is False
+
+
+def test_unknown_env_key_is_named():
+    with pytest.raises(ConfigError, match="foo_bar"):
+        load(None, environ={"KAFKA_ZOOKEEPER_CONNECT": ZK, "KAFKA_FOO__BAR": "1"})
+
+
+# ---- precedence --------------------------------------------------------------------------------------------
+
+def test_precedence_defaults_file_env_override(tmp_path):
+    path = write(tmp_path, "zookeeper.connect=zk:2181\nnum.partitions=2\nlog.segment.bytes=2000\n"
+                           "min.insync.replicas=2\n")
+    env = {"KAFKA_NUM_PARTITIONS": "3", "KAFKA_LOG_SEGMENT_BYTES": "3000"}
+    c = load(path, ["num.partitions=4"], environ=env)
+    assert c["num.partitions"] == 4              # override beats env and file
+    assert c["log.segment.bytes"] == 3000        # env beats file
+    assert c["min.insync.replicas"] == 2         # file beats default
+    assert c["default.replication.factor"] == 1  # default
+
+
+def test_override_value_may_contain_equals_sign():
+    c = load(None, ["zookeeper.connect=zk:2181/a=b"], environ={})
+    assert c["zookeeper.connect"] == "zk:2181/a=b"
+
+
+@pytest.mark.parametrize("item", ["num.partitions", "=3", " =3"])
+def test_malformed_override_is_refused(item):
+    with pytest.raises(ConfigError, match="override"):
+        load(None, ["zookeeper.connect=zk:2181", item], environ={})
+
+
+# ---- validation --------------------------------------------------------------------------------------------
+
+def test_unknown_key_is_named(tmp_path):
+    path = write(tmp_path, "zookeeper.connect=zk:2181\nlog.retention.hourz=5\n")
+    with pytest.raises(ConfigError, match=r"log\.retention\.hourz"):
+        load(path, environ={})
+
+
+def test_unknown_override_key_is_named():
+    with pytest.raises(ConfigError, match=r"nmu\.partitions"):
+        load(None, ["zookeeper.connect=zk:2181", "nmu.partitions=3"], environ={})
+
+
+def test_several_unknown_keys_are_all_named():
+    with pytest.raises(ConfigError) as e:
+        config_of({"zzz.one": "1", "aaa.two": "2"})
+    assert "aaa.two" in str(e.value) and "zzz.one" in str(e.value)
+
+
+@pytest.mark.parametrize("key, value", [
+    ("num.partitions", "abc"),
+    ("num.partitions", "1.5"),
+    ("num.partitions", "0"),                 # below the minimum
+    ("broker.id", "-2"),
+    ("socket.request.max.bytes", str(2 ** 31)),  # int, not long
+    ("log.retention.ms", "forever"),
+    ("log.cleaner.min.cleanable.ratio", "half"),
+    ("auto.create.topics.enable", "yes"),
+    ("unclean.leader.election.enable", "1"),
+    ("compression.type", "brotli"),
+])
+def test_invalid_values_name_the_key(key, value):
+    with pytest.raises(ConfigError) as e:
+        config_of({key: value})
+    assert key in str(e.value)
+    assert repr(value) in str(e.value)
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "config bug: kbroker/config.py _convert (line 191) range-checks only type int; a long beyond "
+    "-2**63..2**63-1 is accepted as a Python int, where Kafka's ConfigDef (Long.parseLong) refuses it"))
+@pytest.mark.parametrize("value", [str(2 ** 63), str(-2 ** 63 - 1), "99999999999999999999"])
+def test_long_out_of_range_is_refused(value):
+    with pytest.raises(ConfigError, match=r"log\.retention\.ms"):
+        config_of({"log.retention.ms": value})
+
+
+def test_long_limits_are_accepted():
+    assert config_of({"log.retention.ms": str(2 ** 63 - 1)})["log.retention.ms"] == 2 ** 63 - 1
+    assert config_of({"log.retention.bytes": str(-2 ** 63)})["log.retention.bytes"] == -2 ** 63
+
+
+def test_typed_values():
+    c = config_of({"num.partitions": " 12 ", "auto.create.topics.enable": "FALSE", "log.retention.ms": str(2 ** 40),
+                   "log.cleaner.min.cleanable.ratio": "0.25", "log.dirs": "/a, /b,,"})
+    assert c["num.partitions"] == 12
+    assert c["auto.create.topics.enable"] is False
+    assert c["log.retention.ms"] == 2 ** 40 and c.log_retention_ms == 2 ** 40
+    assert c["log.cleaner.min.cleanable.ratio"] == 0.25
+    assert c.log_dirs == ["/a", "/b"]
+
+
+def test_log_dir_used_when_log_dirs_unset():
+    assert config_of({"log.dir": "/var/k"}).log_dirs == ["/var/k"]
+    assert config_of({}).log_dirs == ["/tmp/kafka-logs"]
+
+
+def test_retention_precedence_ms_minutes_hours():
+    assert config_of({"log.retention.hours": "1"}).log_retention_ms == 3600000
+    assert config_of({"log.retention.hours": "1", "log.retention.minutes": "2"}).log_retention_ms == 120000
+    assert config_of({"log.retention.minutes": "2", "log.retention.ms": "5"}).log_retention_ms == 5
+
+
+def test_missing_zookeeper_connect():
+    with pytest.raises(ConfigError, match=r"zookeeper\.connect"):
+        BrokerConfig({"broker.id": "1"})
+    with pytest.raises(ConfigError, match=r"zookeeper\.connect"):
+        BrokerConfig({"zookeeper.connect": ""})
+
+
+# ---- listeners ---------------------------------------------------------------------------------------------
+
+def test_listeners_parsed():
+    c = config_of({"listeners": "PLAINTEXT://0.0.0.0:9092, INTERNAL://[::1]:19092",
+                   "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT",
+                   "advertised.listeners": "PLAINTEXT://broker1.example.com:9092",
+                   "inter.broker.listener.name": "PLAINTEXT"})
+    assert [(l.name, l.host, l.port, l.security_protocol) for l in c.listeners] == [
+        ("PLAINTEXT", "0.0.0.0", 9092, "PLAINTEXT"), ("INTERNAL", "::1", 19092, "PLAINTEXT")]
+    assert [(l.name, l.host, l.port) for l in c.advertised_listeners] == [
+        ("PLAINTEXT", "broker1.example.com", 9092)]
+    assert c.inter_broker_listener == "PLAINTEXT"
+
+
+def test_advertised_listeners_default_to_listeners():
+    c = config_of({"listeners": "PLAINTEXT://127.0.0.1:9094"})
+    assert [(l.host, l.port) for l in c.advertised_listeners] == [("127.0.0.1", 9094)]
+
+
+def test_inter_broker_listener_name():
+    c = config_of({"listeners": "INTERNAL://:9092,EXTERNAL://:9093",
+                   "listener.security.protocol.map": "INTERNAL:PLAINTEXT,EXTERNAL:PLAINTEXT",
+                   "inter.broker.listener.name": "INTERNAL"})
+    assert c.inter_broker_listener == "INTERNAL"
+    with pytest.raises(ConfigError, match=r"inter\.broker\.listener\.name"):
+        config_of({"listeners": "INTERNAL://:9092,EXTERNAL://:9093",
+                   "listener.security.protocol.map": "INTERNAL:PLAINTEXT,EXTERNAL:PLAINTEXT"})
+
+
+def test_advertised_listener_not_in_listeners():
+    with pytest.raises(ConfigError, match=r"advertised\.listeners.*EXTERNAL"):
+        config_of({"listeners": "PLAINTEXT://:9092",
+                   "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,EXTERNAL:PLAINTEXT",
+                   "advertised.listeners": "PLAINTEXT://h:9092,EXTERNAL://h:9093"})
+
+
+@pytest.mark.parametrize("listeners", ["PLAINTEXT://host:abc", "PLAINTEXT://host:70000", "PLAINTEXT://host:",
+                                       "PLAINTEXT://host:-1", "PLAINTEXT://host"])
+def test_bad_port(listeners):
+    with pytest.raises(ConfigError, match=r"listeners"):
+        config_of({"listeners": listeners})
+
+
+def test_bad_port_in_advertised_listeners_names_that_key():
+    with pytest.raises(ConfigError, match=r"advertised\.listeners"):
+        config_of({"listeners": "PLAINTEXT://:9092", "advertised.listeners": "PLAINTEXT://h:99999"})
+
+
+@pytest.mark.parametrize("listeners, fragment", [
+    ("SSL://:9093", "SSL"),
+    ("SASL_PLAINTEXT://:9094", "SASL_PLAINTEXT"),
+])
+def test_non_plaintext_security_protocol_is_refused(listeners, fragment):
+    with pytest.raises(ConfigError, match=r"listeners.*" + fragment + ".*PLAINTEXT only"):
+        config_of({"listeners": listeners})
+
+
+def test_listener_name_not_in_protocol_map():
+    with pytest.raises(ConfigError, match="CLIENT"):
+        config_of({"listeners": "CLIENT://:9092"})
+
+
+def test_listener_without_scheme_and_duplicates():
+    with pytest.raises(ConfigError, match="listeners"):
+        config_of({"listeners": "localhost:9092"})
+    with pytest.raises(ConfigError, match="twice"):
+        config_of({"listeners": "PLAINTEXT://:9092,PLAINTEXT://:9093"})
+
+
+# ---- `kbroker start` with a bad file -----------------------------------------------------------------------
+
+@pytest.mark.parametrize("line, key", [("log.retention.hourz=5", "log.retention.hourz"),
+                                       ("num.partitions=many", "num.partitions")])
+def test_start_refuses_bad_config_before_writing_anything(tmp_path, line, key):
+    data = tmp_path / "data"
+    path = write(tmp_path, f"broker.id=1\nlisteners=PLAINTEXT://127.0.0.1:0\nlog.dirs={data}\n"
+                           f"zookeeper.connect=127.0.0.1:1/never\n{line}\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KAFKA_")}
+    r = subprocess.run([sys.executable, "-m", "kbroker.cli", "start", path], cwd=REPO, env=env,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert key in r.stderr
+    assert "Traceback" not in r.stderr
+    assert not data.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["server.properties"]
