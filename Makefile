@@ -1,0 +1,40 @@
+# kbroker: `make up` starts a local 3-broker cluster, `make test` runs the test suite, `make down` stops it.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+DATA   ?= .kbroker
+
+.PHONY: up down status test system-deps
+
+$(VENV)/.installed: pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e .
+	touch $@
+
+$(VENV)/.installed-test: $(VENV)/.installed
+	$(PY) -m pip install -q -e '.[test]'
+	touch $@
+
+# Debian's ZooKeeper server and kcat, installed only when missing (root, or sudo).
+system-deps:
+	@missing=""; \
+	dpkg -s zookeeper >/dev/null 2>&1 || missing="$$missing zookeeper"; \
+	command -v kcat >/dev/null 2>&1 || missing="$$missing kcat"; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing$$missing"; \
+	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >/dev/null; \
+	fi
+
+up: $(VENV)/.installed system-deps
+	$(VENV)/bin/kbroker cluster up --brokers 3 --data-dir $(DATA)
+
+down:
+	@test -x $(VENV)/bin/kbroker && $(VENV)/bin/kbroker cluster down --data-dir $(DATA) || true
+
+status: $(VENV)/.installed
+	$(VENV)/bin/kbroker cluster status --data-dir $(DATA)
+
+test: $(VENV)/.installed-test system-deps
+	$(PY) -m pytest -q $(PYTEST_ARGS)
