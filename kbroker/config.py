@@ -161,6 +161,16 @@ def env_to_key(name: str) -> str:
 def read_properties(path: str) -> dict[str, str]:
     """Java .properties subset: key=value or key: value, # and ! comments, trailing-backslash continuations."""
     out: dict[str, str] = {}
+
+    def take(line: str) -> None:
+        line = line.strip()
+        if not line:
+            return
+        cut = min((i for i in (line.find("="), line.find(":")) if i >= 0), default=-1)
+        if cut < 0:
+            raise ConfigError(f"{path}: cannot parse line: {line!r}")
+        out[line[:cut].strip()] = line[cut + 1:].strip()
+
     with open(path, encoding="utf-8") as f:
         pending = ""
         for raw in f:
@@ -170,14 +180,9 @@ def read_properties(path: str) -> dict[str, str]:
             if line.endswith("\\"):
                 pending += line[:-1].lstrip()
                 continue
-            line = (pending + line.lstrip()).strip()
+            take(pending + line.lstrip())
             pending = ""
-            if not line:
-                continue
-            cut = min((i for i in (line.find("="), line.find(":")) if i >= 0), default=-1)
-            if cut < 0:
-                raise ConfigError(f"{path}: cannot parse line: {line!r}")
-            out[line[:cut].strip()] = line[cut + 1:].strip()
+        take(pending)  # a continuation on the last line still counts, as in Java's Properties
     return out
 
 
@@ -188,7 +193,8 @@ def _convert(key: str, setting: Setting, raw) -> Any:
     try:
         if setting.type in ("int", "long"):
             value = int(text)
-            if setting.type == "int" and not -2 ** 31 <= value < 2 ** 31:
+            bits = 31 if setting.type == "int" else 63
+            if not -2 ** bits <= value < 2 ** bits:
                 raise ValueError
         elif setting.type == "double":
             value = float(text)

@@ -43,6 +43,24 @@ def _frame(parts: list[bytes]) -> bytes:
     return struct.pack(">i", len(body)) + body
 
 
+def decode_body(request_class, body: memoryview, version: int):
+    """Decode a request body; MalformedRequest if it does not decode or runs past the frame.
+
+    kafka-python's decoder slices strings and bytes without checking they fit, so a body cut inside a
+    string would decode to a shorter string; the end position it reaches tells."""
+    flexible = request_class.flexible_version_q(version)
+    decode = request_class._struct.compiled_decode_from(version, compact=flexible, tagged=flexible,
+                                                        data_class=request_class[None])
+    try:
+        request, end = decode(body, 0)
+    except Exception as e:  # the library raises assorted errors on short or inconsistent bodies
+        raise MalformedRequest(f"cannot decode {request_class.name} v{version}: {e!r}") from None
+    if end > len(body):
+        raise MalformedRequest(f"{request_class.name} v{version} body is truncated ({len(body)} bytes, "
+                               f"fields need {end})")
+    return request
+
+
 def dispatch(frame: memoryview, broker, listener: str, client_address) -> bytes | None:
     """Decode one request frame, run its handler, return the whole response frame (size prefix included)."""
     header = parse_request_header_v1(frame)
@@ -58,10 +76,7 @@ def dispatch(frame: memoryview, broker, listener: str, client_address) -> bytes 
                                f"(served: v{module.MIN_VERSION}-v{module.MAX_VERSION})")
     flexible = module.REQUEST.flexible_version_q(version)
     pos = skip_tagged_fields(frame, header.size) if flexible else header.size
-    try:
-        request = module.REQUEST.decode(frame[pos:], version=version)
-    except Exception as e:  # the library raises assorted errors on short or inconsistent bodies
-        raise MalformedRequest(f"cannot decode {module.REQUEST.name} v{version}: {e!r}") from None
+    request = decode_body(module.REQUEST, frame[pos:], version)
     ctx = RequestContext(broker, listener, client_address, header.client_id, version, header.correlation_id)
     response = module.handle(request, ctx)
     if response is None:

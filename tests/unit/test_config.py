@@ -58,10 +58,6 @@ def test_properties_continuation_lines(tmp_path):
     assert props["num.partitions"] == "2"
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "config bug: kbroker/config.py read_properties (loop at line 166) never flushes `pending` after the last "
-    "line, so a final line ending in a backslash (continuation into end of file) is silently dropped; "
-    "java.util.Properties keeps it (its LineReader returns the pending line at EOF)"))
 @pytest.mark.parametrize("tail", ["\\\n", "\\"], ids=["backslash-newline", "backslash-eof"])
 def test_properties_continuation_at_end_of_file_keeps_the_line(tmp_path, tail):
     path = write(tmp_path, "broker.id=1\nnum.partitions=3" + tail)
@@ -212,9 +208,6 @@ def test_invalid_values_name_the_key(key, value):
     assert repr(value) in str(e.value)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "config bug: kbroker/config.py _convert (line 191) range-checks only type int; a long beyond "
-    "-2**63..2**63-1 is accepted as a Python int, where Kafka's ConfigDef (Long.parseLong) refuses it"))
 @pytest.mark.parametrize("value", [str(2 ** 63), str(-2 ** 63 - 1), "99999999999999999999"])
 def test_long_out_of_range_is_refused(value):
     with pytest.raises(ConfigError, match=r"log\.retention\.ms"):

@@ -1,0 +1,68 @@
+"""`kbroker cluster up|status|down`: the local cluster a developer gets from `make up`."""
+import json
+import os
+import socket
+import subprocess
+import sys
+
+from tests.conftest import free_port
+
+KBROKER = [sys.executable, "-m", "kbroker.cli"]
+
+
+def consecutive_free_ports(n: int) -> int:
+    for _ in range(50):
+        base = free_port()
+        if base + n > 65535:
+            continue
+        socks = []
+        try:
+            for p in range(base, base + n):
+                s = socket.socket()
+                s.bind(("127.0.0.1", p))
+                socks.append(s)
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+    raise RuntimeError("no free port range")
+
+
+def run(*args, timeout=90):
+    return subprocess.run([*KBROKER, *args], capture_output=True, text=True, timeout=timeout)
+
+
+def test_cluster_up_status_down(tmp_path):
+    data = str(tmp_path / "cluster")
+    zk_port, base = free_port(), consecutive_free_ports(3)
+    up = run("cluster", "up", "--brokers", "3", "--data-dir", data, "--zk-port", str(zk_port),
+             "--base-port", str(base))
+    try:
+        assert up.returncode == 0, up.stderr
+        assert f"bootstrap.servers  127.0.0.1:{base},127.0.0.1:{base + 1},127.0.0.1:{base + 2}" in up.stdout
+        assert f"zookeeper.connect  127.0.0.1:{zk_port}" in up.stdout
+
+        status = run("cluster", "status", "--data-dir", data)
+        assert status.returncode == 0
+        lines = status.stdout.splitlines()
+        assert "serving" in lines[0]
+        assert sum("running, registered" in l for l in lines[1:]) == 3
+        assert sum(l.endswith("controller") for l in lines[1:]) == 1
+
+        kcat = subprocess.run(["kcat", "-b", f"127.0.0.1:{base}", "-L", "-J"], capture_output=True, text=True,
+                              timeout=30)
+        assert kcat.returncode == 0, kcat.stderr
+        assert sorted(b["id"] for b in json.loads(kcat.stdout)["brokers"]) == [1, 2, 3]
+
+        again = run("cluster", "up", "--data-dir", data, "--zk-port", str(zk_port), "--base-port", str(base))
+        assert again.returncode == 1 and "already running" in again.stderr
+    finally:
+        down = run("cluster", "down", "--data-dir", data)
+    assert down.returncode == 0 and down.stdout.count("broker") == 3 and "zookeeper" in down.stdout
+    with open(os.path.join(data, "cluster.json")) as f:
+        pids = [p["pid"] for p in [json.load(f)["zookeeper"]]]
+    for pid in pids:
+        assert not os.path.exists(f"/proc/{pid}") or open(f"/proc/{pid}/stat").read().split()[2] == "Z"
+    assert run("cluster", "status", "--data-dir", data).stdout.count("DOWN") == 4

@@ -1,0 +1,70 @@
+"""KafkaZkClient against a real ZooKeeper: controller election and fencing as Kafka does them."""
+import pytest
+
+from zk import znodes as z
+from zk.client import ControllerMovedError, KafkaZkClient, ZkError
+
+
+def test_election_is_one_multi_and_loser_changes_nothing(zk_client, zk_connect):
+    zk_client.create_top_level_paths()
+    other = KafkaZkClient(zk_connect, 6000).start()
+    try:
+        assert zk_client.register_controller_and_increment_epoch(1) == (1, 1)
+        with pytest.raises(ControllerMovedError):
+            other.register_controller_and_increment_epoch(2)
+        assert zk_client.get_controller_epoch() == (1, 1)
+        assert zk_client.get_controller_id() == 1
+        # /controller is ephemeral: the winner's session going away frees it for the next election.
+        zk_client.close()
+        assert other.register_controller_and_increment_epoch(2) == (2, 2)
+    finally:
+        other.close()
+
+
+def test_fenced_write_from_an_old_controller_is_rolled_back(zk_client, zk_connect):
+    zk_client.create_top_level_paths()
+    epoch, version = zk_client.register_controller_and_increment_epoch(1)
+    state = z.LeaderAndIsr(1, 0, [1], epoch)
+    zk_client.create_topic_assignment("t", z.TopicAssignment({0: [1]}))
+    zk_client.create_partition_state_fenced("t", 0, state, version)
+    # Another controller takes over (its multi bumps /controller_epoch).
+    zk_client.zk.delete("/controller")
+    other = KafkaZkClient(zk_connect, 6000).start()
+    try:
+        other.register_controller_and_increment_epoch(2)
+    finally:
+        other.close()
+    stale = z.LeaderAndIsr(9, 1, [9], epoch, state.zk_version)
+    with pytest.raises(ControllerMovedError):
+        zk_client.update_partition_state_fenced("t", 0, stale, version)
+    assert zk_client.get_partition_state("t", 0).leader == 1  # nothing was written
+    # A partition-epoch conflict (someone else wrote the state) is reported, not applied.
+    new_version = zk_client.get_controller_epoch()[1]
+    old = z.LeaderAndIsr(2, 1, [2], 2, zk_version=5)
+    assert zk_client.update_partition_state_fenced("t", 0, old, new_version) is False
+
+
+def test_top_level_paths_are_null_and_cluster_id_is_kept(zk_client):
+    zk_client.create_top_level_paths()
+    for path in z.PERSISTENT_PATHS:
+        data, stat = zk_client.zk.get(path)
+        assert data is None and stat.dataLength == 0  # null, as Kafka writes (zkCli shows "null")
+    assert zk_client.create_or_get_cluster_id("first") == "first"
+    assert zk_client.create_or_get_cluster_id("second") == "first"
+
+
+def test_broker_sequence_ids_increase(zk_client):
+    zk_client.create_top_level_paths()
+    assert [zk_client.generate_broker_sequence_id() for _ in range(3)] == [1, 2, 3]
+
+
+def test_unreachable_zookeeper_fails_within_timeout():
+    import socket
+    import time
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    start = time.monotonic()
+    with pytest.raises(ZkError, match=f"127.0.0.1:{port}"):
+        KafkaZkClient(f"127.0.0.1:{port}", 2000, 1000).start()
+    assert time.monotonic() - start < 15
