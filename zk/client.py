@@ -132,12 +132,6 @@ class KafkaZkClient:
     def exists(self, path: str, watch=None):
         return self.zk.exists(path, watch=watch)
 
-    def delete_recursive(self, path: str) -> None:
-        try:
-            self.zk.delete(path, recursive=True)
-        except NoNodeError:
-            pass
-
     def _create_op(self, txn, path: str, data: bytes | None, ephemeral=False) -> None:
         # kazoo's transaction.create refuses null data; Kafka writes null, so add the raw op.
         txn._add(Create(self.chroot + path if self.chroot else path, data, OPEN_ACL_UNSAFE, 1 if ephemeral else 0))
@@ -335,10 +329,6 @@ class KafkaZkClient:
             self.zk.set(path, data)
         except NoNodeError:
             self.create_recursive(path, data)
-
-    def create_config_change_notification(self, entity_path: str) -> None:
-        self.create_recursive(z.ConfigChangeNotificationZNode.prefix,
-                              z.ConfigChangeNotificationZNode.encode(entity_path), sequence=True)
 
     # ---- admin markers -----------------------------------------------------------------------------------
     def create_delete_topic_marker(self, topic: str) -> None:

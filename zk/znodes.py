@@ -299,31 +299,26 @@ class ReassignPartitionsZNode:
         return {(e["topic"], int(e["partition"])): list(e["replicas"]) for e in obj.get("partitions", [])}
 
 
-class PreferredReplicaElectionZNode:
+class _PartitionListZNode:
+    """{"version":1,"partitions":[{"topic":T,"partition":P},...]}, shared by two znode kinds."""
+
+    @staticmethod
+    def encode(partitions) -> bytes:
+        return _dump({"version": 1, "partitions": [{"topic": t, "partition": p} for t, p in sorted(partitions)]})
+
+    @staticmethod
+    def decode(data: bytes) -> set[tuple[str, int]]:
+        obj = _load(data) or {}
+        return {(e["topic"], int(e["partition"])) for e in obj.get("partitions", [])}
+
+
+class PreferredReplicaElectionZNode(_PartitionListZNode):
     path = "/admin/preferred_replica_election"
 
-    @staticmethod
-    def encode(partitions) -> bytes:
-        return _dump({"version": 1, "partitions": [{"topic": t, "partition": p} for t, p in sorted(partitions)]})
 
-    @staticmethod
-    def decode(data: bytes) -> set[tuple[str, int]]:
-        obj = _load(data) or {}
-        return {(e["topic"], int(e["partition"])) for e in obj.get("partitions", [])}
-
-
-class IsrChangeNotificationZNode:
+class IsrChangeNotificationZNode(_PartitionListZNode):
     path = "/isr_change_notification"
     prefix = "/isr_change_notification/isr_change_"
-
-    @staticmethod
-    def encode(partitions) -> bytes:
-        return _dump({"version": 1, "partitions": [{"topic": t, "partition": p} for t, p in sorted(partitions)]})
-
-    @staticmethod
-    def decode(data: bytes) -> set[tuple[str, int]]:
-        obj = _load(data) or {}
-        return {(e["topic"], int(e["partition"])) for e in obj.get("partitions", [])}
 
 
 class ProducerIdBlockZNode:

@@ -84,6 +84,3 @@ class ReplicaManager:
         self.partitions.pop((topic, partition), None)
         state_change.info("stopped replica %s-%d%s", topic, partition, " and deleted it" if delete else "")
         return Errors.NONE
-
-    def leading(self) -> list[Partition]:
-        return [p for p in self.partitions.values() if p.leader == self.broker_id]

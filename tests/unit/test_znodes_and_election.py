@@ -57,6 +57,9 @@ def test_other_znodes():
         "version": 1, "partitions": [{"topic": "t", "partition": 0, "replicas": [2, 3]}]}
     assert z.IsrChangeNotificationZNode.decode(z.IsrChangeNotificationZNode.encode({("t", 1)})) == {("t", 1)}
     assert json.loads(z.FeatureZNode.encode()) == {"version": 1, "status": 1, "features": {}}
+    assert z.PreferredReplicaElectionZNode.decode(z.PreferredReplicaElectionZNode.encode({("t", 2)})) == {("t", 2)}
+    assert z.ConsumerOffsetZNode.path("g", "t", 3) == "/consumers/g/offsets/t/3"
+    assert z.ConsumerOffsetZNode.decode(z.ConsumerOffsetZNode.encode(42)) == 42
 
 
 def test_topic_id_base64_uuid_round_trip():
