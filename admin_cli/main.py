@@ -8,6 +8,7 @@ until kadmin speaks the Kafka protocol.
 from __future__ import annotations
 
 import logging
+import re
 import sys
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -16,13 +17,13 @@ import click
 from click.exceptions import NoArgsIsHelpError
 from kazoo.exceptions import KazooException
 
+from zk import admin as zk_admin
 from zk.client import KafkaZkClient, ZkError
 
 from . import cluster as cluster_ops
 from . import topics as topic_ops
-from .assignment import parse_replica_assignment
-from .errors import AdminError
-from .topic_config import parse_config_args
+from zk.admin_errors import AdminError
+from zk.assignment import parse_replica_assignment
 
 
 # kazoo logs every failed connection attempt; with no logging configured Python would print those on stderr.
@@ -102,6 +103,18 @@ def cli(ctx, zookeeper, bootstrap_server, zk_timeout):
     ctx.obj = _Settings(zookeeper, bootstrap_server, zk_timeout)
 
 
+def parse_config_args(pairs) -> dict[str, str]:
+    """['retention.ms=1000', ...] -> {'retention.ms': '1000'}; later settings of a name win.
+    Raises ValueError for an item that is not exactly one key=value."""
+    config = {}
+    for pair in pairs:
+        parts = re.split(r"\s*=\s*", pair.strip())
+        if len(parts) != 2 or not parts[0] or not parts[1]:
+            raise ValueError(f"'{pair}' is not in the form key=value")
+        config[parts[0]] = parts[1]
+    return config
+
+
 def _config_option(f):
     return click.option("--config", "configs", multiple=True, metavar="KEY=VALUE",
                         help="A topic config override (repeatable), e.g. retention.ms=86400000.")(f)
@@ -133,14 +146,14 @@ def create_topic(ctx, name, partitions, replication_factor, replica_assignment, 
     elif partitions is None or replication_factor is None:
         raise click.UsageError("--partitions and --replication-factor are required "
                                "(unless --replica-assignment is given).")
-    if topic_ops.has_collision_chars(name):
+    if zk_admin.has_collision_chars(name):
         click.echo("WARNING: topics with a period ('.') or underscore ('_') could collide in metric names. "
                    "To avoid issues it is best to use either, but not both.", err=True)
     with _zk(ctx) as zk:
         if replica_assignment is not None:
-            topic_ops.create_topic_with_assignment(zk, name, assignment, config)
+            zk_admin.create_topic_with_assignment(zk, name, assignment, config)
         else:
-            topic_ops.create_topic(zk, name, partitions, replication_factor, config)
+            zk_admin.create_topic(zk, name, partitions, replication_factor, config)
     click.echo(f"Created topic {name}.")
 
 

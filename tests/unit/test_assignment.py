@@ -1,11 +1,11 @@
-"""admin_cli.assignment: Kafka's rack-unaware replica assignment, pinned to hand-computed tables, plus the
+"""zk.assignment: Kafka's rack-unaware replica assignment, pinned to hand-computed tables, plus the
 properties it must keep for any start index and shift; and explicit --replica-assignment parsing/checks."""
 from collections import Counter
 
 import pytest
 
-from admin_cli.assignment import assign_replicas, check_assignment, parse_replica_assignment
-from admin_cli.errors import AdminError
+from zk.assignment import assign_replicas, check_assignment, parse_replica_assignment
+from zk.admin_errors import AdminError
 
 
 def test_five_brokers_ten_partitions_rf3_start0_shift0():

@@ -2,9 +2,10 @@
 LogConfig names, types and ranges)."""
 import pytest
 
-from admin_cli.errors import AdminError
-from admin_cli.topic_config import TOPIC_CONFIGS, parse_config_args, validate_topic_config
-from admin_cli.topics import collides, has_collision_chars, validate_topic_name
+from zk.admin_errors import AdminError
+from admin_cli.main import parse_config_args
+from zk.topic_config import TOPIC_CONFIGS, validate_topic_config
+from zk.admin import collides, has_collision_chars, validate_topic_name
 
 
 @pytest.mark.parametrize("name", ["orders", "a", "A-b_c.d", "x" * 249, "...", "_", "-", "0", "__consumer_offsets"])

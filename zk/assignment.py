@@ -9,20 +9,20 @@ from __future__ import annotations
 
 import random
 
-from .errors import AdminError
+from .admin_errors import InvalidPartitionsError, InvalidReplicaAssignmentError, InvalidReplicationFactorError
 
 
 def assign_replicas(broker_ids, partitions: int, rf: int, start_index: int | None = None,
                     shift: int | None = None) -> dict[int, list[int]]:
     """Partition -> replica list (the first replica is the preferred leader) over the given brokers."""
     if partitions <= 0:
-        raise AdminError("Number of partitions must be larger than 0.")
+        raise InvalidPartitionsError("Number of partitions must be larger than 0.")
     if rf <= 0:
-        raise AdminError("Replication factor must be larger than 0.")
+        raise InvalidReplicationFactorError("Replication factor must be larger than 0.")
     brokers = sorted(broker_ids)
     n = len(brokers)
     if rf > n:
-        raise AdminError(f"Replication factor: {rf} larger than available brokers: {n}.")
+        raise InvalidReplicationFactorError(f"Replication factor: {rf} larger than available brokers: {n}.")
     if start_index is None:
         start_index = random.randrange(n)
     if shift is None:
@@ -59,18 +59,18 @@ def check_assignment(assignment: dict[int, list[int]]) -> None:
     """What Kafka checks of an explicit assignment: partitions 0..n-1, each with the same number of replicas,
     none repeated."""
     if not assignment:
-        raise AdminError("The replica assignment has no partitions.")
+        raise InvalidReplicaAssignmentError("The replica assignment has no partitions.")
     if sorted(assignment) != list(range(len(assignment))):
-        raise AdminError("Partitions should be a consecutive 0-based integer sequence.")
+        raise InvalidReplicaAssignmentError("Partitions should be a consecutive 0-based integer sequence.")
     for p, replicas in sorted(assignment.items()):
         if not replicas:
-            raise AdminError(f"Partition {p} has no replicas.")
+            raise InvalidReplicaAssignmentError(f"Partition {p} has no replicas.")
         duplicates = sorted({b for b in replicas if replicas.count(b) > 1})
         if duplicates:
-            raise AdminError(f"Partition replica lists may not contain duplicate entries: "
+            raise InvalidReplicaAssignmentError(f"Partition replica lists may not contain duplicate entries: "
                              f"partition {p} repeats broker {','.join(map(str, duplicates))}.")
     rf = len(assignment[0])
     for p, replicas in sorted(assignment.items()):
         if len(replicas) != rf:
-            raise AdminError(f"Partition {p} has a different replication factor ({len(replicas)}: "
+            raise InvalidReplicaAssignmentError(f"Partition {p} has a different replication factor ({len(replicas)}: "
                              f"{','.join(map(str, replicas))}) than partition 0 ({rf}).")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from .errors import AdminError
+from .admin_errors import InvalidConfigError
 
 INT_RANGE = (-2 ** 31, 2 ** 31 - 1)
 LONG_RANGE = (-2 ** 63, 2 ** 63 - 1)
@@ -131,31 +131,19 @@ def validate_topic_config(config: dict[str, str]) -> None:
     min.compaction.lag.ms > max.compaction.lag.ms (Kafka's LogConfig.validate)."""
     for name in config:
         if name not in TOPIC_CONFIGS:
-            raise AdminError(f"Unknown topic config name: {name}")
+            raise InvalidConfigError(f"Unknown topic config name: {name}")
     values = {}
     for name, raw in config.items():
         kind, check = TOPIC_CONFIGS[name]
         try:
             value = _parse(kind, raw)
         except ValueError as e:
-            raise AdminError(f"Invalid value {raw} for configuration {name}: {e}") from None
+            raise InvalidConfigError(f"Invalid value {raw} for configuration {name}: {e}") from None
         reason = check(value) if check else None
         if reason:
-            raise AdminError(f"Invalid value {raw} for configuration {name}: {reason}")
+            raise InvalidConfigError(f"Invalid value {raw} for configuration {name}: {reason}")
         values[name] = value
     low, high = values.get("min.compaction.lag.ms", 0), values.get("max.compaction.lag.ms", LONG_RANGE[1])
     if low > high:
-        raise AdminError(f"Conflicting topic configs: min.compaction.lag.ms ({low}) > "
+        raise InvalidConfigError(f"Conflicting topic configs: min.compaction.lag.ms ({low}) > "
                          f"max.compaction.lag.ms ({high})")
-
-
-def parse_config_args(pairs) -> dict[str, str]:
-    """['retention.ms=1000', ...] -> {'retention.ms': '1000'}; later settings of a name win.
-    Raises ValueError for an item that is not exactly one key=value."""
-    config = {}
-    for pair in pairs:
-        parts = re.split(r"\s*=\s*", pair.strip())
-        if len(parts) != 2 or not parts[0] or not parts[1]:
-            raise ValueError(f"'{pair}' is not in the form key=value")
-        config[parts[0]] = parts[1]
-    return config

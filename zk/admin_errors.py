@@ -1,0 +1,33 @@
+"""Errors of admin operations on topics, each carrying the Kafka error code the Admin APIs answer with.
+
+kadmin shows the message as is; the broker (auto-creation, CreateTopics) puts the code in its response.
+"""
+
+
+class AdminError(Exception):
+    """An admin operation was refused or failed; the message is fit for a user."""
+    code = -1  # UNKNOWN_SERVER_ERROR
+
+
+class InvalidTopicError(AdminError):
+    code = 17
+
+
+class InvalidPartitionsError(AdminError):
+    code = 37
+
+
+class InvalidReplicationFactorError(AdminError):
+    code = 38
+
+
+class InvalidReplicaAssignmentError(AdminError):
+    code = 39
+
+
+class InvalidConfigError(AdminError):
+    code = 40
+
+
+class UnknownTopicError(AdminError):
+    code = 3
