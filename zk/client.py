@@ -32,7 +32,7 @@ class BrokerIdInUseError(ZkError):
 
 
 class TopicExistsError(ZkError):
-    pass
+    code = 36  # TOPIC_ALREADY_EXISTS
 
 
 class TopicAlreadyMarkedForDeletionError(ZkError):
@@ -316,6 +316,27 @@ class KafkaZkClient:
             return False
         state.zk_version = stat.version
         return True
+
+    # ---- producer ids -------------------------------------------------------------------------------------
+    def allocate_producer_id_block(self, broker_id: int, block_size: int) -> tuple[int, int]:
+        """Claim the next block of producer ids by a conditional setData on /latest_producer_id_block
+        (Kafka 2.8's ZkProducerIdManager); retries when another broker claimed one concurrently."""
+        while True:
+            data, stat = self.get(z.ProducerIdBlockZNode.path)
+            if stat is None:
+                self._ensure(z.ProducerIdBlockZNode.path)
+                continue
+            latest = z.ProducerIdBlockZNode.decode(data)
+            start = 0 if latest is None else latest[2] + 1
+            end = start + block_size - 1
+            if end >= 2 ** 63 - 1:
+                raise ZkError("producer ids exhausted")
+            try:
+                self.zk.set(z.ProducerIdBlockZNode.path, z.ProducerIdBlockZNode.encode(broker_id, start, end),
+                            version=stat.version)
+                return start, end
+            except BadVersionError:
+                continue
 
     # ---- configs -----------------------------------------------------------------------------------------
     def get_entity_config(self, entity_type: str, name: str) -> dict[str, str]:

@@ -2,7 +2,9 @@
 
 Each API module defines API_KEY, MIN_VERSION, MAX_VERSION (the range Kafka 2.8 serves), REQUEST and RESPONSE
 (message classes) and handle(request, ctx) -> response (or None when no response is sent, as Produce with
-acks=0). ApiVersions advertises exactly the modules listed in API_MODULES.
+acks=0). A response is a message object, or a list of pieces (bytes and FileSlices, for Fetch) already in
+wire order. A module may define decode(body, version) to replace the library decoder (Produce does, to keep
+records as views into the frame). ApiVersions advertises exactly the modules listed in API_MODULES.
 
 What dispatch does with bad input, as Kafka's SocketServer does:
 - an ApiVersions request of a version we do not serve gets a v0 response with UNSUPPORTED_VERSION and the
@@ -38,9 +40,11 @@ class RequestContext:
     correlation_id: int
 
 
-def _frame(parts: list[bytes]) -> bytes:
-    body = b"".join(parts)
-    return struct.pack(">i", len(body)) + body
+def _frame(header: bytes, body) -> list:
+    """The whole response frame as pieces: size prefix and header, then the body's pieces."""
+    pieces = body if isinstance(body, list) else [body]
+    size = len(header) + sum(len(p) for p in pieces)
+    return [struct.pack(">i", size) + header, *pieces]
 
 
 def decode_body(request_class, body: memoryview, version: int):
@@ -61,8 +65,9 @@ def decode_body(request_class, body: memoryview, version: int):
     return request
 
 
-def dispatch(frame: memoryview, broker, listener: str, client_address) -> bytes | None:
-    """Decode one request frame, run its handler, return the whole response frame (size prefix included)."""
+def dispatch(frame: memoryview, broker, listener: str, client_address) -> list | None:
+    """Decode one request frame, run its handler, return the whole response frame (size prefix included)
+    as a list of pieces, or None when no response is due."""
     header = parse_request_header_v1(frame)
     module = REGISTRY.get(header.api_key)
     if module is None:
@@ -71,17 +76,18 @@ def dispatch(frame: memoryview, broker, listener: str, client_address) -> bytes 
     if not module.MIN_VERSION <= version <= module.MAX_VERSION:
         if module is api_versions:
             body = api_versions.unsupported_version_response()
-            return _frame([response_header(header.correlation_id, False), body])
+            return _frame(response_header(header.correlation_id, False), body)
         raise MalformedRequest(f"{module.REQUEST.name} v{version} is not supported "
                                f"(served: v{module.MIN_VERSION}-v{module.MAX_VERSION})")
     flexible = module.REQUEST.flexible_version_q(version)
     pos = skip_tagged_fields(frame, header.size) if flexible else header.size
-    request = decode_body(module.REQUEST, frame[pos:], version)
+    decode = getattr(module, "decode", None)
+    request = decode(frame[pos:], version) if decode else decode_body(module.REQUEST, frame[pos:], version)
     ctx = RequestContext(broker, listener, client_address, header.client_id, version, header.correlation_id)
     response = module.handle(request, ctx)
     if response is None:
         return None
-    body = response.encode(version=version)
+    body = response if isinstance(response, list) else response.encode(version=version)
     # ApiVersions responses always use header v0, whatever the body version.
     header_flexible = flexible and module is not api_versions
-    return _frame([response_header(header.correlation_id, header_flexible), body])
+    return _frame(response_header(header.correlation_id, header_flexible), body)

@@ -1,7 +1,11 @@
 """Metadata (key 3), v0-v11, served from the metadata cache.
 
 Topics: v0 takes an empty list for "all topics"; v1+ takes null for all and an empty list for none. A topic
-that does not exist is answered UNKNOWN_TOPIC_OR_PARTITION (auto-creation arrives with the data path).
+that does not exist is created when auto.create.topics.enable is on and the request allows it (always for
+v0-v3, the allow_auto_topic_creation flag from v4), with num.partitions and default.replication.factor, through
+ZooKeeper as Kafka's AdminZkClient does; it is answered LEADER_NOT_AVAILABLE until the controller has
+elected its leaders (clients retry), INVALID_REPLICATION_FACTOR when there are too few brokers,
+INVALID_TOPIC_EXCEPTION for an illegal name. Otherwise UNKNOWN_TOPIC_OR_PARTITION.
 Partitions: LEADER_NOT_AVAILABLE with leader -1 when the partition has no live leader. v0 lists only live
 replicas and answers REPLICA_NOT_AVAILABLE when some are down (as Kafka, which errors on unavailable
 endpoints for v0); v5+ lists offline replicas. Brokers are the live ones with an endpoint on the listener the
@@ -12,6 +16,10 @@ from __future__ import annotations
 
 from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 
+from zk import admin as zk_admin
+from zk.admin import INTERNAL_TOPICS
+from zk.admin_errors import AdminError
+from zk.client import TopicExistsError, ZkError
 from ..protocol.errors import Errors
 
 API_KEY = 3
@@ -19,7 +27,6 @@ MIN_VERSION, MAX_VERSION = 0, 11
 REQUEST, RESPONSE = MetadataRequest, MetadataResponse
 
 _NOT_REQUESTED = None  # kafka-python encodes None as the "not requested" bitfield, INT32_MIN
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 Broker = RESPONSE.MetadataResponseBroker
 Topic = RESPONSE.MetadataResponseTopic
 Partition = Topic.MetadataResponsePartition
@@ -43,10 +50,28 @@ def _partition(cache, state, version: int):
                      offline_replicas=offline)
 
 
-def _topic(cache, name: str, version: int):
+def maybe_create_topic(broker, name: str) -> Errors:
+    """Auto-create a missing topic; the error code to answer with meanwhile."""
+    cfg = broker.config
+    if not cfg["auto.create.topics.enable"] or name in INTERNAL_TOPICS:
+        return Errors.UNKNOWN_TOPIC_OR_PARTITION
+    try:
+        zk_admin.validate_topic_name(name)
+        zk_admin.create_topic(broker.zk, name, cfg["num.partitions"], cfg["default.replication.factor"])
+    except TopicExistsError:
+        pass  # created meanwhile: its leaders are on their way
+    except AdminError as e:
+        return Errors(e.code)
+    except ZkError:
+        return Errors.UNKNOWN_TOPIC_OR_PARTITION
+    return Errors.LEADER_NOT_AVAILABLE
+
+
+def _topic(cache, name: str, version: int, create):
     partitions = cache.topic_partitions(name)
     if partitions is None:
-        return Topic(error_code=Errors.UNKNOWN_TOPIC_OR_PARTITION, name=name, topic_id=None, is_internal=False,
+        error = create(name) if create else Errors.UNKNOWN_TOPIC_OR_PARTITION
+        return Topic(error_code=error, name=name, topic_id=None, is_internal=False,
                      partitions=[], authorized_operations=_NOT_REQUESTED)
     return Topic(error_code=Errors.NONE, name=name, topic_id=cache.topic_ids.get(name),
                  is_internal=name in INTERNAL_TOPICS,
@@ -63,8 +88,11 @@ def handle(request, ctx):
         names = cache.topics()
     else:
         names = [t.name for t in requested]
+    create = None
+    if requested and (version < 4 or request.allow_auto_topic_creation):
+        create = lambda name: maybe_create_topic(broker, name)  # noqa: E731
     brokers = [Broker(node_id=i, host=h, port=p, rack=r) for i, h, p, r in cache.alive_brokers(ctx.listener)]
     controller = cache.controller_id if cache.controller_id is not None else -1
     return RESPONSE(version=version, throttle_time_ms=0, brokers=brokers, cluster_id=broker.cluster_id,
-                    controller_id=controller, topics=[_topic(cache, n, version) for n in names],
+                    controller_id=controller, topics=[_topic(cache, n, version, create) for n in names],
                     authorized_operations=_NOT_REQUESTED)

@@ -8,13 +8,16 @@ cannot be parsed. A failure on one connection never reaches the others.
 from __future__ import annotations
 
 import logging
+import os
 import struct
 
 import gevent
 from gevent.server import StreamServer
+from gevent.socket import wait_write
 
 from .. import api
-from ..protocol.header import MalformedRequest
+from ..protocol.header import CloseConnection
+from ..protocol.hotpath import FileSlice
 
 log = logging.getLogger("kbroker.network")
 _SIZE = struct.Struct(">i")
@@ -34,6 +37,38 @@ def read_exact(sock, n: int) -> bytearray | None:
             return None
         got += k
     return buf
+
+
+def send_file_slice(sock, piece: FileSlice) -> None:
+    """os.sendfile the slice to the socket, waiting cooperatively when the socket buffer is full.
+    Raises OSError if the file ends early (the response would be short: the connection must close)."""
+    out_fd, in_fd = sock.fileno(), piece.file.fileno()
+    offset, left = piece.position, piece.length
+    while left > 0:
+        try:
+            sent = os.sendfile(out_fd, in_fd, offset, left)
+        except BlockingIOError:
+            wait_write(out_fd)
+            continue
+        if sent == 0:
+            raise OSError(f"file ended {left} bytes before the slice did")
+        offset += sent
+        left -= sent
+
+
+def send_pieces(sock, pieces) -> None:
+    """Write a response given as pieces: small byte pieces are coalesced, file slices go by sendfile."""
+    pending = bytearray()
+    for piece in pieces:
+        if isinstance(piece, FileSlice):
+            if pending:
+                sock.sendall(pending)
+                pending = bytearray()
+            send_file_slice(sock, piece)
+        else:
+            pending += piece
+    if pending:
+        sock.sendall(pending)
 
 
 class SocketServer:
@@ -93,7 +128,7 @@ class SocketServer:
                 return
             try:
                 out = api.dispatch(memoryview(frame), self.broker, listener_name, address)
-            except MalformedRequest as e:
+            except CloseConnection as e:
                 log.warning("closing connection from %s:%s: %s", address[0], address[1], e)
                 return
             except gevent.GreenletExit:
@@ -103,6 +138,7 @@ class SocketServer:
                 return
             if out is not None:
                 try:
-                    sock.sendall(out)
-                except OSError:
+                    send_pieces(sock, out)
+                except OSError as e:
+                    log.debug("closing connection from %s:%s: %s", address[0], address[1], e)
                     return

@@ -14,8 +14,12 @@ _HEAD = struct.Struct(">hhih")
 _CORRELATION = struct.Struct(">i")
 
 
-class MalformedRequest(ValueError):
-    pass
+class CloseConnection(Exception):
+    """The connection must be closed without a response (the message says why, for the log)."""
+
+
+class MalformedRequest(CloseConnection, ValueError):
+    """A request that cannot be parsed or is not served: Kafka closes the connection."""
 
 
 @dataclass

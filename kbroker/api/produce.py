@@ -1,0 +1,53 @@
+"""Produce (key 0), v0-v9: append record batches to the partitions this broker leads.
+
+The request is decoded by hand (protocol.hotpath) so each partition's records stay a view into the frame;
+the v2 path validates batch headers, patches offsets in place and appends those same bytes.
+Per partition, any error means nothing of that partition is appended: UNKNOWN_TOPIC_OR_PARTITION,
+NOT_LEADER_OR_FOLLOWER, CORRUPT_MESSAGE, MESSAGE_TOO_LARGE, INVALID_TIMESTAMP, INVALID_RECORD,
+UNSUPPORTED_COMPRESSION_TYPE, idempotence errors, INVALID_TOPIC_EXCEPTION for internal topics.
+acks must be -1, 0 or 1 (else INVALID_REQUIRED_ACKS for every partition). With acks=0 there is no response,
+and as in Kafka an error closes the connection so the producer notices. v2+ answers the log append time,
+v5+ the log start offset, v8+ an error message.
+"""
+from __future__ import annotations
+
+from kafka.protocol.producer import ProduceRequest, ProduceResponse
+
+from ..protocol.errors import Errors
+from ..protocol.header import CloseConnection
+from ..protocol.hotpath import decode_produce_request
+
+API_KEY = 0
+MIN_VERSION, MAX_VERSION = 0, 9
+REQUEST, RESPONSE = ProduceRequest, ProduceResponse
+TopicResponse = RESPONSE.TopicProduceResponse
+PartitionResponse = TopicResponse.PartitionProduceResponse
+
+
+def decode(body, version):
+    return decode_produce_request(body, version)
+
+
+def handle(request, ctx):
+    version = ctx.api_version
+    entries = {}
+    for topic in request.topics:
+        for p in topic.partitions:
+            entries[(topic.name, p.index)] = p.records
+    if request.acks not in (-1, 0, 1):
+        results = {tp: (Errors.INVALID_REQUIRED_ACKS, -1, -1, -1, None) for tp in entries}
+    else:
+        results = ctx.broker.replica_manager.append_records(request.acks, request.timeout_ms, entries, version)
+    if request.acks == 0:
+        failed = [(tp, r[0]) for tp, r in results.items() if r[0]]
+        if failed:
+            (topic, partition), error = failed[0]
+            raise CloseConnection(f"acks=0 produce to {topic}-{partition} failed with {Errors(error).name}")
+        return None
+    by_topic: dict = {}
+    for (topic, partition), (error, base_offset, append_time, log_start, message) in results.items():
+        by_topic.setdefault(topic, []).append(PartitionResponse(
+            index=partition, error_code=error, base_offset=base_offset, log_append_time_ms=append_time,
+            log_start_offset=log_start, record_errors=[], error_message=message))
+    return RESPONSE(version=version, throttle_time_ms=0, responses=[
+        TopicResponse(name=t, partition_responses=ps) for t, ps in by_topic.items()])

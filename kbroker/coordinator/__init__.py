@@ -1,0 +1,1 @@
+"""Coordinators: producer ids now; the group coordinator and offsets manager (and transactions) later."""

@@ -1,0 +1,640 @@
+"""The log of one partition (Kafka's Log): a directory `<topic>-<partition>` of segments, the last one active.
+
+- Loading deletes stray `.deleted`/`.cleaned` files, completes an interrupted `.swap`, rebuilds missing or
+  corrupt indexes, and after an unclean shutdown recovers every segment from the recovery point: entries are
+  validated (size, magic, CRC) and the log is truncated at the first invalid one, dropping the segments after
+  it. Each recovery is one line on the `kbroker.log` logger, naming the segment and the bytes truncated.
+- Appends take bytes whose offsets are assigned, roll first when Kafka would (LogSegment.shouldRoll), and
+  flush per flush.messages / flush.ms. A roll's flush of the older segments is left to `maybe_flush`, which
+  the broker calls periodically (Kafka flushes them on its scheduler).
+- The segment list is a tuple replaced whole on every change: readers take one snapshot and never wait.
+- Segments leave the log by being renamed `.deleted` and deleted file.delete.delay.ms later, when
+  `delete_pending_segments` runs (the broker calls it periodically; a delay of 0 deletes at once). Retention
+  deletes only below the high watermark, and rolls the active segment when it is itself due.
+- fsync runs through run_blocking(fn) (e.g. a gevent threadpool's apply); by default it is called directly.
+
+Offsets by timestamp: fetch_offset_by_timestamp also answers the special timestamps -2 (earliest: log start
+offset) and -1 (latest: log end offset), with timestamp -1, as Kafka's Log does.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import re
+import shutil
+import struct
+import uuid
+from bisect import bisect_right
+from typing import Callable
+
+from ..clock import Clock
+from ..records.entries import iter_entries
+from .checkpoint import LEADER_EPOCH_CHECKPOINT, LeaderEpochFileCache, fsync_dir
+from .config import LogConfig
+from .errors import (CorruptIndex, KafkaStorageError, OffsetOutOfRange, RecordBatchTooLarge,
+                     UnexpectedAppendOffset, UnsupportedForMessageFormat)
+from .segment import (CLEANED_SUFFIX, DELETED_SUFFIX, EMPTY_SLICE, SWAP_SUFFIX, FetchDataInfo, LogOffsetMetadata,
+                      LogSegment, OffsetAndTimestamp, log_file_path, offset_index_path, time_index_path)
+
+logger = logging.getLogger("kbroker.log")
+
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+DELETE_DIR_SUFFIX = "-delete"
+FUTURE_DIR_SUFFIX = "-future"
+EARLIEST_TIMESTAMP = -2
+LATEST_TIMESTAMP = -1
+NO_TIMESTAMP = -1
+
+_SEGMENT_FILE = re.compile(r"^(\d{20})\.(log|index|timeindex|txnindex)$")
+_MARKED_DIR = re.compile(r"^(.+-\d+)\.\S+-(delete|future)$")
+_EPOCH = struct.Struct(">i")
+
+TopicPartition = tuple[str, int]
+RunBlocking = Callable[[Callable[[], object]], object]
+
+
+def parse_topic_partition(dir_name: str) -> TopicPartition:
+    """`orders-3` -> ("orders", 3); also `<topic>-<partition>.<id>-delete|-future`. ValueError otherwise."""
+    name = dir_name
+    if name.endswith(DELETE_DIR_SUFFIX) or name.endswith(FUTURE_DIR_SUFFIX):
+        marked = _MARKED_DIR.match(name)
+        if marked is None:
+            raise ValueError(f"{dir_name!r} is not a partition directory")
+        name = marked.group(1)
+    topic, sep, partition = name.rpartition("-")
+    if not sep or not topic or not partition.isdigit():
+        raise ValueError(f"{dir_name!r} is not in the form topic-partition")
+    return topic, int(partition)
+
+
+def log_dir_name(tp: TopicPartition) -> str:
+    return f"{tp[0]}-{tp[1]}"
+
+
+def log_delete_dir_name(tp: TopicPartition) -> str:
+    """`<topic>-<partition>.<uuid hex>-delete`, the topic cut so the name fits in 255 bytes (as Kafka)."""
+    suffix = f"-{tp[1]}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
+    return tp[0][:255 - len(suffix)] + suffix
+
+
+class Log:
+    def __init__(self, dir: str, config: LogConfig, recovery_point: int = 0, log_start_offset: int = 0,
+                 clock: Clock | None = None, *, had_clean_shutdown: bool = False,
+                 run_blocking: RunBlocking | None = None):
+        """Open (creating if needed) and load the log in `dir`. had_clean_shutdown: the log dir had Kafka's
+        `.kafka_cleanshutdown` marker; without it the segments from recovery_point on are recovered."""
+        self.dir = os.path.abspath(dir)
+        self.topic_partition = parse_topic_partition(os.path.basename(self.dir))
+        self.config = config
+        self._clock = clock or Clock()
+        self._run_blocking: RunBlocking = run_blocking or (lambda fn: fn())
+        self.recovery_point = recovery_point
+        self.log_start_offset = log_start_offset
+        self.last_flush_time = self._clock.now_ms()
+        self.records_appended = 0          # records written by append (the broker's messages-in metric)
+        self._view: tuple[tuple[LogSegment, ...], tuple[int, ...]] = ((), ())
+        self._pending_deletes: list[tuple[int, LogSegment]] = []
+        self._pending_flush_offset: int | None = None
+        self._truncations = 0
+        self._hw_cache: tuple | None = None
+        os.makedirs(self.dir, exist_ok=True)
+        self.leader_epoch_cache = LeaderEpochFileCache(os.path.join(self.dir, LEADER_EPOCH_CHECKPOINT),
+                                                       lambda: self.log_end_offset, self._run_blocking)
+        next_offset = self._load_segments(had_clean_shutdown)
+        active = self.active_segment
+        self._leo = LogOffsetMetadata(next_offset, active.base_offset, active.size)
+        self.log_start_offset = max(log_start_offset, self.segments[0].base_offset)
+        self.recovery_point = max(self.recovery_point, self.log_start_offset)
+        self._high_watermark = self.log_start_offset
+        self.leader_epoch_cache.truncate_from_end(next_offset)
+        self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
+        self.delete_pending_segments()
+
+    def __repr__(self) -> str:
+        return f"Log({self.dir}, log_start_offset={self.log_start_offset}, log_end_offset={self.log_end_offset})"
+
+    @property
+    def name(self) -> str:
+        return f"[Log partition={log_dir_name(self.topic_partition)}, dir={self.parent_dir}]"
+
+    @property
+    def parent_dir(self) -> str:
+        return os.path.dirname(self.dir)
+
+    # ---- the segment list (copy-on-write) -----------------------------------------------------------------------
+
+    @property
+    def segments(self) -> tuple[LogSegment, ...]:
+        return self._view[0]
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._view[0][-1]
+
+    @property
+    def size(self) -> int:
+        return sum(s.size for s in self._view[0])
+
+    def _set_segments(self, segments) -> None:
+        ordered = tuple(sorted(segments, key=lambda s: s.base_offset))
+        self._view = (ordered, tuple(s.base_offset for s in ordered))
+
+    def _add_segment(self, segment: LogSegment) -> None:
+        self._set_segments([s for s in self.segments if s.base_offset != segment.base_offset] + [segment])
+
+    def _segments_from(self, offset: int) -> tuple[LogSegment, ...]:
+        """The segment holding offset (or the first) and every later one."""
+        segments, bases = self._view
+        return segments[max(0, bisect_right(bases, offset) - 1):]
+
+    def _new_segment(self, base_offset: int, *, loaded: bool = False, suffix: str = "") -> LogSegment:
+        return LogSegment(self.dir, base_offset, index_interval_bytes=self.config.index_interval_bytes,
+                          max_index_size=self.config.segment_index_bytes, clock=self._clock,
+                          preallocate_bytes=0 if loaded else self.config.initial_file_size, suffix=suffix)
+
+    def _remove_and_delete_segments(self, segments, reason: str) -> None:
+        """Take segments out of the log now; rename them `.deleted` and delete them file.delete.delay.ms later."""
+        if not segments:
+            return
+        gone = {id(s) for s in segments}
+        self._set_segments([s for s in self.segments if id(s) not in gone])
+        for segment in segments:
+            segment.change_file_suffixes("", DELETED_SUFFIX)
+        logger.info("%s deleting segments %s due to %s", self.name, [s.base_offset for s in segments], reason)
+        due = self._clock.monotonic_ms() + self.config.file_delete_delay_ms
+        self._pending_deletes.extend((due, s) for s in segments)
+
+    def delete_pending_segments(self, force: bool = False) -> int:
+        """Delete the `.deleted` segments whose delay has passed (all with force); returns how many."""
+        now = self._clock.monotonic_ms()
+        due = [s for t, s in self._pending_deletes if force or t <= now]
+        if not due:
+            return 0
+        self._pending_deletes = [(t, s) for t, s in self._pending_deletes if not (force or t <= now)]
+        self._run_blocking(lambda: [s.delete() for s in due])
+        return len(due)
+
+    # ---- loading and recovery -------------------------------------------------------------------------------------
+
+    def _load_segments(self, had_clean_shutdown: bool) -> int:
+        swap_files = self._remove_temp_files_and_collect_swap_files()
+        missing_indexes: dict[int, list[str]] = {}
+        for name in sorted(os.listdir(self.dir)):
+            match = _SEGMENT_FILE.match(name)
+            if match is None or not os.path.isfile(os.path.join(self.dir, name)):
+                continue
+            base = int(match.group(1))
+            if match.group(2) != "log":
+                if not os.path.exists(log_file_path(self.dir, base)):
+                    logger.warning("%s found an orphaned index file %s with no log file; deleting it", self.name,
+                                   name)
+                    os.unlink(os.path.join(self.dir, name))
+                continue
+            missing_indexes[base] = [os.path.basename(p) for p in (offset_index_path(self.dir, base),
+                                                                   time_index_path(self.dir, base))
+                                     if not os.path.exists(p)]
+            self._add_segment(self._new_segment(base, loaded=True))
+        self._complete_swap_operations(swap_files)
+        # the segments from the recovery point on are rebuilt by recovery after an unclean shutdown; check the
+        # indexes of the others
+        unflushed = () if had_clean_shutdown else self._segments_from(self.recovery_point)
+        for segment in self.segments:
+            if segment in unflushed:
+                continue
+            missing = missing_indexes.get(segment.base_offset)
+            problem = f"missing {', '.join(missing)}" if missing else None
+            if problem is None:
+                try:
+                    segment.sanity_check()
+                except CorruptIndex as e:
+                    problem = str(e)
+            if problem is not None:
+                logger.warning("%s rebuilding the indexes of segment %s: %s", self.name, segment.log_path, problem)
+                self._recover_segment(segment)
+        return self._recover_log(unflushed, had_clean_shutdown)
+
+    def _remove_temp_files_and_collect_swap_files(self) -> list[str]:
+        """Kafka's removeTempFilesAndCollectSwapFiles: delete `.deleted` and `.cleaned` files, and `.swap`
+        files that are indexes or part of an unfinished split; return the `.log.swap` files to complete."""
+        swaps, cleaned = [], []
+        min_cleaned = float("inf")
+        for name in os.listdir(self.dir):
+            path = os.path.join(self.dir, name)
+            if not os.path.isfile(path):
+                continue
+            if name.endswith(DELETED_SUFFIX):
+                logger.info("%s deleting stray temporary file %s", self.name, name)
+                os.unlink(path)
+            elif name.endswith(CLEANED_SUFFIX):
+                if name[:20].isdigit():
+                    min_cleaned = min(min_cleaned, int(name[:20]))
+                cleaned.append(path)
+            elif name.endswith(SWAP_SUFFIX):
+                match = _SEGMENT_FILE.match(name[:-len(SWAP_SUFFIX)])
+                if match is None:
+                    continue
+                logger.info("%s found file %s from an interrupted swap operation", self.name, name)
+                self._delete_index_files(int(match.group(1)))
+                if match.group(2) == "log":
+                    swaps.append(path)
+                else:
+                    os.unlink(path)
+        valid = []
+        for path in swaps:
+            base = int(os.path.basename(path)[:20])
+            if base >= min_cleaned:     # part of a split that did not complete
+                self._delete_index_files(base, SWAP_SUFFIX)
+                os.unlink(path)
+            else:
+                valid.append(path)
+        for path in cleaned:
+            logger.info("%s deleting stray .cleaned file %s", self.name, os.path.basename(path))
+            os.unlink(path)
+        return valid
+
+    def _delete_index_files(self, base_offset: int, suffix: str = "") -> None:
+        for path in (offset_index_path(self.dir, base_offset, suffix), time_index_path(self.dir, base_offset, suffix)):
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
+
+    def _complete_swap_operations(self, swap_files: list[str]) -> None:
+        """A cleaner's swap interrupted by a crash: recover the `.swap` segment, retire the segments it
+        replaces, and rename it into place (Kafka's completeSwapOperations)."""
+        for path in swap_files:
+            swap = self._new_segment(int(os.path.basename(path)[:20]), loaded=True, suffix=SWAP_SUFFIX)
+            logger.info("%s repairing log file %s from an interrupted swap operation", self.name, path)
+            self._recover_segment(swap)
+            end = swap.read_next_offset()
+            replaced = [s for s in self.segments
+                        if s.base_offset < end and s.read_next_offset() > swap.base_offset]
+            self._remove_and_delete_segments(replaced, "swap completion")
+            swap.change_file_suffixes(SWAP_SUFFIX, "")
+            self._add_segment(swap)
+
+    def _recover_segment(self, segment: LogSegment) -> int:
+        truncated = segment.recover(leader_epoch_cache=self.leader_epoch_cache)
+        logger.log(logging.WARNING if truncated else logging.INFO,
+                   "%s recovered segment %s: truncated %d bytes at byte %d, next offset %d", self.name,
+                   os.path.basename(segment.log_path), truncated, segment.size, segment.read_next_offset())
+        return truncated
+
+    def _recover_log(self, unflushed: tuple[LogSegment, ...], had_clean_shutdown: bool) -> int:
+        """Recover the unflushed segments, dropping those after the first one truncated; returns the log end
+        offset."""
+        for i, segment in enumerate(unflushed):
+            if self._recover_segment(segment) > 0:
+                self._remove_and_delete_segments(unflushed[i + 1:], f"corruption in segment {segment.base_offset} "
+                                                                    "found by log recovery")
+                break
+        next_offset = None
+        if self.segments:
+            next_offset = self.active_segment.read_next_offset()
+            if next_offset < self.log_start_offset:
+                logger.warning("%s deleting all segments: the log end offset %d is below the log start offset %d",
+                               self.name, next_offset, self.log_start_offset)
+                self._remove_and_delete_segments(self.segments, "log start offset beyond the log end")
+                self.leader_epoch_cache.clear_and_flush()
+                next_offset = None
+        if not self.segments:
+            self._add_segment(self._new_segment(self.log_start_offset))
+        if next_offset is None:
+            next_offset = self.log_start_offset
+        self.recovery_point = next_offset if had_clean_shutdown else min(self.recovery_point, next_offset)
+        self.active_segment.resize_indexes(self.config.segment_index_bytes)
+        return next_offset
+
+    # ---- offsets ------------------------------------------------------------------------------------------------
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._leo.message_offset
+
+    @property
+    def log_end_offset_metadata(self) -> LogOffsetMetadata:
+        return self._leo
+
+    @property
+    def high_watermark(self) -> int:
+        return self._high_watermark
+
+    def update_high_watermark(self, high_watermark: int) -> int:
+        """Set the high watermark, clamped to [log start offset, log end offset]; returns the value set."""
+        self._high_watermark = min(max(high_watermark, self.log_start_offset), self.log_end_offset)
+        return self._high_watermark
+
+    @property
+    def unflushed_messages(self) -> int:
+        return self.log_end_offset - self.recovery_point
+
+    def _offset_metadata(self, offset: int) -> LogOffsetMetadata:
+        """Where the batch holding offset starts (Kafka's convertToOffsetMetadataOrThrow)."""
+        if offset >= self._leo.message_offset:
+            return self._leo
+        for segment in self._segments_from(offset):
+            found = segment.translate_offset(offset)
+            if found is not None:
+                return LogOffsetMetadata(offset, segment.base_offset, found.position)
+        return self._leo
+
+    def _high_watermark_metadata(self) -> LogOffsetMetadata:
+        cache = self._hw_cache
+        if cache is None or cache[0] != self._high_watermark or cache[1] is not self._view:
+            cache = self._hw_cache = (self._high_watermark, self._view, self._offset_metadata(self._high_watermark))
+        return cache[2]
+
+    # ---- appends, rolls, flushes ----------------------------------------------------------------------------------
+
+    def append(self, data, first_offset: int, last_offset: int, max_timestamp: int,
+               offset_of_max_timestamp: int, record_count: int) -> LogOffsetMetadata:
+        """Append entries whose offsets are assigned (first_offset..last_offset, not below the log end offset;
+        gaps are allowed). Returns where they start. Raises UnexpectedAppendOffset, RecordBatchTooLarge."""
+        size = len(data)
+        if size == 0:
+            return self._leo
+        if first_offset < self.log_end_offset:
+            raise UnexpectedAppendOffset(f"{self.name} unexpected offset in append: first offset {first_offset} is "
+                                         f"below the next offset {self.log_end_offset}", first_offset, last_offset)
+        if last_offset < first_offset:
+            raise ValueError(f"last offset {last_offset} is below the first offset {first_offset}")
+        if size > self.config.segment_bytes:
+            raise RecordBatchTooLarge(f"Message batch size is {size} bytes in append to partition "
+                                      f"{log_dir_name(self.topic_partition)}, which exceeds the maximum configured "
+                                      f"segment size of {self.config.segment_bytes}.")
+        segment = self.active_segment
+        if segment.should_roll(self.config.segment_bytes, self.config.segment_ms, size, max_timestamp, last_offset,
+                               self._clock.now_ms()):
+            segment = self.roll(first_offset)
+        position = segment.size
+        segment.append(last_offset, max_timestamp, offset_of_max_timestamp, data)
+        self._leo = LogOffsetMetadata(last_offset + 1, segment.base_offset, segment.size)
+        self.records_appended += record_count
+        self._update_leader_epochs(data)
+        if (self.unflushed_messages >= self.config.flush_messages
+                or self._clock.now_ms() - self.last_flush_time >= self.config.flush_ms):
+            self.flush()
+        return LogOffsetMetadata(first_offset, segment.base_offset, position)
+
+    def _update_leader_epochs(self, data) -> None:
+        """The leader epoch of each v2 batch starts at its base offset; a v0/v1 append clears the cache."""
+        for entry in iter_entries(data):
+            if entry.magic >= 2:
+                epoch = _EPOCH.unpack_from(data, entry.position + 12)[0]
+                if epoch >= 0:
+                    self.leader_epoch_cache.assign(epoch, entry.base_offset)
+            elif self.leader_epoch_cache.entries:
+                logger.warning("%s clearing the leader epoch cache after an append with message format v%d",
+                               self.name, entry.magic)
+                self.leader_epoch_cache.clear_and_flush()
+
+    def roll(self, expected_next_offset: int | None = None) -> LogSegment:
+        """Start a new active segment at max(expected_next_offset, log end offset)."""
+        new_offset = max(expected_next_offset or 0, self.log_end_offset)
+        active = self.active_segment
+        if new_offset == active.base_offset:
+            if active.size:
+                raise KafkaStorageError(f"{self.name} trying to roll a new log segment at offset {new_offset} "
+                                        f"that already exists")
+            # an empty active segment with a full index (as KAFKA-6388): replace it
+            logger.warning("%s replacing the empty active segment at offset %d", self.name, new_offset)
+            self._remove_and_delete_segments([active], "log roll")
+        elif new_offset < active.base_offset:
+            raise KafkaStorageError(f"{self.name} trying to roll a new log segment at offset {new_offset} below "
+                                    f"the active segment's base offset {active.base_offset}")
+        else:
+            for path in (log_file_path(self.dir, new_offset), offset_index_path(self.dir, new_offset),
+                         time_index_path(self.dir, new_offset)):
+                if os.path.exists(path):
+                    logger.warning("%s newly rolled segment file %s already exists; deleting it first", self.name,
+                                   path)
+                    os.unlink(path)
+            active.on_become_inactive()
+        segment = self._new_segment(new_offset)
+        self._add_segment(segment)
+        self._leo = LogOffsetMetadata(self.log_end_offset, segment.base_offset, segment.size)
+        self._pending_flush_offset = new_offset
+        logger.info("%s rolled new log segment at offset %d", self.name, new_offset)
+        return segment
+
+    def flush(self, offset: int | None = None) -> None:
+        """fsync the segments holding offsets from the recovery point up to offset (default: the log end
+        offset), then advance the recovery point to it."""
+        offset = self.log_end_offset if offset is None else offset
+        start = self.recovery_point
+        if offset <= start:
+            return
+        segments = [s for s in self._segments_from(start) if s.base_offset < offset]
+        new_files = any(s.base_offset >= start for s in segments)
+        truncations = self._truncations
+
+        def work() -> None:
+            for segment in segments:
+                segment.flush()
+            if new_files:
+                fsync_dir(self.dir)
+        self._run_blocking(work)
+        if self._truncations == truncations and offset > self.recovery_point:
+            self.recovery_point = offset
+            self.last_flush_time = self._clock.now_ms()
+        if self._pending_flush_offset is not None and self._pending_flush_offset <= self.recovery_point:
+            self._pending_flush_offset = None
+
+    def maybe_flush(self) -> bool:
+        """The periodic flush: the segments before the last roll, or everything when flush.ms has passed.
+        Returns whether it flushed."""
+        if self._clock.now_ms() - self.last_flush_time >= self.config.flush_ms:
+            self.flush()
+            return True
+        if self._pending_flush_offset is not None:
+            self.flush(self._pending_flush_offset)
+            return True
+        return False
+
+    # ---- reads ------------------------------------------------------------------------------------------------
+
+    def read(self, start_offset: int, max_bytes: int, max_offset: int | None = None,
+             min_one_message: bool = True) -> FetchDataInfo:
+        """Up to max_bytes from start_offset, not beyond max_offset (the high watermark for consumers; default
+        the log end offset). Empty at or beyond max_offset; OffsetOutOfRange below the log start offset or
+        beyond the log end offset."""
+        leo = self._leo
+        segments, bases = self._view
+        first = bisect_right(bases, start_offset) - 1
+        if start_offset > leo.message_offset or first < 0 or start_offset < self.log_start_offset:
+            raise OffsetOutOfRange(f"Received request for offset {start_offset} for partition "
+                                   f"{log_dir_name(self.topic_partition)}, but we only have log segments in the "
+                                   f"range {self.log_start_offset} to {leo.message_offset}.")
+        if max_offset is None or max_offset >= leo.message_offset:
+            limit = leo
+        elif max_offset == self._high_watermark:
+            limit = self._high_watermark_metadata()
+        else:
+            limit = self._offset_metadata(max_offset)
+        if start_offset == limit.message_offset:
+            return FetchDataInfo(limit, EMPTY_SLICE)
+        if start_offset > limit.message_offset:
+            return FetchDataInfo(self._offset_metadata(start_offset), EMPTY_SLICE)
+        for segment in segments[first:]:
+            max_position = (limit.relative_position_in_segment if limit.segment_base_offset == segment.base_offset
+                            else segment.size)
+            info = segment.read(start_offset, max_bytes, max_position, min_one_message)
+            if info is not None:
+                return info
+        return FetchDataInfo(self._leo, EMPTY_SLICE)
+
+    def fetch_offset_by_timestamp(self, timestamp: int) -> OffsetAndTimestamp | None:
+        """The first offset whose record timestamp is >= timestamp (None when there is none); -2 gives the log
+        start offset and -1 the log end offset, with timestamp -1 and the leader epoch there."""
+        if timestamp == EARLIEST_TIMESTAMP:
+            earliest = self.leader_epoch_cache.earliest_entry
+            epoch = earliest.epoch if earliest is not None and earliest.start_offset <= self.log_start_offset else None
+            return OffsetAndTimestamp(self.log_start_offset, NO_TIMESTAMP, epoch)
+        if timestamp == LATEST_TIMESTAMP:
+            return OffsetAndTimestamp(self.log_end_offset, NO_TIMESTAMP, self.leader_epoch_cache.latest_epoch)
+        if self.config.record_version < 1:
+            raise UnsupportedForMessageFormat(
+                f"Cannot search offsets based on timestamp because message format version for partition "
+                f"{log_dir_name(self.topic_partition)} is {self.config.message_format_version} which is earlier "
+                f"than the minimum required version 0.10.0")
+        for segment in self._segments_from(self.log_start_offset):
+            if segment.largest_timestamp >= timestamp:
+                found = segment.find_offset_by_timestamp(timestamp, self.log_start_offset)
+                if found is not None:
+                    return found
+        return None
+
+    # ---- truncation ---------------------------------------------------------------------------------------------
+
+    def truncate_to(self, target_offset: int) -> bool:
+        """Remove everything at and after target_offset (a follower diverging from its leader); returns whether
+        anything was removed."""
+        if target_offset < 0:
+            raise ValueError(f"cannot truncate partition {log_dir_name(self.topic_partition)} to a negative offset "
+                             f"({target_offset})")
+        if target_offset >= self.log_end_offset:
+            self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
+            return False
+        logger.info("%s truncating to offset %d", self.name, target_offset)
+        if self.segments[0].base_offset > target_offset:
+            self.truncate_fully_and_start_at(target_offset)
+            return True
+        self._remove_and_delete_segments([s for s in self.segments if s.base_offset > target_offset],
+                                         "log truncation")
+        self.active_segment.truncate_to(target_offset)
+        self._complete_truncation(min(target_offset, self.log_start_offset), target_offset)
+        self.leader_epoch_cache.truncate_from_end(target_offset)
+        self.delete_pending_segments()
+        return True
+
+    def truncate_fully_and_start_at(self, new_offset: int) -> None:
+        """Delete every segment and start empty at new_offset (log start and end offsets both new_offset)."""
+        logger.info("%s truncating fully and starting at offset %d", self.name, new_offset)
+        self._remove_and_delete_segments(self.segments, "log truncation")
+        self._add_segment(self._new_segment(new_offset))
+        self._complete_truncation(new_offset, new_offset)
+        self.leader_epoch_cache.clear_and_flush()
+        self.delete_pending_segments()
+
+    def _complete_truncation(self, start_offset: int, end_offset: int) -> None:
+        active = self.active_segment
+        self.log_start_offset = start_offset
+        self._leo = LogOffsetMetadata(end_offset, active.base_offset, active.size)
+        self.recovery_point = min(self.recovery_point, end_offset)
+        if self._pending_flush_offset is not None and self._pending_flush_offset > end_offset:
+            self._pending_flush_offset = None
+        self._truncations += 1
+        self._hw_cache = None
+        self.update_high_watermark(min(self._high_watermark, end_offset))
+
+    # ---- retention ----------------------------------------------------------------------------------------------
+
+    def maybe_increment_log_start_offset(self, new_log_start_offset: int) -> None:
+        """Move the log start offset up (DeleteRecords, retention); OffsetOutOfRange above the high watermark."""
+        if new_log_start_offset > self._high_watermark:
+            raise OffsetOutOfRange(f"Cannot increment the log start offset to {new_log_start_offset} of partition "
+                                   f"{log_dir_name(self.topic_partition)} since it is larger than the high "
+                                   f"watermark {self._high_watermark}")
+        if new_log_start_offset > self.log_start_offset:
+            self.log_start_offset = new_log_start_offset
+            self.recovery_point = max(self.recovery_point, new_log_start_offset)
+            logger.info("%s incremented log start offset to %d", self.name, new_log_start_offset)
+            self.leader_epoch_cache.truncate_from_start(new_log_start_offset)
+
+    def delete_old_segments(self) -> int:
+        """Retention (Kafka's deleteOldSegments): segments wholly below the log start offset, then, with
+        cleanup.policy delete, by retention.bytes and retention.ms. Returns how many segments left the log."""
+        deleted = self._delete_old_segments(
+            lambda segment, nxt: nxt is not None and nxt.base_offset <= self.log_start_offset,
+            "log start offset breach")
+        if not self.config.delete:
+            return deleted
+        if 0 <= self.config.retention_bytes <= self.size:
+            excess = self.size - self.config.retention_bytes
+
+            def over_size(segment: LogSegment, nxt) -> bool:
+                nonlocal excess
+                if excess - segment.size < 0:
+                    return False
+                excess -= segment.size
+                return True
+            deleted += self._delete_old_segments(over_size, f"retention size {self.config.retention_bytes} breach")
+        if self.config.retention_ms >= 0:
+            now = self._clock.now_ms()
+            deleted += self._delete_old_segments(
+                lambda segment, nxt: now - segment.largest_timestamp > self.config.retention_ms,
+                f"retention time {self.config.retention_ms}ms breach")
+        return deleted
+
+    def _delete_old_segments(self, predicate, reason: str) -> int:
+        """Delete the oldest segments while predicate(segment, next segment) holds, never a segment holding
+        offsets at or above the high watermark, nor an empty last one; rolls first if all are to go."""
+        segments = self.segments
+        deletable = []
+        for i, segment in enumerate(segments):
+            nxt = segments[i + 1] if i + 1 < len(segments) else None
+            upper = nxt.base_offset if nxt is not None else self.log_end_offset
+            if self._high_watermark < upper or (nxt is None and segment.size == 0) or not predicate(segment, nxt):
+                break
+            deletable.append(segment)
+        if not deletable:
+            return 0
+        if len(deletable) == len(segments):
+            self.roll()
+        self._remove_and_delete_segments(deletable, reason)
+        self.maybe_increment_log_start_offset(self.segments[0].base_offset)
+        self.delete_pending_segments()
+        return len(deletable)
+
+    # ---- files ------------------------------------------------------------------------------------------------
+
+    def update_config(self, config: LogConfig) -> None:
+        """New topic settings; segment and index sizes apply from the next segment, as in Kafka."""
+        self.config = config
+
+    def close(self) -> None:
+        """Close every segment (final time index entry, trimmed indexes and files, fsync); blocking."""
+        for _, segment in self._pending_deletes:
+            segment.delete()
+        self._pending_deletes = []
+        for segment in self.segments:
+            segment.close()
+
+    def rename_dir(self, name: str) -> None:
+        """Rename the partition directory (e.g. to its `-delete` name) keeping the log open."""
+        new_dir = os.path.join(self.parent_dir, name)
+        os.rename(self.dir, new_dir)
+        self.dir = new_dir
+        for segment in list(self.segments) + [s for _, s in self._pending_deletes]:
+            segment.update_parent_dir(new_dir)
+        self.leader_epoch_cache.checkpoint.path = os.path.join(new_dir, LEADER_EPOCH_CHECKPOINT)
+
+    def delete(self) -> None:
+        """Delete every file and the directory; blocking."""
+        for _, segment in self._pending_deletes:
+            segment.delete()
+        self._pending_deletes = []
+        for segment in self.segments:
+            segment.delete()
+        self._set_segments([])
+        shutil.rmtree(self.dir, ignore_errors=True)

@@ -1,0 +1,239 @@
+"""LogManager: the partition logs in a broker's log dirs (Kafka's LogManager).
+
+Startup, per log dir: the `.kafka_cleanshutdown` marker says whether the last shutdown was clean (it is removed
+at once, so a crash during loading counts as unclean); `recovery-point-offset-checkpoint`,
+`log-start-offset-checkpoint` and `replication-offset-checkpoint` are read (a malformed one is reported and
+ignored, as Kafka resets to 0); every `<topic>-<partition>` directory is loaded as a Log, recovering from its
+recovery point after an unclean shutdown, with its high watermark from the checkpoint; directories marked
+`-delete` are deleted.
+
+Nothing runs on its own: the broker calls, on gevent timers, `cleanup_logs` (log.retention.check.interval.ms),
+`flush_dirty_logs` (about every second: it performs the flush after each roll and the flush.ms flushes),
+`checkpoint_recovery_points` (log.flush.offset.checkpoint.interval.ms), `checkpoint_log_start_offsets`
+(log.flush.start.offset.checkpoint.interval.ms), `checkpoint_high_watermarks`
+(replica.high.watermark.checkpoint.interval.ms) and `delete_pending_files` (about every second: segments and
+logs whose file.delete.delay.ms has passed). fsync and file deletion go through run_blocking(fn).
+"""
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+from typing import Mapping
+
+from ..clock import Clock
+from .checkpoint import (LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT,
+                         OffsetCheckpointFile, fsync_dir)
+from .config import LogConfig
+from .errors import CorruptCheckpoint, KafkaStorageError
+from .log import (CLEAN_SHUTDOWN_FILE, DELETE_DIR_SUFFIX, FUTURE_DIR_SUFFIX, Log, RunBlocking, TopicPartition,
+                  log_delete_dir_name, log_dir_name, parse_topic_partition)
+
+logger = logging.getLogger("kbroker.log")
+
+
+class LogManager:
+    def __init__(self, log_dirs: list[str], default_config: LogConfig, clock: Clock | None = None,
+                 run_blocking: RunBlocking | None = None, topic_configs: Mapping[str, LogConfig] | None = None):
+        """Create missing log dirs and load every log in them. topic_configs: the LogConfig of topics with
+        overrides (others get default_config)."""
+        self.log_dirs = [os.path.abspath(d) for d in log_dirs]
+        self.default_config = default_config
+        self._clock = clock or Clock()
+        self._run_blocking: RunBlocking = run_blocking or (lambda fn: fn())
+        self._topic_configs = dict(topic_configs or {})
+        self._logs: dict[TopicPartition, Log] = {}
+        self._logs_to_delete: list[tuple[int, Log]] = []
+        for log_dir in self.log_dirs:
+            os.makedirs(log_dir, exist_ok=True)
+            self._load_logs(log_dir)
+
+    def _config_for(self, topic: str) -> LogConfig:
+        return self._topic_configs.get(topic, self.default_config)
+
+    def _read_checkpoint(self, log_dir: str, name: str) -> dict[TopicPartition, int]:
+        try:
+            return OffsetCheckpointFile(os.path.join(log_dir, name)).read()
+        except CorruptCheckpoint as e:
+            logger.warning("error reading %s of log dir %s, ignoring it: %s", name, log_dir, e)
+            return {}
+
+    def _load_logs(self, log_dir: str) -> None:
+        marker = os.path.join(log_dir, CLEAN_SHUTDOWN_FILE)
+        clean = os.path.exists(marker)
+        if clean:
+            logger.info("skipping recovery for all logs in %s since the clean shutdown file was found", log_dir)
+            os.unlink(marker)
+        else:
+            logger.info("attempting recovery for all logs in %s since no clean shutdown file was found", log_dir)
+        recovery_points = self._read_checkpoint(log_dir, RECOVERY_POINT_CHECKPOINT)
+        log_start_offsets = self._read_checkpoint(log_dir, LOG_START_OFFSET_CHECKPOINT)
+        high_watermarks = self._read_checkpoint(log_dir, REPLICATION_OFFSET_CHECKPOINT)
+        for name in sorted(os.listdir(log_dir)):
+            path = os.path.join(log_dir, name)
+            if not os.path.isdir(path):
+                continue
+            if name.endswith(DELETE_DIR_SUFFIX):
+                logger.info("deleting %s, a partition directory marked for deletion", path)
+                self._run_blocking(lambda: shutil.rmtree(path, ignore_errors=True))
+                continue
+            try:
+                tp = parse_topic_partition(name)
+            except ValueError:
+                logger.warning("ignoring %s in log dir %s: not a partition directory", name, log_dir)
+                continue
+            if name.endswith(FUTURE_DIR_SUFFIX):
+                logger.warning("ignoring future replica directory %s (moving replicas between log dirs is not "
+                               "supported)", path)
+                continue
+            if tp in self._logs:
+                raise KafkaStorageError(f"duplicate log directories for {log_dir_name(tp)} are found in both "
+                                        f"{self._logs[tp].dir} and {path}")
+            log = Log(path, self._config_for(tp[0]), recovery_points.get(tp, 0), log_start_offsets.get(tp, 0),
+                      self._clock, had_clean_shutdown=clean, run_blocking=self._run_blocking)
+            log.update_high_watermark(high_watermarks.get(tp, log.log_start_offset))
+            self._logs[tp] = log
+
+    # ---- logs -----------------------------------------------------------------------------------------------------
+
+    @property
+    def logs(self) -> dict[TopicPartition, Log]:
+        return dict(self._logs)
+
+    def get_log(self, tp: TopicPartition) -> Log | None:
+        return self._logs.get(tp)
+
+    def _next_log_dir(self) -> str:
+        counts = {d: 0 for d in self.log_dirs}
+        for log in self._logs.values():
+            counts[log.parent_dir] = counts.get(log.parent_dir, 0) + 1
+        return min(self.log_dirs, key=lambda d: counts[d])
+
+    def get_or_create_log(self, tp: TopicPartition, config: LogConfig | None = None) -> Log:
+        """The partition's log, created empty in the log dir holding the fewest partitions if it has none."""
+        log = self._logs.get(tp)
+        if log is None:
+            dir = os.path.join(self._next_log_dir(), log_dir_name(tp))
+            log = Log(dir, config or self._config_for(tp[0]), 0, 0, self._clock, had_clean_shutdown=True,
+                      run_blocking=self._run_blocking)
+            self._logs[tp] = log
+            logger.info("created log for partition %s in %s", log_dir_name(tp), log.parent_dir)
+        return log
+
+    def update_topic_config(self, topic: str, config: LogConfig) -> None:
+        """New settings for a topic (its overrides changed): its logs and the ones created later."""
+        self._topic_configs[topic] = config
+        for (t, _), log in self._logs.items():
+            if t == topic:
+                log.update_config(config)
+
+    def delete_log(self, tp: TopicPartition) -> Log | None:
+        """Take the log out: rename its directory `<topic>-<partition>.<uuid>-delete` now and delete it after
+        file.delete.delay.ms (Kafka's asyncDelete). Returns the removed log."""
+        log = self._logs.pop(tp, None)
+        if log is None:
+            return None
+        log.rename_dir(log_delete_dir_name(tp))
+        self._checkpoint_recovery_points_in(log.parent_dir)
+        self._checkpoint_log_start_offsets_in(log.parent_dir)
+        self._logs_to_delete.append((self._clock.monotonic_ms() + log.config.file_delete_delay_ms, log))
+        logger.info("log for partition %s is renamed to %s and is scheduled for deletion", log_dir_name(tp),
+                    log.dir)
+        self.delete_pending_files()
+        return log
+
+    # ---- periodic work ----------------------------------------------------------------------------------------
+
+    def delete_pending_files(self, force: bool = False) -> None:
+        """Delete the segments and logs whose file.delete.delay.ms has passed (all of them with force)."""
+        for log in list(self._logs.values()):
+            log.delete_pending_segments(force)
+        now = self._clock.monotonic_ms()
+        due = [log for t, log in self._logs_to_delete if force or t <= now]
+        self._logs_to_delete = [(t, log) for t, log in self._logs_to_delete if not (force or t <= now)]
+        for log in due:
+            self._run_blocking(log.delete)
+            logger.info("deleted log for partition %s in %s", log_dir_name(log.topic_partition), log.dir)
+
+    def cleanup_logs(self) -> int:
+        """Retention on every log; returns the number of segments deleted."""
+        total = 0
+        for log in list(self._logs.values()):
+            try:
+                total += log.delete_old_segments()
+            except Exception:
+                logger.exception("%s error while applying retention", log.name)
+        return total
+
+    def flush_dirty_logs(self) -> None:
+        for log in list(self._logs.values()):
+            try:
+                log.maybe_flush()
+            except Exception:
+                logger.exception("%s error while flushing", log.name)
+
+    def _logs_in_dir(self, log_dir: str) -> dict[TopicPartition, Log]:
+        return {tp: log for tp, log in self._logs.items() if log.parent_dir == log_dir}
+
+    def _write_checkpoint(self, log_dir: str, name: str, offsets: dict[TopicPartition, int]) -> None:
+        path = os.path.join(log_dir, name)
+        self._run_blocking(lambda: OffsetCheckpointFile(path).write(offsets))
+
+    def _checkpoint_recovery_points_in(self, log_dir: str) -> None:
+        self._write_checkpoint(log_dir, RECOVERY_POINT_CHECKPOINT,
+                               {tp: log.recovery_point for tp, log in self._logs_in_dir(log_dir).items()})
+
+    def _checkpoint_log_start_offsets_in(self, log_dir: str) -> None:
+        # as Kafka, only the logs whose start offset is above their first segment's base offset
+        self._write_checkpoint(log_dir, LOG_START_OFFSET_CHECKPOINT,
+                               {tp: log.log_start_offset for tp, log in self._logs_in_dir(log_dir).items()
+                                if log.log_start_offset > log.segments[0].base_offset})
+
+    def _checkpoint_high_watermarks_in(self, log_dir: str, given: Mapping[TopicPartition, int]) -> None:
+        self._write_checkpoint(log_dir, REPLICATION_OFFSET_CHECKPOINT,
+                               {tp: given.get(tp, log.high_watermark)
+                                for tp, log in self._logs_in_dir(log_dir).items()})
+
+    def checkpoint_recovery_points(self) -> None:
+        for log_dir in self.log_dirs:
+            self._checkpoint_recovery_points_in(log_dir)
+
+    def checkpoint_log_start_offsets(self) -> None:
+        for log_dir in self.log_dirs:
+            self._checkpoint_log_start_offsets_in(log_dir)
+
+    def checkpoint_high_watermarks(self, high_watermarks: Mapping[TopicPartition, int] | None = None) -> None:
+        """`replication-offset-checkpoint` of every log dir: the given high watermarks, and each log's own
+        for partitions not given."""
+        for log_dir in self.log_dirs:
+            self._checkpoint_high_watermarks_in(log_dir, high_watermarks or {})
+
+    # ---- shutdown ---------------------------------------------------------------------------------------------
+
+    def shutdown(self) -> None:
+        """Flush and close every log, write the checkpoints, and mark each log dir cleanly shut down."""
+        for log_dir in self.log_dirs:
+            logs = self._logs_in_dir(log_dir).values()
+            try:
+                for log in logs:
+                    log.flush()
+                for log in logs:
+                    self._run_blocking(log.close)
+                self._checkpoint_recovery_points_in(log_dir)
+                self._checkpoint_log_start_offsets_in(log_dir)
+                self._checkpoint_high_watermarks_in(log_dir, {})
+            except Exception:
+                logger.exception("error while shutting down the logs in %s; not marking it cleanly shut down",
+                                 log_dir)
+                continue
+            self._run_blocking(lambda: _write_clean_shutdown_marker(log_dir))
+        for _, log in self._logs_to_delete:
+            self._run_blocking(log.delete)
+        self._logs_to_delete = []
+        self._logs = {}
+
+
+def _write_clean_shutdown_marker(log_dir: str) -> None:
+    with open(os.path.join(log_dir, CLEAN_SHUTDOWN_FILE), "w"):
+        pass
+    fsync_dir(log_dir)

@@ -1,0 +1,447 @@
+"""One log segment: `%020d.log` holding entries (record batches or v0/v1 messages) whose offsets start at the
+segment's base offset, with its `.index` and `.timeindex` (Kafka's LogSegment).
+
+Appends take bytes whose offsets are already assigned; reads hand back a FileSlice (fd, position, length) for
+sendfile. Entries are found by reading their headers from the file (records.entries parses them); only a
+timestamp search looks inside one batch, with kafka-python's record readers.
+"""
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+from typing import Iterator, NamedTuple
+
+from kafka.record.memory_records import MemoryRecords
+
+from ..clock import Clock
+from ..records.entries import LOG_OVERHEAD, V2_HEADER_SIZE, CorruptEntry, Entry, crc_valid, read_entry
+from .errors import CorruptIndex, InvalidOffset
+from .index import NO_TIMESTAMP, OffsetIndex, TimeIndex, TimestampOffset
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+DELETED_SUFFIX = ".deleted"
+CLEANED_SUFFIX = ".cleaned"
+SWAP_SUFFIX = ".swap"
+
+_SCAN_CHUNK = 8192
+_PARTITION_LEADER_EPOCH = struct.Struct(">i")   # at byte 12 of a v2 batch
+
+
+def filename_prefix(offset: int) -> str:
+    return "%020d" % offset
+
+
+def log_file_path(dir: str, base_offset: int, suffix: str = "") -> str:
+    return os.path.join(dir, filename_prefix(base_offset) + LOG_SUFFIX + suffix)
+
+
+def offset_index_path(dir: str, base_offset: int, suffix: str = "") -> str:
+    return os.path.join(dir, filename_prefix(base_offset) + INDEX_SUFFIX + suffix)
+
+
+def time_index_path(dir: str, base_offset: int, suffix: str = "") -> str:
+    return os.path.join(dir, filename_prefix(base_offset) + TIME_INDEX_SUFFIX + suffix)
+
+
+class FileSlice(NamedTuple):
+    """`length` bytes of an open log file from `position`: send with os.sendfile(out, fd, position, length).
+
+    The fd stays open until the segment is deleted, file.delete.delay.ms after it left the log."""
+    fd: int
+    position: int
+    length: int
+
+    def read(self) -> bytes:
+        out = bytearray()
+        while len(out) < self.length:
+            chunk = os.pread(self.fd, self.length - len(out), self.position + len(out))
+            if not chunk:
+                break
+            out += chunk
+        return bytes(out)
+
+
+EMPTY_SLICE = FileSlice(-1, 0, 0)
+
+
+class LogOffsetMetadata(NamedTuple):
+    """An offset and where its batch starts: segment base offset and byte position (-1 when unknown)."""
+    message_offset: int
+    segment_base_offset: int = -1
+    relative_position_in_segment: int = -1
+
+
+class FetchDataInfo(NamedTuple):
+    fetch_offset_metadata: LogOffsetMetadata
+    records: FileSlice
+    first_entry_incomplete: bool = False   # min_one_message=False and the first entry is above max size
+
+
+class LogOffsetPosition(NamedTuple):
+    offset: int      # last offset of the entry found
+    position: int
+    size: int
+
+
+class OffsetAndTimestamp(NamedTuple):
+    offset: int
+    timestamp: int
+    leader_epoch: int | None = None
+
+
+class LogSegment:
+    def __init__(self, dir: str, base_offset: int, *, index_interval_bytes: int = 4096,
+                 max_index_size: int = 10 * 1024 * 1024, clock: Clock | None = None, preallocate_bytes: int = 0,
+                 suffix: str = ""):
+        """Open the segment's files, creating the missing ones (a new index is preallocated to max_index_size;
+        a new .log to preallocate_bytes when above 0)."""
+        self.dir = dir
+        self.base_offset = base_offset
+        self.index_interval_bytes = index_interval_bytes
+        self._clock = clock or Clock()
+        self.log_path = log_file_path(dir, base_offset, suffix)
+        is_new = not os.path.exists(self.log_path)
+        self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
+        if is_new and preallocate_bytes > 0:
+            os.posix_fallocate(self._fd, 0, preallocate_bytes)
+            self._size = 0
+        else:
+            self._size = os.fstat(self._fd).st_size
+        self.offset_index = OffsetIndex(offset_index_path(dir, base_offset, suffix), base_offset, max_index_size)
+        self.time_index = TimeIndex(time_index_path(dir, base_offset, suffix), base_offset, max_index_size)
+        self._created_ms = self._clock.now_ms()
+        self._rolling_based_timestamp: int | None = None
+        self._max_ts: TimestampOffset | None = None       # loaded lazily
+        self._bytes_since_last_index_entry = 0
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f"LogSegment(base_offset={self.base_offset}, size={self._size}, path={self.log_path})"
+
+    @property
+    def size(self) -> int:
+        return self._size
+
+    @property
+    def last_modified_ms(self) -> int:
+        return os.stat(self.log_path).st_mtime_ns // 1_000_000
+
+    # ---- reading entry headers ---------------------------------------------------------------------------------
+
+    def _pread(self, position: int, length: int) -> bytes:
+        return FileSlice(self._fd, position, length).read()
+
+    def _scan(self, start: int, end: int | None = None) -> Iterator[tuple[int, Entry]]:
+        """(position, entry header) of each whole entry from `start` to `end` (default: the end), read in
+        chunks; Entry.position is relative to an internal buffer and not used. Raises CorruptEntry."""
+        end = self._size if end is None else end
+        pos = start
+        chunk, chunk_pos = b"", start
+        while end - pos > LOG_OVERHEAD:
+            rel = pos - chunk_pos
+            need = min(V2_HEADER_SIZE, end - pos)
+            if rel + need > len(chunk):
+                chunk, chunk_pos, rel = os.pread(self._fd, max(_SCAN_CHUNK, need), pos), pos, 0
+                if len(chunk) < need:
+                    return
+            entry = read_entry(chunk, rel, rel + end - pos)
+            if entry is None:
+                return
+            yield pos, entry
+            pos += entry.size
+
+    # ---- appends ----------------------------------------------------------------------------------------------
+
+    def can_convert_to_relative_offset(self, offset: int) -> bool:
+        return self.offset_index.can_append_offset(offset)
+
+    def append(self, largest_offset: int, largest_timestamp: int, offset_of_largest_timestamp: int,
+               data) -> None:
+        """Write entries (offsets assigned; largest_offset is the last of them) and add index entries when
+        more than index.interval.bytes were written since the last one."""
+        if not data:
+            return
+        if not self.can_convert_to_relative_offset(largest_offset):
+            raise InvalidOffset(f"offset {largest_offset} is out of range for segment {self.log_path}")
+        position = self._size
+        if position == 0:
+            self._rolling_based_timestamp = largest_timestamp
+        self._write(data)
+        if largest_timestamp > self.max_timestamp_so_far:
+            self._max_ts = TimestampOffset(largest_timestamp, offset_of_largest_timestamp)
+        if self._bytes_since_last_index_entry > self.index_interval_bytes and not self.offset_index.is_full:
+            self.offset_index.append(largest_offset, position)
+            if not self.time_index.is_full:
+                self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far)
+            self._bytes_since_last_index_entry = 0
+        self._bytes_since_last_index_entry += len(data)
+
+    def _write(self, data) -> None:
+        view = memoryview(data).cast("B")
+        written = 0
+        while written < len(view):
+            written += os.pwrite(self._fd, view[written:], self._size + written)
+        self._size += written
+
+    # ---- the max timestamp, rolling -------------------------------------------------------------------------------
+
+    def _max_timestamp_and_offset(self) -> TimestampOffset:
+        if self._max_ts is None:
+            self._max_ts = self._read_largest_timestamp()
+        return self._max_ts
+
+    @property
+    def max_timestamp_so_far(self) -> int:
+        return self._max_timestamp_and_offset().timestamp
+
+    @property
+    def offset_of_max_timestamp_so_far(self) -> int:
+        return self._max_timestamp_and_offset().offset
+
+    def _read_largest_timestamp(self) -> TimestampOffset:
+        """The time index's last entry, or a larger timestamp found scanning the entries after it (all of them
+        when the time index is empty)."""
+        best = self.time_index.last_entry
+        for _, entry in self._scan(self.offset_index.lookup(best.offset).position):
+            if entry.max_timestamp > best.timestamp:
+                best = TimestampOffset(entry.max_timestamp, entry.last_offset)
+        return best
+
+    @property
+    def largest_timestamp(self) -> int:
+        """The largest record timestamp, or the file's modification time when there is none (v0)."""
+        ts = self.max_timestamp_so_far
+        return ts if ts >= 0 else self.last_modified_ms
+
+    def time_waited_for_roll(self, now_ms: int, message_timestamp: int) -> int:
+        """Time since the segment's first batch timestamp (or its creation when it has none), as Kafka."""
+        if self._rolling_based_timestamp is None and self._size > 0:
+            first = next(self._scan(0), None)
+            if first is not None:
+                self._rolling_based_timestamp = first[1].max_timestamp
+        t = self._rolling_based_timestamp
+        return message_timestamp - t if t is not None and t >= 0 else now_ms - self._created_ms
+
+    def should_roll(self, max_segment_bytes: int, max_segment_ms: int, messages_size: int,
+                    max_timestamp_in_messages: int, max_offset_in_messages: int, now_ms: int) -> bool:
+        """Kafka's LogSegment.shouldRoll: full by size, by segment.ms, a full index, or an offset too far from
+        the base offset for the index."""
+        reached_roll_ms = self.time_waited_for_roll(now_ms, max_timestamp_in_messages) > max_segment_ms
+        return (self._size > max_segment_bytes - messages_size
+                or (self._size > 0 and reached_roll_ms)
+                or self.offset_index.is_full or self.time_index.is_full
+                or not self.can_convert_to_relative_offset(max_offset_in_messages))
+
+    def on_become_inactive(self) -> None:
+        """When a newer segment takes over: write the final time index entry, trim the indexes and the file."""
+        self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far,
+                                     skip_full_check=True)
+        self.offset_index.trim_to_valid_size()
+        self.time_index.trim_to_valid_size()
+        self._trim_file()
+
+    def resize_indexes(self, size: int) -> None:
+        self.offset_index.resize(size)
+        self.time_index.resize(size)
+
+    def _trim_file(self) -> None:
+        if os.fstat(self._fd).st_size > self._size:
+            os.ftruncate(self._fd, self._size)
+
+    # ---- reads ------------------------------------------------------------------------------------------------
+
+    def translate_offset(self, offset: int, starting_position: int = 0) -> LogOffsetPosition | None:
+        """The first entry whose last offset is >= offset, or None."""
+        start = max(self.offset_index.lookup(offset).position, starting_position)
+        for position, entry in self._scan(start):
+            if entry.last_offset >= offset:
+                return LogOffsetPosition(entry.last_offset, position, entry.size)
+        return None
+
+    def read(self, start_offset: int, max_size: int, max_position: int | None = None,
+             min_one_message: bool = True) -> FetchDataInfo | None:
+        """Up to max_size bytes from the entry holding start_offset, not past max_position; the first entry
+        whole even when larger if min_one_message. None if start_offset is beyond this segment. The slice may
+        end inside an entry, as Kafka's (clients drop a partial last batch)."""
+        if max_size < 0:
+            raise ValueError(f"invalid max size {max_size} for a read from {self.log_path}")
+        max_position = self._size if max_position is None else max_position
+        found = self.translate_offset(start_offset)
+        if found is None:
+            return None
+        metadata = LogOffsetMetadata(start_offset, self.base_offset, found.position)
+        adjusted = max(max_size, found.size) if min_one_message else max_size
+        if adjusted == 0:
+            return FetchDataInfo(metadata, EMPTY_SLICE)
+        length = max(0, min(max_position - found.position, adjusted))
+        return FetchDataInfo(metadata, FileSlice(self._fd, found.position, length), adjusted < found.size)
+
+    def read_next_offset(self) -> int:
+        """The offset after the last entry (the base offset when empty)."""
+        next_offset = self.base_offset
+        for _, entry in self._scan(self.offset_index.last_entry.position):
+            next_offset = entry.last_offset + 1
+        return next_offset
+
+    def find_offset_by_timestamp(self, timestamp: int, starting_offset: int | None = None
+                                 ) -> OffsetAndTimestamp | None:
+        """The first record at or after starting_offset with a timestamp >= timestamp: the time index gives
+        where to start, the entry headers which batch, and the batch's records the exact offset."""
+        starting_offset = self.base_offset if starting_offset is None else starting_offset
+        indexed = self.time_index.lookup(timestamp)
+        position = self.offset_index.lookup(max(indexed.offset, starting_offset)).position
+        for pos, entry in self._scan(position):
+            if entry.max_timestamp >= timestamp and entry.last_offset >= starting_offset:
+                found = _search_batch(self._pread(pos, entry.size), timestamp, starting_offset)
+                if found is not None:
+                    return found
+        return None
+
+    # ---- recovery, truncation ---------------------------------------------------------------------------------
+
+    def sanity_check(self) -> None:
+        """Raise CorruptIndex if an index fails Kafka's checks or points beyond the end of the log."""
+        self.offset_index.sanity_check()
+        self.time_index.sanity_check()
+        if self.offset_index.entries and self.offset_index.last_entry.position >= self._size:
+            raise CorruptIndex(f"index {self.offset_index.path} points at position "
+                               f"{self.offset_index.last_entry.position}, beyond the log's {self._size} bytes")
+
+    def recover(self, max_message_size: int | None = None, leader_epoch_cache=None) -> int:
+        """Rescan the whole file, validating every entry (size, magic, CRC, offset range, and size up to
+        max_message_size when given), rebuild both indexes, and truncate at the first invalid byte. Returns the
+        number of bytes truncated. v2 batches' leader epochs go to leader_epoch_cache when newer."""
+        self.offset_index.reset()
+        self.time_index.reset()
+        file_size = os.fstat(self._fd).st_size
+        valid = last_index_entry = 0
+        max_ts = TimestampOffset(NO_TIMESTAMP, self.base_offset)
+        if file_size:
+            buf = mmap.mmap(self._fd, file_size, access=mmap.ACCESS_READ)
+            try:
+                while valid < file_size:
+                    try:
+                        entry = read_entry(buf, valid, file_size)
+                    except CorruptEntry:
+                        break
+                    if (entry is None
+                            or (max_message_size is not None and entry.size - LOG_OVERHEAD > max_message_size)
+                            or not self.can_convert_to_relative_offset(entry.last_offset)
+                            or not crc_valid(buf, entry)):
+                        break
+                    if entry.max_timestamp > max_ts.timestamp:
+                        max_ts = TimestampOffset(entry.max_timestamp, entry.last_offset)
+                    if valid - last_index_entry > self.index_interval_bytes:
+                        self.offset_index.append(entry.last_offset, valid)
+                        self.time_index.maybe_append(max_ts.timestamp, max_ts.offset)
+                        last_index_entry = valid
+                    if entry.magic == 2 and leader_epoch_cache is not None:
+                        epoch = _PARTITION_LEADER_EPOCH.unpack_from(buf, valid + 12)[0]
+                        latest = leader_epoch_cache.latest_epoch
+                        if epoch >= 0 and (latest is None or epoch > latest):
+                            leader_epoch_cache.assign(epoch, entry.base_offset)
+                    valid += entry.size
+            finally:
+                buf.close()
+        os.ftruncate(self._fd, valid)
+        self._size = valid
+        self.offset_index.trim_to_valid_size()
+        # a normally closed segment ends its time index with the largest timestamp; so does a recovered one
+        self.time_index.maybe_append(max_ts.timestamp, max_ts.offset, skip_full_check=True)
+        self.time_index.trim_to_valid_size()
+        self._max_ts = max_ts
+        self._rolling_based_timestamp = None
+        return file_size - valid
+
+    def truncate_to(self, offset: int) -> int:
+        """Remove the entries holding offsets >= offset (a batch holding it goes whole) and make the indexes
+        writable again; returns the bytes removed."""
+        mapping = self.translate_offset(offset)
+        self.offset_index.truncate_to(offset)
+        self.time_index.truncate_to(offset)
+        self.resize_indexes(self.offset_index.max_index_size)
+        truncated = 0
+        if mapping is not None:
+            truncated = self._size - mapping.position
+            os.ftruncate(self._fd, mapping.position)
+            self._size = mapping.position
+        if self._size == 0:
+            self._created_ms = self._clock.now_ms()
+            self._rolling_based_timestamp = None
+        self._bytes_since_last_index_entry = 0
+        self._max_ts = None
+        return truncated
+
+    # ---- files ------------------------------------------------------------------------------------------------
+
+    def flush(self) -> None:
+        """fsync the .log and both indexes (blocking: run it off the gevent hub)."""
+        try:
+            os.fsync(self._fd)
+        except OSError:
+            if not self._closed:
+                raise
+            return      # deleted while the flush was queued
+        self.offset_index.flush()
+        self.time_index.flush()
+
+    def close(self) -> None:
+        """Write the final time index entry, trim the indexes and the file, fsync, close."""
+        if self._closed:
+            return
+        if self._max_ts is not None:
+            self.time_index.maybe_append(self._max_ts.timestamp, self._max_ts.offset, skip_full_check=True)
+        self.offset_index.close()
+        self.time_index.close()
+        self._trim_file()
+        self.flush()
+        self._closed = True
+        os.close(self._fd)
+
+    def delete(self) -> None:
+        """Close and remove the files (those already gone are fine)."""
+        if not self._closed:
+            self._closed = True
+            os.close(self._fd)
+        self.offset_index.delete()
+        self.time_index.delete()
+        try:
+            os.unlink(self.log_path)
+        except FileNotFoundError:
+            pass
+
+    def change_file_suffixes(self, old_suffix: str, new_suffix: str) -> None:
+        """Rename the three files, e.g. ("", ".deleted") before an asynchronous delete."""
+        def renamed(path: str) -> str:
+            if not path.endswith(old_suffix):
+                raise ValueError(f"{path} does not end with {old_suffix!r}")
+            return path[:len(path) - len(old_suffix)] + new_suffix
+        os.rename(self.log_path, renamed(self.log_path))
+        self.log_path = renamed(self.log_path)
+        for index in (self.offset_index, self.time_index):
+            try:
+                index.rename_to(renamed(index.path))
+            except FileNotFoundError:
+                index.path = renamed(index.path)
+
+    def update_parent_dir(self, dir: str) -> None:
+        """After the partition directory was renamed: same file names under the new directory."""
+        self.dir = dir
+        self.log_path = os.path.join(dir, os.path.basename(self.log_path))
+        for index in (self.offset_index, self.time_index):
+            index.path = os.path.join(dir, os.path.basename(index.path))
+
+
+def _search_batch(data: bytes, timestamp: int, starting_offset: int) -> OffsetAndTimestamp | None:
+    batch = MemoryRecords(data).next_batch()
+    epoch = None
+    if data[16] == 2:
+        epoch = _PARTITION_LEADER_EPOCH.unpack_from(data, 12)[0]
+        epoch = epoch if epoch >= 0 else None
+    for record in batch:
+        if record.timestamp is not None and record.timestamp >= timestamp and record.offset >= starting_offset:
+            return OffsetAndTimestamp(record.offset, record.timestamp, epoch)
+    return None

@@ -1,0 +1,168 @@
+"""kbroker.log.manager.LogManager: loading log dirs, restarts with and without the clean shutdown marker,
+placement of new logs, asynchronous deletion of logs, retention, checkpoints."""
+import logging
+import os
+import struct
+
+from kbroker.clock import MockClock
+from kbroker.log.checkpoint import OffsetCheckpointFile
+from kbroker.log.config import LogConfig
+from kbroker.log.manager import LogManager
+
+from .test_log_batches import T0, append_batch, fill
+
+CONFIG = LogConfig(segment_bytes=1200, file_delete_delay_ms=1000)
+
+
+def manager(dirs, clock=None, **kw):
+    return LogManager([str(d) for d in dirs], kw.pop("config", CONFIG), clock or MockClock(), **kw)
+
+
+def checkpoint(log_dir, name):
+    return OffsetCheckpointFile(os.path.join(str(log_dir), name)).read()
+
+
+def test_new_logs_go_to_the_log_dir_with_fewest_partitions(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    lm = manager([a, b])
+    lm.get_or_create_log(("t", 0))
+    lm.get_or_create_log(("t", 1))
+    lm.get_or_create_log(("u", 0))
+    assert sorted(os.listdir(a)) == ["t-0", "u-0"] and os.listdir(b) == ["t-1"]
+    assert lm.get_or_create_log(("t", 1)) is lm.get_log(("t", 1))
+    assert lm.get_log(("t", 9)) is None
+    assert sorted(os.listdir(a / "t-0")) == ["00000000000000000000.index", "00000000000000000000.log",
+                                             "00000000000000000000.timeindex", "leader-epoch-checkpoint"]
+
+
+def test_clean_restart(tmp_path, caplog):
+    lm = manager([tmp_path])
+    log = lm.get_or_create_log(("orders-eu", 2))
+    data = fill(log, 12, count=3, value_size=60)
+    log.update_high_watermark(30)
+    lm.shutdown()
+    assert os.path.exists(tmp_path / ".kafka_cleanshutdown")
+    assert checkpoint(tmp_path, "recovery-point-offset-checkpoint") == {("orders-eu", 2): 36}
+    assert checkpoint(tmp_path, "replication-offset-checkpoint") == {("orders-eu", 2): 30}
+    with caplog.at_level(logging.INFO, logger="kbroker.log"):
+        lm2 = manager([tmp_path])
+    assert not os.path.exists(tmp_path / ".kafka_cleanshutdown")      # removed at once: a crash now is unclean
+    assert not [r for r in caplog.records if "recovered segment" in r.getMessage()]
+    log2 = lm2.get_log(("orders-eu", 2))
+    assert (log2.log_end_offset, log2.recovery_point, log2.high_watermark) == (36, 36, 30)
+    assert log2.read(0, 10 ** 6).records.read()[:len(data[0])] == data[0]
+
+
+def test_unclean_restart_recovers_from_the_recovery_point(tmp_path, caplog):
+    lm = manager([tmp_path])
+    log = lm.get_or_create_log(("t", 0))
+    data = fill(log, 12, count=3, value_size=60)
+    log.flush(log.segments[1].base_offset)
+    lm.checkpoint_recovery_points()
+    active = log.active_segment
+    os.truncate(active.log_path, active.size - 10)                  # the crash tore the last batch
+    with caplog.at_level(logging.INFO, logger="kbroker.log"):
+        lm2 = manager([tmp_path])                                   # no clean shutdown marker
+    recovered = [r.getMessage() for r in caplog.records if "recovered segment" in r.getMessage()]
+    assert len(recovered) == 2                                      # segments 1 and 2, not 0
+    assert not any("00000000000000000000.log" in line for line in recovered)
+    assert any("%020d.log: truncated %d bytes" % (active.base_offset, len(data[-1]) - 10) in line
+               for line in recovered)
+    assert lm2.get_log(("t", 0)).log_end_offset == 33
+
+
+def test_malformed_checkpoint_is_ignored_and_recovery_starts_at_zero(tmp_path, caplog):
+    lm = manager([tmp_path])
+    fill(lm.get_or_create_log(("t", 0)), 12, count=3, value_size=60)
+    (tmp_path / "recovery-point-offset-checkpoint").write_text("0\n5\nbroken\n")
+    with caplog.at_level(logging.INFO, logger="kbroker.log"):
+        lm2 = manager([tmp_path])
+    assert any("recovery-point-offset-checkpoint" in r.getMessage() for r in caplog.records)
+    assert len([r for r in caplog.records if "recovered segment" in r.getMessage()]) == 3
+    assert lm2.get_log(("t", 0)).log_end_offset == 36
+
+
+def test_delete_log_renames_then_deletes_after_the_delay(tmp_path):
+    clock = MockClock()
+    lm = manager([tmp_path], clock)
+    fill(lm.get_or_create_log(("gone", 0)), 3)
+    fill(lm.get_or_create_log(("kept", 0)), 3)
+    lm.checkpoint_recovery_points()
+    assert set(checkpoint(tmp_path, "recovery-point-offset-checkpoint")) == {("gone", 0), ("kept", 0)}
+    removed = lm.delete_log(("gone", 0))
+    assert lm.get_log(("gone", 0)) is None
+    [renamed] = [n for n in os.listdir(tmp_path) if n.startswith("gone-0.")]
+    assert renamed.endswith("-delete") and len(renamed) == len("gone-0.") + 32 + len("-delete")
+    assert removed.dir == str(tmp_path / renamed)
+    assert set(checkpoint(tmp_path, "recovery-point-offset-checkpoint")) == {("kept", 0)}
+    clock.advance(999)
+    lm.delete_pending_files()
+    assert os.path.exists(tmp_path / renamed)
+    clock.advance(1)
+    lm.delete_pending_files()
+    assert not os.path.exists(tmp_path / renamed) and os.path.exists(tmp_path / "kept-0")
+
+
+def test_startup_deletes_marked_dirs_and_ignores_strangers(tmp_path):
+    (tmp_path / "old-0.0123456789abcdef0123456789abcdef-delete").mkdir()
+    (tmp_path / "old-0.0123456789abcdef0123456789abcdef-delete" / "00000000000000000000.log").write_bytes(b"")
+    (tmp_path / "lost+found").mkdir()
+    (tmp_path / "meta.properties").write_text("version=0\n")
+    lm = manager([tmp_path])
+    assert lm.logs == {}
+    assert sorted(os.listdir(tmp_path)) == ["lost+found", "meta.properties"]
+
+
+def test_cleanup_logs_and_log_start_offset_checkpoint(tmp_path):
+    clock = MockClock(now_ms=T0 + 3_600_000)
+    lm = manager([tmp_path], clock, config=LogConfig(segment_bytes=1200, retention_ms=60_000,
+                                                     file_delete_delay_ms=0))
+    old = lm.get_or_create_log(("old", 0))
+    fill(old, 12, count=3, value_size=60)
+    old.update_high_watermark(old.log_end_offset)
+    fresh = lm.get_or_create_log(("fresh", 0))
+    for i in range(12):
+        append_batch(fresh, 3 * i, 3, clock.now_ms(), value_size=60)
+    fresh.update_high_watermark(fresh.log_end_offset)
+    assert lm.cleanup_logs() == 3
+    assert old.log_start_offset == 36 and len(fresh.segments) == 3
+    lm.checkpoint_log_start_offsets()
+    assert checkpoint(tmp_path, "log-start-offset-checkpoint") == {}     # 36 is the first segment's base offset
+    fresh.maybe_increment_log_start_offset(5)
+    lm.checkpoint_log_start_offsets()
+    assert checkpoint(tmp_path, "log-start-offset-checkpoint") == {("fresh", 0): 5}
+    lm.shutdown()
+    lm2 = manager([tmp_path], clock)
+    assert lm2.get_log(("fresh", 0)).log_start_offset == 5
+    assert lm2.get_log(("old", 0)).log_start_offset == 36
+
+
+def test_high_watermark_checkpoint_and_topic_configs(tmp_path):
+    lm = manager([tmp_path], topic_configs={"big": LogConfig(segment_bytes=10 ** 6)})
+    assert lm.get_or_create_log(("big", 0)).config.segment_bytes == 10 ** 6
+    log = lm.get_or_create_log(("small", 0))
+    assert log.config is CONFIG
+    fill(log, 4)
+    log.update_high_watermark(9)
+    lm.checkpoint_high_watermarks({("big", 0): 0})
+    assert checkpoint(tmp_path, "replication-offset-checkpoint") == {("big", 0): 0, ("small", 0): 9}
+    lm.update_topic_config("small", LogConfig(retention_ms=5))
+    assert log.config.retention_ms == 5
+
+
+def test_flush_dirty_logs_and_fsync_off_the_caller(tmp_path):
+    calls = []
+
+    def run_blocking(fn):
+        calls.append(fn)
+        return fn()
+    lm = manager([tmp_path], run_blocking=run_blocking)
+    log = lm.get_or_create_log(("t", 0))
+    fill(log, 12, count=3, value_size=60)
+    calls.clear()
+    lm.flush_dirty_logs()                           # the flush after the rolls
+    assert calls and log.recovery_point == log.active_segment.base_offset
+    calls.clear()
+    lm.shutdown()
+    assert len(calls) >= 5                          # flush, close, three checkpoints, the marker
+    assert struct.unpack(">q", open(log.segments[0].log_path, "rb").read(8))[0] == 0

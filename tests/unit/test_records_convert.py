@@ -1,0 +1,164 @@
+"""down_convert: v2 logs (and v1 logs) as v1/v0 consumers receive them, read back by real consumer libraries;
+what is dropped, what is kept, and the byte budget."""
+import struct
+import time
+
+import pytest
+
+from kbroker.protocol.errors import Errors, KafkaError
+from kbroker.records.batches import LOG_APPEND_TIME, build_v2, set_v2_crc
+from kbroker.records.compression import GZIP, LZ4, NONE, SNAPPY, ZSTD
+from kbroker.records.convert import down_convert, magic_for_fetch_version
+from kbroker.records.entries import iter_entries
+from kbroker.records.validator import RecordsConfig, validate_and_assign
+
+from .test_records_support import NOW, consume, inner_offsets, produce, sample
+
+
+def log_of(*batches, magic=2, timestamp_type=0):
+    """Producer entries appended one after another as a log holds them (offsets from 0)."""
+    log = bytearray()
+    next_offset = 0
+    for buf in batches:
+        version = None if buf[16] == 2 and struct.unpack_from(">h", buf, 21)[0] & 0x20 else 2
+        info = validate_and_assign(buf, produce_version=version, next_offset=next_offset, now_ms=NOW,
+                                   config=RecordsConfig(magic=magic, timestamp_type=timestamp_type),
+                                   partition_leader_epoch=0)
+        log += info.records
+        next_offset = info.last_offset + 1
+    return log
+
+
+def converted(source, to_magic, fetch_offset=0, max_bytes=1 << 30, **kwargs):
+    return b"".join(bytes(chunk) for chunk in down_convert(source, to_magic, fetch_offset=fetch_offset,
+                                                           max_bytes=max_bytes, **kwargs))
+
+
+def expected_rows(rows, first_offset, to_magic, timestamp_type=0):
+    return [(first_offset + i, None if to_magic == 0 else ts, None if to_magic == 0 else timestamp_type, key,
+             value, []) for i, (ts, key, value, _) in enumerate(rows)]
+
+
+def test_magic_for_fetch_version():
+    assert [magic_for_fetch_version(v) for v in range(13)] == [0, 0, 1, 1] + [2] * 9
+
+
+@pytest.mark.parametrize("to_magic", [0, 1])
+@pytest.mark.parametrize("codec", [NONE, GZIP, SNAPPY, LZ4])
+def test_v2_log_to_old_consumers(codec, to_magic):
+    first, second = sample(5, repeat=5), sample(3, start_ts=NOW + 100, repeat=5)
+    log = log_of(produce(2, codec, first), produce(2, codec, second))
+    assert {e.compression for e in iter_entries(log)} == {codec}
+    out = converted(log, to_magic)
+    entries = list(iter_entries(out, check_crc=True))
+    assert {e.magic for e in entries} == {to_magic} and {e.compression for e in entries} == {codec}
+    assert len(entries) == (2 if codec != NONE else 8)
+    expected = expected_rows(first, 0, to_magic) + expected_rows(second, 5, to_magic)
+    for lib in ("kafka", "aiokafka"):
+        if not (lib == "aiokafka" and to_magic == 0 and codec == LZ4):   # aiokafka refuses magic 0 lz4
+            assert consume(out, lib) == expected
+    if codec != NONE:
+        assert [e.last_offset for e in entries] == [4, 7]     # wrapper offset = last offset
+        assert inner_offsets(out) == ([[0, 1, 2, 3, 4], [0, 1, 2]] if to_magic == 1 else [[0, 1, 2, 3, 4], [5, 6, 7]])
+
+
+@pytest.mark.parametrize("codec", [NONE, GZIP])
+def test_log_append_time_survives_into_v1(codec):
+    log = log_of(produce(2, codec, sample(4, headers=False)), timestamp_type=LOG_APPEND_TIME)
+    assert {(r[1], r[2]) for r in consume(converted(log, 1))} == {(NOW, 1)}
+    assert {(r[1], r[2]) for r in consume(converted(log, 0))} == {(None, None)}
+
+
+def test_v1_log_to_v0_and_through_to_v1():
+    rows = sample(4, 1)
+    log = log_of(produce(1, GZIP, rows), produce(1, NONE, rows), produce(1, LZ4, rows), magic=1)
+    assert converted(log, 1) == bytes(log) == converted(log, 2)      # nothing to convert
+    out = converted(log, 0)
+    assert {e.magic for e in iter_entries(out, check_crc=True)} == {0}
+    assert consume(out) == expected_rows(rows, 0, 0) + expected_rows(rows, 4, 0) + expected_rows(rows, 8, 0)
+
+
+def test_control_batches_are_dropped():
+    log = log_of(produce(2, NONE, sample(2)), _control_batch(), produce(2, GZIP, sample(2)))
+    assert [r[0] for r in consume(converted(log, 1))] == [0, 1, 3, 4]
+    assert converted(log, 2) == bytes(log)
+
+
+def test_zstd_cannot_be_converted():
+    zstd_log = log_of(produce(2, ZSTD, sample(2)))
+    with pytest.raises(KafkaError) as e:
+        converted(zstd_log, 1)
+    assert e.value.code == Errors.UNSUPPORTED_COMPRESSION_TYPE
+    log = log_of(produce(2, GZIP, sample(2)), produce(2, ZSTD, sample(2)), produce(2, GZIP, sample(2)))
+    assert [r[0] for r in consume(converted(log, 1))] == [0, 1]    # stops where the client will get the error
+
+
+def test_records_before_the_fetch_offset():
+    log = log_of(produce(2, NONE, sample(5)), produce(2, GZIP, sample(5)))
+    assert [r[0] for r in consume(converted(log, 1, fetch_offset=3))] == [3, 4, 5, 6, 7, 8, 9]
+    assert [r[0] for r in consume(converted(log, 1, fetch_offset=7))] == [3, 4, 5, 6, 7, 8, 9][2:]
+
+
+def test_byte_budget_keeps_whole_entries_and_always_the_first():
+    batches = [produce(2, codec, sample(5, start_ts=NOW + i)) for i, codec in enumerate([GZIP, NONE, GZIP, NONE])]
+    log = log_of(*batches)
+    everything = converted(log, 1)
+    first_size = next(iter_entries(everything)).size
+    assert converted(log, 1, max_bytes=10) == everything[:first_size]       # first entry whole, over budget
+    for budget in (first_size + 1, len(everything) // 2, len(everything) - 1):
+        out = converted(log, 1, max_bytes=budget)
+        assert len(out) <= budget and everything.startswith(out)
+        assert sum(e.size for e in iter_entries(out)) == len(out)           # no partial entry
+        offsets = [r[0] for r in consume(out)]
+        assert offsets == list(range(len(offsets)))
+    uncompressed = converted(log_of(produce(2, NONE, sample(5))), 1, max_bytes=10)
+    assert [r[0] for r in consume(uncompressed)] == [0, 1, 2, 3, 4]          # a converted batch counts as one
+
+
+def test_buffers_split_anywhere_and_partial_tail():
+    log = log_of(*[produce(2, codec, sample(5)) for codec in (NONE, GZIP, SNAPPY, NONE)])
+    whole = converted(log, 1)
+    pieces = [log[i:i + 37] for i in range(0, len(log), 37)]
+    assert converted(iter(pieces), 1) == whole
+    assert converted(log + log[:30], 1) == whole                             # a partial tail is ignored
+
+
+def test_lazy_and_chunked():
+    log = log_of(*[produce(2, NONE, sample(20, headers=False)) for _ in range(20)])
+    consumed = []
+
+    def reads():
+        for e in iter_entries(log):
+            consumed.append(e.position)
+            yield log[e.position:e.position + e.size]
+
+    chunks = down_convert(reads(), 1, fetch_offset=0, max_bytes=1 << 30, chunk_bytes=4096)
+    first = next(chunks)
+    assert len(first) >= 4096 and len(consumed) < 20                         # converted only as needed
+    rest = list(chunks)
+    assert len(rest) > 2 and b"".join([first, *rest]) == converted(log, 1)
+
+
+def test_conversion_cost(capsys):
+    rows = [(NOW + i, b"key-%d" % i, b"value-%d" % i * 8, []) for i in range(1000)]
+    log = log_of(produce(2, NONE, rows))
+    n = 50
+    start = time.perf_counter()
+    for _ in range(n):
+        out = converted(log, 1)
+    per_call = (time.perf_counter() - start) / n
+    with capsys.disabled():
+        print(f"\ndown_convert v2 -> v1, 1000 uncompressed records ({len(log)} -> {len(out)} bytes): "
+              f"{per_call * 1e3:.2f} ms")
+    assert len(consume(out)) == 1000
+
+
+def _control_batch():
+    class Marker:
+        offset, timestamp, key, value, headers = 0, NOW, b"\x00\x00\x00\x00", b"\x00\x00\x00\x00\x00\x00", []
+
+    buf = build_v2([Marker()], codec=NONE, timestamp_type=0, log_append_time=0, producer_id=9, producer_epoch=1,
+                   transactional=True)
+    struct.pack_into(">h", buf, 21, 0x30)
+    set_v2_crc(buf, 0, len(buf))
+    return buf
