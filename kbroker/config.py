@@ -83,6 +83,7 @@ SETTINGS: dict[str, Setting] = {
     "log.retention.hours": _s("int", 168),
     "log.retention.bytes": _s("long", -1),
     "log.retention.check.interval.ms": _s("long", 300000, _at_least(1)),
+    "log.segment.delete.delay.ms": _s("long", 60000, _at_least(0)),
     "log.index.interval.bytes": _s("int", 4096, _at_least(0)),
     "log.index.size.max.bytes": _s("int", 10 * _MB, _at_least(4)),
     "log.flush.interval.messages": _s("long", 2 ** 63 - 1, _at_least(1)),

@@ -4,10 +4,12 @@
 2. get or create /cluster/id and check it against meta.properties in every log dir (a mismatch refuses to
    start, as Kafka's InconsistentClusterIdException);
 3. broker id from the config, else from meta.properties, else generated from /brokers/seqid;
-4. bind the listeners; refuse to start if another live broker advertises the same endpoint;
-5. register the ephemeral /brokers/ids/<id> (its czxid is the broker epoch);
-6. start the controller module (every broker runs it; one is elected);
-7. start serving requests.
+4. load the logs (recovering them after an unclean shutdown) with their topic configs from ZooKeeper;
+5. bind the listeners; refuse to start if another live broker advertises the same endpoint;
+6. register the ephemeral /brokers/ids/<id> (its czxid is the broker epoch);
+7. start the controller module (every broker runs it; one is elected);
+8. start serving requests, and the periodic log tasks (retention, flush, checkpoints).
+fsync and other long disk work run in gevent's thread pool, never on the hub.
 A lost ZooKeeper session makes the controller resign; once a new session is up the broker registers again
 (with a new broker epoch) and the controller module re-elects.
 """
@@ -23,7 +25,13 @@ import gevent.event
 
 from zk import znodes as z
 from zk.client import KafkaZkClient, ZkError
+from .clock import Clock
 from .controller.controller import KafkaController
+from .coordinator.producer_id_manager import ProducerIdManager
+from .log.config import LogConfig
+from .log.errors import InvalidConfig
+from .log.log import parse_topic_partition
+from .log.manager import LogManager
 from .metadata_cache import MetadataCache
 from .network.server import SocketServer
 from .replica.manager import ReplicaManager
@@ -63,8 +71,12 @@ def write_meta_properties(log_dir: str, cluster_id: str, broker_id: int) -> None
 
 
 class KafkaServer:
-    def __init__(self, config):
+    def __init__(self, config, clock: Clock | None = None):
         self.config = config
+        self.clock = clock or Clock()
+        self.log_manager: LogManager | None = None
+        self.producer_ids: ProducerIdManager | None = None
+        self._tasks: list = []
         self.broker_id: int = config.broker_id
         self.cluster_id: str | None = None
         self.broker_epoch = -1
@@ -95,7 +107,11 @@ class KafkaServer:
             if meta is None:
                 write_meta_properties(d, self.cluster_id, self.broker_id)
         self.metadata_cache = MetadataCache(self.broker_id)
-        self.replica_manager = ReplicaManager(self.broker_id)
+        self.log_manager = self._load_logs()
+        self.replica_manager = ReplicaManager(self.broker_id, cfg, self.log_manager, self.zk, self.clock)
+        self.replica_manager.metadata_cache = self.metadata_cache
+        self.replica_manager.startup()
+        self.producer_ids = ProducerIdManager(self.broker_id, self.zk)
 
         self.socket_server = SocketServer(self, cfg.listeners, cfg["socket.request.max.bytes"])
         try:
@@ -110,9 +126,53 @@ class KafkaServer:
         self.controller = KafkaController(self.broker_id, self.zk, cfg, cfg.inter_broker_listener)
         self.controller.startup()
         self.socket_server.start()
+        self._start_log_tasks()
         log.info("[KafkaServer id=%d] started (cluster id %s, broker epoch %d, listeners %s)", self.broker_id,
                  self.cluster_id, self.broker_epoch,
                  ", ".join(e.url() for e in self.broker_info.endpoints))
+
+    def run_blocking(self, fn):
+        """Run fn in gevent's thread pool and wait for it, so the hub keeps serving meanwhile."""
+        return gevent.get_hub().threadpool.apply(fn)
+
+    def _load_logs(self) -> LogManager:
+        defaults = LogConfig.from_props(self.config.values)
+        topics = set()
+        for d in self.config.log_dirs:
+            for name in os.listdir(d):
+                try:
+                    topics.add(parse_topic_partition(name)[0])
+                except ValueError:
+                    pass
+        topic_configs = {}
+        for topic in topics:
+            overrides = self.zk.get_entity_config("topics", topic)
+            if overrides:
+                try:
+                    topic_configs[topic] = LogConfig.from_props(self.config.values, overrides)
+                except InvalidConfig as e:
+                    log.error("ignoring invalid config of topic %s: %s", topic, e)
+        return LogManager(self.config.log_dirs, defaults, self.clock, self.run_blocking, topic_configs)
+
+    def _start_log_tasks(self) -> None:
+        cfg = self.config
+        lm = self.log_manager
+
+        def every(seconds, fn):
+            def loop():
+                while True:
+                    gevent.sleep(seconds)
+                    try:
+                        fn()
+                    except Exception:
+                        log.exception("periodic task %s failed", fn.__name__)
+            self._tasks.append(gevent.spawn(loop))
+        every(cfg["log.retention.check.interval.ms"] / 1000.0, lm.cleanup_logs)
+        every(1.0, lm.flush_dirty_logs)
+        every(1.0, lm.delete_pending_files)
+        every(cfg["log.flush.offset.checkpoint.interval.ms"] / 1000.0, lm.checkpoint_recovery_points)
+        every(cfg["log.flush.start.offset.checkpoint.interval.ms"] / 1000.0, lm.checkpoint_log_start_offsets)
+        every(cfg["replica.high.watermark.checkpoint.interval.ms"] / 1000.0, lm.checkpoint_high_watermarks)
 
     def _load_meta_properties(self) -> dict[str, dict | None]:
         metas = {}
@@ -207,8 +267,16 @@ class KafkaServer:
         log.info("[KafkaServer id=%d] shutting down", self.broker_id)
         if self.socket_server is not None:
             self.socket_server.stop()
+        for task in self._tasks:
+            task.kill()
         if self.controller is not None:
             self.controller.shutdown()
+        if self.replica_manager is not None:
+            self.replica_manager.shutdown()
+            for partition in self.replica_manager.partitions.values():
+                partition.producer_state.take_snapshot(partition.log.log_end_offset)
+        if self.log_manager is not None:
+            self.log_manager.shutdown()
         if self.zk is not None:
             self.zk.close()
         log.info("[KafkaServer id=%d] shut down completed", self.broker_id)

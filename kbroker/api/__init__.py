@@ -21,11 +21,14 @@ from typing import Any
 
 from ..protocol.header import (MalformedRequest, parse_request_header_v1, response_header,
                                skip_tagged_fields)
-from . import api_versions, leader_and_isr, metadata, stop_replica, update_metadata
+from ..protocol.hotpath import piece_size
+from . import (api_versions, delete_records, fetch, init_producer_id, leader_and_isr, list_offsets, metadata,
+               produce, stop_replica, update_metadata)
 
 log = logging.getLogger("kbroker.request")
 
-API_MODULES = (metadata, leader_and_isr, stop_replica, update_metadata, api_versions)
+API_MODULES = (produce, fetch, list_offsets, metadata, leader_and_isr, stop_replica, update_metadata, api_versions,
+               delete_records, init_producer_id)
 REGISTRY = {m.API_KEY: m for m in API_MODULES}
 
 
@@ -43,7 +46,7 @@ class RequestContext:
 def _frame(header: bytes, body) -> list:
     """The whole response frame as pieces: size prefix and header, then the body's pieces."""
     pieces = body if isinstance(body, list) else [body]
-    size = len(header) + sum(len(p) for p in pieces)
+    size = len(header) + sum(piece_size(p) for p in pieces)
     return [struct.pack(">i", size) + header, *pieces]
 
 

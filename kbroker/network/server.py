@@ -17,7 +17,7 @@ from gevent.socket import wait_write
 
 from .. import api
 from ..protocol.header import CloseConnection
-from ..protocol.hotpath import FileSlice
+from ..protocol.hotpath import is_file_slice
 
 log = logging.getLogger("kbroker.network")
 _SIZE = struct.Struct(">i")
@@ -39,10 +39,10 @@ def read_exact(sock, n: int) -> bytearray | None:
     return buf
 
 
-def send_file_slice(sock, piece: FileSlice) -> None:
+def send_file_slice(sock, piece) -> None:
     """os.sendfile the slice to the socket, waiting cooperatively when the socket buffer is full.
     Raises OSError if the file ends early (the response would be short: the connection must close)."""
-    out_fd, in_fd = sock.fileno(), piece.file.fileno()
+    out_fd, in_fd = sock.fileno(), piece.fd
     offset, left = piece.position, piece.length
     while left > 0:
         try:
@@ -60,7 +60,7 @@ def send_pieces(sock, pieces) -> None:
     """Write a response given as pieces: small byte pieces are coalesced, file slices go by sendfile."""
     pending = bytearray()
     for piece in pieces:
-        if isinstance(piece, FileSlice):
+        if is_file_slice(piece):
             if pending:
                 sock.sendall(pending)
                 pending = bytearray()

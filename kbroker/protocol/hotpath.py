@@ -4,7 +4,8 @@ Why by hand: a produce request is mostly record bytes, and the library's decoder
 partition's records stay a memoryview into the request frame, so the v2 append path can patch offsets in
 place and write the same bytes. A fetch response is mostly log bytes; it is built as a list of pieces, small
 encoded headers plus FileSlices that the network layer sends with os.sendfile, so record bytes never pass
-through user space. Both are checked byte for byte against kafka-python's schema codecs in the tests.
+through user space (a file slice is any object with `fd`, `position` and `length`, as the log's FileSlice).
+Both are checked byte for byte against kafka-python's schema codecs in the tests.
 
 Produce request v0-v9 (v3+ transactional_id; v9+ flexible: compact strings/arrays and tagged fields).
 Fetch response v0-v12 (v1+ throttle; v4+ last stable offset and aborted transactions; v5+ log start offset;
@@ -142,15 +143,12 @@ def decode_produce_request(body: memoryview, version: int) -> ProduceRequestData
 
 
 # ---- Fetch response -----------------------------------------------------------------------------------------
-class FileSlice:
-    """`length` bytes of an open file from `position`, to be sent with os.sendfile."""
-    __slots__ = ("file", "position", "length")
+def is_file_slice(piece) -> bool:
+    return hasattr(piece, "fd")
 
-    def __init__(self, file, position: int, length: int):
-        self.file, self.position, self.length = file, position, length
 
-    def __len__(self):
-        return self.length
+def piece_size(piece) -> int:
+    return piece.length if is_file_slice(piece) else len(piece)
 
 
 @dataclass
@@ -162,16 +160,16 @@ class FetchPartitionData:
     log_start_offset: int = -1
     aborted_transactions: list | None = None   # [(producer_id, first_offset)] or None
     preferred_read_replica: int = -1
-    records: list = field(default_factory=list)  # pieces: bytes-like and FileSlice, concatenated
+    records: list = field(default_factory=list)  # pieces: bytes-like and file slices, concatenated
 
     @property
     def records_size(self) -> int:
-        return sum(len(r) for r in self.records)
+        return sum(piece_size(r) for r in self.records)
 
 
 def encode_fetch_response(version: int, throttle_ms: int, error_code: int, session_id: int,
                           topics: list[tuple[str, list[FetchPartitionData]]]) -> list:
-    """Fetch response body as a list of pieces (bytes and FileSlice), in wire order."""
+    """Fetch response body as a list of pieces (bytes and file slices), in wire order."""
     flexible = version >= 12
     pieces: list = []
     head = bytearray()
@@ -206,7 +204,7 @@ def encode_fetch_response(version: int, throttle_ms: int, error_code: int, sessi
             if size:
                 pieces.append(bytes(head))
                 head = bytearray()
-                pieces.extend(r for r in p.records if len(r))
+                pieces.extend(r for r in p.records if piece_size(r))
             if flexible:
                 head += b"\x00"  # partition tagged fields
         if flexible:

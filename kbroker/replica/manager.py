@@ -1,43 +1,80 @@
-"""ReplicaManager: which partitions this broker hosts, as leader or follower, as the controller ordered.
+"""ReplicaManager: the partitions this broker hosts, as the controller ordered, and the data path over them.
 
-It applies LeaderAndIsr and StopReplica, and fences them as Kafka's ReplicaManager does: a request from an
-older controller epoch is refused whole (STALE_CONTROLLER_EPOCH), a partition state with a leader epoch not
-newer than the one already applied is refused for that partition, and a request stamped with an older
-broker epoch (sent before this broker re-registered) is STALE_BROKER_EPOCH.
+Controller orders, fenced as Kafka's ReplicaManager fences them: a request from an older controller epoch is
+refused whole (STALE_CONTROLLER_EPOCH), a partition state whose leader epoch is not newer than the applied one
+is refused for that partition, a request stamped with an older broker epoch is STALE_BROKER_EPOCH.
+LeaderAndIsr creates the partition's log (with its topic config from ZooKeeper) on first sight; StopReplica
+with delete removes the log.
+
+Data path: append_records (Produce), fetch (Fetch, with delayed fetches waiting in a purgatory until a produce
+brings enough bytes or max_wait_ms passes), offsets by timestamp (ListOffsets) and delete_records.
 """
 from __future__ import annotations
 
 import logging
 import uuid
-from dataclasses import dataclass
 
-from ..protocol.errors import Errors
+import gevent.event
+
+from ..log.config import LogConfig
+from ..protocol.errors import Errors, KafkaError
+from ..purgatory.delayed import DelayedOperation, DelayedOperationPurgatory
+from ..records.validator import RecordValidationError
+from .partition import Partition
 
 state_change = logging.getLogger("state-change")
+log = logging.getLogger("kbroker.replica")
 
 
-@dataclass
-class Partition:
-    topic: str
-    partition: int
-    leader: int
-    leader_epoch: int
-    isr: list[int]
-    replicas: list[int]
-    zk_version: int
-    topic_id: uuid.UUID | None = None
+class DelayedFetch(DelayedOperation):
+    """Completes when enough bytes are readable for the fetch, a partition fails, or the wait is over."""
 
-    def is_leader(self, broker_id: int) -> bool:
-        return self.leader == broker_id
+    def __init__(self, delay_ms: int, manager, requests, min_bytes: int):
+        super().__init__(delay_ms)
+        self.manager, self.requests, self.min_bytes = manager, requests, min_bytes
+        self.done = gevent.event.Event()
+
+    def try_complete(self) -> bool:
+        available = 0
+        for tp, fetch_offset, max_bytes, _ in self.requests:
+            partition = self.manager.partitions.get(tp)
+            if partition is None or not partition.is_leader:
+                return self.force_complete()
+            log = partition.log
+            if fetch_offset > log.high_watermark or fetch_offset < log.log_start_offset:
+                return self.force_complete()
+            if fetch_offset < log.high_watermark:
+                available += log.read(fetch_offset, max_bytes, max_offset=log.high_watermark).records.length
+        if available >= self.min_bytes:
+            return self.force_complete()
+        return False
+
+    def on_complete(self) -> None:
+        self.done.set()
+
+    def on_expiration(self) -> None:
+        pass
 
 
 class ReplicaManager:
-    def __init__(self, broker_id: int):
+    def __init__(self, broker_id: int, config, log_manager, zk, clock):
         self.broker_id = broker_id
+        self.config = config
+        self.log_manager = log_manager
+        self.zk = zk
+        self.clock = clock
         self.broker_epoch = -1
         self.controller_epoch = 0
         self.partitions: dict[tuple[str, int], Partition] = {}
+        self.fetch_purgatory = DelayedOperationPurgatory("Fetch", clock)
 
+    def startup(self) -> None:
+        self.fetch_purgatory.start()
+
+    def shutdown(self) -> None:
+        self.fetch_purgatory.shutdown()
+
+    # ---- controller orders --------------------------------------------------------------------------------
     def is_broker_epoch_stale(self, epoch_in_request: int) -> bool:
         # -1: a controller that does not know the epoch (old request versions); Kafka accepts it.
         return epoch_in_request != -1 and epoch_in_request < self.broker_epoch
@@ -50,13 +87,20 @@ class ReplicaManager:
         self.controller_epoch = epoch
         return Errors.NONE
 
+    def log_config(self, topic: str) -> LogConfig:
+        """The topic's effective log config: broker defaults with its /config/topics overrides."""
+        return LogConfig.from_props(self.config.values, self.zk.get_entity_config("topics", topic))
+
     def become_leader_or_follower(self, controller_id: int, states, topic_ids: dict[str, uuid.UUID | None]):
         """Apply partition states; returns {(topic, partition): error}."""
         errors = {}
+        configs: dict[str, LogConfig] = {}
         for s in states:
             tp = (s.topic_name, s.partition_index)
             current = self.partitions.get(tp)
             topic_id = topic_ids.get(s.topic_name)
+            if topic_id is not None and topic_id.int == 0:
+                topic_id = None
             if self.broker_id not in s.replicas:
                 errors[tp] = Errors.UNKNOWN_TOPIC_OR_PARTITION
                 continue
@@ -68,19 +112,80 @@ class ReplicaManager:
                                   "newer than %d", tp[0], tp[1], controller_id, s.leader_epoch, current.leader_epoch)
                 errors[tp] = Errors.STALE_CONTROLLER_EPOCH
                 continue
-            self.partitions[tp] = Partition(tp[0], tp[1], s.leader, s.leader_epoch, list(s.isr), list(s.replicas),
-                                            s.zk_version, topic_id or (current.topic_id if current else None))
+            if current is None:
+                config = configs.get(tp[0]) or configs.setdefault(tp[0], self.log_config(tp[0]))
+                self.log_manager.update_topic_config(tp[0], config)
+                current = Partition(tp[0], tp[1], self.broker_id, self.log_manager.get_or_create_log(tp, config),
+                                    self.clock)
+                self.partitions[tp] = current
+            current.apply_state(s.leader, s.leader_epoch, s.isr, s.replicas, s.zk_version, topic_id)
             role = "leader" if s.leader == self.broker_id else "follower"
             state_change.info("partition %s-%d: %s (leader %d, leader epoch %d, isr %s) from controller %d",
                               tp[0], tp[1], role, s.leader, s.leader_epoch, list(s.isr), controller_id)
             errors[tp] = Errors.NONE
+            self.fetch_purgatory.check_and_complete(tp)
         return errors
 
     def stop_replica(self, topic: str, partition: int, delete: bool, leader_epoch: int) -> Errors:
-        current = self.partitions.get((topic, partition))
+        tp = (topic, partition)
+        current = self.partitions.get(tp)
         # -2 (EpochDuringDelete) and -1 (no epoch) always apply; otherwise the epoch must not go backwards.
         if current is not None and leader_epoch >= 0 and leader_epoch < current.leader_epoch:
             return Errors.FENCED_LEADER_EPOCH
-        self.partitions.pop((topic, partition), None)
+        self.partitions.pop(tp, None)
+        if delete:
+            self.log_manager.delete_log(tp)
+        self.fetch_purgatory.check_and_complete(tp)
         state_change.info("stopped replica %s-%d%s", topic, partition, " and deleted it" if delete else "")
         return Errors.NONE
+
+    # ---- data path ----------------------------------------------------------------------------------------
+    def leader_partition(self, tp) -> Partition:
+        """The partition if this broker leads it; else UNKNOWN_TOPIC_OR_PARTITION or NOT_LEADER_OR_FOLLOWER."""
+        partition = self.partitions.get(tp)
+        if partition is None:
+            if tp[0] in self.metadata_topics():
+                raise KafkaError(Errors.NOT_LEADER_OR_FOLLOWER, f"this broker does not host {tp[0]}-{tp[1]}")
+            raise KafkaError(Errors.UNKNOWN_TOPIC_OR_PARTITION, f"unknown partition {tp[0]}-{tp[1]}")
+        if not partition.is_leader:
+            raise KafkaError(Errors.NOT_LEADER_OR_FOLLOWER, f"broker {self.broker_id} is not the leader of "
+                                                            f"{tp[0]}-{tp[1]}")
+        return partition
+
+    def metadata_topics(self):
+        return self.metadata_cache.partitions if self.metadata_cache is not None else {}
+
+    metadata_cache = None  # set by the server: tells unknown partitions from ones led elsewhere
+
+    def append_records(self, acks: int, timeout_ms: int, entries: dict, produce_version: int) -> dict:
+        """{tp: (error, base offset, log append time, log start offset, error message)}."""
+        from zk.admin import INTERNAL_TOPICS
+        results = {}
+        for tp, records in entries.items():
+            try:
+                if tp[0] in INTERNAL_TOPICS:
+                    raise KafkaError(Errors.INVALID_TOPIC_EXCEPTION, f"Cannot append to internal topic {tp[0]}")
+                r = self.leader_partition(tp).append_as_leader(records, produce_version, acks)
+                results[tp] = (Errors.NONE, r.first_offset, r.log_append_time, r.log_start_offset, None)
+                self.fetch_purgatory.check_and_complete(tp)
+            except KafkaError as e:
+                if not isinstance(e, RecordValidationError) and e.code not in (
+                        Errors.NOT_LEADER_OR_FOLLOWER, Errors.UNKNOWN_TOPIC_OR_PARTITION):
+                    log.info("produce to %s-%d failed: %s: %s", tp[0], tp[1], e.code.name, e)
+                partition = self.partitions.get(tp)
+                start = partition.log.log_start_offset if partition is not None else -1
+                results[tp] = (e.code, -1, -1, start, str(e) if produce_version >= 8 else None)
+        return results
+
+    def fetch(self, requests, max_wait_ms: int, min_bytes: int, read_fn) -> dict:
+        """Read for a consumer fetch; wait (up to max_wait_ms) in the purgatory until min_bytes are readable.
+
+        requests: [(tp, fetch_offset, partition_max_bytes, current_leader_epoch)]. read_fn(requests) does the
+        reads and returns (results, bytes read, any error) so the caller decides response limits."""
+        results, size, errored = read_fn(requests)
+        if max_wait_ms <= 0 or size >= min_bytes or errored or not requests:
+            return results
+        op = DelayedFetch(max_wait_ms, self, requests, min_bytes)
+        if not self.fetch_purgatory.try_complete_else_watch(op, [r[0] for r in requests]):
+            op.done.wait()
+        return read_fn(requests)[0]

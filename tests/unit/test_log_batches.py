@@ -1,6 +1,7 @@
 """Test data for the log tests (record batches built by aiokafka, offsets patched in), and checks that the data
 is what the log tests assume: whole entries, valid CRCs, the offsets and timestamps asked for."""
 import struct
+import zlib
 
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
 from aiokafka.record.legacy_records import LegacyRecordBatchBuilder
@@ -31,6 +32,19 @@ def legacy_messages(magic: int, first_offset: int, count: int, timestamp: int = 
     for i in range(count):
         builder.append(first_offset + i, timestamp=timestamp + i if magic else None, key=None, value=b"v%d" % i)
     return bytes(builder.build())
+
+
+def legacy_compressed_v1(last_offset: int, count: int, timestamp: int = T0) -> bytes:
+    """A gzip v1 wrapper of `count` messages (relative inner offsets), as the broker stores it: the wrapper's
+    offset is the last inner offset and its timestamp the largest inner one (CRC recomputed)."""
+    builder = LegacyRecordBatchBuilder(magic=1, compression_type=1, batch_size=10 ** 7)
+    for i in range(count):
+        builder.append(i, timestamp=timestamp + 10 * i, key=None, value=b"v%d" % i)
+    data = bytearray(builder.build())
+    struct.pack_into(">q", data, 0, last_offset)
+    struct.pack_into(">q", data, 18, timestamp + 10 * (count - 1))
+    struct.pack_into(">I", data, 12, zlib.crc32(bytes(data[16:])))
+    return bytes(data)
 
 
 def append_batch(log, base_offset: int, count: int = 1, timestamp: int = T0, **kw) -> bytes:
@@ -65,3 +79,5 @@ def test_legacy_messages_are_valid_entries_with_their_offsets():
         assert [e.last_offset for e in entries] == [40, 41, 42]
         assert all(e.magic == magic and crc_valid(data, e) for e in entries)
         assert entries[0].max_timestamp == (T0 if magic else -1)
+    [wrapper] = list(iter_entries(legacy_compressed_v1(104, 5), check_crc=True))
+    assert (wrapper.last_offset, wrapper.max_timestamp, wrapper.compression) == (104, T0 + 40, 1)

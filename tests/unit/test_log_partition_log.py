@@ -257,8 +257,9 @@ def test_clean_shutdown_skips_recovery(tmp_path, caplog):
     assert all(reopened.read(o, 10 ** 6).records.read()[:len(data[o // 3])] == data[o // 3] for o in range(36))
 
 
+@pytest.mark.parametrize("clean", [True, False])
 @pytest.mark.parametrize("damage", ["missing offset index", "missing time index", "garbage index", "zeroed index"])
-def test_missing_or_corrupt_index_is_rebuilt(tmp_path, caplog, damage):
+def test_missing_or_corrupt_index_is_rebuilt(tmp_path, caplog, damage, clean):
     log, data = crashed_log(tmp_path)
     log.close()
     segment = log.segments[1]
@@ -272,8 +273,8 @@ def test_missing_or_corrupt_index_is_rebuilt(tmp_path, caplog, damage):
     else:
         with open(segment.offset_index.path, "r+b") as f:
             f.write(struct.pack(">ii", 2 ** 30, 5))       # the first entry now above the last
-    with caplog.at_level(logging.INFO, logger="kbroker.log"):
-        reopened = reopen(log, clean=True)
+    with caplog.at_level(logging.INFO, logger="kbroker.log"):   # unclean: a segment below the recovery point
+        reopened = reopen(log, clean=clean, recovery_point=log.segments[2].base_offset)
     assert any("rebuilding the indexes" in r.getMessage() for r in caplog.records)
     rebuilt = reopened.segments[1]
     assert rebuilt.offset_index.entries > 0 and rebuilt.time_index.entries > 0

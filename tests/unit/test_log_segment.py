@@ -8,7 +8,7 @@ from kbroker.clock import MockClock
 from kbroker.log.index import OffsetPosition, TimestampOffset
 from kbroker.log.segment import LogSegment, OffsetAndTimestamp
 
-from .test_log_batches import T0, legacy_messages, v2_batch
+from .test_log_batches import T0, legacy_compressed_v1, legacy_messages, v2_batch
 
 
 def segment(tmp_path, base=0, **kw):
@@ -166,6 +166,14 @@ def test_find_offset_by_timestamp_looks_inside_the_batch(tmp_path):
     assert seg.find_offset_by_timestamp(0) == OffsetAndTimestamp(0, T0, None)
     assert seg.find_offset_by_timestamp(0, starting_offset=23) == OffsetAndTimestamp(23, T0 + 430, None)
     assert seg.find_offset_by_timestamp(T0 + 10 ** 6) is None
+
+
+def test_find_offset_by_timestamp_inside_a_compressed_v1_wrapper(tmp_path):
+    seg = segment(tmp_path, 100)
+    seg.append(104, T0 + 40, 104, legacy_compressed_v1(104, 5))
+    assert seg.find_offset_by_timestamp(T0 + 15) == OffsetAndTimestamp(102, T0 + 20, None)
+    assert seg.largest_timestamp == T0 + 40 and seg.read_next_offset() == 105
+    assert seg.recover() == 0
 
 
 def test_largest_timestamp_from_the_time_index_or_a_scan_or_the_mtime(tmp_path):

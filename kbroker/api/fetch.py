@@ -1,0 +1,103 @@
+"""Fetch (key 1), v0-v12: consumers read from the partitions this broker leads.
+
+Reads go up to the high watermark (the last stable offset equals it: there are no transactions yet). Data
+that needs no conversion is sent straight from the segment files with os.sendfile (the response is built as
+pieces by protocol.hotpath). Fetch v0-v1 read magic 0 and v2-v3 magic 1: newer entries are down-converted,
+lazily and within the size limits (records.convert).
+
+Limits: partition_max_bytes per partition and, from v3, max_bytes for the whole response; from v3 the first
+batch of the first partition with data is returned whole even if larger (so consumers progress), while
+v0-v2 get at most the limit (a partial message, as Kafka's old behaviour). max_wait_ms / min_bytes: the
+request waits in the fetch purgatory until enough bytes are readable or the time is up.
+
+Errors per partition: UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER, OFFSET_OUT_OF_RANGE,
+FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH (v9+ current leader epoch). Incremental fetch sessions (KIP-227)
+are declined: every response carries session id 0, so clients keep sending full fetch requests; a request
+naming a session id we never gave gets FETCH_SESSION_ID_NOT_FOUND. Until replication arrives, a request with
+a replica id is served like a consumer's.
+"""
+from __future__ import annotations
+
+from kafka.protocol.consumer import FetchRequest, FetchResponse
+
+from ..protocol.errors import Errors, KafkaError
+from ..protocol.hotpath import FetchPartitionData, encode_fetch_response
+from ..records.convert import down_convert, magic_for_fetch_version
+from ..records.entries import iter_entries
+
+API_KEY = 1
+MIN_VERSION, MAX_VERSION = 0, 12
+REQUEST, RESPONSE = FetchRequest, FetchResponse
+
+INVALID_SESSION_ID = 0
+
+
+def _needs_conversion(data, magic: int) -> bool:
+    return any(e.magic > magic for e in iter_entries(data))
+
+
+def _read(ctx, requests, max_bytes: int, isolation_level: int):
+    """(results by tp, bytes read, whether any partition failed)."""
+    version = ctx.api_version
+    replicas = ctx.broker.replica_manager
+    magic = magic_for_fetch_version(version)
+    hard_limit = version <= 2
+    min_one = not hard_limit
+    limit = max_bytes
+    results, total, errored = {}, 0, False
+    for tp, fetch_offset, partition_max, leader_epoch in requests:
+        data = FetchPartitionData(tp[1])
+        try:
+            partition = replicas.leader_partition(tp)
+            partition.check_leader_epoch(leader_epoch)
+            info, hw, lso, log_start = partition.read(fetch_offset, min(partition_max, limit), isolation_level,
+                                                      min_one)
+            data.high_watermark, data.last_stable_offset, data.log_start_offset = hw, lso, log_start
+            data.aborted_transactions = [] if isolation_level else None
+            piece = info.records
+            if piece.length and magic < 2:
+                raw = piece.read()
+                if _needs_conversion(raw, magic):
+                    data.records = list(down_convert(raw, magic, fetch_offset=fetch_offset,
+                                                     max_bytes=min(partition_max, limit)))
+                else:
+                    data.records = [raw]
+            elif piece.length:
+                data.records = [piece]
+        except KafkaError as e:
+            data.error_code = e.code
+            errored = True
+        size = data.records_size
+        if size:
+            min_one = False
+            limit = max(0, limit - size)
+            total += size
+        results[tp] = data
+    return results, total, errored
+
+
+def handle(request, ctx):
+    version = ctx.api_version
+    session_error = Errors.NONE
+    if version >= 7 and request.session_id != INVALID_SESSION_ID:
+        session_error = Errors.FETCH_SESSION_ID_NOT_FOUND
+    requests, order = [], []
+    for topic in request.topics:
+        for p in topic.partitions:
+            tp = (topic.topic, p.partition)
+            order.append(tp)
+            requests.append((tp, p.fetch_offset, max(0, p.partition_max_bytes),
+                             p.current_leader_epoch if version >= 9 else -1))
+    if session_error:
+        return encode_fetch_response(version, 0, session_error, INVALID_SESSION_ID, [])
+    max_bytes = request.max_bytes if version >= 3 else 2 ** 31 - 1
+    isolation = request.isolation_level if version >= 4 else 0
+    results = ctx.broker.replica_manager.fetch(
+        requests, request.max_wait_ms, request.min_bytes,
+        lambda reqs: _read(ctx, reqs, max(0, max_bytes), isolation))
+    topics: list = []
+    for tp in order:
+        if not topics or topics[-1][0] != tp[0]:
+            topics.append((tp[0], []))
+        topics[-1][1].append(results[tp])
+    return encode_fetch_response(version, 0, Errors.NONE, INVALID_SESSION_ID, topics)
