@@ -108,8 +108,8 @@ class KafkaServer:
                 write_meta_properties(d, self.cluster_id, self.broker_id)
         self.metadata_cache = MetadataCache(self.broker_id)
         self.log_manager = self._load_logs()
-        self.replica_manager = ReplicaManager(self.broker_id, cfg, self.log_manager, self.zk, self.clock)
-        self.replica_manager.metadata_cache = self.metadata_cache
+        self.replica_manager = ReplicaManager(self.broker_id, cfg, self.log_manager, self.zk, self.clock,
+                                              self.metadata_cache)
         self.replica_manager.startup()
         self.producer_ids = ProducerIdManager(self.broker_id, self.zk)
 

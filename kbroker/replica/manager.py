@@ -16,6 +16,7 @@ import uuid
 
 import gevent.event
 
+from zk.admin import INTERNAL_TOPICS
 from ..log.config import LogConfig
 from ..protocol.errors import Errors, KafkaError
 from ..purgatory.delayed import DelayedOperation, DelayedOperationPurgatory
@@ -57,8 +58,9 @@ class DelayedFetch(DelayedOperation):
 
 
 class ReplicaManager:
-    def __init__(self, broker_id: int, config, log_manager, zk, clock):
+    def __init__(self, broker_id: int, config, log_manager, zk, clock, metadata_cache):
         self.broker_id = broker_id
+        self.metadata_cache = metadata_cache  # tells partitions led elsewhere from unknown ones
         self.config = config
         self.log_manager = log_manager
         self.zk = zk
@@ -144,7 +146,7 @@ class ReplicaManager:
         """The partition if this broker leads it; else UNKNOWN_TOPIC_OR_PARTITION or NOT_LEADER_OR_FOLLOWER."""
         partition = self.partitions.get(tp)
         if partition is None:
-            if tp[0] in self.metadata_topics():
+            if self.metadata_cache.partition(*tp) is not None:
                 raise KafkaError(Errors.NOT_LEADER_OR_FOLLOWER, f"this broker does not host {tp[0]}-{tp[1]}")
             raise KafkaError(Errors.UNKNOWN_TOPIC_OR_PARTITION, f"unknown partition {tp[0]}-{tp[1]}")
         if not partition.is_leader:
@@ -152,14 +154,8 @@ class ReplicaManager:
                                                             f"{tp[0]}-{tp[1]}")
         return partition
 
-    def metadata_topics(self):
-        return self.metadata_cache.partitions if self.metadata_cache is not None else {}
-
-    metadata_cache = None  # set by the server: tells unknown partitions from ones led elsewhere
-
     def append_records(self, acks: int, timeout_ms: int, entries: dict, produce_version: int) -> dict:
         """{tp: (error, base offset, log append time, log start offset, error message)}."""
-        from zk.admin import INTERNAL_TOPICS
         results = {}
         for tp, records in entries.items():
             try:
