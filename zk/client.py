@@ -338,6 +338,27 @@ class KafkaZkClient:
             except BadVersionError:
                 continue
 
+    def update_leader_and_isr(self, topic: str, partition: int, state: z.LeaderAndIsr) -> int | None:
+        """A partition leader's ISR change: setData with expected version = state.zk_version (not fenced by
+        the controller epoch, as Kafka's leader-side write). The new zkVersion, or None on a conflict."""
+        try:
+            stat = self.zk.set(z.TopicPartitionStateZNode.path(topic, partition),
+                               z.TopicPartitionStateZNode.encode(state), version=state.zk_version)
+        except (BadVersionError, NoNodeError):
+            return None
+        return stat.version
+
+    def create_isr_change_notification(self, partitions) -> None:
+        self.create_recursive(z.IsrChangeNotificationZNode.prefix, z.IsrChangeNotificationZNode.encode(partitions),
+                              sequence=True)
+
+    def get_isr_change_notifications(self, watch=None) -> list[str]:
+        return sorted(self.children(z.IsrChangeNotificationZNode.path, watch=watch))
+
+    def read_isr_change_notification(self, name: str) -> set[tuple[str, int]]:
+        data, _ = self.get(f"{z.IsrChangeNotificationZNode.path}/{name}")
+        return z.IsrChangeNotificationZNode.decode(data) if data else set()
+
     # ---- configs -----------------------------------------------------------------------------------------
     def get_entity_config(self, entity_type: str, name: str) -> dict[str, str]:
         data, _ = self.get(z.ConfigEntityZNode.path(entity_type, name))

@@ -13,8 +13,10 @@ request waits in the fetch purgatory until enough bytes are readable or the time
 Errors per partition: UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER, OFFSET_OUT_OF_RANGE,
 FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH (v9+ current leader epoch). Incremental fetch sessions (KIP-227)
 are declined: every response carries session id 0, so clients keep sending full fetch requests; a request
-naming a session id we never gave gets FETCH_SESSION_ID_NOT_FOUND. Until replication arrives, a request with
-a replica id is served like a consumer's.
+naming a session id we never gave gets FETCH_SESSION_ID_NOT_FOUND.
+
+Follower fetches (replica_id >= 0) read up to the log end offset, never converted, and each moves that
+follower's state on the leader (ISR, high watermark), which may complete waiting acks=all produces.
 """
 from __future__ import annotations
 
@@ -36,11 +38,11 @@ def _needs_conversion(data, magic: int) -> bool:
     return any(e.magic > magic for e in iter_entries(data))
 
 
-def _read(ctx, requests, max_bytes: int, isolation_level: int):
+def _read(ctx, requests, max_bytes: int, isolation_level: int, follower: int):
     """(results by tp, bytes read, whether any partition failed)."""
     version = ctx.api_version
     replicas = ctx.broker.replica_manager
-    magic = magic_for_fetch_version(version)
+    magic = magic_for_fetch_version(version) if follower < 0 else 2
     hard_limit = version <= 2
     min_one = not hard_limit
     limit = max_bytes
@@ -51,7 +53,7 @@ def _read(ctx, requests, max_bytes: int, isolation_level: int):
             partition = replicas.leader_partition(tp)
             partition.check_leader_epoch(leader_epoch)
             info, hw, lso, log_start = partition.read(fetch_offset, min(partition_max, limit), isolation_level,
-                                                      min_one)
+                                                      min_one, follower)
             data.high_watermark, data.last_stable_offset, data.log_start_offset = hw, lso, log_start
             data.aborted_transactions = [] if isolation_level else None
             piece = info.records
@@ -92,9 +94,10 @@ def handle(request, ctx):
         return encode_fetch_response(version, 0, session_error, INVALID_SESSION_ID, [])
     max_bytes = request.max_bytes if version >= 3 else 2 ** 31 - 1
     isolation = request.isolation_level if version >= 4 else 0
+    follower = request.replica_id
     results = ctx.broker.replica_manager.fetch(
-        requests, request.max_wait_ms, request.min_bytes,
-        lambda reqs: _read(ctx, reqs, max(0, max_bytes), isolation))
+        requests, request.max_wait_ms, request.min_bytes, follower,
+        lambda reqs: _read(ctx, reqs, max(0, max_bytes), isolation, follower))
     topics: list = []
     for tp in order:
         if not topics or topics[-1][0] != tp[0]:

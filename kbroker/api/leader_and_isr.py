@@ -49,5 +49,6 @@ def handle(request, ctx):
     error = replicas.check_controller_epoch(request.controller_id, request.controller_epoch, "LeaderAndIsr")
     if error:
         return _response(version, error, {}, topic_ids)
-    errors = replicas.become_leader_or_follower(request.controller_id, states, topic_ids)
+    live_leaders = {l.broker_id: (l.host_name, l.port) for l in request.live_leaders}
+    errors = replicas.become_leader_or_follower(request.controller_id, states, topic_ids, live_leaders)
     return _response(version, Errors.NONE, errors, topic_ids)

@@ -141,6 +141,9 @@ class KafkaController:
     def _on_deletions(self, _event):
         self.enqueue(self._process_topic_deletion)
 
+    def _on_isr_changes(self, _event):
+        self.enqueue(self._process_isr_change_notification)
+
     # ---- election ----------------------------------------------------------------------------------------
     def _process_startup(self):
         self.zk.watch_controller(self._on_controller_znode)
@@ -216,8 +219,8 @@ class KafkaController:
         self.channels = ControllerChannelManager(self.broker_id, ctx.inter_broker_listener,
                                                  self.config["controller.socket.timeout.ms"])
         self._write_feature_znode()
-        # Leaders on IBP 2.8 report ISR changes with AlterIsr; old notifications are just cleared.
-        for child in self.zk.children(z.IsrChangeNotificationZNode.path):
+        # Notifications from before this controller are stale: the full context read below covers them.
+        for child in self.zk.get_isr_change_notifications(watch=self._on_isr_changes):
             self._fenced_delete(f"{z.IsrChangeNotificationZNode.path}/{child}")
         # Watch before reading, so a broker registering meanwhile still triggers a BrokerChange.
         self.zk.get_broker_ids(watch=self._on_brokers)
@@ -311,18 +314,33 @@ class KafkaController:
                 state_change.info("partition %s-%d: online with leader %d, isr %s (new partition)", *tp, leader, isr)
                 batch.add_leader_and_isr(replicas, tp, is_new=True)
                 continue
-            chosen = election.offline_partition_leader(replicas, state.isr, live, unclean(tp[0]))
+            allow_unclean = unclean(tp[0])
+            outcome = {}
+
+            def elect(current, replicas=replicas, allow_unclean=allow_unclean, outcome=outcome):
+                if current.leader in live:
+                    # A leader's ISR write raced us and that leader is alive: nothing to elect.
+                    outcome["chosen"] = (current.leader, current.isr, False)
+                    return None
+                chosen = election.offline_partition_leader(replicas, current.isr, live, allow_unclean)
+                outcome["chosen"] = chosen
+                if chosen is None:
+                    return None if current.leader == election.NO_LEADER else (election.NO_LEADER, current.isr)
+                return chosen[0], chosen[1]
+            self._write_state(tp, elect)
+            chosen = outcome.get("chosen")
             if chosen is None:
-                if state.leader != election.NO_LEADER:
-                    self._write_state(tp, election.NO_LEADER, state.isr)
                 state_change.warning("partition %s-%d: no live in-sync replica among isr %s; it stays offline",
-                                     *tp, state.isr)
+                                     *tp, ctx.partition_states[tp].isr)
                 batch.add_update_metadata(live, [tp])
                 continue
             leader, isr, was_unclean = chosen
-            self._write_state(tp, leader, isr)
-            state_change.info("partition %s-%d: new leader %d (epoch %d), isr %s%s", *tp, leader,
-                              ctx.partition_states[tp].leader_epoch, isr, " (unclean election)" if was_unclean else "")
+            new = ctx.partition_states[tp]
+            if was_unclean:
+                state_change.warning("partition %s-%d: UNCLEAN leader election: %d becomes leader although it was "
+                                     "not in the ISR; records it did not have are lost", *tp, leader)
+            state_change.info("partition %s-%d: new leader %d (epoch %d), isr %s%s", *tp, new.leader,
+                              new.leader_epoch, new.isr, " (unclean election)" if was_unclean else "")
             batch.add_leader_and_isr(replicas, tp)
         batch.add_update_metadata(live, [])
 
@@ -332,19 +350,24 @@ class KafkaController:
             return bool(self.config["unclean.leader.election.enable"])
         return value.lower() == "true"
 
-    def _write_state(self, tp, leader: int, isr: list[int]) -> None:
-        """Bump the leader epoch and write the state znode (fenced, expected version = partition epoch)."""
+    def _write_state(self, tp, compute) -> z.LeaderAndIsr | None:
+        """Write compute(current state) -> (leader, isr) with the leader epoch bumped (fenced, expected version =
+        partition epoch). On a version conflict (a leader changed its ISR meanwhile) re-read and recompute, as
+        Kafka's partition state machine does. None when compute declines (returns None)."""
         ctx = self.ctx
         while True:
             current = ctx.partition_states[tp]
+            decided = compute(current)
+            if decided is None:
+                return None
+            leader, isr = decided
             new_state = z.LeaderAndIsr(leader, current.leader_epoch + 1, list(isr), ctx.epoch, current.zk_version)
             if self.zk.update_partition_state_fenced(tp[0], tp[1], new_state, ctx.epoch_zk_version):
                 ctx.partition_states[tp] = new_state
-                return
-            # Someone else (a leader's ISR change) wrote it first: re-read and apply on top.
+                return new_state
             fresh = self.zk.get_partition_state(*tp)
             if fresh is None:
-                return
+                return None
             ctx.partition_states[tp] = fresh
 
     # ---- brokers -----------------------------------------------------------------------------------------
@@ -392,13 +415,17 @@ class KafkaController:
         for tp, state in list(ctx.partition_states.items()):
             if tp in skip or tp[0] in ctx.topics_being_deleted:
                 continue
-            gone = [r for r in state.isr if r not in ctx.live_brokers]
-            leader, isr = state.leader, state.isr
-            for r in gone:
-                leader, isr = election.remove_replica_from_isr(leader, isr, r)
-            if (leader, isr) != (state.leader, state.isr):
-                self._write_state(tp, leader, isr)
-                state_change.info("partition %s-%d: isr %s after brokers %s went offline", *tp, isr, gone)
+            if not any(r not in ctx.live_brokers for r in state.isr):
+                continue
+
+            def shrink(current):
+                leader, isr = current.leader, current.isr
+                for r in [r for r in current.isr if r not in ctx.live_brokers]:
+                    leader, isr = election.remove_replica_from_isr(leader, isr, r)
+                return None if (leader, isr) == (current.leader, current.isr) else (leader, isr)
+            new = self._write_state(tp, shrink)
+            if new is not None:
+                state_change.info("partition %s-%d: isr %s after its offline replicas left it", *tp, new.isr)
                 batch.add_leader_and_isr(ctx.assignments[tp], tp)
 
     def _on_broker_startup(self, new: list[int]) -> None:
@@ -450,6 +477,30 @@ class KafkaController:
         ctx.topics_to_delete.discard(topic)
         ctx.topics_being_deleted.discard(topic)
         ctx.pending_deletion_replicas.pop(topic, None)
+
+    # ---- ISR changes made by leaders ---------------------------------------------------------------------
+    def _process_isr_change_notification(self):
+        """Leaders changed ISRs in the state znodes: refresh those states, tell every broker, drop the
+        notifications (Kafka's IsrChangeNotification handling)."""
+        if not self.active:
+            return
+        ctx = self.ctx
+        names = self.zk.get_isr_change_notifications(watch=self._on_isr_changes)
+        changed = set()
+        for name in names:
+            changed |= self.zk.read_isr_change_notification(name)
+        for tp in sorted(changed):
+            if tp in ctx.assignments:
+                state = self.zk.get_partition_state(*tp)
+                if state is not None:
+                    ctx.partition_states[tp] = state
+        known = [tp for tp in changed if tp in ctx.partition_states]
+        if known:
+            batch = RequestBatch(ctx)
+            batch.add_update_metadata(ctx.live_brokers, known)
+            batch.send(self.channels, self._on_stop_replica_response)
+        for name in names:
+            self._fenced_delete(f"{z.IsrChangeNotificationZNode.path}/{name}")
 
     # ---- topic deletion ----------------------------------------------------------------------------------
     def _process_topic_deletion(self):

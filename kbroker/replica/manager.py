@@ -3,36 +3,47 @@
 Controller orders, fenced as Kafka's ReplicaManager fences them: a request from an older controller epoch is
 refused whole (STALE_CONTROLLER_EPOCH), a partition state whose leader epoch is not newer than the applied one
 is refused for that partition, a request stamped with an older broker epoch is STALE_BROKER_EPOCH.
-LeaderAndIsr creates the partition's log (with its topic config from ZooKeeper) on first sight; StopReplica
-with delete removes the log.
+LeaderAndIsr creates the partition's log (with its topic config from ZooKeeper) on first sight; becoming
+follower moves the partition to a replica fetcher for its leader (which first truncates by leader epoch);
+becoming leader stops fetching it. StopReplica stops fetching and, with delete, removes the log.
 
-Data path: append_records (Produce), fetch (Fetch, with delayed fetches waiting in a purgatory until a produce
-brings enough bytes or max_wait_ms passes), offsets by timestamp (ListOffsets) and delete_records.
+Data path: append_records (Produce; acks=-1 waits in the produce purgatory until every in-sync replica has the
+records, or REQUEST_TIMED_OUT), fetch (consumers up to the high watermark, followers up to the log end offset,
+both long-polling in the fetch purgatory), offsets by timestamp and delete_records. A follower's fetch moves
+its state on the leader, which may advance the high watermark and complete waiting produces and fetches.
+
+ISR: a task shrinks the ISR of led partitions every replica.lag.time.max.ms / 2; expansions happen on follower
+fetches. Both write the state znode (zkVersion-checked) and, batched, an /isr_change_notification entry.
 """
 from __future__ import annotations
 
 import logging
 import uuid
 
+import gevent
 import gevent.event
 
+from zk import znodes as z
 from zk.admin import INTERNAL_TOPICS
 from ..log.config import LogConfig
 from ..protocol.errors import Errors, KafkaError
 from ..purgatory.delayed import DelayedOperation, DelayedOperationPurgatory
 from ..records.validator import RecordValidationError
+from .fetcher import ReplicaFetcherManager
 from .partition import Partition
 
 state_change = logging.getLogger("state-change")
 log = logging.getLogger("kbroker.replica")
 
+ISR_NOTIFICATION_INTERVAL_S = 0.25
+
 
 class DelayedFetch(DelayedOperation):
     """Completes when enough bytes are readable for the fetch, a partition fails, or the wait is over."""
 
-    def __init__(self, delay_ms: int, manager, requests, min_bytes: int):
+    def __init__(self, delay_ms: int, manager, requests, min_bytes: int, follower: int):
         super().__init__(delay_ms)
-        self.manager, self.requests, self.min_bytes = manager, requests, min_bytes
+        self.manager, self.requests, self.min_bytes, self.follower = manager, requests, min_bytes, follower
         self.done = gevent.event.Event()
 
     def try_complete(self) -> bool:
@@ -42,10 +53,11 @@ class DelayedFetch(DelayedOperation):
             if partition is None or not partition.is_leader:
                 return self.force_complete()
             log = partition.log
-            if fetch_offset > log.high_watermark or fetch_offset < log.log_start_offset:
+            end = log.log_end_offset if self.follower >= 0 else log.high_watermark
+            if fetch_offset > end or fetch_offset < log.log_start_offset:
                 return self.force_complete()
-            if fetch_offset < log.high_watermark:
-                available += log.read(fetch_offset, max_bytes, max_offset=log.high_watermark).records.length
+            if fetch_offset < end:
+                available += log.read(fetch_offset, max_bytes, max_offset=end).records.length
         if available >= self.min_bytes:
             return self.force_complete()
         return False
@@ -57,24 +69,70 @@ class DelayedFetch(DelayedOperation):
         pass
 
 
+class DelayedProduce(DelayedOperation):
+    """acks=-1: completes when every partition's high watermark passed its last offset (all in-sync replicas
+    have it), with NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank below min.insync.replicas; partitions still
+    pending at the timeout get REQUEST_TIMED_OUT."""
+
+    def __init__(self, delay_ms: int, manager, required: dict):
+        super().__init__(delay_ms)
+        self.manager = manager
+        self.pending = dict(required)   # tp -> last offset appended
+        self.errors: dict = {}
+        self.done = gevent.event.Event()
+
+    def try_complete(self) -> bool:
+        for tp, last_offset in list(self.pending.items()):
+            partition = self.manager.partitions.get(tp)
+            if partition is None or not partition.is_leader:
+                self.errors[tp] = Errors.NOT_LEADER_OR_FOLLOWER
+            elif partition.high_watermark > last_offset:
+                enough = len(partition.isr) >= partition.log.config.min_insync_replicas
+                self.errors[tp] = Errors.NONE if enough else Errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+            else:
+                continue
+            del self.pending[tp]
+        if not self.pending:
+            return self.force_complete()
+        return False
+
+    def on_complete(self) -> None:
+        for tp in self.pending:
+            self.errors[tp] = Errors.REQUEST_TIMED_OUT
+        self.done.set()
+
+    def on_expiration(self) -> None:
+        pass
+
+
 class ReplicaManager:
     def __init__(self, broker_id: int, config, log_manager, zk, clock, metadata_cache):
         self.broker_id = broker_id
-        self.metadata_cache = metadata_cache  # tells partitions led elsewhere from unknown ones
         self.config = config
         self.log_manager = log_manager
         self.zk = zk
         self.clock = clock
+        self.metadata_cache = metadata_cache  # tells partitions led elsewhere from unknown ones
         self.broker_epoch = -1
         self.controller_epoch = 0
         self.partitions: dict[tuple[str, int], Partition] = {}
         self.fetch_purgatory = DelayedOperationPurgatory("Fetch", clock)
+        self.produce_purgatory = DelayedOperationPurgatory("Produce", clock)
+        self.fetchers = ReplicaFetcherManager(self)
+        self._isr_changes: set = set()
+        self._tasks: list = []
 
     def startup(self) -> None:
         self.fetch_purgatory.start()
+        self.produce_purgatory.start()
+        self._tasks = [gevent.spawn(self._isr_shrink_loop), gevent.spawn(self._isr_notification_loop)]
 
     def shutdown(self) -> None:
+        for task in self._tasks:
+            task.kill()
+        self.fetchers.shutdown()
         self.fetch_purgatory.shutdown()
+        self.produce_purgatory.shutdown()
 
     # ---- controller orders --------------------------------------------------------------------------------
     def is_broker_epoch_stale(self, epoch_in_request: int) -> bool:
@@ -93,7 +151,17 @@ class ReplicaManager:
         """The topic's effective log config: broker defaults with its /config/topics overrides."""
         return LogConfig.from_props(self.config.values, self.zk.get_entity_config("topics", topic))
 
-    def become_leader_or_follower(self, controller_id: int, states, topic_ids: dict[str, uuid.UUID | None]):
+    def _leader_endpoint(self, leader: int, live_leaders: dict):
+        ep = live_leaders.get(leader)
+        if ep is None:
+            broker = self.metadata_cache.brokers.get(leader)
+            if broker is not None:
+                ep = broker.endpoints.get(self.config.inter_broker_listener)
+                ep = ep[:2] if ep else None
+        return ep
+
+    def become_leader_or_follower(self, controller_id: int, states, topic_ids: dict[str, uuid.UUID | None],
+                                  live_leaders: dict[int, tuple[str, int]]):
         """Apply partition states; returns {(topic, partition): error}."""
         errors = {}
         configs: dict[str, LogConfig] = {}
@@ -118,14 +186,25 @@ class ReplicaManager:
                 config = configs.get(tp[0]) or configs.setdefault(tp[0], self.log_config(tp[0]))
                 self.log_manager.update_topic_config(tp[0], config)
                 current = Partition(tp[0], tp[1], self.broker_id, self.log_manager.get_or_create_log(tp, config),
-                                    self.clock)
+                                    self.clock, self.write_isr, self.config["replica.lag.time.max.ms"])
                 self.partitions[tp] = current
-            current.apply_state(s.leader, s.leader_epoch, s.isr, s.replicas, s.zk_version, topic_id)
+            # Stop fetching first, then take the new state (as Kafka's makeLeaders / makeFollowers).
+            self.fetchers.remove_partition(tp)
+            current.apply_state(s.leader, s.leader_epoch, s.isr, s.replicas, s.zk_version, s.controller_epoch,
+                                topic_id)
             role = "leader" if s.leader == self.broker_id else "follower"
+            if role == "follower" and s.leader >= 0:
+                endpoint = self._leader_endpoint(s.leader, live_leaders)
+                if endpoint is None:
+                    state_change.warning("partition %s-%d: leader %d has no known endpoint; not fetching yet",
+                                         tp[0], tp[1], s.leader)
+                else:
+                    self.fetchers.add_partition(tp, s.leader, endpoint[0], endpoint[1], s.leader_epoch)
             state_change.info("partition %s-%d: %s (leader %d, leader epoch %d, isr %s) from controller %d",
                               tp[0], tp[1], role, s.leader, s.leader_epoch, list(s.isr), controller_id)
             errors[tp] = Errors.NONE
-            self.fetch_purgatory.check_and_complete(tp)
+            self._complete_delayed(tp)
+        self.fetchers.shutdown_idle()
         return errors
 
     def stop_replica(self, topic: str, partition: int, delete: bool, leader_epoch: int) -> Errors:
@@ -134,12 +213,57 @@ class ReplicaManager:
         # -2 (EpochDuringDelete) and -1 (no epoch) always apply; otherwise the epoch must not go backwards.
         if current is not None and leader_epoch >= 0 and leader_epoch < current.leader_epoch:
             return Errors.FENCED_LEADER_EPOCH
-        self.partitions.pop(tp, None)
+        self.fetchers.remove_partition(tp)
+        self.fetchers.shutdown_idle()
+        removed = self.partitions.pop(tp, None)
         if delete:
             self.log_manager.delete_log(tp)
-        self.fetch_purgatory.check_and_complete(tp)
+        elif removed is not None:
+            removed.leader = -1
+        self._complete_delayed(tp)
         state_change.info("stopped replica %s-%d%s", topic, partition, " and deleted it" if delete else "")
         return Errors.NONE
+
+    def _complete_delayed(self, tp) -> None:
+        self.fetch_purgatory.check_and_complete(tp)
+        self.produce_purgatory.check_and_complete(tp)
+
+    # ---- ISR ----------------------------------------------------------------------------------------------
+    def write_isr(self, partition: Partition, new_isr: list[int]) -> bool:
+        """The leader's ISR change in ZooKeeper, conditional on the partition's zkVersion."""
+        state = z.LeaderAndIsr(partition.leader, partition.leader_epoch, new_isr, partition.controller_epoch,
+                               partition.zk_version)
+        version = self.zk.update_leader_and_isr(partition.topic, partition.index, state)
+        if version is None:
+            state_change.info("partition %s-%d: cached zkVersion %d differs from ZooKeeper's; skipping the ISR "
+                              "update to %s (the controller's LeaderAndIsr will follow)", partition.topic,
+                              partition.index, partition.zk_version, new_isr)
+            return False
+        partition.zk_version = version
+        self._isr_changes.add(partition.tp)
+        return True
+
+    def _isr_shrink_loop(self) -> None:
+        interval = self.config["replica.lag.time.max.ms"] / 2000.0
+        while True:
+            gevent.sleep(interval)
+            for tp, partition in list(self.partitions.items()):
+                try:
+                    if partition.maybe_shrink_isr():
+                        self._complete_delayed(tp)
+                except Exception:
+                    log.exception("ISR check of %s-%d failed", tp[0], tp[1])
+
+    def _isr_notification_loop(self) -> None:
+        while True:
+            gevent.sleep(ISR_NOTIFICATION_INTERVAL_S)
+            if self._isr_changes:
+                changes, self._isr_changes = self._isr_changes, set()
+                try:
+                    self.zk.create_isr_change_notification(changes)
+                except Exception:
+                    log.exception("writing an ISR change notification failed; retrying")
+                    self._isr_changes |= changes
 
     # ---- data path ----------------------------------------------------------------------------------------
     def leader_partition(self, tp) -> Partition:
@@ -157,12 +281,15 @@ class ReplicaManager:
     def append_records(self, acks: int, timeout_ms: int, entries: dict, produce_version: int) -> dict:
         """{tp: (error, base offset, log append time, log start offset, error message)}."""
         results = {}
+        appended = {}
         for tp, records in entries.items():
             try:
                 if tp[0] in INTERNAL_TOPICS:
                     raise KafkaError(Errors.INVALID_TOPIC_EXCEPTION, f"Cannot append to internal topic {tp[0]}")
                 r = self.leader_partition(tp).append_as_leader(records, produce_version, acks)
                 results[tp] = (Errors.NONE, r.first_offset, r.log_append_time, r.log_start_offset, None)
+                if r.last_offset >= 0:
+                    appended[tp] = r.last_offset
                 self.fetch_purgatory.check_and_complete(tp)
             except KafkaError as e:
                 if not isinstance(e, RecordValidationError) and e.code not in (
@@ -171,17 +298,29 @@ class ReplicaManager:
                 partition = self.partitions.get(tp)
                 start = partition.log.log_start_offset if partition is not None else -1
                 results[tp] = (e.code, -1, -1, start, str(e) if produce_version >= 8 else None)
+        if acks == -1 and appended:
+            op = DelayedProduce(max(0, timeout_ms), self, appended)
+            if not self.produce_purgatory.try_complete_else_watch(op, list(appended)):
+                op.done.wait()
+            for tp, error in op.errors.items():
+                if error:
+                    _, _, _, start, _ = results[tp]
+                    results[tp] = (error, -1, -1, start, None)
         return results
 
-    def fetch(self, requests, max_wait_ms: int, min_bytes: int, read_fn) -> dict:
-        """Read for a consumer fetch; wait (up to max_wait_ms) in the purgatory until min_bytes are readable.
+    def fetch(self, requests, max_wait_ms: int, min_bytes: int, follower: int, read_fn) -> dict:
+        """Read for a fetch; wait (up to max_wait_ms) in the purgatory until min_bytes are readable.
 
         requests: [(tp, fetch_offset, partition_max_bytes, current_leader_epoch)]. read_fn(requests) does the
         reads and returns (results, bytes read, any error) so the caller decides response limits."""
         results, size, errored = read_fn(requests)
+        if follower >= 0:
+            for tp, *_ in requests:
+                self.produce_purgatory.check_and_complete(tp)
+                self.fetch_purgatory.check_and_complete(tp)
         if max_wait_ms <= 0 or size >= min_bytes or errored or not requests:
             return results
-        op = DelayedFetch(max_wait_ms, self, requests, min_bytes)
+        op = DelayedFetch(max_wait_ms, self, requests, min_bytes, follower)
         if not self.fetch_purgatory.try_complete_else_watch(op, [r[0] for r in requests]):
             op.done.wait()
         return read_fn(requests)[0]

@@ -1,14 +1,19 @@
 """Partition: one topic-partition hosted by this broker, as leader or follower, with its log.
 
-The leader validates and appends produce data (records.validator assigns the offsets; the idempotent
-producer state catches duplicates and sequence gaps before anything is written), serves reads up to the high
-watermark, answers offsets by timestamp and moves the log start offset (DeleteRecords).
+Leader: validates and appends produce data (records.validator assigns the offsets; the idempotent producer
+state catches retries and sequence gaps before anything is written), tracks each follower's log end offset
+from its fetches, advances the high watermark to the smallest log end offset among the in-sync replicas (and
+replicas that caught up within replica.lag.time.max.ms, as Kafka 2.8), expands the ISR when a follower
+reaches the high watermark and shrinks it when one falls replica.lag.time.max.ms behind. ISR changes are
+written by the leader to the partition state znode with a zkVersion check, plus an /isr_change_notification
+entry for the controller (Kafka 2.x's ZooKeeper path); a version conflict means the controller changed the
+state meanwhile, and its LeaderAndIsr will follow.
 
-Appends run without yielding to other greenlets between reading the log end offset and writing (file
-writes and validation do not yield), so two producers to one partition cannot interleave.
+Follower: appends what its fetcher copies from the leader (CRC-checked, offsets kept), takes the leader's
+high watermark capped by its own log end offset, and truncates where its log diverges from the leader's.
 
-High watermark: until follower replication arrives, the leader's high watermark follows its log end offset
-on every append (every acknowledged record is readable at once, as with a single replica).
+Appends run without yielding to other greenlets between reading the log end offset and writing (validation
+and file writes do not yield), so two producers to one partition cannot interleave.
 """
 from __future__ import annotations
 
@@ -20,11 +25,13 @@ from ..log.config import LogConfig
 from ..log.errors import OffsetOutOfRange, RecordBatchTooLarge
 from ..log.producer_state import ProducerEntry, ProducerStateManager
 from ..protocol.errors import Errors, KafkaError
+from ..records.entries import CONTROL_MASK, V2_HEADER, CorruptEntry, iter_entries
 from ..records.validator import CREATE_TIME, LOG_APPEND_TIME, RecordsConfig, magic_for_format_version, validate_and_assign
 
 state_change = logging.getLogger("state-change")
 
 READ_UNCOMMITTED, READ_COMMITTED = 0, 1
+INT32_MAX = 2 ** 31 - 1
 
 
 def records_config(config: LogConfig) -> RecordsConfig:
@@ -45,18 +52,32 @@ class AppendResult:
     log_start_offset: int
 
 
+@dataclass
+class RemoteReplica:
+    """The leader's view of one follower."""
+    log_end_offset: int = -1
+    last_caught_up_ms: int = 0
+    last_fetch_leader_leo: int = -1
+    last_fetch_ms: int = 0
+
+
 class Partition:
-    def __init__(self, topic: str, index: int, broker_id: int, log, clock):
+    def __init__(self, topic: str, index: int, broker_id: int, log, clock, isr_writer, lag_max_ms: int):
         self.topic, self.index = topic, index
         self.broker_id = broker_id
         self.log = log
         self.clock = clock
+        self.isr_writer = isr_writer   # (partition, new isr) -> bool: write the state znode as the leader
+        self.lag_max_ms = lag_max_ms   # replica.lag.time.max.ms
         self.leader = -1
         self.leader_epoch = -1
+        self.leader_epoch_start_offset = 0
+        self.controller_epoch = 0
         self.isr: list[int] = []
         self.replicas: list[int] = []
         self.zk_version = 0
         self.topic_id: uuid.UUID | None = None
+        self.remote: dict[int, RemoteReplica] = {}
         self.producer_state = ProducerStateManager(log.dir)
         self.producer_state.rebuild_from_log(log)
         self._records_config = records_config(log.config)
@@ -69,21 +90,32 @@ class Partition:
     def is_leader(self) -> bool:
         return self.leader == self.broker_id
 
+    @property
+    def high_watermark(self) -> int:
+        return self.log.high_watermark
+
     def update_config(self, config: LogConfig) -> None:
         self.log.update_config(config)
         self._records_config = records_config(config)
 
-    def apply_state(self, leader: int, leader_epoch: int, isr, replicas, zk_version: int,
+    def apply_state(self, leader: int, leader_epoch: int, isr, replicas, zk_version: int, controller_epoch: int,
                     topic_id: uuid.UUID | None) -> None:
         """Become leader or follower as the controller says (LeaderAndIsr)."""
         self.leader, self.leader_epoch = leader, leader_epoch
         self.isr, self.replicas, self.zk_version = list(isr), list(replicas), zk_version
+        self.controller_epoch = controller_epoch
         if topic_id is not None:
             self.topic_id = topic_id
         if self.is_leader:
+            now = self.clock.now_ms()
+            self.leader_epoch_start_offset = self.log.log_end_offset
             # A new leader epoch starts at the current end of the log.
-            self.log.leader_epoch_cache.assign(leader_epoch, self.log.log_end_offset)
-            self.log.update_high_watermark(self.log.log_end_offset)
+            self.log.leader_epoch_cache.assign(leader_epoch, self.leader_epoch_start_offset)
+            self.remote = {r: RemoteReplica(last_caught_up_ms=now if r in self.isr else 0)
+                           for r in self.replicas if r != self.broker_id}
+            self.maybe_increment_high_watermark()
+        else:
+            self.remote = {}
 
     # ---- leader appends -----------------------------------------------------------------------------------
     def append_as_leader(self, records, produce_version: int, acks: int) -> AppendResult:
@@ -115,7 +147,7 @@ class Partition:
             if b.producer_id >= 0 and not b.is_control:
                 self.producer_state.update(b.producer_id, b.producer_epoch, b.base_sequence, b.last_sequence,
                                            b.first_offset, b.last_offset, now)
-        log.update_high_watermark(log.log_end_offset)
+        self.maybe_increment_high_watermark()
         log.maybe_flush()
         return AppendResult(info.first_offset, info.last_offset, info.log_append_time, log.log_start_offset)
 
@@ -131,6 +163,125 @@ class Partition:
                 return duplicate
         return None
 
+    # ---- followers, seen from the leader ------------------------------------------------------------------
+    def update_follower_fetch_state(self, follower: int, fetch_offset: int, leader_leo: int) -> bool:
+        """A follower fetched from fetch_offset; True if the high watermark moved."""
+        replica = self.remote.get(follower)
+        if replica is None:
+            return False
+        now = self.clock.now_ms()
+        if fetch_offset >= leader_leo:
+            replica.last_caught_up_ms = max(replica.last_caught_up_ms, now)
+        elif fetch_offset >= replica.last_fetch_leader_leo:
+            replica.last_caught_up_ms = max(replica.last_caught_up_ms, replica.last_fetch_ms)
+        replica.log_end_offset = fetch_offset
+        replica.last_fetch_leader_leo, replica.last_fetch_ms = leader_leo, now
+        self._maybe_expand_isr(follower, replica)
+        return self.maybe_increment_high_watermark()
+
+    def maybe_increment_high_watermark(self) -> bool:
+        if not self.is_leader:
+            return False
+        log = self.log
+        new_hw = log.log_end_offset
+        now = self.clock.now_ms()
+        lag = self.lag_max_ms
+        for r, replica in self.remote.items():
+            if r in self.isr or now - replica.last_caught_up_ms <= lag:
+                new_hw = min(new_hw, max(replica.log_end_offset, 0))
+        if new_hw > log.high_watermark:
+            log.update_high_watermark(new_hw)
+            return True
+        return False
+
+    def _maybe_expand_isr(self, follower: int, replica: RemoteReplica) -> None:
+        if follower in self.isr or follower not in self.replicas:
+            return
+        if replica.log_end_offset >= self.log.high_watermark and replica.log_end_offset >= self.leader_epoch_start_offset:
+            self._write_isr(self.isr + [follower], f"expanding ISR with broker {follower}")
+
+    def maybe_shrink_isr(self) -> bool:
+        """Drop followers that have not caught up within replica.lag.time.max.ms; True if the ISR changed."""
+        if not self.is_leader:
+            return False
+        now = self.clock.now_ms()
+        lagging = [r for r in self.isr if r != self.broker_id and
+                   now - self.remote.get(r, RemoteReplica()).last_caught_up_ms > self.lag_max_ms]
+        if not lagging:
+            return False
+        if self._write_isr([r for r in self.isr if r not in lagging], f"shrinking ISR, out of sync: {lagging}"):
+            self.maybe_increment_high_watermark()
+            return True
+        return False
+
+    def _write_isr(self, new_isr: list[int], why: str) -> bool:
+        if self.isr_writer(self, new_isr):
+            state_change.info("partition %s-%d: %s: isr %s -> %s (zkVersion %d)", self.topic, self.index, why,
+                              self.isr, new_isr, self.zk_version)
+            self.isr = list(new_isr)
+            return True
+        return False
+
+    # ---- follower appends and truncation ------------------------------------------------------------------
+    def append_as_follower(self, data, leader_hw: int) -> None:
+        """Append what the fetcher copied from the leader (whole, CRC-valid entries; offsets kept)."""
+        log = self.log
+        view = memoryview(data)
+        try:
+            entries = list(iter_entries(view, check_crc=True))
+        except CorruptEntry as e:
+            raise KafkaError(Errors.CORRUPT_MESSAGE, f"data from the leader is corrupt: {e}") from None
+        entries = [e for e in entries if e.last_offset >= log.log_end_offset]
+        if entries:
+            start, end = entries[0].position, entries[-1].position + entries[-1].size
+            first = entries[0].base_offset if entries[0].base_offset >= 0 else log.log_end_offset
+            max_ts, max_ts_offset = -1, -1
+            for e in entries:
+                if e.max_timestamp > max_ts:
+                    max_ts, max_ts_offset = e.max_timestamp, e.last_offset
+            log.append(view[start:end], max(first, log.log_end_offset), entries[-1].last_offset, max_ts,
+                       max_ts_offset, sum(e.record_count for e in entries))
+            self._update_producers_from(view, entries)
+        log.update_high_watermark(min(leader_hw, log.log_end_offset))
+
+    def _update_producers_from(self, view, entries) -> None:
+        for e in entries:
+            if e.magic != 2:
+                continue
+            (base, _, _, _, _, attributes, delta, _, max_ts, pid, epoch, base_seq, _) = V2_HEADER.unpack_from(
+                view, e.position)
+            if pid >= 0 and not attributes & CONTROL_MASK:
+                last_seq = base_seq + delta if base_seq + delta <= INT32_MAX else base_seq + delta - INT32_MAX - 1
+                self.producer_state.update(pid, epoch, base_seq, last_seq, base, base + delta, max_ts)
+
+    def truncate_to(self, offset: int, reason: str) -> None:
+        if offset < self.log.log_end_offset:
+            state_change.info("partition %s-%d: truncating from %d to %d: %s", self.topic, self.index,
+                              self.log.log_end_offset, offset, reason)
+            self.log.truncate_to(offset)
+            self.producer_state.truncate(self.log)
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        state_change.info("partition %s-%d: truncating fully, restarting at offset %d (the leader's log start)",
+                          self.topic, self.index, offset)
+        self.log.truncate_fully_and_start_at(offset)
+        self.producer_state.truncate(self.log)
+
+    def truncate_for_leader_epoch(self, leader_epoch: int, end_offset: int) -> None:
+        """Truncate by the leader's answer to OffsetForLeaderEpoch (Kafka's KIP-101/279 rule)."""
+        log = self.log
+        if end_offset < 0:
+            # The leader knows no epoch at or below ours: Kafka falls back to the high watermark.
+            self.truncate_to(log.high_watermark, "the leader has no epoch to compare with")
+            return
+        cache = log.leader_epoch_cache
+        if cache.latest_epoch is not None and leader_epoch != cache.latest_epoch:
+            _, our_end = cache.end_offset_for(leader_epoch)
+            target = min(end_offset, our_end if our_end >= 0 else end_offset, log.log_end_offset)
+        else:
+            target = min(end_offset, log.log_end_offset)
+        self.truncate_to(target, f"leader epoch {leader_epoch} ends at {end_offset} on the leader")
+
     # ---- reads --------------------------------------------------------------------------------------------
     def check_leader_epoch(self, current_leader_epoch: int) -> None:
         """Fencing by the client's view of the leader epoch (Fetch v9+, ListOffsets v4+)."""
@@ -141,14 +292,20 @@ class Partition:
         if current_leader_epoch > self.leader_epoch:
             raise KafkaError(Errors.UNKNOWN_LEADER_EPOCH, f"epoch {current_leader_epoch} > {self.leader_epoch}")
 
-    def read(self, fetch_offset: int, max_bytes: int, isolation_level: int, min_one_message: bool):
-        """(FetchDataInfo, high watermark, last stable offset, log start offset) for a consumer fetch."""
+    def read(self, fetch_offset: int, max_bytes: int, isolation_level: int, min_one_message: bool,
+             follower: int = -1):
+        """(FetchDataInfo, high watermark, last stable offset, log start offset). Consumers read up to the high
+        watermark; a follower reads up to the log end offset and its fetch offset updates its state."""
         log = self.log
-        hw = log.high_watermark
+        leo = log.log_end_offset
+        limit = leo if follower >= 0 else log.high_watermark
         try:
-            info = log.read(fetch_offset, max_bytes, max_offset=hw, min_one_message=min_one_message)
+            info = log.read(fetch_offset, max_bytes, max_offset=limit, min_one_message=min_one_message)
         except OffsetOutOfRange as e:
             raise KafkaError(Errors.OFFSET_OUT_OF_RANGE, str(e)) from None
+        if follower >= 0:
+            self.update_follower_fetch_state(follower, fetch_offset, leo)
+        hw = log.high_watermark
         return info, hw, hw, log.log_start_offset
 
     def offset_for_timestamp(self, timestamp: int, isolation_level: int):
@@ -161,6 +318,10 @@ class Partition:
             return -1, -1, -1
         epoch = found.leader_epoch if found.leader_epoch is not None else -1
         return found.offset, found.timestamp, epoch
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """OffsetForLeaderEpoch: (the largest epoch <= epoch, where it ends) in this leader's log."""
+        return self.log.leader_epoch_cache.end_offset_for(epoch)
 
     def delete_records(self, offset: int) -> int:
         """Move the log start offset up to offset (-1: the high watermark); the new low watermark."""

@@ -1,0 +1,209 @@
+"""Produce throughput of one kbroker process, with the disk limit measured in the same run.
+
+(a) Pre-built v2 batches (aiokafka's C builder, built once) sent as raw Produce v8 requests (acks=1) over
+    several connections, each pipelining a few requests: appended records/s and MB/s of log bytes, and the
+    ratio of MB/s to the sequential-write limit of the disk holding the log (N MiB written in 1 MiB blocks then
+    fdatasync, like `dd bs=1M conv=fdatasync`). Run once with 100-byte and once with 1 KiB values.
+(b) A librdkafka producer (confluent-kafka; linger.ms=5, batch.size ~1 MB, acks=1) sending 100-byte values to
+    one partition: records/s.
+
+The broker does not fsync on produce (Kafka's defaults: flush left to the OS), so a short run can beat the
+disk; the ratio says how close the broker gets to what the disk could absorb durably.
+
+  .venv/bin/python -m bench.produce            # defaults finish in well under a minute
+  .venv/bin/python -m bench.produce --seconds 15 --connections 8 --py-spy /tmp/produce.svg
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import threading
+import time
+
+if __package__ in (None, ""):          # `python bench/produce.py`
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from bench._common import (MiB, BenchCluster, CpuMeter, KafkaConn, PySpy, common_args, disk_write_limit,
+                           fetch_body, fmt_rate, log, parse_fetch_response, parse_produce_response_v8,
+                           print_table, produce_body_v8, build_v2_batch)
+
+
+class RawProducer:
+    """`connections` threads, each with its own connection and partition (i % partitions), each keeping
+    `depth` Produce v8 requests in flight with the same pre-built frame (the broker assigns the offsets)."""
+
+    def __init__(self, port: int, topic: str, partitions: int, batch: bytes, records_per_batch: int,
+                 connections: int, depth: int):
+        self.port, self.topic, self.partitions = port, topic, partitions
+        self.batch, self.records_per_batch = batch, records_per_batch
+        self.connections, self.depth = connections, depth
+        self.acked = [0] * connections           # acknowledged batches per connection
+        self.errors: list[str] = []
+        self.stop = threading.Event()
+
+    def _run(self, i: int) -> None:
+        try:
+            conn = KafkaConn("127.0.0.1", self.port, client_id=f"bench-producer-{i}")
+            frame = conn.frame(0, 8, produce_body_v8(self.topic, i % self.partitions, self.batch, acks=1))
+            inflight = 0
+            while not self.stop.is_set():
+                while inflight < self.depth:
+                    conn.send(frame)
+                    inflight += 1
+                resp = conn.recv_frame()
+                inflight -= 1
+                for _part, err, _base in parse_produce_response_v8(resp):
+                    if err:
+                        raise RuntimeError(f"produce error code {err}")
+                self.acked[i] += 1
+            while inflight:
+                conn.recv_frame()
+                inflight -= 1
+                self.acked[i] += 1
+            conn.close()
+        except Exception as e:  # reported by run()
+            self.errors.append(f"connection {i}: {e!r}")
+            self.stop.set()
+
+    def run(self, warmup: float, seconds: float) -> tuple[int, float]:
+        """(batches acknowledged during the measured window, window seconds)."""
+        threads = [threading.Thread(target=self._run, args=(i,), daemon=True) for i in range(self.connections)]
+        for t in threads:
+            t.start()
+        time.sleep(warmup)
+        a0, t0 = sum(self.acked), time.perf_counter()
+        self.stop.wait(seconds)
+        a1, t1 = sum(self.acked), time.perf_counter()
+        self.stop.set()
+        for t in threads:
+            t.join(60)
+        if self.errors:
+            raise RuntimeError("; ".join(self.errors))
+        return a1 - a0, t1 - t0
+
+
+def high_watermark(port: int, topic: str, partition: int) -> int:
+    conn = KafkaConn("127.0.0.1", port)
+    try:
+        frame = conn.request(1, 11, fetch_body(11, topic, partition, 0, 1, 1, max_wait_ms=0))
+        return parse_fetch_response(11, frame)[1]
+    finally:
+        conn.close()
+
+
+def raw_scenario(cluster: BenchCluster, args, name: str, value_size: int, records_per_batch: int,
+                 disk_bps: float, profile: str | None) -> list:
+    topic = f"bench-produce-{value_size}"
+    cluster.create_topic(topic, args.partitions)
+    batch = build_v2_batch(records_per_batch, value_size)
+    log(f"{name}: {args.connections} connections x {args.depth} in flight, {args.partitions} partitions, "
+        f"batches of {records_per_batch} x {value_size} B ({len(batch) / 1024:.0f} KiB), {args.seconds:g} s")
+    producer = RawProducer(cluster.port, topic, args.partitions, batch, records_per_batch, args.connections,
+                           args.depth)
+    cpu = CpuMeter(cluster.pid)
+    with PySpy(cluster.pid, profile, args.py_spy_format):
+        threading.Timer(args.warmup, cpu.start).start()
+        batches, dt = producer.run(args.warmup, args.seconds)
+        broker_cpu = cpu.percent()
+    log(f"{name}: batches acknowledged per connection (whole run): {producer.acked}")
+    hw = sum(high_watermark(cluster.port, topic, p) for p in range(args.partitions))
+    total_acked = sum(producer.acked) * records_per_batch
+    if hw != total_acked:
+        log(f"WARNING: {topic}: high watermarks sum to {hw} but {total_acked} records were acknowledged")
+    rps = batches * records_per_batch / dt
+    bps = batches * len(batch) / dt
+    return [name, fmt_rate(rps), f"{bps / 1e6:.1f}", f"{bps / disk_bps:.2f}", f"{broker_cpu:.0f}%"]
+
+
+def confluent_scenario(cluster: BenchCluster, args) -> list:
+    from confluent_kafka import Producer
+    topic = "bench-produce-librdkafka"
+    cluster.create_topic(topic, 1)
+    failed = [0]
+
+    def on_delivery(err, msg):
+        if err is not None:
+            failed[0] += 1
+
+    p = Producer({"bootstrap.servers": cluster.bootstrap, "linger.ms": 5, "batch.size": 1000000,
+                  "acks": 1, "enable.idempotence": False, "compression.type": "none",
+                  "queue.buffering.max.messages": 1000000, "queue.buffering.max.kbytes": 1048576,
+                  "delivery.report.only.error": True, "on_delivery": on_delivery})
+    value = b"x" * 100
+    # warm up: metadata, connection
+    p.produce(topic, value, partition=0)
+    p.flush(30)
+    log(f"librdkafka producer: 100 B values, one partition, {args.seconds:g} s of produce() then flush()")
+    produce = p.produce
+    n = 0
+    cpu = CpuMeter(cluster.pid).start()
+    t0 = time.perf_counter()
+    deadline = t0 + args.seconds
+    while True:
+        for _ in range(10000):
+            try:
+                produce(topic, value, partition=0)
+            except BufferError:
+                p.poll(0.001)
+                continue
+            n += 1
+        p.poll(0)
+        if time.perf_counter() >= deadline:
+            break
+    left = p.flush(60)
+    dt = time.perf_counter() - t0
+    broker_cpu = cpu.percent()
+    if left or failed[0]:
+        log(f"WARNING: librdkafka: {left} records not delivered, {failed[0]} failed")
+    hw = high_watermark(cluster.port, topic, 0)
+    if hw != n + 1:
+        log(f"WARNING: {topic}: high watermark {hw}, expected {n + 1}")
+    rps = (n - failed[0]) / dt
+    return ["librdkafka producer, 100 B, linger 5 ms", fmt_rate(rps), f"{rps * 100 / 1e6:.1f}", "-",
+            f"{broker_cpu:.0f}%"]
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.produce", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seconds", type=float, default=8.0, help="measured time per scenario (default 8)")
+    parser.add_argument("--warmup", type=float, default=1.0, help="unmeasured time before each raw scenario")
+    parser.add_argument("--connections", type=int, default=4, help="raw producer connections (default 4)")
+    parser.add_argument("--depth", type=int, default=4, help="requests in flight per connection (default 4)")
+    parser.add_argument("--partitions", type=int, default=4, help="partitions of the raw topics (default 4)")
+    parser.add_argument("--small-batch", type=int, default=1000, help="100 B records per batch (default 1000)")
+    parser.add_argument("--large-batch", type=int, default=512,
+                        help="1 KiB records per batch (default 512 ≈ 0.5 MiB; max.message.bytes is ~1 MB)")
+    parser.add_argument("--disk-mib", type=int, default=2048,
+                        help="MiB written for the disk limit (default 2048, as anchors.md's dd; smaller runs are "
+                             "noisy on VMs whose host caches writes)")
+    parser.add_argument("--only", choices=("small", "large", "librdkafka"), action="append",
+                        help="run only these scenarios (repeatable)")
+    common_args(parser)
+    args = parser.parse_args(argv)
+    only = set(args.only or ("small", "large", "librdkafka"))
+
+    with BenchCluster(args.tmp_dir, args.keep, args.broker_prop) as cluster:
+        log(f"disk limit: writing {args.disk_mib} MiB with fdatasync in {cluster.root}")
+        disk = disk_write_limit(cluster.root, args.disk_mib)
+        log(f"disk limit: {disk / 1e6:.0f} MB/s")
+        rows = []
+        if "small" in only:
+            rows.append(raw_scenario(cluster, args, f"raw Produce v8, 100 B x {args.small_batch}/batch", 100,
+                                     args.small_batch, disk, args.py_spy))
+        if "large" in only:
+            profile = args.py_spy.replace(".svg", "-1k.svg") if args.py_spy and "small" in only else args.py_spy
+            rows.append(raw_scenario(cluster, args, f"raw Produce v8, 1 KiB x {args.large_batch}/batch", 1024,
+                                     args.large_batch, disk, profile))
+        if "librdkafka" in only:
+            rows.append(confluent_scenario(cluster, args))
+    rows.append(["disk: sequential write + fdatasync", "-", f"{disk / 1e6:.1f}", "1.00", "-"])
+    print_table("kbroker produce (one broker, acks=1)",
+                ["scenario", "records/s", "MB/s", "ratio to disk", "broker CPU"], rows)
+    print("targets (anchors.md): >= 1 M rec/s of 100 B records in batches; >= 250 MB/s of 1 KiB records "
+          "(~0.8 of disk); peers with librdkafka: noida-db 450-705 K rec/s, Tansu 430-590 K rec/s")
+
+
+if __name__ == "__main__":
+    main()

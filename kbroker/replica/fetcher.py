@@ -1,0 +1,227 @@
+"""Replica fetchers: followers copy their leaders' logs with the Fetch API (replica_id = this broker's id).
+
+One greenlet per source broker (Kafka's ReplicaFetcherThread, num.replica.fetchers = 1). A partition added
+to a fetcher first truncates: it asks the leader, with OffsetForLeaderEpoch, where its own latest leader epoch
+ends in the leader's log, and truncates everything after that (no divergent suffix survives a leader
+change). Then it fetches from its log end offset (Fetch v11: long-polling with replica.fetch.wait.max.ms and
+replica.fetch.min.bytes), checks each entry's CRC, appends with the leader's offsets and takes the leader's
+high watermark (capped by its own log end offset). OFFSET_OUT_OF_RANGE (the leader's log moved under it, as
+after an unclean election or DeleteRecords) truncates to where the leader's log is. Errors and lost
+connections back off replica.fetch.backoff.ms and retry; leadership changes come from the controller.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import gevent
+import gevent.event
+from kafka.protocol.consumer import (FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse,
+                                     OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse)
+
+from ..network.client import BrokerClient, BrokerConnectionError
+from ..protocol.errors import Errors, KafkaError
+
+log = logging.getLogger("kbroker.replica.fetcher")
+
+FETCH_VERSION = 11
+OFFSET_FOR_LEADER_EPOCH_VERSION = 3
+LIST_OFFSETS_VERSION = 5
+
+
+@dataclass
+class FetchState:
+    leader_epoch: int
+    truncating: bool = True
+    failed_until: float = 0.0
+
+
+class ReplicaFetcher:
+    def __init__(self, manager, leader_id: int, host: str, port: int):
+        self.manager = manager
+        self.leader_id = leader_id
+        cfg = manager.config
+        self.broker_id = manager.broker_id
+        self.client = BrokerClient(host, port, f"broker-{self.broker_id}-fetcher-{leader_id}",
+                                   cfg["replica.socket.timeout.ms"] / 1000.0)
+        self.partitions: dict[tuple[str, int], FetchState] = {}
+        self.backoff = cfg["replica.fetch.backoff.ms"] / 1000.0
+        self.wakeup = gevent.event.Event()
+        self.greenlet = gevent.spawn(self._run)
+
+    def add(self, tp, leader_epoch: int) -> None:
+        self.partitions[tp] = FetchState(leader_epoch)
+        self.wakeup.set()
+
+    def remove(self, tp) -> None:
+        self.partitions.pop(tp, None)
+
+    def shutdown(self) -> None:
+        self.greenlet.kill()
+        self.client.close()
+
+    # ---- loop ---------------------------------------------------------------------------------------------
+    def _run(self) -> None:
+        while True:
+            if not self.partitions:
+                self.wakeup.clear()
+                self.wakeup.wait()
+                continue
+            try:
+                self._truncate_pending()
+                if not self._fetch_once():
+                    gevent.sleep(self.backoff)
+            except (BrokerConnectionError, OSError) as e:
+                log.info("fetcher %d -> broker %d: %s; retrying in %gs", self.broker_id, self.leader_id, e,
+                         self.backoff)
+                gevent.sleep(self.backoff)
+            except gevent.GreenletExit:
+                raise
+            except Exception:
+                log.exception("fetcher %d -> broker %d failed; retrying", self.broker_id, self.leader_id)
+                gevent.sleep(self.backoff)
+
+    def _partition(self, tp):
+        """The local follower partition, or None if it left this fetcher meanwhile."""
+        state = self.partitions.get(tp)
+        partition = self.manager.partitions.get(tp)
+        if state is None or partition is None or partition.leader != self.leader_id:
+            return None
+        return partition
+
+    # ---- truncation ---------------------------------------------------------------------------------------
+    def _truncate_pending(self) -> None:
+        pending = [tp for tp, s in self.partitions.items() if s.truncating]
+        if not pending:
+            return
+        R = OffsetForLeaderEpochRequest
+        by_topic: dict = {}
+        for tp in pending:
+            partition = self._partition(tp)
+            if partition is None:
+                continue
+            latest = partition.log.leader_epoch_cache.latest_epoch
+            by_topic.setdefault(tp[0], []).append(R.OffsetForLeaderTopic.OffsetForLeaderPartition(
+                partition=tp[1], current_leader_epoch=self.partitions[tp].leader_epoch,
+                leader_epoch=-1 if latest is None else latest))
+        if not by_topic:
+            return
+        request = R(version=OFFSET_FOR_LEADER_EPOCH_VERSION, replica_id=self.broker_id, topics=[
+            R.OffsetForLeaderTopic(topic=t, partitions=ps) for t, ps in by_topic.items()])
+        response = self.client.send(request, OffsetForLeaderEpochResponse, OFFSET_FOR_LEADER_EPOCH_VERSION)
+        for t in response.topics:
+            for p in t.partitions:
+                tp = (t.topic, p.partition)
+                partition = self._partition(tp)
+                if partition is None:
+                    continue
+                if p.error_code:
+                    self._fail(tp, Errors(p.error_code))
+                    continue
+                partition.truncate_for_leader_epoch(p.leader_epoch, p.end_offset)
+                self.partitions[tp].truncating = False
+
+    # ---- fetching -----------------------------------------------------------------------------------------
+    def _fetch_once(self) -> bool:
+        """One fetch round; False if there was nothing to fetch."""
+        cfg = self.manager.config
+        now = gevent.get_hub().loop.now()
+        R = FetchRequest
+        by_topic: dict = {}
+        for tp, state in self.partitions.items():
+            partition = self._partition(tp)
+            if partition is None or state.truncating or state.failed_until > now:
+                continue
+            by_topic.setdefault(tp[0], []).append(R.FetchTopic.FetchPartition(
+                partition=tp[1], current_leader_epoch=state.leader_epoch, fetch_offset=partition.log.log_end_offset,
+                log_start_offset=partition.log.log_start_offset, partition_max_bytes=cfg["replica.fetch.max.bytes"]))
+        if not by_topic:
+            return False
+        request = R(version=FETCH_VERSION, replica_id=self.broker_id, max_wait_ms=cfg["replica.fetch.wait.max.ms"],
+                    min_bytes=cfg["replica.fetch.min.bytes"], max_bytes=cfg["replica.fetch.response.max.bytes"],
+                    isolation_level=0, session_id=0, session_epoch=-1,
+                    topics=[R.FetchTopic(topic=t, partitions=ps) for t, ps in by_topic.items()],
+                    forgotten_topics_data=[], rack_id="")
+        response = self.client.send(request, FetchResponse, FETCH_VERSION)
+        for t in response.responses:
+            for p in t.partitions:
+                tp = (t.topic, p.partition_index)
+                partition = self._partition(tp)
+                if partition is None:
+                    continue
+                if p.error_code == Errors.OFFSET_OUT_OF_RANGE:
+                    self._handle_out_of_range(tp, partition)
+                elif p.error_code:
+                    self._fail(tp, Errors(p.error_code))
+                else:
+                    try:
+                        partition.append_as_follower(p.records or b"", p.high_watermark)
+                    except KafkaError as e:
+                        log.error("fetcher %d: cannot append data of %s-%d from broker %d: %s", self.broker_id,
+                                  tp[0], tp[1], self.leader_id, e)
+                        self._fail(tp, e.code)
+        return True
+
+    def _fail(self, tp, error: Errors) -> None:
+        log.info("fetcher %d: %s-%d from broker %d: %s; backing off", self.broker_id, tp[0], tp[1], self.leader_id,
+                 error.name)
+        state = self.partitions.get(tp)
+        if state is not None:
+            state.failed_until = gevent.get_hub().loop.now() + self.backoff
+
+    def _leader_offset(self, tp, timestamp: int) -> int:
+        R = ListOffsetsRequest
+        request = R(version=LIST_OFFSETS_VERSION, replica_id=self.broker_id, isolation_level=0, topics=[
+            R.ListOffsetsTopic(name=tp[0], partitions=[R.ListOffsetsTopic.ListOffsetsPartition(
+                partition_index=tp[1], current_leader_epoch=self.partitions[tp].leader_epoch,
+                timestamp=timestamp)])])
+        response = self.client.send(request, ListOffsetsResponse, LIST_OFFSETS_VERSION)
+        p = response.topics[0].partitions[0]
+        if p.error_code:
+            raise KafkaError(Errors(p.error_code), "ListOffsets from the leader failed")
+        return p.offset
+
+    def _handle_out_of_range(self, tp, partition) -> None:
+        """Kafka's handleOutOfRange: truncate to the leader's end when ahead, else restart at its start."""
+        try:
+            leader_end = self._leader_offset(tp, -1)
+            if leader_end < partition.log.log_end_offset:
+                partition.truncate_to(leader_end, reason="the leader's log end offset is below ours")
+            else:
+                partition.truncate_fully_and_start_at(self._leader_offset(tp, -2))
+        except KafkaError as e:
+            self._fail(tp, e.code)
+
+
+class ReplicaFetcherManager:
+    """The fetchers of this broker, one per leader broker."""
+
+    def __init__(self, manager):
+        self.manager = manager
+        self.fetchers: dict[int, ReplicaFetcher] = {}
+
+    def add_partition(self, tp, leader_id: int, host: str, port: int, leader_epoch: int) -> None:
+        self.remove_partition(tp)
+        fetcher = self.fetchers.get(leader_id)
+        if fetcher is not None and (fetcher.client.host, fetcher.client.port) != (host, port):
+            fetcher.shutdown()
+            del self.fetchers[leader_id]
+            fetcher = None
+        if fetcher is None:
+            fetcher = self.fetchers[leader_id] = ReplicaFetcher(self.manager, leader_id, host, port)
+        fetcher.add(tp, leader_epoch)
+
+    def remove_partition(self, tp) -> None:
+        for fetcher in self.fetchers.values():
+            fetcher.remove(tp)
+
+    def shutdown_idle(self) -> None:
+        for leader_id, fetcher in list(self.fetchers.items()):
+            if not fetcher.partitions:
+                fetcher.shutdown()
+                del self.fetchers[leader_id]
+
+    def shutdown(self) -> None:
+        for fetcher in self.fetchers.values():
+            fetcher.shutdown()
+        self.fetchers.clear()
