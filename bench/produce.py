@@ -24,9 +24,9 @@ import time
 if __package__ in (None, ""):          # `python bench/produce.py`
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench._common import (MiB, BenchCluster, CpuMeter, KafkaConn, PySpy, common_args, disk_write_limit,
-                           fetch_body, fmt_rate, log, parse_fetch_response, parse_produce_response_v8,
-                           print_table, produce_body_v8, build_v2_batch)
+from bench._common import (BenchCluster, CpuMeter, KafkaConn, ProcessCpu, PySpy, build_v2_batch, common_args,
+                           disk_write_limit, fetch_body, fmt_rate, log, pagecache_write_limit, parse_fetch_response,
+                           parse_produce_response_v8, print_table, produce_body_v8)
 
 
 class RawProducer:
@@ -97,15 +97,21 @@ def raw_scenario(cluster: BenchCluster, args, name: str, value_size: int, record
     topic = f"bench-produce-{value_size}"
     cluster.create_topic(topic, args.partitions)
     batch = build_v2_batch(records_per_batch, value_size)
+    pagecache = pagecache_write_limit(cluster.log_dir, args.pagecache_mib, len(batch))
+    log(f"{name}: page-cache write limit {pagecache / 1e6:.0f} MB/s ({args.pagecache_mib} MiB of "
+        f"{len(batch) / 1024:.0f} KiB pwrites)")
     log(f"{name}: {args.connections} connections x {args.depth} in flight, {args.partitions} partitions, "
         f"batches of {records_per_batch} x {value_size} B ({len(batch) / 1024:.0f} KiB), {args.seconds:g} s")
     producer = RawProducer(cluster.port, topic, args.partitions, batch, records_per_batch, args.connections,
                            args.depth)
-    cpu = CpuMeter(cluster.pid)
+    cpu, client_cpu = CpuMeter(cluster.pid), ProcessCpu()
     with PySpy(cluster.pid, profile, args.py_spy_format):
-        threading.Timer(args.warmup, cpu.start).start()
+        def start_meters():
+            cpu.start()
+            client_cpu.start()
+        threading.Timer(args.warmup, start_meters).start()
         batches, dt = producer.run(args.warmup, args.seconds)
-        broker_cpu = cpu.percent()
+        broker_cpu, bench_cpu = cpu.percent(), client_cpu.percent()
     log(f"{name}: batches acknowledged per connection (whole run): {producer.acked}")
     hw = sum(high_watermark(cluster.port, topic, p) for p in range(args.partitions))
     total_acked = sum(producer.acked) * records_per_batch
@@ -113,10 +119,14 @@ def raw_scenario(cluster: BenchCluster, args, name: str, value_size: int, record
         log(f"WARNING: {topic}: high watermarks sum to {hw} but {total_acked} records were acknowledged")
     rps = batches * records_per_batch / dt
     bps = batches * len(batch) / dt
-    return [name, fmt_rate(rps), f"{bps / 1e6:.1f}", f"{bps / disk_bps:.2f}", f"{broker_cpu:.0f}%"]
+    return [name, fmt_rate(rps), f"{bps / 1e6:.1f}", f"{bps / disk_bps:.2f}", f"{bps / pagecache:.2f}",
+            f"{broker_cpu:.0f}%", f"{bench_cpu:.0f}%"], [f"page-cache pwrite, {len(batch) // 1024} KiB blocks", "-",
+                                                      f"{pagecache / 1e6:.1f}", f"{pagecache / disk_bps:.2f}",
+                                                      "1.00", "-", "-"]
 
 
 def confluent_scenario(cluster: BenchCluster, args) -> list:
+    import gc
     from confluent_kafka import Producer
     topic = "bench-produce-librdkafka"
     cluster.create_topic(topic, 1)
@@ -131,13 +141,12 @@ def confluent_scenario(cluster: BenchCluster, args) -> list:
                   "queue.buffering.max.messages": 1000000, "queue.buffering.max.kbytes": 1048576,
                   "delivery.report.only.error": True, "on_delivery": on_delivery})
     value = b"x" * 100
-    # warm up: metadata, connection
-    p.produce(topic, value, partition=0)
+    p.produce(topic, value, partition=0)          # warm up: metadata, connection
     p.flush(30)
     log(f"librdkafka producer: 100 B values, one partition, {args.seconds:g} s of produce() then flush()")
     produce = p.produce
     n = 0
-    cpu = CpuMeter(cluster.pid).start()
+    cpu, client_cpu = CpuMeter(cluster.pid).start(), ProcessCpu().start()
     t0 = time.perf_counter()
     deadline = t0 + args.seconds
     while True:
@@ -153,15 +162,18 @@ def confluent_scenario(cluster: BenchCluster, args) -> list:
             break
     left = p.flush(60)
     dt = time.perf_counter() - t0
-    broker_cpu = cpu.percent()
+    broker_cpu, bench_cpu = cpu.percent(), client_cpu.percent()
+    p.close() if hasattr(p, "close") else None
+    del p, produce
+    gc.collect()
     if left or failed[0]:
         log(f"WARNING: librdkafka: {left} records not delivered, {failed[0]} failed")
     hw = high_watermark(cluster.port, topic, 0)
     if hw != n + 1:
         log(f"WARNING: {topic}: high watermark {hw}, expected {n + 1}")
     rps = (n - failed[0]) / dt
-    return ["librdkafka producer, 100 B, linger 5 ms", fmt_rate(rps), f"{rps * 100 / 1e6:.1f}", "-",
-            f"{broker_cpu:.0f}%"]
+    return ["librdkafka producer, 100 B, linger 5 ms", fmt_rate(rps), f"{rps * 100 / 1e6:.1f}", "-", "-",
+            f"{broker_cpu:.0f}%", f"{bench_cpu:.0f}%"]
 
 
 def main(argv=None) -> None:
@@ -178,6 +190,9 @@ def main(argv=None) -> None:
     parser.add_argument("--disk-mib", type=int, default=2048,
                         help="MiB written for the disk limit (default 2048, as anchors.md's dd; smaller runs are "
                              "noisy on VMs whose host caches writes)")
+    parser.add_argument("--pagecache-mib", type=int, default=1024,
+                        help="MiB appended with pwrite (no sync) for the page-cache limit before each raw "
+                             "scenario (default 1024)")
     parser.add_argument("--only", choices=("small", "large", "librdkafka"), action="append",
                         help="run only these scenarios (repeatable)")
     common_args(parser)
@@ -188,19 +203,28 @@ def main(argv=None) -> None:
         log(f"disk limit: writing {args.disk_mib} MiB with fdatasync in {cluster.root}")
         disk = disk_write_limit(cluster.root, args.disk_mib)
         log(f"disk limit: {disk / 1e6:.0f} MB/s")
-        rows = []
+        rows, limits = [], []
         if "small" in only:
-            rows.append(raw_scenario(cluster, args, f"raw Produce v8, 100 B x {args.small_batch}/batch", 100,
-                                     args.small_batch, disk, args.py_spy))
+            row, limit = raw_scenario(cluster, args, f"raw Produce v8, 100 B x {args.small_batch}/batch", 100,
+                                      args.small_batch, disk, args.py_spy)
+            rows.append(row)
+            limits.append(limit)
         if "large" in only:
-            profile = args.py_spy.replace(".svg", "-1k.svg") if args.py_spy and "small" in only else args.py_spy
-            rows.append(raw_scenario(cluster, args, f"raw Produce v8, 1 KiB x {args.large_batch}/batch", 1024,
-                                     args.large_batch, disk, profile))
+            profile = args.py_spy
+            if profile and "small" in only:
+                root, ext = os.path.splitext(profile)
+                profile = f"{root}-1k{ext}"
+            row, limit = raw_scenario(cluster, args, f"raw Produce v8, 1 KiB x {args.large_batch}/batch", 1024,
+                                      args.large_batch, disk, profile)
+            rows.append(row)
+            limits.append(limit)
         if "librdkafka" in only:
             rows.append(confluent_scenario(cluster, args))
-    rows.append(["disk: sequential write + fdatasync", "-", f"{disk / 1e6:.1f}", "1.00", "-"])
-    print_table("kbroker produce (one broker, acks=1)",
-                ["scenario", "records/s", "MB/s", "ratio to disk", "broker CPU"], rows)
+    rows += limits
+    rows.append(["disk: sequential write + fdatasync", "-", f"{disk / 1e6:.1f}", "1.00", "-", "-", "-"])
+    print_table("kbroker produce (one broker, acks=1; CPU in % of one core)",
+                ["scenario", "records/s", "MB/s", "ratio to disk", "ratio to page cache", "broker CPU",
+                 "client CPU"], rows)
     print("targets (anchors.md): >= 1 M rec/s of 100 B records in batches; >= 250 MB/s of 1 KiB records "
           "(~0.8 of disk); peers with librdkafka: noida-db 450-705 K rec/s, Tansu 430-590 K rec/s")
 

@@ -62,6 +62,7 @@ def broker_properties(broker_id: int, port: int, log_dir: str, zk_connect: str, 
         f"transaction.state.log.replication.factor={rf}",
         f"transaction.state.log.min.isr={min(2, rf)}",
         "group.initial.rebalance.delay.ms=0",
+        "controlled.shutdown.retry.backoff.ms=500",
         "",
     ])
 

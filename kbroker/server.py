@@ -10,6 +10,8 @@
 7. start the controller module (every broker runs it; one is elected);
 8. start serving requests, and the periodic log tasks (retention, flush, checkpoints).
 fsync and other long disk work run in gevent's thread pool, never on the hub.
+Shutdown (SIGTERM) starts with a controlled shutdown when controlled.shutdown.enable: the controller moves
+this broker's leaders away first, so clients see leadership move rather than errors.
 A lost ZooKeeper session makes the controller resign; once a new session is up the broker registers again
 (with a new broker epoch) and the controller module re-elects.
 """
@@ -33,7 +35,10 @@ from .log.errors import InvalidConfig
 from .log.log import parse_topic_partition
 from .log.manager import LogManager
 from .metadata_cache import MetadataCache
+from .network.client import BrokerClient, BrokerConnectionError
 from .network.server import SocketServer
+from .protocol.errors import Errors
+from .protocol.interbroker import ControlledShutdownRequest, ControlledShutdownResponse
 from .replica.manager import ReplicaManager
 
 log = logging.getLogger("kbroker.server")
@@ -263,8 +268,42 @@ class KafkaServer:
         self.controller.session_renewed()
 
     # ---- shutdown ----------------------------------------------------------------------------------------
+    def controlled_shutdown(self) -> bool:
+        """Ask the controller to move our leaders away; retry as Kafka does. True when nothing is left."""
+        cfg = self.config
+        retries, backoff = cfg["controlled.shutdown.max.retries"], cfg["controlled.shutdown.retry.backoff.ms"]
+        for attempt in range(1, retries + 1):
+            try:
+                controller = self.zk.get_controller_id()
+                info = self.zk.get_broker(controller) if controller is not None else None
+                ep = info.endpoint(cfg.inter_broker_listener) if info else None
+                if ep is None:
+                    raise BrokerConnectionError("no controller is known")
+                client = BrokerClient(ep.host, ep.port, f"broker-{self.broker_id}-controlled-shutdown",
+                                      cfg["controller.socket.timeout.ms"] / 1000.0)
+                try:
+                    response = client.send(ControlledShutdownRequest(version=3, broker_id=self.broker_id,
+                                                                     broker_epoch=self.broker_epoch),
+                                           ControlledShutdownResponse, 3)
+                finally:
+                    client.close()
+                if response.error_code == Errors.NONE and not response.remaining_partitions:
+                    log.info("controlled shutdown succeeded")
+                    return True
+                log.warning("controlled shutdown attempt %d: %s, partitions still led here: %s", attempt,
+                            Errors(response.error_code).name,
+                            ", ".join(f"{p.topic_name}-{p.partition_index}" for p in response.remaining_partitions))
+            except (BrokerConnectionError, ZkError, OSError) as e:
+                log.warning("controlled shutdown attempt %d failed: %s", attempt, e)
+            if attempt < retries:
+                gevent.sleep(backoff / 1000.0)
+        log.warning("proceeding to do an unclean shutdown as all the controlled shutdown attempts failed")
+        return False
+
     def shutdown(self) -> None:
         log.info("[KafkaServer id=%d] shutting down", self.broker_id)
+        if self.config["controlled.shutdown.enable"] and self.broker_epoch >= 0 and self.zk is not None:
+            self.controlled_shutdown()
         if self.socket_server is not None:
             self.socket_server.stop()
         for task in self._tasks:

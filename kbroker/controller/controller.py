@@ -26,6 +26,7 @@ from zk import znodes as z
 from zk.client import ControllerMovedError, KafkaZkClient
 from . import election
 from .channel import ControllerChannelManager, RequestBatch
+from .leadership import LeadershipMoves
 
 log = logging.getLogger("kbroker.controller")
 state_change = logging.getLogger("state-change")
@@ -44,6 +45,10 @@ class ControllerContext:
     topics_to_delete: set = field(default_factory=set)
     topics_being_deleted: set = field(default_factory=set)
     pending_deletion_replicas: dict = field(default_factory=dict)  # topic -> {(partition, broker)}
+    shutting_down: set = field(default_factory=set)         # brokers in controlled shutdown: never leaders
+
+    def eligible_leaders(self) -> set[int]:
+        return set(self.live_brokers) - self.shutting_down
 
     def topics(self) -> set[str]:
         return {t for t, _ in self.assignments}
@@ -56,7 +61,7 @@ class ControllerContext:
         self.__init__(*keep)
 
 
-class KafkaController:
+class KafkaController(LeadershipMoves):
     def __init__(self, broker_id: int, zk: KafkaZkClient, config, inter_broker_listener: str):
         self.broker_id = broker_id
         self.zk = zk
@@ -67,6 +72,7 @@ class KafkaController:
         self.queue: Queue = Queue()
         self.worker = None
         self.session_generation = 0
+        self.active_tasks: list = []   # greenlets that run only while this broker is controller
 
     # ---- event loop --------------------------------------------------------------------------------------
     def startup(self) -> None:
@@ -201,6 +207,9 @@ class KafkaController:
             return
         state_change.info("broker %d resigns as controller (epoch %d)", self.broker_id, self.ctx.epoch)
         self.active = False
+        for task in self.active_tasks:
+            task.kill(block=False)
+        self.active_tasks = []
         if self.channels is not None:
             self.channels.shutdown()
             self.channels = None
@@ -243,6 +252,9 @@ class KafkaController:
         self._remove_offline_replicas_from_isr(batch, set(offline))
         batch.send(self.channels, self._on_stop_replica_response)
         self._process_topic_deletion()
+        self._process_preferred_election_znode()
+        if self.config["auto.leader.rebalance.enable"]:
+            self.active_tasks.append(gevent.spawn(self._auto_rebalance_loop))
         log.info("controller %d ready: %d live brokers, %d topics, %d partitions", self.broker_id,
                  len(ctx.live_brokers), len(ctx.topics()), len(ctx.assignments))
 
@@ -295,7 +307,7 @@ class KafkaController:
     def _elect_partitions(self, batch: RequestBatch, partitions) -> None:
         """New partitions get their first leader; offline ones a leader from the live ISR."""
         ctx = self.ctx
-        live = set(ctx.live_brokers)
+        live = ctx.eligible_leaders()
         unclean = self._unclean_election_enabled
         for tp in partitions:
             if tp[0] in ctx.topics_to_delete:
@@ -332,7 +344,7 @@ class KafkaController:
             if chosen is None:
                 state_change.warning("partition %s-%d: no live in-sync replica among isr %s; it stays offline",
                                      *tp, ctx.partition_states[tp].isr)
-                batch.add_update_metadata(live, [tp])
+                batch.add_update_metadata(ctx.live_brokers, [tp])
                 continue
             leader, isr, was_unclean = chosen
             new = ctx.partition_states[tp]
@@ -342,7 +354,7 @@ class KafkaController:
             state_change.info("partition %s-%d: new leader %d (epoch %d), isr %s%s", *tp, new.leader,
                               new.leader_epoch, new.isr, " (unclean election)" if was_unclean else "")
             batch.add_leader_and_isr(replicas, tp)
-        batch.add_update_metadata(live, [])
+        batch.add_update_metadata(ctx.live_brokers, [])
 
     def _unclean_election_enabled(self, topic: str) -> bool:
         value = self.zk.get_entity_config("topics", topic).get("unclean.leader.election.enable")
@@ -398,6 +410,7 @@ class KafkaController:
         ctx = self.ctx
         for b in dead:
             ctx.live_brokers.pop(b, None)
+            ctx.shutting_down.discard(b)
             self.channels.remove_broker(b)
         dead_set = set(dead)
         batch = RequestBatch(ctx)

@@ -46,8 +46,14 @@ def read_uvarint(buf, pos: int) -> tuple[int, int]:
             raise MalformedRequest("varint too long")
 
 
+CONTROLLED_SHUTDOWN_KEY = 7
+
+
 def parse_request_header_v1(frame: memoryview) -> RequestHeader:
-    """The fixed part every request starts with; call skip_tagged_fields for header v2."""
+    """The fixed part every request starts with; call skip_tagged_fields for header v2.
+    ControlledShutdown v0 alone uses request header v0, without a client id."""
+    if len(frame) >= 8 and struct.unpack_from(">hh", frame, 0) == (CONTROLLED_SHUTDOWN_KEY, 0):
+        return RequestHeader(CONTROLLED_SHUTDOWN_KEY, 0, struct.unpack_from(">i", frame, 4)[0], None, 8)
     if len(frame) < _HEAD.size:
         raise MalformedRequest("frame shorter than a request header")
     api_key, api_version, correlation_id, n = _HEAD.unpack_from(frame, 0)

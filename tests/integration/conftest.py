@@ -29,6 +29,7 @@ class BrokerProcess:
             "log.dirs": os.path.join(self.dir, "data"),
             "zookeeper.connect": zk_connect,
             "zookeeper.session.timeout.ms": SESSION_TIMEOUT_MS,
+            "controlled.shutdown.retry.backoff.ms": 200,
             **(extra or {}),
         }
         with open(self.config_path, "w") as f:

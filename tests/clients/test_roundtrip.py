@@ -1,0 +1,274 @@
+"""Round trips with kafka-python against real broker processes, for every client era and codec, and across eras.
+
+Eras: api_version (0,8,2) → Produce v0 / Fetch v0 (magic 0); (0,10,0) → Produce v2 / Fetch v2 (magic 1);
+(0,11,0) → Produce v3 / Fetch v4 (magic 2, idempotent); no configuration at all → the newest versions the broker
+advertises (magic 2, idempotent, acks=all). Every codec the era supports: zstd only with Produce v7+ (default).
+kafka-python writes and reads magic 0 lz4 with old Kafka's framing only with `xxhash`; the `old_lz4` fixture
+gives it a pure-Python one.
+
+Every record's offset, key, value, timestamp (v1+), headers (v2) must come back exactly; the .log file shows
+what the broker stored (magic 2 on a default topic, the producer's codec, producer ids for idempotent ones).
+
+One broker serves the whole module; each test has its own topics.
+"""
+from __future__ import annotations
+
+import pytest
+
+from kafka.protocol.consumer import FetchRequest, FetchResponse
+from kafka.protocol.producer import ProduceRequest, ProduceResponse
+from tests.clients._util import (build_batch, ck_consume, create_topic, kp_consume, kp_produce, log_entries,
+                                 raw_request, sample_records, segment_path, unique)
+
+ERAS = {"0.8.2": (0, 8, 2), "0.10.0": (0, 10, 0), "0.11.0": (0, 11, 0), "default": None}
+MAGIC = {"0.8.2": 0, "0.10.0": 1, "0.11.0": 2, "default": 2}
+CODECS = {"0.8.2": [None, "gzip", "snappy", "lz4"],
+          "0.10.0": [None, "gzip", "snappy", "lz4"],
+          "0.11.0": [None, "gzip", "snappy", "lz4"],
+          "default": [None, "gzip", "snappy", "lz4", "zstd"]}
+CODEC_ID = {None: 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+UNSUPPORTED_COMPRESSION_TYPE = 76
+
+CASES = [(era, codec) for era, codecs in CODECS.items() for codec in codecs]
+
+
+def _expect_same(got, recs, magic: int, first_offset: int = 0, v0_stored: bool = False):
+    """got: kafka-python ConsumerRecords; recs: what was produced, in order. magic: what the consumer reads.
+    v0_stored: the records were produced without timestamps (magic 0), so a v1+ reader sees -1."""
+    assert [g.offset for g in got] == list(range(first_offset, first_offset + len(recs)))
+    assert [(g.key, g.value) for g in got] == [(r.key, r.value) for r in recs]
+    if magic == 0:
+        assert [(g.timestamp, g.timestamp_type) for g in got] == [(None, None)] * len(recs)
+    elif v0_stored:
+        assert [(g.timestamp, g.timestamp_type) for g in got] == [(-1, 0)] * len(recs)
+    else:
+        assert [(g.timestamp, g.timestamp_type) for g in got] == [(r.ts, 0) for r in recs]
+    if magic == 2:
+        assert [list(g.headers) for g in got] == [list(r.headers) for r in recs]
+    else:
+        assert [list(g.headers or []) for g in got] == [[] for _ in recs]
+
+
+@pytest.mark.parametrize("era,codec", CASES, ids=[f"{e}-{c or 'none'}" for e, c in CASES])
+def test_kafka_python_roundtrip(cluster1m, old_lz4, era, codec):
+    api, magic = ERAS[era], MAGIC[era]
+    bs = cluster1m.bootstrap
+    topic = create_topic(cluster1m, unique(f"kp-{era}-{codec or 'none'}"))
+    recs = sample_records(6, headers=magic == 2)
+
+    md = kp_produce(bs, topic, recs, api_version=api, compression=codec, with_ts=magic >= 1,
+                    with_headers=magic == 2)
+    assert [(m.partition, m.offset) for m in md] == [(0, i) for i in range(6)]
+    assert [m.timestamp for m in md] == ([r.ts for r in recs] if magic >= 1 else [-1] * 6)
+
+    # the same era reads them back
+    _expect_same(kp_consume(bs, topic, 6, api_version=api), recs, magic)
+    # a v2 reader sees what the broker stored (up-converted to magic 2: v0 records have no timestamp)
+    if api is not None:
+        _expect_same(kp_consume(bs, topic, 6), recs if magic == 2 else recs, 2, v0_stored=magic == 0)
+
+    # on disk: one magic 2 batch, the producer's codec kept; idempotent eras carry a producer id, sequence 0
+    entries = log_entries(segment_path(cluster1m, 1, topic))
+    assert [(e.offset, e.magic, e.codec, e.last_offset, e.record_count) for e in entries] == \
+        [(0, 2, CODEC_ID[codec], 5, 6)]
+    if era in ("0.11.0", "default"):
+        assert entries[0].producer_id >= 0 and entries[0].base_sequence == 0
+    else:
+        assert (entries[0].producer_id, entries[0].base_sequence) == (-1, -1)
+    assert entries[0].max_timestamp == (recs[-1].ts if magic >= 1 else -1)
+
+
+def test_default_kafka_python_producer_is_idempotent_with_acks_all(cluster1m):
+    """kafka-python 3.x with no configuration: idempotent (InitProducerId answered), acks=all, Produce v7+."""
+    from kafka import KafkaProducer
+    topic = create_topic(cluster1m, unique("kp-defaults"))
+    p = KafkaProducer(bootstrap_servers=cluster1m.bootstrap)
+    try:
+        assert p.config["acks"] == -1 and p.config["enable_idempotence"] is True
+        assert p._transaction_manager is not None
+        futures = [p.send(topic, b"value-%d" % i) for i in range(3)]
+        p.flush(15)
+        assert sorted(f.get(5).offset for f in futures) == [0, 1, 2]
+        pid = p._transaction_manager.producer_id_and_epoch
+        assert pid.producer_id >= 0 and pid.epoch >= 0
+    finally:
+        p.close(5)
+    entries = log_entries(segment_path(cluster1m, 1, topic))
+    assert {e.producer_id for e in entries} == {pid.producer_id}
+    assert entries[0].base_sequence == 0
+    assert sum(e.record_count for e in entries) == 3
+
+
+# ---- cross-era on one topic ----------------------------------------------------------------------------------
+
+def test_v0_v1_v2_producers_to_v2_consumers(cluster1m, old_lz4):
+    """v0 and v1 producers (plain, gzip, lz4) then v2 ones on one topic: a v2 reader (kafka-python, librdkafka)
+    sees every record in order with contiguous offsets; v0 records up-converted without timestamps."""
+    bs = cluster1m.bootstrap
+    topic = create_topic(cluster1m, unique("cross-up"))
+    plan = [("0.8.2", None), ("0.8.2", "gzip"), ("0.8.2", "lz4"), ("0.10.0", None), ("0.10.0", "gzip"),
+            ("0.10.0", "lz4"), ("default", "lz4"), ("default", "gzip"), ("default", None)]
+    produced = []  # (era, Rec)
+    for i, (era, codec) in enumerate(plan):
+        magic = MAGIC[era]
+        recs = sample_records(4, headers=magic == 2, tag=f"{i}{era}{codec}-")
+        md = kp_produce(bs, topic, recs, api_version=ERAS[era], compression=codec, with_ts=magic >= 1,
+                        with_headers=magic == 2)
+        assert [m.offset for m in md] == list(range(len(produced), len(produced) + 4))
+        produced += [(era, r) for r in recs]
+
+    entries = log_entries(segment_path(cluster1m, 1, topic))
+    assert [(e.offset, e.magic, e.codec, e.last_offset) for e in entries] == \
+        [(4 * i, 2, CODEC_ID[c], 4 * i + 3) for i, (_, c) in enumerate(plan)]
+
+    got = kp_consume(bs, topic, len(produced))
+    assert [g.offset for g in got] == list(range(len(produced)))
+    assert [(g.key, g.value) for g in got] == [(r.key, r.value) for _, r in produced]
+    assert [g.timestamp for g in got] == [r.ts if MAGIC[e] >= 1 else -1 for e, r in produced]
+    assert [list(g.headers) for g in got] == [list(r.headers) if MAGIC[e] == 2 else [] for e, r in produced]
+
+    from confluent_kafka import TIMESTAMP_CREATE_TIME
+    msgs = ck_consume(bs, topic, len(produced))
+    assert [m.offset() for m in msgs] == list(range(len(produced)))
+    assert [(m.key(), m.value()) for m in msgs] == [(r.key, r.value) for _, r in produced]
+    assert [m.timestamp() for m in msgs if MAGIC[produced[m.offset()][0]] >= 1] == \
+        [(TIMESTAMP_CREATE_TIME, r.ts) for e, r in produced if MAGIC[e] >= 1]
+    assert [m.headers() or [] for m in msgs] == \
+        [list(r.headers) if MAGIC[e] == 2 else [] for e, r in produced]
+
+
+@pytest.fixture(scope="module")
+def v2_topic(cluster1m):
+    """A topic written only by v2 producers (with headers): plain, gzip, lz4, snappy batches of 4 records."""
+    bs = cluster1m.bootstrap
+    topic = create_topic(cluster1m, unique("cross-down"))
+    produced = []
+    for i, codec in enumerate([None, "gzip", "lz4", "snappy"]):
+        recs = sample_records(4, headers=True, tag=f"{i}{codec}-")
+        md = kp_produce(bs, topic, recs, compression=codec)
+        assert [m.offset for m in md] == list(range(4 * i, 4 * i + 4))
+        produced += recs
+    return topic, produced
+
+
+@pytest.mark.parametrize("era", ["0.8.2", "0.10.0"])
+@pytest.mark.parametrize("start", [0, 5], ids=["from-0", "mid-batch"])
+def test_v2_producer_to_old_kafka_python_consumers(cluster1m, old_lz4, v2_topic, era, start):
+    """v2 batches (headers, plain/gzip/lz4/snappy) down-converted for Fetch v0 (magic 0) and v2 (magic 1): every
+    record, offsets exact also when starting inside a compressed batch; headers dropped; v1 keeps timestamps."""
+    topic, produced = v2_topic
+    got = kp_consume(cluster1m.bootstrap, topic, len(produced) - start, api_version=ERAS[era], offset=start)
+    _expect_same(got, produced[start:], MAGIC[era], first_offset=start)
+
+
+@pytest.mark.parametrize("fallback", ["0.9.0", "0.10.0"])
+def test_v2_producer_to_old_librdkafka_consumers(cluster1m, v2_topic, fallback):
+    from confluent_kafka import TIMESTAMP_CREATE_TIME, TIMESTAMP_NOT_AVAILABLE
+    topic, produced = v2_topic
+    msgs = ck_consume(cluster1m.bootstrap, topic, len(produced), **{"api.version.request": False,
+                                                                    "broker.version.fallback": fallback})
+    assert [m.offset() for m in msgs] == list(range(len(produced)))
+    assert [(m.key(), m.value()) for m in msgs] == [(r.key, r.value) for r in produced]
+    assert [m.headers() for m in msgs] == [None] * len(produced)
+    if fallback == "0.9.0":
+        assert {m.timestamp()[0] for m in msgs} == {TIMESTAMP_NOT_AVAILABLE}
+    else:
+        assert [m.timestamp() for m in msgs] == [(TIMESTAMP_CREATE_TIME, r.ts) for r in produced]
+
+
+# ---- message.format.version=0.10.0: magic 1 on disk ----------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def v1_topic(cluster1m):
+    bs = cluster1m.bootstrap
+    topic = create_topic(cluster1m, unique("fmt-0100"), configs={"message.format.version": "0.10.0"})
+    produced = []
+    for i, codec in enumerate([None, "gzip", "lz4", "snappy"]):
+        recs = sample_records(3, headers=False, tag=f"{i}{codec}-")
+        md = kp_produce(bs, topic, recs, compression=codec)  # v2 producer, no headers (magic 1 has none)
+        assert [(m.offset, m.timestamp) for m in md] == [(3 * i + j, r.ts) for j, r in enumerate(recs)]
+        produced += recs
+    return topic, produced
+
+
+def test_format_0_10_0_topic_stores_magic_1(cluster1m, v1_topic):
+    """Every entry of the .log file has magic 1 (byte 16). Plain records are one entry each; a compressed batch
+    is one wrapper whose offset is its last inner offset (v1 inner offsets are relative), codec kept."""
+    topic, produced = v1_topic
+    path = segment_path(cluster1m, 1, topic)
+    with open(path, "rb") as f:
+        data = f.read()
+    assert data[16] == 1
+    entries = log_entries(path)
+    assert {e.magic for e in entries} == {1}
+    assert [(e.offset, e.codec) for e in entries] == \
+        [(0, 0), (1, 0), (2, 0), (5, 1), (8, 3), (11, 2)]
+    # CreateTime: plain entries carry their own timestamp; a wrapper carries its largest inner timestamp
+    assert [e.timestamp_type for e in entries] == [0] * 6
+    assert [e.max_timestamp for e in entries] == \
+        [produced[0].ts, produced[1].ts, produced[2].ts, produced[5].ts, produced[8].ts, produced[11].ts]
+
+
+@pytest.mark.parametrize("era", ["0.8.2", "0.10.0", "0.11.0", "default"])
+def test_format_0_10_0_topic_read_by_every_era(cluster1m, old_lz4, v1_topic, era):
+    topic, produced = v1_topic
+    got = kp_consume(cluster1m.bootstrap, topic, len(produced), api_version=ERAS[era])
+    _expect_same(got, produced, MAGIC[era])
+
+
+def test_format_0_10_0_topic_read_by_librdkafka(cluster1m, v1_topic):
+    from confluent_kafka import TIMESTAMP_CREATE_TIME
+    topic, produced = v1_topic
+    msgs = ck_consume(cluster1m.bootstrap, topic, len(produced))
+    assert [(m.offset(), m.key(), m.value(), m.timestamp()) for m in msgs] == \
+        [(i, r.key, r.value, (TIMESTAMP_CREATE_TIME, r.ts)) for i, r in enumerate(produced)]
+
+
+# ---- zstd: only magic 2 with Produce v7+, and only Fetch v10+ reads it ------------------------------------------
+
+def _produce_raw(bs, topic, version, records_bytes):
+    TopicData = ProduceRequest.TopicProduceData
+    req = ProduceRequest(version=version, transactional_id=None, acks=1, timeout_ms=5000, topic_data=[
+        TopicData(name=topic, partition_data=[TopicData.PartitionProduceData(index=0, records=records_bytes)])])
+    resp = raw_request(bs, req, ProduceResponse)
+    (t,) = resp.responses
+    (p,) = t.partition_responses
+    return p
+
+
+def _fetch_raw(bs, topic, version, offset=0):
+    FT = FetchRequest.FetchTopic
+    req = FetchRequest(version=version, replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20,
+                       isolation_level=0, session_id=0, session_epoch=-1, topics=[
+                           FT(topic=topic, partitions=[FT.FetchPartition(
+                               partition=0, current_leader_epoch=-1, fetch_offset=offset, log_start_offset=-1,
+                               partition_max_bytes=1 << 20)])],
+                       forgotten_topics_data=[], rack_id="")
+    resp = raw_request(bs, req, FetchResponse)
+    (t,) = resp.responses
+    (p,) = t.partitions
+    return p
+
+
+@pytest.mark.parametrize("version", [3, 6])
+def test_zstd_needs_produce_v7(cluster1m, version):
+    bs = cluster1m.bootstrap
+    topic = create_topic(cluster1m, unique("zstd-old"))
+    p = _produce_raw(bs, topic, version, build_batch(2, 4, sample_records(3)))
+    assert p.error_code == UNSUPPORTED_COMPRESSION_TYPE
+    # nothing appended; the same batch with Produce v7 goes in at offset 0
+    p = _produce_raw(bs, topic, 7, build_batch(2, 4, sample_records(3)))
+    assert (p.error_code, p.base_offset) == (0, 0)
+
+
+def test_zstd_batches_need_fetch_v10(cluster1m):
+    bs = cluster1m.bootstrap
+    topic = create_topic(cluster1m, unique("zstd-fetch"))
+    recs = sample_records(3)
+    kp_produce(bs, topic, recs, compression="zstd")
+    assert _fetch_raw(bs, topic, 9).error_code == UNSUPPORTED_COMPRESSION_TYPE
+    assert _fetch_raw(bs, topic, 4).error_code == UNSUPPORTED_COMPRESSION_TYPE
+    p = _fetch_raw(bs, topic, 10)
+    assert (p.error_code, p.high_watermark) == (0, 3)
+    got = kp_consume(bs, topic, 3)
+    _expect_same(got, recs, 2)
