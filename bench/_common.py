@@ -471,6 +471,8 @@ class BenchCluster:
             "zookeeper.session.timeout.ms": "18000",
             "offsets.topic.replication.factor": "1",
             "auto.create.topics.enable": "false",
+            "delete.topic.enable": "true",
+            "log.segment.delete.delay.ms": "0",
         }
         for kv in self.broker_props:
             k, _, v = kv.partition("=")
@@ -521,6 +523,22 @@ class BenchCluster:
                     time.sleep(0.05)
         finally:
             conn.close()
+
+    def delete_topic(self, name: str, timeout: float = 30.0) -> bool:
+        """Delete the topic (marker in ZooKeeper; the controller does the rest) and wait until its partition
+        directories are gone, so its dirty pages are dropped instead of competing with the next measurement.
+        Best effort: False (and a warning) if they are still there after timeout."""
+        from admin_cli.topics import delete_topic
+        delete_topic(self._zk_client, name)
+        deadline = time.monotonic() + timeout
+        prefix = name + "-"
+        while time.monotonic() < deadline:
+            left = [d for d in os.listdir(self.log_dir) if d.startswith(prefix)]
+            if not left and not self._zk_client.topic_exists(name):
+                return True
+            time.sleep(0.1)
+        log(f"WARNING: topic {name} still not deleted after {timeout:g} s")
+        return False
 
     def partition_dir(self, topic: str, partition: int) -> str:
         return os.path.join(self.log_dir, f"{topic}-{partition}")

@@ -97,6 +97,7 @@ def raw_scenario(cluster: BenchCluster, args, name: str, value_size: int, record
     topic = f"bench-produce-{value_size}"
     cluster.create_topic(topic, args.partitions)
     batch = build_v2_batch(records_per_batch, value_size)
+    os.sync()       # start every scenario with no dirty pages in flight
     pagecache = pagecache_write_limit(cluster.log_dir, args.pagecache_mib, len(batch))
     log(f"{name}: page-cache write limit {pagecache / 1e6:.0f} MB/s ({args.pagecache_mib} MiB of "
         f"{len(batch) / 1024:.0f} KiB pwrites)")
@@ -117,6 +118,7 @@ def raw_scenario(cluster: BenchCluster, args, name: str, value_size: int, record
     total_acked = sum(producer.acked) * records_per_batch
     if hw != total_acked:
         log(f"WARNING: {topic}: high watermarks sum to {hw} but {total_acked} records were acknowledged")
+    cluster.delete_topic(topic)     # drop its dirty pages before the next scenario
     rps = batches * records_per_batch / dt
     bps = batches * len(batch) / dt
     return [name, fmt_rate(rps), f"{bps / 1e6:.1f}", f"{bps / disk_bps:.2f}", f"{bps / pagecache:.2f}",
@@ -179,7 +181,7 @@ def confluent_scenario(cluster: BenchCluster, args) -> list:
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.produce", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--seconds", type=float, default=8.0, help="measured time per scenario (default 8)")
+    parser.add_argument("--seconds", type=float, default=6.0, help="measured time per scenario (default 6)")
     parser.add_argument("--warmup", type=float, default=1.0, help="unmeasured time before each raw scenario")
     parser.add_argument("--connections", type=int, default=4, help="raw producer connections (default 4)")
     parser.add_argument("--depth", type=int, default=4, help="requests in flight per connection (default 4)")
@@ -187,12 +189,12 @@ def main(argv=None) -> None:
     parser.add_argument("--small-batch", type=int, default=1000, help="100 B records per batch (default 1000)")
     parser.add_argument("--large-batch", type=int, default=512,
                         help="1 KiB records per batch (default 512 ≈ 0.5 MiB; max.message.bytes is ~1 MB)")
-    parser.add_argument("--disk-mib", type=int, default=2048,
-                        help="MiB written for the disk limit (default 2048, as anchors.md's dd; smaller runs are "
-                             "noisy on VMs whose host caches writes)")
-    parser.add_argument("--pagecache-mib", type=int, default=1024,
+    parser.add_argument("--disk-mib", type=int, default=1024,
+                        help="MiB written for the disk limit (default 1024; anchors.md's dd wrote 2048; small "
+                             "runs are noisy on VMs whose host caches writes)")
+    parser.add_argument("--pagecache-mib", type=int, default=512,
                         help="MiB appended with pwrite (no sync) for the page-cache limit before each raw "
-                             "scenario (default 1024)")
+                             "scenario (default 512)")
     parser.add_argument("--only", choices=("small", "large", "librdkafka"), action="append",
                         help="run only these scenarios (repeatable)")
     common_args(parser)

@@ -10,7 +10,8 @@ from __future__ import annotations
 import re
 
 from . import znodes as z
-from .admin_errors import InvalidTopicError
+from .admin_errors import (InvalidPartitionsError, InvalidReplicaAssignmentError, InvalidTopicError,
+                           UnknownTopicError)
 from .assignment import assign_replicas, check_assignment
 from .client import KafkaZkClient, TopicExistsError
 from .topic_config import validate_topic_config
@@ -84,3 +85,38 @@ def _create(zk: KafkaZkClient, name: str, assignment: dict[int, list[int]], conf
     zk.set_or_create_entity_config("topics", name, config)
     zk.create_topic_assignment(name, z.TopicAssignment(assignment))
     return assignment
+
+
+def add_partitions(zk: KafkaZkClient, name: str, count: int, new_assignments: list[list[int]] | None = None,
+                   validate_only: bool = False) -> dict[int, list[int]]:
+    """Grow a topic to `count` partitions (AdminZkClient.addPartitions): new replicas spread like Kafka's,
+    continuing from partition 0's first replica, or as given. Writes the topic znode; the controller reacts."""
+    assignment = zk.get_topic_assignment(name)
+    if assignment is None:
+        raise UnknownTopicError(f"The topic '{name}' does not exist.")
+    if name in zk.get_topic_deletions():
+        raise InvalidTopicError(f"The topic '{name}' is queued for deletion.")
+    existing = assignment.partitions
+    if count <= len(existing):
+        raise InvalidPartitionsError(f"Topic currently has {len(existing)} partitions, {count} would not be an "
+                                     f"increase.")
+    rf = len(existing[0])
+    brokers = zk.get_broker_ids()
+    adding = count - len(existing)
+    if new_assignments is not None:
+        if len(new_assignments) != adding:
+            raise InvalidReplicaAssignmentError(f"Increasing the number of partitions by {adding} but "
+                                                f"{len(new_assignments)} assignments provided.")
+        new = {len(existing) + i: list(r) for i, r in enumerate(new_assignments)}
+        for replicas in new.values():
+            if len(replicas) != rf or len(set(replicas)) != rf or any(r not in brokers for r in replicas):
+                raise InvalidReplicaAssignmentError(f"Invalid replica assignment {replicas}: {rf} distinct live "
+                                                    f"brokers are needed.")
+    else:
+        ordered = sorted(brokers)
+        start = next((i for i, b in enumerate(ordered) if b >= existing[0][0]), 0)
+        new = assign_replicas(ordered, adding, rf, start_index=start, shift=start, start_partition=len(existing))
+    if not validate_only:
+        assignment.partitions.update(new)
+        zk.set_topic_assignment(name, assignment)
+    return new

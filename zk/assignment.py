@@ -13,8 +13,9 @@ from .admin_errors import InvalidPartitionsError, InvalidReplicaAssignmentError,
 
 
 def assign_replicas(broker_ids, partitions: int, rf: int, start_index: int | None = None,
-                    shift: int | None = None) -> dict[int, list[int]]:
-    """Partition -> replica list (the first replica is the preferred leader) over the given brokers."""
+                    shift: int | None = None, start_partition: int = 0) -> dict[int, list[int]]:
+    """Partition -> replica list (the first replica is the preferred leader) over the given brokers, for
+    partitions start_partition .. start_partition + partitions - 1 (new partitions of an existing topic)."""
     if partitions <= 0:
         raise InvalidPartitionsError("Number of partitions must be larger than 0.")
     if rf <= 0:
@@ -28,7 +29,7 @@ def assign_replicas(broker_ids, partitions: int, rf: int, start_index: int | Non
     if shift is None:
         shift = random.randrange(n)
     out = {}
-    for p in range(partitions):
+    for p in range(start_partition, start_partition + partitions):
         if p > 0 and p % n == 0:
             shift += 1
         first = (start_index + p) % n

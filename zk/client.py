@@ -279,6 +279,10 @@ class KafkaZkClient:
         except NodeExistsError:
             raise TopicExistsError(f"Topic '{topic}' already exists.") from None
 
+    def set_topic_assignment(self, topic: str, assignment: z.TopicAssignment) -> None:
+        """An admin's write of the topic znode (new partitions); the controller's are fenced instead."""
+        self.zk.set(z.TopicZNode.path(topic), z.TopicZNode.encode(assignment))
+
     def set_topic_assignment_fenced(self, topic: str, assignment: z.TopicAssignment, epoch_zk_version: int) -> None:
         self.fenced(epoch_zk_version, lambda t: t.set_data(z.TopicZNode.path(topic), z.TopicZNode.encode(assignment)))
 

@@ -22,14 +22,15 @@ from typing import Any
 from ..protocol.header import (MalformedRequest, parse_request_header_v1, response_header,
                                skip_tagged_fields)
 from ..protocol.hotpath import piece_size
-from . import (api_versions, controlled_shutdown, delete_records, elect_leaders, fetch, init_producer_id,
-               leader_and_isr, list_offsets, metadata, offset_for_leader_epoch, produce, stop_replica,
-               update_metadata)
+from . import (alter_partition_reassignments, api_versions, controlled_shutdown, create_partitions, delete_records,
+               elect_leaders, fetch, init_producer_id, leader_and_isr, list_offsets, list_partition_reassignments,
+               metadata, offset_for_leader_epoch, produce, stop_replica, update_metadata)
 
 log = logging.getLogger("kbroker.request")
 
 API_MODULES = (produce, fetch, list_offsets, metadata, leader_and_isr, stop_replica, update_metadata, api_versions,
-               controlled_shutdown, delete_records, init_producer_id, offset_for_leader_epoch, elect_leaders)
+               controlled_shutdown, delete_records, init_producer_id, offset_for_leader_epoch, create_partitions,
+               elect_leaders, alter_partition_reassignments, list_partition_reassignments)
 REGISTRY = {m.API_KEY: m for m in API_MODULES}
 
 

@@ -27,6 +27,7 @@ from zk.client import ControllerMovedError, KafkaZkClient
 from . import election
 from .channel import ControllerChannelManager, RequestBatch
 from .leadership import LeadershipMoves
+from .reassignment import Reassignments
 
 log = logging.getLogger("kbroker.controller")
 state_change = logging.getLogger("state-change")
@@ -46,6 +47,8 @@ class ControllerContext:
     topics_being_deleted: set = field(default_factory=set)
     pending_deletion_replicas: dict = field(default_factory=dict)  # topic -> {(partition, broker)}
     shutting_down: set = field(default_factory=set)         # brokers in controlled shutdown: never leaders
+    reassignments: dict = field(default_factory=dict)       # (topic, partition) -> (target, original replicas)
+    znode_reassignments: set = field(default_factory=set)   # those listed in /admin/reassign_partitions
 
     def eligible_leaders(self) -> set[int]:
         return set(self.live_brokers) - self.shutting_down
@@ -61,7 +64,7 @@ class ControllerContext:
         self.__init__(*keep)
 
 
-class KafkaController(LeadershipMoves):
+class KafkaController(LeadershipMoves, Reassignments):
     def __init__(self, broker_id: int, zk: KafkaZkClient, config, inter_broker_listener: str):
         self.broker_id = broker_id
         self.zk = zk
@@ -252,6 +255,8 @@ class KafkaController(LeadershipMoves):
         self._remove_offline_replicas_from_isr(batch, set(offline))
         batch.send(self.channels, self._on_stop_replica_response)
         self._process_topic_deletion()
+        self._resume_reassignments({t: a for t in sorted(ctx.topics())
+                                    if (a := self.zk.get_topic_assignment(t)) is not None})
         self._process_preferred_election_znode()
         if self.config["auto.leader.rebalance.enable"]:
             self.active_tasks.append(gevent.spawn(self._auto_rebalance_loop))
@@ -487,6 +492,9 @@ class KafkaController(LeadershipMoves):
             ctx.assignments.pop(tp, None)
             ctx.partition_states.pop(tp, None)
         ctx.topic_ids.pop(topic, None)
+        for tp in [tp for tp in ctx.reassignments if tp[0] == topic]:
+            del ctx.reassignments[tp]
+            ctx.znode_reassignments.discard(tp)
         ctx.topics_to_delete.discard(topic)
         ctx.topics_being_deleted.discard(topic)
         ctx.pending_deletion_replicas.pop(topic, None)
@@ -512,6 +520,7 @@ class KafkaController(LeadershipMoves):
             batch = RequestBatch(ctx)
             batch.add_update_metadata(ctx.live_brokers, known)
             batch.send(self.channels, self._on_stop_replica_response)
+            self._maybe_complete_reassignments(known)
         for name in names:
             self._fenced_delete(f"{z.IsrChangeNotificationZNode.path}/{name}")
 

@@ -370,3 +370,65 @@ def test_producer_state_survives_restart(cluster_factory, how):
     nxt = send(5, [b"c5"])
     assert (nxt.error_code, nxt.base_offset) == (NONE, 5)
     assert [v for _, v in fetch_all(b, topic)] == [b"a0", b"a1", b"a2", b"b3", b"b4", b"c5"]
+
+
+def test_producer_state_forgets_batches_lost_to_truncation(cluster_factory):
+    """The clean stop snapshots the producer state at offset 5, then recovery cuts the log back to 3: the
+    snapshot is from the future and must not be used. The producer's retry of the lost batch is appended
+    again (it is not a duplicate of anything in the log)."""
+    c = cluster_factory(1, **BROKER_PROPS)
+    b = c.brokers[1]
+    topic = "idem-torn"
+    create_topic(c, topic)
+    wait_leader(b, topic)
+    pid, epoch = init_producer_id(b)
+
+    def send(seq, values):
+        return produce(b, topic, v2_batch(values, producer_id=pid, producer_epoch=epoch, base_sequence=seq))
+
+    assert (send(0, [b"a0", b"a1", b"a2"]).base_offset, send(3, [b"b3", b"b4"]).base_offset) == (0, 3)
+    stop_cleanly_and_force_recovery(b)
+    path = os.path.join(partition_dir(b, topic), f"{FIRST_SEGMENT}.log")
+    _, entries = entries_of(path)
+    os.truncate(path, entries[-1].position + 20)
+    restart(c, b, topic)
+    assert latest_offset(b, topic) == 3
+    retry = send(3, [b"b3", b"b4"])
+    assert (retry.error_code, retry.base_offset) == (NONE, 3)
+    assert [v for _, v in fetch_all(b, topic)] == [b"a0", b"a1", b"a2", b"b3", b"b4"], \
+        "the retry of a batch lost in recovery was answered as a duplicate but not written"
+    assert send(5, [b"c5"]).base_offset == 5
+
+
+def test_corruption_in_an_older_segment_drops_the_segments_after_it(cluster_factory):
+    """Without a recovery-point checkpoint every segment is recovered; a CRC mismatch in the second segment
+    truncates it there and deletes every later segment (Kafka's Log.recoverLog)."""
+    c = cluster_factory(1, **BROKER_PROPS, **{"log.segment.bytes": 2048})
+    topic = "segments"
+    b, stamps, _ = fill(c, topic)
+    pdir = partition_dir(b, topic)
+    bases = segment_bases(pdir)
+    assert len(bases) >= 4, bases
+    stop_cleanly_and_force_recovery(b)
+    os.unlink(os.path.join(b.dir, "data", "recovery-point-offset-checkpoint"))
+    victim = os.path.join(pdir, f"{bases[1]:020d}.log")
+    _, entries = entries_of(victim)
+    bad = entries[1]
+    with open(victim, "r+b") as f:
+        f.seek(bad.position + bad.size - 3)
+        byte = f.read(1)
+        f.seek(bad.position + bad.size - 3)
+        f.write(bytes([byte[0] ^ 0x01]))
+    mark = restart(c, b, topic)
+    end = bad.base_offset
+    assert segment_bases(pdir) == bases[:2], "the segments after the corrupt one must be deleted"
+    assert os.path.getsize(victim) == bad.position
+    assert latest_offset(b, topic) == end
+    assert [o for o, _ in fetch_all(b, topic)] == list(range(end))
+    assert fetch(b, topic, end + 1)[0] == OFFSET_OUT_OF_RANGE
+    check_segments(pdir)
+    text = log_since(b, mark)
+    assert any(f"{topic}-0" in l and "delet" in l.lower() and str(bases[2]) in l for l in text.splitlines()), \
+        "the broker log must say which segments recovery deleted"
+    p = produce(b, topic, v2_batch([b"next"]))
+    assert (p.error_code, p.base_offset) == (NONE, end)

@@ -1,0 +1,38 @@
+"""ListPartitionReassignments (key 46), v0: the reassignments in progress, from the controller.
+
+Only the active controller answers (NOT_CONTROLLER otherwise). Null topics lists all; each partition shows
+its full replica set and the replicas being added and removed.
+"""
+from __future__ import annotations
+
+import gevent.event
+from kafka.protocol.admin import ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse
+
+from ..protocol.errors import Errors
+
+API_KEY = 46
+MIN_VERSION, MAX_VERSION = 0, 0
+REQUEST, RESPONSE = ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse
+Topic = RESPONSE.OngoingTopicReassignment
+Partition = Topic.OngoingPartitionReassignment
+
+
+def handle(request, ctx):
+    controller = ctx.broker.controller
+    wanted = None
+    if request.topics is not None:
+        wanted = {(t.name, p) for t in request.topics for p in t.partition_indexes}
+    outcome = None
+    if controller.active:
+        result = gevent.event.AsyncResult()
+        controller.list_reassignments(wanted, result)
+        outcome = result.get()
+    if outcome is None:
+        return RESPONSE(version=ctx.api_version, throttle_time_ms=0, error_code=Errors.NOT_CONTROLLER,
+                        error_message="This broker is not the controller.", topics=[])
+    by_topic: dict = {}
+    for (topic, p), (replicas, adding, removing) in sorted(outcome.items()):
+        by_topic.setdefault(topic, []).append(Partition(partition_index=p, replicas=replicas, adding_replicas=adding,
+                                                        removing_replicas=removing))
+    return RESPONSE(version=ctx.api_version, throttle_time_ms=0, error_code=Errors.NONE, error_message=None,
+                    topics=[Topic(name=t, partitions=ps) for t, ps in by_topic.items()])
