@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import re
 import sys
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -21,6 +22,8 @@ from zk import admin as zk_admin
 from zk.client import KafkaZkClient, ZkError
 
 from . import cluster as cluster_ops
+from . import elect as elect_ops
+from . import reassign as reassign_ops
 from . import topics as topic_ops
 from zk.admin_errors import AdminError
 from zk.assignment import parse_replica_assignment
@@ -168,13 +171,34 @@ def list_topics(ctx):
 
 
 @cli.command("describe-topic")
-@click.argument("name")
+@click.argument("name", required=False)
+@click.option("--under-replicated-partitions", "under_replicated", is_flag=True,
+              help="Only partitions with fewer in-sync replicas than replicas (kafka-topics.sh's option).")
+@click.option("--unavailable-partitions", "unavailable", is_flag=True,
+              help="Only partitions without a leader or whose leader is not a registered broker.")
 @click.pass_context
-def describe_topic(ctx, name):
-    """Show topic NAME's partitions, leaders, replicas and ISR (kafka-topics.sh --describe)."""
+def describe_topic(ctx, name, under_replicated, unavailable):
+    """Show topic NAME's partitions, leaders, replicas and ISR (kafka-topics.sh --describe); every topic when
+    NAME is omitted.
+
+    Rows of offline and under-replicated partitions are marked in a Status column, and Adding/Removing
+    columns appear while a partition is being reassigned. With --under-replicated-partitions or
+    --unavailable-partitions only the matching partitions are printed, one row each with its topic and no
+    topic header, and nothing at all when none matches (as kafka-topics.sh).
+    """
+    if under_replicated and unavailable:
+        raise click.UsageError("--under-replicated-partitions and --unavailable-partitions cannot be combined.")
     with _zk(ctx) as zk:
-        description = topic_ops.describe_topic(zk, name)
-    click.echo("\n".join(topic_ops.format_topic_description(description)))
+        descriptions = topic_ops.describe_topics(zk, name)
+    if under_replicated or unavailable:
+        predicate = (lambda p: p.under_replicated) if under_replicated else (lambda p: p.unavailable)
+        lines = topic_ops.format_filtered_partitions(descriptions, predicate)
+    else:
+        lines = []
+        for d in descriptions:
+            lines += topic_ops.format_topic_description(d)
+    if lines:
+        click.echo("\n".join(lines))
 
 
 @cli.command("delete-topic")
@@ -186,6 +210,165 @@ def delete_topic(ctx, name):
         topic_ops.delete_topic(zk, name)
     click.echo(f"Topic {name} is marked for deletion.")
     click.echo("Note: This will have no impact if delete.topic.enable is not set to true.")
+
+
+def _read_text(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except (OSError, UnicodeDecodeError) as e:
+        raise click.ClickException(f"Cannot read {path}: {e}") from None
+
+
+def _wait_for_reassignment(zk, plan, timeout: float, poll_interval: float = 0.2):
+    """Poll until every planned partition is done, showing done/total with click.progressbar on stderr (on a
+    terminal; elsewhere one line per change). Returns the final statuses, or None on timeout."""
+    total = len(plan)
+    stream = click.get_text_stream("stderr")
+    tty = stream.isatty()
+    deadline = time.monotonic() + timeout
+    shown = 0
+    with click.progressbar(length=total, label="Reassigning partitions", file=stream, show_pos=True,
+                           show_percent=False, show_eta=False) as bar:
+        while True:
+            statuses = reassign_ops.reassignment_status(zk, plan)
+            done = sum(1 for s in statuses if s.done)
+            if done > shown:
+                bar.update(done - shown)
+                if not tty:
+                    click.echo(f"{done}/{total} partitions reassigned", file=stream)
+                shown = done
+            if done == total and not reassign_ops.reassignment_in_progress(zk):
+                return statuses
+            if time.monotonic() >= deadline:
+                return None
+            time.sleep(poll_interval)
+
+
+@cli.command("reassign")
+@click.option("--reassignment-json-file", "plan_file", required=True, metavar="FILE",
+              type=click.Path(exists=True, dir_okay=False),
+              help='The plan: {"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[2,3]}]}.')
+@click.option("--execute", is_flag=True, help="Start the reassignment (what reassign does anyway).")
+@click.option("--verify", is_flag=True,
+              help="Only report whether each partition of the plan has been reassigned (exit 1 if not all).")
+@click.option("--no-wait", is_flag=True, help="Return once the reassignment is started.")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=600.0, show_default=True,
+              metavar="SECONDS", help="Give up waiting for the reassignment after this long (exit 1).")
+@click.pass_context
+def reassign(ctx, plan_file, execute, verify, no_wait, timeout):
+    """Move partitions to other brokers (kafka-reassign-partitions.sh --zookeeper).
+
+    Validates the plan (existing partitions, non-empty lists of distinct registered brokers, each partition
+    once; nothing is written otherwise), prints the current assignment as a plan for rollback, writes
+    /admin/reassign_partitions and waits until the controller has moved every partition.
+    """
+    if execute and verify:
+        raise click.UsageError("--execute and --verify cannot be combined.")
+    try:
+        plan = reassign_ops.parse_plan(_read_text(plan_file))
+    except AdminError as e:
+        raise click.ClickException(str(e)) from None
+    if verify:
+        with _zk(ctx) as zk:
+            reassign_ops.check_partitions_exist(zk, plan)
+            statuses = reassign_ops.reassignment_status(zk, plan)
+        click.echo("Status of partition reassignment:")
+        for st in statuses:
+            click.echo(st.describe())
+        ctx.exit(0 if all(st.succeeded for st in statuses) else 1)
+    with _zk(ctx) as zk:
+        if reassign_ops.reassignment_in_progress(zk):
+            raise AdminError(reassign_ops.EXISTING_REASSIGNMENT)
+        current = reassign_ops.validate_plan(zk, plan)
+        click.echo("Current partition replica assignment\n")
+        click.echo(reassign_ops.format_plan(current))
+        click.echo("\nSave this to use as the --reassignment-json-file option during rollback")
+        reassign_ops.start_reassignment(zk, plan)
+        names = ",".join(reassign_ops.tp_name(tp) for tp in sorted(plan))
+        click.echo(f"Successfully started partition reassignments for {names}")
+        if no_wait:
+            return
+        statuses = _wait_for_reassignment(zk, plan, timeout)
+        if statuses is None:
+            statuses = reassign_ops.reassignment_status(zk, plan)
+            pending = sum(1 for st in statuses if not st.done)
+            click.echo("Status of partition reassignment:")
+            for st in statuses:
+                click.echo(st.describe())
+            raise AdminError(f"Timed out after {timeout:g}s with {pending} of {len(plan)} partition(s) still "
+                             "being reassigned; the controller carries on (check with --verify).")
+    click.echo("Status of partition reassignment:")
+    for st in statuses:
+        click.echo(st.describe())
+    failed = [st for st in statuses if not st.succeeded]
+    if failed:
+        raise click.ClickException(f"{len(failed)} of {len(plan)} partition(s) did not reach their target "
+                                   "replicas (the controller refused or undid them; see its state-change log).")
+
+
+@cli.command("elect-leaders")
+@click.option("--preferred", is_flag=True, help="Elect each partition's preferred (first assigned) replica.")
+@click.option("--unclean", is_flag=True, help="Unclean election (Admin API only; needs --bootstrap-server).")
+@click.option("--election-type", type=click.Choice(["preferred", "unclean"], case_sensitive=False),
+              help="As kafka-leader-election.sh: the same as --preferred or --unclean.")
+@click.option("--topic", metavar="TOPIC", help="The partitions of this topic (all of them, or --partition).")
+@click.option("--partition", type=click.IntRange(min=0), metavar="P", help="Only this partition of --topic.")
+@click.option("--all-topic-partitions", is_flag=True, help="Every partition of every topic.")
+@click.option("--path-to-json-file", "json_file", type=click.Path(exists=True, dir_okay=False), metavar="FILE",
+              help='The partitions: {"partitions":[{"topic":"t","partition":0}]}.')
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=60.0, show_default=True,
+              metavar="SECONDS", help="Give up waiting for the controller after this long (exit 1).")
+@click.pass_context
+def elect_leaders(ctx, preferred, unclean, election_type, topic, partition, all_topic_partitions, json_file,
+                  timeout):
+    """Move leadership back to preferred replicas (kafka-leader-election.sh / kafka-preferred-replica-election.sh).
+
+    Writes /admin/preferred_replica_election, waits until the controller has processed it, then reports per
+    partition whether its preferred replica leads now; exit 1 if any could not be elected.
+    """
+    kinds = {k for k, on in (("preferred", preferred), ("unclean", unclean)) if on}
+    if election_type:
+        kinds.add(election_type.lower())
+    if len(kinds) != 1:
+        raise click.UsageError("Give exactly one election type: --preferred or --unclean.")
+    if kinds == {"unclean"}:
+        raise click.UsageError("Unclean leader election is only possible through the Admin API (ElectLeaders): it "
+                               "needs --bootstrap-server, which arrives with the Admin API issue.")
+    if sum(bool(x) for x in (topic, all_topic_partitions, json_file)) != 1:
+        raise click.UsageError("One and only one of the following options is required: --all-topic-partitions, "
+                               "--topic, --path-to-json-file")
+    if partition is not None and not topic:
+        raise click.UsageError("--partition needs --topic.")
+    requested = None
+    if json_file:
+        try:
+            requested = elect_ops.parse_election_file(_read_text(json_file))
+        except AdminError as e:
+            raise click.ClickException(str(e)) from None
+    with _zk(ctx) as zk:
+        unknown = []
+        if all_topic_partitions:
+            partitions = elect_ops.all_partitions(zk)
+        elif topic:
+            partitions = elect_ops.topic_partitions(zk, topic, partition)
+        else:
+            existing = set(reassign_ops.current_assignment(zk, requested))
+            partitions = [tp for tp in requested if tp in existing]
+            unknown = [tp for tp in requested if tp not in existing]
+            if not partitions:
+                raise AdminError("None of the partitions in the election file exists: "
+                                 + ",".join(reassign_ops.tp_name(tp) for tp in unknown))
+        if not partitions:
+            click.echo("There are no partitions to elect leaders for.")
+            return
+        result = elect_ops.elect_preferred(zk, partitions, timeout)
+    for tp in unknown:
+        result.failed[tp] = "This partition does not exist."
+    for line in result.lines():
+        click.echo(line)
+    if result.failed:
+        raise click.ClickException(f"{len(result.failed)} replica(s) could not be elected")
 
 
 @cli.group("cluster")

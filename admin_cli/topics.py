@@ -29,6 +29,29 @@ class PartitionDescription:
     isr: list[int]
     adding: list[int] = field(default_factory=list)
     removing: list[int] = field(default_factory=list)
+    has_state: bool = True  # False until the controller created the partition's state znode
+    leader_registered: bool = True  # the leader is a broker registered in /brokers/ids
+
+    @property
+    def under_replicated(self) -> bool:
+        """kafka-topics.sh's test: fewer in-sync replicas than the replication factor (the replicas not
+        counting ones a reassignment is removing)."""
+        return len(self.replicas) - len(self.removing) > len(self.isr)
+
+    @property
+    def unavailable(self) -> bool:
+        """kafka-topics.sh's test: no leader, or a leader that is not a registered (live) broker."""
+        return self.leader is None or not self.leader_registered
+
+    @property
+    def status(self) -> str:
+        """The mark of the describe table: 'offline', 'under-replicated' or ''. Partitions the controller has
+        not initialised yet (no state znode) show Leader none and no mark."""
+        if not self.has_state:
+            return ""
+        if self.unavailable:
+            return "offline"
+        return "under-replicated" if self.under_replicated else ""
 
 
 @dataclass
@@ -48,19 +71,38 @@ class TopicDescription:
         return len(first.replicas) - len(first.removing)
 
 
-def describe_topic(zk: KafkaZkClient, name: str) -> TopicDescription:
+def describe_topic(zk: KafkaZkClient, name: str, registered: set[int] | None = None) -> TopicDescription:
+    """Topic NAME from its znodes; registered = the broker ids in /brokers/ids (read if not given)."""
     assignment = zk.get_topic_assignment(name)
     if assignment is None:
         raise AdminError(f"Topic '{name}' does not exist.")
+    if registered is None:
+        registered = set(zk.get_broker_ids())
     partitions = []
     for p, replicas in sorted(assignment.partitions.items()):
         state = zk.get_partition_state(name, p)
         leader = state.leader if state is not None and state.leader >= 0 else None
         partitions.append(PartitionDescription(p, leader, replicas, state.isr if state else [],
                                                assignment.adding_replicas.get(p, []),
-                                               assignment.removing_replicas.get(p, [])))
+                                               assignment.removing_replicas.get(p, []),
+                                               has_state=state is not None,
+                                               leader_registered=leader in registered))
     return TopicDescription(name, assignment.topic_id, partitions, zk.get_entity_config("topics", name),
                             name in zk.get_topic_deletions())
+
+
+def describe_topics(zk: KafkaZkClient, name: str | None = None) -> list[TopicDescription]:
+    """Topic NAME, or every topic (sorted by name) when NAME is None; topics deleted meanwhile are skipped."""
+    registered = set(zk.get_broker_ids())
+    if name is not None:
+        return [describe_topic(zk, name, registered)]
+    out = []
+    for topic in zk.get_all_topics():
+        try:
+            out.append(describe_topic(zk, topic, registered))
+        except AdminError:
+            pass
+    return out
 
 
 def format_topic_description(d: TopicDescription) -> list[str]:
@@ -70,16 +112,39 @@ def format_topic_description(d: TopicDescription) -> list[str]:
               f"ReplicationFactor: {d.replication_factor}\tConfigs: {configs}")
     if d.marked_for_deletion:
         header += "\tMarkedForDeletion: true"
+    return [header.rstrip()] + _partition_table([(d.name, p) for p in d.partitions], with_topic=False,
+                                                with_status=True, indent="  ")
 
-    def ids(xs):
-        return ",".join(map(str, xs))
-    reassigning = any(p.adding or p.removing for p in d.partitions)
-    columns = ["Partition", "Leader", "Replicas", "Isr"] + (["Adding", "Removing"] if reassigning else [])
-    rows = []
-    for p in d.partitions:
-        row = [str(p.partition), "none" if p.leader is None else str(p.leader), ids(p.replicas), ids(p.isr)]
-        rows.append(row + ([ids(p.adding), ids(p.removing)] if reassigning else []))
-    return [header.rstrip()] + table(columns, rows, indent="  ")
+
+def _ids(xs) -> str:
+    return ",".join(map(str, xs))
+
+
+def _partition_table(rows, with_topic: bool, with_status: bool, indent: str = "") -> list[str]:
+    """Aligned rows of (topic, PartitionDescription): Partition, Leader, Replicas, Isr, then Adding and
+    Removing when a partition is being reassigned, then Status when a partition is offline or
+    under-replicated (so a healthy topic's table keeps its plain form)."""
+    reassigning = any(p.adding or p.removing for _, p in rows)
+    marked = with_status and any(p.status for _, p in rows)
+    columns = (["Topic"] if with_topic else []) + ["Partition", "Leader", "Replicas", "Isr"] \
+        + (["Adding", "Removing"] if reassigning else []) + (["Status"] if marked else [])
+    out = []
+    for topic, p in rows:
+        row = ([topic] if with_topic else []) + [str(p.partition), "none" if p.leader is None else str(p.leader),
+                                                 _ids(p.replicas), _ids(p.isr)]
+        row += [_ids(p.adding), _ids(p.removing)] if reassigning else []
+        row += [p.status] if marked else []
+        out.append(row)
+    return table(columns, out, indent=indent)
+
+
+def format_filtered_partitions(descriptions: list[TopicDescription], predicate) -> list[str]:
+    """kafka-topics.sh --describe --under-replicated-partitions / --unavailable-partitions: only the matching
+    partitions, one aligned row each with its topic, no topic header; nothing at all when none matches."""
+    rows = [(d.name, p) for d in descriptions for p in d.partitions if predicate(p)]
+    if not rows:
+        return []
+    return _partition_table(rows, with_topic=True, with_status=False)
 
 
 def delete_topic(zk: KafkaZkClient, name: str) -> None:

@@ -422,6 +422,97 @@ def fetch_all(conn: KafkaConn, version: int, topic: str, partition: int, end_off
     return records, nbytes, time.perf_counter() - t0, requests
 
 
+class RawProducer:
+    """`connections` threads, each with its own connection and partition (i % partitions), each keeping
+    `depth` Produce v8 requests in flight with the same pre-built frame (the broker assigns the offsets)."""
+
+    def __init__(self, port: int, topic: str, partitions: int, batch: bytes, records_per_batch: int,
+                 connections: int, depth: int):
+        self.port, self.topic, self.partitions = port, topic, partitions
+        self.batch, self.records_per_batch = batch, records_per_batch
+        self.connections, self.depth = connections, depth
+        self.acked = [0] * connections           # acknowledged batches per connection
+        self.errors: list[str] = []
+        self.stop = threading.Event()
+        self.max_batches: int | None = None      # fill(): stop after this many batches in all
+        self._sent = 0
+        self._lock = threading.Lock()
+
+    def _take(self) -> bool:
+        """May one more request be sent? (always, unless fill() set a total)"""
+        if self.max_batches is None:
+            return True
+        with self._lock:
+            if self._sent >= self.max_batches:
+                return False
+            self._sent += 1
+            return True
+
+    def _run(self, i: int) -> None:
+        try:
+            conn = KafkaConn("127.0.0.1", self.port, client_id=f"bench-producer-{i}")
+            frame = conn.frame(0, 8, produce_body_v8(self.topic, i % self.partitions, self.batch, acks=1))
+            inflight = 0
+            while not self.stop.is_set():
+                while inflight < self.depth and self._take():
+                    conn.send(frame)
+                    inflight += 1
+                if not inflight:
+                    break
+                resp = conn.recv_frame()
+                inflight -= 1
+                for _part, err, _base in parse_produce_response_v8(resp):
+                    if err:
+                        raise RuntimeError(f"produce error code {err}")
+                self.acked[i] += 1
+            while inflight:
+                conn.recv_frame()
+                inflight -= 1
+                self.acked[i] += 1
+            conn.close()
+        except Exception as e:  # reported by run()
+            self.errors.append(f"connection {i}: {e!r}")
+            self.stop.set()
+
+    def run(self, warmup: float, seconds: float) -> tuple[int, float]:
+        """(batches acknowledged during the measured window, window seconds)."""
+        threads = [threading.Thread(target=self._run, args=(i,), daemon=True) for i in range(self.connections)]
+        for t in threads:
+            t.start()
+        time.sleep(warmup)
+        a0, t0 = sum(self.acked), time.perf_counter()
+        self.stop.wait(seconds)
+        a1, t1 = sum(self.acked), time.perf_counter()
+        self.stop.set()
+        for t in threads:
+            t.join(60)
+        if self.errors:
+            raise RuntimeError("; ".join(self.errors))
+        return a1 - a0, t1 - t0
+
+    def fill(self, batches: int) -> float:
+        """Append exactly `batches` batches; returns seconds."""
+        self.max_batches = batches
+        t0 = time.perf_counter()
+        threads = [threading.Thread(target=self._run, args=(i,), daemon=True) for i in range(self.connections)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        if self.errors:
+            raise RuntimeError("; ".join(self.errors))
+        return time.perf_counter() - t0
+
+
+def high_watermark(port: int, topic: str, partition: int) -> int:
+    conn = KafkaConn("127.0.0.1", port)
+    try:
+        frame = conn.request(1, 11, fetch_body(11, topic, partition, 0, 1, 1, max_wait_ms=0))
+        return parse_fetch_response(11, frame)[1]
+    finally:
+        conn.close()
+
+
 # ---- ZooKeeper + one broker -----------------------------------------------------------------------------------
 class BenchCluster:
     """A temp dir with a standalone ZooKeeper and one broker process (broker.id 1)."""

@@ -24,72 +24,8 @@ import time
 if __package__ in (None, ""):          # `python bench/produce.py`
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench._common import (BenchCluster, CpuMeter, KafkaConn, ProcessCpu, PySpy, build_v2_batch, common_args,
-                           disk_write_limit, fetch_body, fmt_rate, log, pagecache_write_limit, parse_fetch_response,
-                           parse_produce_response_v8, print_table, produce_body_v8)
-
-
-class RawProducer:
-    """`connections` threads, each with its own connection and partition (i % partitions), each keeping
-    `depth` Produce v8 requests in flight with the same pre-built frame (the broker assigns the offsets)."""
-
-    def __init__(self, port: int, topic: str, partitions: int, batch: bytes, records_per_batch: int,
-                 connections: int, depth: int):
-        self.port, self.topic, self.partitions = port, topic, partitions
-        self.batch, self.records_per_batch = batch, records_per_batch
-        self.connections, self.depth = connections, depth
-        self.acked = [0] * connections           # acknowledged batches per connection
-        self.errors: list[str] = []
-        self.stop = threading.Event()
-
-    def _run(self, i: int) -> None:
-        try:
-            conn = KafkaConn("127.0.0.1", self.port, client_id=f"bench-producer-{i}")
-            frame = conn.frame(0, 8, produce_body_v8(self.topic, i % self.partitions, self.batch, acks=1))
-            inflight = 0
-            while not self.stop.is_set():
-                while inflight < self.depth:
-                    conn.send(frame)
-                    inflight += 1
-                resp = conn.recv_frame()
-                inflight -= 1
-                for _part, err, _base in parse_produce_response_v8(resp):
-                    if err:
-                        raise RuntimeError(f"produce error code {err}")
-                self.acked[i] += 1
-            while inflight:
-                conn.recv_frame()
-                inflight -= 1
-                self.acked[i] += 1
-            conn.close()
-        except Exception as e:  # reported by run()
-            self.errors.append(f"connection {i}: {e!r}")
-            self.stop.set()
-
-    def run(self, warmup: float, seconds: float) -> tuple[int, float]:
-        """(batches acknowledged during the measured window, window seconds)."""
-        threads = [threading.Thread(target=self._run, args=(i,), daemon=True) for i in range(self.connections)]
-        for t in threads:
-            t.start()
-        time.sleep(warmup)
-        a0, t0 = sum(self.acked), time.perf_counter()
-        self.stop.wait(seconds)
-        a1, t1 = sum(self.acked), time.perf_counter()
-        self.stop.set()
-        for t in threads:
-            t.join(60)
-        if self.errors:
-            raise RuntimeError("; ".join(self.errors))
-        return a1 - a0, t1 - t0
-
-
-def high_watermark(port: int, topic: str, partition: int) -> int:
-    conn = KafkaConn("127.0.0.1", port)
-    try:
-        frame = conn.request(1, 11, fetch_body(11, topic, partition, 0, 1, 1, max_wait_ms=0))
-        return parse_fetch_response(11, frame)[1]
-    finally:
-        conn.close()
+from bench._common import (BenchCluster, CpuMeter, ProcessCpu, PySpy, RawProducer, build_v2_batch, common_args,
+                           disk_write_limit, fmt_rate, high_watermark, log, pagecache_write_limit, print_table)
 
 
 def raw_scenario(cluster: BenchCluster, args, name: str, value_size: int, records_per_batch: int,

@@ -326,16 +326,23 @@ def test_flipped_byte_in_the_middle_batch(cluster_factory):
     assert_truncation_logged(log_since(b, mark), topic, size - middle.position, middle.position)
 
 
-def test_missing_index_after_a_clean_shutdown_is_rebuilt(cluster_factory):
-    """With the marker (no recovery), a missing offset index is still rebuilt and nothing is truncated."""
+@pytest.mark.parametrize("damage", ["missing-index", "torn-index", "torn-timeindex"])
+def test_damaged_index_after_a_clean_shutdown_is_rebuilt(cluster_factory, damage):
+    """With the marker (no recovery), an index that is missing or not a whole number of entries (Kafka's
+    sanity check) is rebuilt, and nothing is truncated."""
     c = cluster_factory(1, **BROKER_PROPS)
-    topic = "noindex"
+    topic = f"index-{damage}"
     b, stamps, path = fill(c, topic)
     assert b.terminate() == 0
     size = os.path.getsize(path)
-    os.unlink(path[:-4] + ".index")
-    restart(c, b, topic)
+    if damage == "missing-index":
+        os.unlink(path[:-4] + ".index")
+    else:
+        with open(path[:-4] + (".index" if damage == "torn-index" else ".timeindex"), "ab") as f:
+            f.write(b"\x07\x07\x07")
+    mark = restart(c, b, topic)
     check_recovered_to(b, topic, BATCHES * PER_BATCH, stamps, path, size)
+    assert "no clean shutdown" not in log_since(b, mark)
 
 
 # ---- (c) idempotent producer state across restarts ---------------------------------------------------------------

@@ -1,0 +1,179 @@
+"""Partition reassignment over ZooKeeper, as Kafka 2.8's `kafka-reassign-partitions.sh --zookeeper` does it.
+
+The plan is Kafka's reassignment JSON, `{"version":1,"partitions":[{"topic":T,"partition":P,"replicas":[..]}]}`
+("log_dirs" is accepted and ignored). Executing it validates the whole plan first (nothing is written when any
+entry is wrong), prints the current assignment of the planned partitions as a plan of its own (for rollback),
+then creates /admin/reassign_partitions. The controller does the work: it lists adding/removing replicas in
+the topic znode while data moves, drops finished partitions from the admin znode and deletes it when empty.
+
+A partition's reassignment is finished when it is no longer in /admin/reassign_partitions and its topic znode
+lists no adding or removing replicas for it; it succeeded when the topic znode then lists the target replicas
+(the controller drops entries it refuses, e.g. a target broker that died, from the admin znode).
+
+Plain functions taking a started KafkaZkClient, so tests can call them without the CLI.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from kazoo.exceptions import NodeExistsError
+
+from zk import znodes as z
+from zk.admin_errors import AdminError
+from zk.client import KafkaZkClient
+
+TopicPartition = tuple[str, int]
+
+EXISTING_REASSIGNMENT = "There is an existing assignment running."
+
+
+def tp_name(tp: TopicPartition) -> str:
+    return f"{tp[0]}-{tp[1]}"
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def parse_plan(text: str) -> dict[TopicPartition, list[int]]:
+    """Kafka's reassignment JSON -> {(topic, partition): replicas}, in file order. Checks the format only
+    (Kafka's parseExecuteAssignmentArgs): a non-empty list, non-empty replica lists without duplicates, no
+    partition twice. Raises AdminError with one line."""
+    try:
+        obj = json.loads(text)
+    except ValueError as e:
+        raise AdminError(f"The reassignment plan is not valid JSON: {e}") from None
+    if not isinstance(obj, dict):
+        raise AdminError("The reassignment plan must be a JSON object with a \"partitions\" list.")
+    version = obj.get("version", 1)
+    if version != 1:
+        raise AdminError(f"Not supported version field value {version}")
+    entries = obj.get("partitions", [])
+    if not isinstance(entries, list):
+        raise AdminError("\"partitions\" in the reassignment plan must be a list.")
+    if not entries:
+        raise AdminError("Partition reassignment list cannot be empty")
+    plan: dict[TopicPartition, list[int]] = {}
+    duplicates: list[TopicPartition] = []
+    for i, e in enumerate(entries):
+        if not isinstance(e, dict) or not isinstance(e.get("topic"), str) or not e["topic"] \
+                or not _is_int(e.get("partition")) or not isinstance(e.get("replicas"), list) \
+                or not all(_is_int(r) for r in e["replicas"]):
+            raise AdminError(f"Entry {i} of the reassignment plan needs \"topic\" (a string), \"partition\" "
+                             f"(an integer) and \"replicas\" (a list of broker ids): {json.dumps(e)}")
+        tp = (e["topic"], e["partition"])
+        if tp in plan:
+            duplicates.append(tp)
+        plan[tp] = list(e["replicas"])
+    if duplicates:
+        raise AdminError("Partition reassignment contains duplicate topic partitions: "
+                         + ",".join(tp_name(tp) for tp in duplicates))
+    empty = [tp for tp, r in plan.items() if not r]
+    if empty:
+        raise AdminError("Partition replica list cannot be empty: " + ",".join(tp_name(tp) for tp in empty))
+    repeated = [(tp, sorted({b for b in r if r.count(b) > 1})) for tp, r in plan.items() if len(set(r)) != len(r)]
+    if repeated:
+        raise AdminError("Partition replica lists may not contain duplicate entries: " + ". ".join(
+            f"{tp_name(tp)} contains multiple entries for {','.join(map(str, bs))}" for tp, bs in repeated))
+    return plan
+
+
+def current_assignment(zk: KafkaZkClient, partitions) -> dict[TopicPartition, list[int]]:
+    """The topic znodes' replica lists of those partitions; missing partitions are left out."""
+    out, cache = {}, {}
+    for topic, p in partitions:
+        if topic not in cache:
+            cache[topic] = zk.get_topic_assignment(topic)
+        a = cache[topic]
+        if a is not None and p in a.partitions:
+            out[(topic, p)] = list(a.partitions[p])
+    return out
+
+
+def check_partitions_exist(zk: KafkaZkClient, plan) -> dict[TopicPartition, list[int]]:
+    """The current assignment of the plan's partitions; AdminError naming the ones that do not exist."""
+    current = current_assignment(zk, plan)
+    missing = [tp for tp in plan if tp not in current]
+    if missing:
+        raise AdminError("The proposed assignment contains non-existent partitions: "
+                         + ",".join(tp_name(tp) for tp in missing))
+    return current
+
+
+def validate_plan(zk: KafkaZkClient, plan) -> dict[TopicPartition, list[int]]:
+    """Check the plan against the cluster (partitions exist, every replica is a registered broker); return
+    the current assignment of its partitions."""
+    current = check_partitions_exist(zk, plan)
+    registered = set(zk.get_broker_ids())
+    unknown = sorted({b for replicas in plan.values() for b in replicas} - registered)
+    if unknown:
+        raise AdminError(f"Unknown broker id{'s' if len(unknown) > 1 else ''} "
+                         f"{','.join(map(str, unknown))} (registered brokers: "
+                         f"{','.join(map(str, sorted(registered))) or 'none'})")
+    return current
+
+
+def format_plan(assignment: dict[TopicPartition, list[int]]) -> str:
+    """A plan as Kafka's formatAsReassignmentJson writes it (compact JSON, log_dirs "any")."""
+    return json.dumps({"version": 1, "partitions": [
+        {"topic": t, "partition": p, "replicas": list(r), "log_dirs": ["any"] * len(r)}
+        for (t, p), r in sorted(assignment.items())]}, separators=(",", ":"))
+
+
+def start_reassignment(zk: KafkaZkClient, plan) -> None:
+    """Create /admin/reassign_partitions; refused if one exists (a reassignment is running)."""
+    try:
+        zk.create_recursive(z.ReassignPartitionsZNode.path, z.ReassignPartitionsZNode.encode(plan))
+    except NodeExistsError:
+        raise AdminError(EXISTING_REASSIGNMENT) from None
+
+
+def reassignment_in_progress(zk: KafkaZkClient) -> bool:
+    return zk.exists(z.ReassignPartitionsZNode.path) is not None
+
+
+@dataclass
+class PartitionStatus:
+    tp: TopicPartition
+    target: list[int]
+    current: list[int] | None  # the topic znode's replicas; None if the partition is gone
+    in_progress: bool
+
+    @property
+    def done(self) -> bool:
+        return not self.in_progress
+
+    @property
+    def succeeded(self) -> bool:
+        return not self.in_progress and self.current == self.target
+
+    def describe(self) -> str:
+        """Kafka's wording (ReassignPartitionsCommand.partitionReassignmentStatesToString)."""
+        name = tp_name(self.tp)
+        if self.in_progress:
+            return f"Reassignment of partition {name} is still in progress."
+        if self.current is None:
+            return f"Partition {name} does not exist any more."
+        if self.current == self.target:
+            return f"Reassignment of partition {name} is complete."
+        return (f"There is no active reassignment of partition {name}, but replica set is "
+                f"{','.join(map(str, self.current))} rather than {','.join(map(str, self.target))}.")
+
+
+def reassignment_status(zk: KafkaZkClient, plan) -> list[PartitionStatus]:
+    """Per planned partition: still listed in /admin/reassign_partitions, or with adding/removing replicas in
+    its topic znode (in progress), else its replicas now."""
+    data, stat = zk.get(z.ReassignPartitionsZNode.path)
+    pending = set(z.ReassignPartitionsZNode.decode(data)) if stat is not None and data else set()
+    assignments = {}
+    out = []
+    for tp, target in sorted(plan.items()):
+        topic, p = tp
+        if topic not in assignments:
+            assignments[topic] = zk.get_topic_assignment(topic)
+        a = assignments[topic]
+        current = list(a.partitions[p]) if a is not None and p in a.partitions else None
+        moving = a is not None and bool(a.adding_replicas.get(p) or a.removing_replicas.get(p))
+        out.append(PartitionStatus(tp, list(target), current, tp in pending or moving))
+    return out

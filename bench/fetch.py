@@ -1,0 +1,153 @@
+"""Fetch throughput of one kbroker process (the zero-copy os.sendfile path), with the loopback limit measured
+in the same run.
+
+1. Fill one partition with 1 KiB records (pre-built v2 batches, raw Produce v8).
+2. Limit: a trivial server os.sendfile's the partition's segment file(s) (10 MiB per call, like one fetch
+   partition) to a loopback client that reads and discards the bytes.
+3. kbroker: raw Fetch v11 requests (max_bytes 50 MiB, partition max 10 MiB, one request in flight on one
+   connection) read the partition from offset 0 to the end; the client reads each response into a reusable
+   buffer and walks only the batch headers to find the next offset. MB/s and the ratio to the limit.
+4. A librdkafka consumer (confluent-kafka, assign() from offset 0, no group) reads the same partition, and a
+   second partition of 100-byte records (the record size of anchors.md's consumer figures): records/s.
+
+The data was just written, so it is read from the page cache (as a consumer keeping up with producers).
+
+  .venv/bin/python -m bench.fetch
+  .venv/bin/python -m bench.fetch --fill-mib 1024 --py-spy /tmp/fetch.svg
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+if __package__ in (None, ""):          # `python bench/fetch.py`
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from bench._common import (MiB, BenchCluster, CpuMeter, KafkaConn, ProcessCpu, PySpy, RawProducer, build_v2_batch,
+                           common_args, fetch_all, fmt_rate, high_watermark, log, print_table,
+                           sendfile_loopback_limit)
+
+
+def fill(cluster: BenchCluster, topic: str, value_size: int, records_per_batch: int, mib: int) -> tuple[int, int]:
+    """Fill partition 0 of a new topic with about `mib` MiB; returns (records, log bytes)."""
+    cluster.create_topic(topic, 1)
+    batch = build_v2_batch(records_per_batch, value_size)
+    n = max(1, mib * MiB // len(batch))
+    producer = RawProducer(cluster.port, topic, 1, batch, records_per_batch, connections=2, depth=4)
+    dt = producer.fill(n)
+    records = n * records_per_batch
+    hw = high_watermark(cluster.port, topic, 0)
+    if hw != records:
+        raise RuntimeError(f"{topic}: high watermark {hw} after appending {records} records")
+    log(f"filled {topic}: {records} records of {value_size} B, {n * len(batch) / MiB:.0f} MiB in {dt:.1f} s")
+    return records, n * len(batch)
+
+
+def confluent_consume(cluster: BenchCluster, topic: str, records: int, timeout: float) -> tuple[int, float, float]:
+    """(records consumed, seconds, broker CPU %) for a librdkafka consumer reading partition 0 from offset 0."""
+    import gc
+    from confluent_kafka import Consumer, TopicPartition
+    c = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "kbroker-bench",
+                  "enable.auto.commit": False, "enable.auto.offset.store": False,
+                  "fetch.max.bytes": 50 * MiB, "max.partition.fetch.bytes": 10 * MiB,
+                  "fetch.wait.max.ms": 100, "queued.max.messages.kbytes": 256 * 1024,
+                  "enable.partition.eof": False})
+    c.assign([TopicPartition(topic, 0, 0)])
+    n = 0
+    cpu = CpuMeter(cluster.pid).start()
+    t0 = time.perf_counter()
+    deadline = t0 + timeout
+    while n < records and time.perf_counter() < deadline:
+        msgs = c.consume(num_messages=10000, timeout=1.0)
+        for m in msgs:
+            if m.error() is not None:
+                raise RuntimeError(f"consumer error: {m.error()}")
+        n += len(msgs)
+    dt = time.perf_counter() - t0
+    broker_cpu = cpu.percent()
+    c.close()
+    del c
+    gc.collect()
+    if n < records:
+        log(f"WARNING: librdkafka consumer read {n} of {records} records within {timeout:g} s")
+    return n, dt, broker_cpu
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.fetch", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--fill-mib", type=int, default=512, help="MiB of 1 KiB records to fetch (default 512)")
+    parser.add_argument("--records-per-batch", type=int, default=512, help="1 KiB records per batch (default 512)")
+    parser.add_argument("--max-bytes", type=int, default=50 * MiB, help="Fetch max_bytes (default 50 MiB)")
+    parser.add_argument("--partition-max-bytes", type=int, default=10 * MiB,
+                        help="Fetch partition_max_bytes (default 10 MiB)")
+    parser.add_argument("--rounds", type=int, default=2,
+                        help="read the partition this many times with Fetch v11, report the best (default 2)")
+    parser.add_argument("--small-records", type=int, default=2_000_000,
+                        help="100 B records for the librdkafka consumer's second topic (0 to skip; default 2M)")
+    parser.add_argument("--consumer-timeout", type=float, default=30.0, help="give up consuming after (s)")
+    parser.add_argument("--no-librdkafka", action="store_true", help="skip the librdkafka consumer")
+    common_args(parser)
+    args = parser.parse_args(argv)
+
+    rows = []
+    with BenchCluster(args.tmp_dir, args.keep, args.broker_prop) as cluster:
+        topic = "bench-fetch"
+        records, nbytes = fill(cluster, topic, 1024, args.records_per_batch, args.fill_mib)
+        segments = cluster.segment_files(topic, 0)
+        sizes = [os.path.getsize(s) for s in segments]
+        # the limit: the same segment bytes through a trivial sendfile server (best of the rounds)
+        limit = 0.0
+        for _ in range(args.rounds):
+            seconds = sum(size / sendfile_loopback_limit(path, size, args.partition_max_bytes)
+                          for path, size in zip(segments, sizes) if size)
+            limit = max(limit, sum(sizes) / seconds)
+        log(f"loopback sendfile limit: {limit / 1e6:.0f} MB/s over {len(segments)} segment(s), "
+            f"{sum(sizes) / MiB:.0f} MiB")
+
+        best = None
+        conn = KafkaConn("127.0.0.1", cluster.port, client_id="bench-fetch")
+        for r in range(args.rounds):
+            cpu, client_cpu = CpuMeter(cluster.pid).start(), ProcessCpu().start()
+            with PySpy(cluster.pid, args.py_spy if r == 0 else None, args.py_spy_format):
+                got, got_bytes, dt, requests = fetch_all(conn, 11, topic, 0, records, args.partition_max_bytes,
+                                                         args.max_bytes)
+            result = (got_bytes / dt, got, got_bytes, dt, requests, cpu.percent(), client_cpu.percent())
+            log(f"Fetch v11 round {r + 1}: {got} records, {got_bytes / MiB:.0f} MiB in {dt:.2f} s "
+                f"({requests} requests), {result[0] / 1e6:.0f} MB/s")
+            if best is None or result[0] > best[0]:
+                best = result
+        conn.close()
+        bps, got, got_bytes, dt, requests, broker_cpu, bench_cpu = best
+        rows.append(["raw Fetch v11, 1 KiB records (sendfile path)", fmt_rate(got / dt), f"{bps / 1e6:.0f}",
+                     f"{bps / limit:.2f}", f"{broker_cpu:.0f}%", f"{bench_cpu:.0f}%"])
+
+        if not args.no_librdkafka:
+            log(f"librdkafka consumer: {records} records of 1 KiB")
+            n, dt, broker_cpu = confluent_consume(cluster, topic, records, args.consumer_timeout)
+            rows.append(["librdkafka consumer, 1 KiB records", fmt_rate(n / dt), f"{n / dt * nbytes / records / 1e6:.0f}",
+                         f"{n / dt * nbytes / records / limit:.2f}", f"{broker_cpu:.0f}%", "-"])
+            if args.small_records:
+                small_topic = "bench-fetch-100"
+                per_batch = 1000
+                small_mib = max(1, args.small_records * 109 // MiB)
+                small, small_bytes = fill(cluster, small_topic, 100, per_batch, small_mib)
+                log(f"librdkafka consumer: {small} records of 100 B")
+                n, dt, broker_cpu = confluent_consume(cluster, small_topic, small, args.consumer_timeout)
+                rows.append(["librdkafka consumer, 100 B records", fmt_rate(n / dt),
+                             f"{n / dt * small_bytes / small / 1e6:.0f}", f"{n / dt * small_bytes / small / limit:.2f}",
+                             f"{broker_cpu:.0f}%", "-"])
+    rows.append(["loopback: trivial os.sendfile server, same segment", fmt_rate(limit / (nbytes / records)),
+                 f"{limit / 1e6:.0f}", "1.00", "-", "-"])
+    print_table(f"kbroker fetch (one broker, one partition, {nbytes / MiB:.0f} MiB from the page cache; "
+                f"load average {os.getloadavg()[0]:.1f})",
+                ["scenario", "records/s", "MB/s", "ratio to loopback", "broker CPU", "client CPU"], rows)
+    print("targets (anchors.md): fetch >= 1.2 GB/s from page cache (~0.75 of loopback, iperf3 1.6 GB/s); "
+          "consumer peers with librdkafka, 100 B records: noida-db 250-540 K rec/s, Tansu 160-940 K rec/s; "
+          "Kafka (2014, 6 cores): 940 K rec/s")
+
+
+if __name__ == "__main__":
+    main()
