@@ -152,7 +152,8 @@ def elect_preferred(zk: KafkaZkClient, partitions: list[TopicPartition], timeout
                                  f"(leader stays {_leader(new.leader)}).")
         else:
             result.failed[tp] = (f"The controller did not elect preferred replica {want} "
-                                 f"(leader is {_leader(new.leader)}).")
+                                 f"(leader is {_leader(new.leader)}); it may not have taken in the latest ISR "
+                                 "change yet (leaders report those in batches), so try again.")
     return result
 
 

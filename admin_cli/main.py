@@ -224,7 +224,7 @@ def _wait_for_reassignment(zk, plan, timeout: float, poll_interval: float = 0.2)
     """Poll until every planned partition is done, showing done/total with click.progressbar on stderr (on a
     terminal; elsewhere one line per change). Returns the final statuses, or None on timeout."""
     total = len(plan)
-    stream = click.get_text_stream("stderr")
+    stream = sys.stderr
     tty = stream.isatty()
     deadline = time.monotonic() + timeout
     shown = 0

@@ -160,19 +160,18 @@ def recv_discard(sock: socket.socket, n: int, buf: memoryview) -> None:
 
 
 def sendfile_loopback_limit(path: str, length: int, chunk: int = 10 * MiB) -> float:
-    """A trivial server os.sendfile's `length` bytes of `path` (in `chunk`-sized calls, as one fetch partition
-    per response) to a loopback client that reads and discards them: bytes/s seen by the client."""
+    """Streaming limit: a trivial server os.sendfile's `length` bytes of `path` (in `chunk`-sized calls) on a
+    blocking socket to a loopback client that reads them into a `chunk`-sized buffer and drops them: bytes/s."""
     srv = socket.socket()
     srv.bind(("127.0.0.1", 0))
     srv.listen(1)
     port = srv.getsockname()[1]
-    ready = threading.Event()
 
     def serve():
         conn, _ = srv.accept()
         fd = os.open(path, os.O_RDONLY)
         try:
-            ready.wait()
+            conn.recv(1)                                  # go
             offset = 0
             while offset < length:
                 sent = os.sendfile(conn.fileno(), fd, offset, min(chunk, length - offset))
@@ -186,10 +185,62 @@ def sendfile_loopback_limit(path: str, length: int, chunk: int = 10 * MiB) -> fl
     t = threading.Thread(target=serve, daemon=True)
     t.start()
     client = socket.create_connection(("127.0.0.1", port))
-    buf = memoryview(bytearray(4 * MiB))
+    buf = memoryview(bytearray(chunk))
     t0 = time.perf_counter()
-    ready.set()
+    client.sendall(b"g")
     recv_discard(client, length, buf)
+    dt = time.perf_counter() - t0
+    client.close()
+    srv.close()
+    t.join()
+    return length / dt
+
+
+def sendfile_request_response_limit(path: str, length: int, chunk: int = 10 * MiB) -> float:
+    """Request/response limit: like a fetch loop with one request in flight, the client sends a 12-byte
+    request (offset, size) and the trivial server answers with a 4-byte size and `chunk` bytes of `path` by
+    os.sendfile (blocking socket); the client reads them into a reusable buffer and asks for the next: bytes/s."""
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+    port = srv.getsockname()[1]
+
+    def serve():
+        conn, _ = srv.accept()
+        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            while True:
+                req = b""
+                while len(req) < 12:
+                    more = conn.recv(12 - len(req))
+                    if not more:
+                        return
+                    req += more
+                offset, size = struct.unpack(">qi", req)
+                conn.sendall(_I32.pack(size))
+                end = offset + size
+                while offset < end:
+                    sent = os.sendfile(conn.fileno(), fd, offset, end - offset)
+                    if sent == 0:
+                        return
+                    offset += sent
+        finally:
+            os.close(fd)
+            conn.close()
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    client = socket.create_connection(("127.0.0.1", port))
+    client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    buf = memoryview(bytearray(chunk + 4))
+    t0 = time.perf_counter()
+    offset = 0
+    while offset < length:
+        size = min(chunk, length - offset)
+        client.sendall(struct.pack(">qi", offset, size))
+        recv_discard(client, 4 + size, buf)
+        offset += size
     dt = time.perf_counter() - t0
     client.close()
     srv.close()

@@ -27,7 +27,7 @@ if __package__ in (None, ""):          # `python bench/fetch.py`
 
 from bench._common import (MiB, BenchCluster, CpuMeter, KafkaConn, ProcessCpu, PySpy, RawProducer, build_v2_batch,
                            common_args, fetch_all, fmt_rate, high_watermark, log, print_table,
-                           sendfile_loopback_limit)
+                           sendfile_loopback_limit, sendfile_request_response_limit)
 
 
 def fill(cluster: BenchCluster, topic: str, value_size: int, records_per_batch: int, mib: int) -> tuple[int, int]:
@@ -45,18 +45,20 @@ def fill(cluster: BenchCluster, topic: str, value_size: int, records_per_batch: 
     return records, n * len(batch)
 
 
-def confluent_consume(cluster: BenchCluster, topic: str, records: int, timeout: float) -> tuple[int, float, float]:
-    """(records consumed, seconds, broker CPU %) for a librdkafka consumer reading partition 0 from offset 0."""
+def confluent_consume(cluster: BenchCluster, topic: str, records: int, timeout: float):
+    """(records consumed, seconds, broker CPU %, client CPU %) for a librdkafka consumer reading partition 0 from offset 0."""
     import gc
     from confluent_kafka import Consumer, TopicPartition
+    # librdkafka's prefetch queue would stop fetching for fetch.queue.backoff.ms (1 s) whenever a 10 MiB
+    # fetch overfills queued.min.messages (100000): raise the one, shorten the other
     c = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "kbroker-bench",
                   "enable.auto.commit": False, "enable.auto.offset.store": False,
                   "fetch.max.bytes": 50 * MiB, "max.partition.fetch.bytes": 10 * MiB,
-                  "fetch.wait.max.ms": 100, "queued.max.messages.kbytes": 256 * 1024,
-                  "enable.partition.eof": False})
+                  "queued.min.messages": 1000000, "queued.max.messages.kbytes": 1024 * 1024,
+                  "fetch.queue.backoff.ms": 10, "enable.partition.eof": False})
     c.assign([TopicPartition(topic, 0, 0)])
     n = 0
-    cpu = CpuMeter(cluster.pid).start()
+    cpu, client_cpu = CpuMeter(cluster.pid).start(), ProcessCpu().start()
     t0 = time.perf_counter()
     deadline = t0 + timeout
     while n < records and time.perf_counter() < deadline:
@@ -66,13 +68,13 @@ def confluent_consume(cluster: BenchCluster, topic: str, records: int, timeout: 
                 raise RuntimeError(f"consumer error: {m.error()}")
         n += len(msgs)
     dt = time.perf_counter() - t0
-    broker_cpu = cpu.percent()
+    broker_cpu, bench_cpu = cpu.percent(), client_cpu.percent()
     c.close()
     del c
     gc.collect()
     if n < records:
         log(f"WARNING: librdkafka consumer read {n} of {records} records within {timeout:g} s")
-    return n, dt, broker_cpu
+    return n, dt, broker_cpu, bench_cpu
 
 
 def main(argv=None) -> None:
@@ -83,8 +85,8 @@ def main(argv=None) -> None:
     parser.add_argument("--max-bytes", type=int, default=50 * MiB, help="Fetch max_bytes (default 50 MiB)")
     parser.add_argument("--partition-max-bytes", type=int, default=10 * MiB,
                         help="Fetch partition_max_bytes (default 10 MiB)")
-    parser.add_argument("--rounds", type=int, default=2,
-                        help="read the partition this many times with Fetch v11, report the best (default 2)")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="read the partition this many times with Fetch v11, report the best (default 3)")
     parser.add_argument("--small-records", type=int, default=2_000_000,
                         help="100 B records for the librdkafka consumer's second topic (0 to skip; default 2M)")
     parser.add_argument("--consumer-timeout", type=float, default=30.0, help="give up consuming after (s)")
@@ -99,12 +101,16 @@ def main(argv=None) -> None:
         segments = cluster.segment_files(topic, 0)
         sizes = [os.path.getsize(s) for s in segments]
         # the limit: the same segment bytes through a trivial sendfile server (best of the rounds)
-        limit = 0.0
+        limit = rr_limit = 0.0
         for _ in range(args.rounds):
-            seconds = sum(size / sendfile_loopback_limit(path, size, args.partition_max_bytes)
-                          for path, size in zip(segments, sizes) if size)
-            limit = max(limit, sum(sizes) / seconds)
-        log(f"loopback sendfile limit: {limit / 1e6:.0f} MB/s over {len(segments)} segment(s), "
+            total = sum(sizes)
+            limit = max(limit, total / sum(size / sendfile_loopback_limit(path, size, args.partition_max_bytes)
+                                            for path, size in zip(segments, sizes) if size))
+            rr_limit = max(rr_limit, total / sum(
+                size / sendfile_request_response_limit(path, size, args.partition_max_bytes)
+                for path, size in zip(segments, sizes) if size))
+        log(f"loopback sendfile limit: {limit / 1e6:.0f} MB/s streaming, {rr_limit / 1e6:.0f} MB/s with one "
+            f"{args.partition_max_bytes / MiB:g} MiB request in flight; {len(segments)} segment(s), "
             f"{sum(sizes) / MiB:.0f} MiB")
 
         best = None
@@ -126,20 +132,23 @@ def main(argv=None) -> None:
 
         if not args.no_librdkafka:
             log(f"librdkafka consumer: {records} records of 1 KiB")
-            n, dt, broker_cpu = confluent_consume(cluster, topic, records, args.consumer_timeout)
+            n, dt, broker_cpu, bench_cpu = confluent_consume(cluster, topic, records, args.consumer_timeout)
             rows.append(["librdkafka consumer, 1 KiB records", fmt_rate(n / dt), f"{n / dt * nbytes / records / 1e6:.0f}",
-                         f"{n / dt * nbytes / records / limit:.2f}", f"{broker_cpu:.0f}%", "-"])
+                         f"{n / dt * nbytes / records / limit:.2f}", f"{broker_cpu:.0f}%", f"{bench_cpu:.0f}%"])
             if args.small_records:
                 small_topic = "bench-fetch-100"
                 per_batch = 1000
                 small_mib = max(1, args.small_records * 109 // MiB)
                 small, small_bytes = fill(cluster, small_topic, 100, per_batch, small_mib)
                 log(f"librdkafka consumer: {small} records of 100 B")
-                n, dt, broker_cpu = confluent_consume(cluster, small_topic, small, args.consumer_timeout)
+                n, dt, broker_cpu, bench_cpu = confluent_consume(cluster, small_topic, small,
+                                                                 args.consumer_timeout)
                 rows.append(["librdkafka consumer, 100 B records", fmt_rate(n / dt),
                              f"{n / dt * small_bytes / small / 1e6:.0f}", f"{n / dt * small_bytes / small / limit:.2f}",
-                             f"{broker_cpu:.0f}%", "-"])
-    rows.append(["loopback: trivial os.sendfile server, same segment", fmt_rate(limit / (nbytes / records)),
+                             f"{broker_cpu:.0f}%", f"{bench_cpu:.0f}%"])
+    rows.append(["loopback: trivial sendfile server, request/response", fmt_rate(rr_limit / (nbytes / records)),
+                 f"{rr_limit / 1e6:.0f}", f"{rr_limit / limit:.2f}", "-", "-"])
+    rows.append(["loopback: trivial sendfile server, streaming (limit)", fmt_rate(limit / (nbytes / records)),
                  f"{limit / 1e6:.0f}", "1.00", "-", "-"])
     print_table(f"kbroker fetch (one broker, one partition, {nbytes / MiB:.0f} MiB from the page cache; "
                 f"load average {os.getloadavg()[0]:.1f})",

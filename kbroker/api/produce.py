@@ -7,7 +7,7 @@ NOT_LEADER_OR_FOLLOWER, CORRUPT_MESSAGE, MESSAGE_TOO_LARGE, INVALID_TIMESTAMP, I
 UNSUPPORTED_COMPRESSION_TYPE, idempotence errors, INVALID_TOPIC_EXCEPTION for internal topics.
 acks must be -1, 0 or 1 (else INVALID_REQUIRED_ACKS for every partition). With acks=0 there is no response,
 and as in Kafka an error closes the connection so the producer notices. v2+ answers the log append time,
-v5+ the log start offset, v8+ an error message.
+v5+ the log start offset, v8+ an error message and the index of each rejected record.
 """
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ MIN_VERSION, MAX_VERSION = 0, 9
 REQUEST, RESPONSE = ProduceRequest, ProduceResponse
 TopicResponse = RESPONSE.TopicProduceResponse
 PartitionResponse = TopicResponse.PartitionProduceResponse
+RecordError = PartitionResponse.BatchIndexAndErrorMessage
 
 
 def decode(body, version):
@@ -35,7 +36,7 @@ def handle(request, ctx):
         for p in topic.partitions:
             entries[(topic.name, p.index)] = p.records
     if request.acks not in (-1, 0, 1):
-        results = {tp: (Errors.INVALID_REQUIRED_ACKS, -1, -1, -1, None) for tp in entries}
+        results = {tp: (Errors.INVALID_REQUIRED_ACKS, -1, -1, -1, None, []) for tp in entries}
     else:
         results = ctx.broker.replica_manager.append_records(request.acks, request.timeout_ms, entries, version)
     if request.acks == 0:
@@ -45,9 +46,10 @@ def handle(request, ctx):
             raise CloseConnection(f"acks=0 produce to {topic}-{partition} failed with {Errors(error).name}")
         return None
     by_topic: dict = {}
-    for (topic, partition), (error, base_offset, append_time, log_start, message) in results.items():
+    for (topic, partition), (error, base_offset, append_time, log_start, message, record_errors) in results.items():
         by_topic.setdefault(topic, []).append(PartitionResponse(
             index=partition, error_code=error, base_offset=base_offset, log_append_time_ms=append_time,
-            log_start_offset=log_start, record_errors=[], error_message=message))
+            log_start_offset=log_start, error_message=message, record_errors=[
+                RecordError(batch_index=i, batch_index_error_message=m) for i, m in record_errors]))
     return RESPONSE(version=version, throttle_time_ms=0, responses=[
         TopicResponse(name=t, partition_responses=ps) for t, ps in by_topic.items()])

@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 
 from ..protocol.errors import Errors, KafkaError
 from .batches import (CREATE_TIME, LOG_APPEND_TIME, MIN_V2_RECORD_SIZE, V2_MAX_TIMESTAMP_OFFSET, build_legacy,
-                      build_v2, invalid, legacy_message, legacy_records, set_legacy_crc, set_v2_crc,
-                      v2_records)
+                      build_v2, check_v2_framing, invalid, legacy_message, legacy_records, set_legacy_crc,
+                      set_v2_crc, v2_records)
 from .compression import NONE, ZSTD, codec_id
 from .entries import (COMPRESSION_MASK, CONTROL_MASK, MAGIC_OFFSET, NO_TIMESTAMP,
                       TIMESTAMP_TYPE_MASK_V1, TIMESTAMP_TYPE_MASK_V2, TRANSACTIONAL_MASK, V2_ATTRIBUTES_OFFSET,
@@ -52,12 +52,15 @@ def magic_for_format_version(version: str) -> int:
     return 1 if minor == 10 else 0
 
 
+MAX_LONG = 2 ** 63 - 1
+
+
 @dataclass(frozen=True)
 class RecordsConfig:
     """The topic settings validation depends on (Kafka's LogConfig names in the comments)."""
     magic: int = 2                                   # message.format.version, via magic_for_format_version
     timestamp_type: int = CREATE_TIME                # message.timestamp.type: CREATE_TIME or LOG_APPEND_TIME
-    max_timestamp_difference_ms: int = 2 ** 63 - 1   # message.timestamp.difference.max.ms
+    max_timestamp_difference_ms: int = MAX_LONG      # message.timestamp.difference.max.ms
     compression_type: str = "producer"               # compression.type
     max_message_bytes: int = 1048588                 # max.message.bytes
     compacted: bool = False                          # cleanup.policy contains "compact"
@@ -170,6 +173,9 @@ def _scan(view: memoryview, produce_version: int | None, from_client: bool, conf
         except CorruptEntry as e:
             raise KafkaError(Errors.CORRUPT_MESSAGE, str(e)) from e
         if entry is None:
+            if not entries and produce_version is not None and produce_version >= 3:
+                raise invalid(f"Produce requests with version {produce_version} must have at least one record "
+                              "batch (the data holds no whole batch)")
             raise KafkaError(Errors.CORRUPT_MESSAGE, f"truncated entry at byte {pos} ({end - pos} bytes left)")
         entries.append(entry)
         pos += entry.size
@@ -303,11 +309,14 @@ class _Job:
         batch_log_append = bool(attributes & TIMESTAMP_TYPE_MASK_V2)
         header_error = count > 0 and (self.timestamp_error(first_ts, entry.base_offset, batch_log_append)
                                       or self.timestamp_error(max_ts, entry.last_offset, False))
-        if header_error or self.config.compacted:
-            # only now are the records read: to check keys, and to name the records a bad header points at
+        if header_error or self.config.compacted or self.config.max_timestamp_difference_ms < MAX_LONG:
+            # Records are read one by one only when a setting needs it: keys of compacted topics, each
+            # record's timestamp under a time limit, or to name the records a bad header points at.
             self.check_records(v2_records(self.buf, pos, size, self.config.decompression_limit), batch_log_append)
             if header_error:
                 raise RecordValidationError(header_error[0], header_error[1], [(0, header_error[1])])
+        else:
+            check_v2_framing(self.buf, pos, size)
         buf = _writable(self.buf)
         last = self.next_offset + count - 1
         base = last - last_delta

@@ -279,7 +279,7 @@ class ReplicaManager:
         return partition
 
     def append_records(self, acks: int, timeout_ms: int, entries: dict, produce_version: int) -> dict:
-        """{tp: (error, base offset, log append time, log start offset, error message)}."""
+        """{tp: (error, base offset, log append time, log start offset, error message, record errors)}."""
         results = {}
         appended = {}
         for tp, records in entries.items():
@@ -287,7 +287,7 @@ class ReplicaManager:
                 if tp[0] in INTERNAL_TOPICS:
                     raise KafkaError(Errors.INVALID_TOPIC_EXCEPTION, f"Cannot append to internal topic {tp[0]}")
                 r = self.leader_partition(tp).append_as_leader(records, produce_version, acks)
-                results[tp] = (Errors.NONE, r.first_offset, r.log_append_time, r.log_start_offset, None)
+                results[tp] = (Errors.NONE, r.first_offset, r.log_append_time, r.log_start_offset, None, [])
                 if r.last_offset >= 0:
                     appended[tp] = r.last_offset
                 self.fetch_purgatory.check_and_complete(tp)
@@ -297,15 +297,16 @@ class ReplicaManager:
                     log.info("produce to %s-%d failed: %s: %s", tp[0], tp[1], e.code.name, e)
                 partition = self.partitions.get(tp)
                 start = partition.log.log_start_offset if partition is not None else -1
-                results[tp] = (e.code, -1, -1, start, str(e) if produce_version >= 8 else None)
+                record_errors = e.record_errors if isinstance(e, RecordValidationError) else []
+                results[tp] = (e.code, -1, -1, start, str(e) if produce_version >= 8 else None, record_errors)
         if acks == -1 and appended:
             op = DelayedProduce(max(0, timeout_ms), self, appended)
             if not self.produce_purgatory.try_complete_else_watch(op, list(appended)):
                 op.done.wait()
             for tp, error in op.errors.items():
                 if error:
-                    _, _, _, start, _ = results[tp]
-                    results[tp] = (error, -1, -1, start, None)
+                    start = results[tp][3]
+                    results[tp] = (error, -1, -1, start, None, [])
         return results
 
     def fetch(self, requests, max_wait_ms: int, min_bytes: int, follower: int, read_fn) -> dict:

@@ -149,10 +149,14 @@ def kp_consume(bootstrap: str, topic: str, n: int, api_version=None, partition: 
 
 def ck_consume(bootstrap: str, topic: str, n: int, partition: int = 0, offset: int = 0, timeout: float = 15.0,
                **conf):
-    """confluent-kafka consumer that only assigns (never touches a group coordinator)."""
+    """confluent-kafka consumer that only assigns and never commits. (librdkafka insists on a group.id and then
+    looks for the coordinator anyway: without ApiVersions (fallback 0.9.0) it sends FindCoordinator v0, which
+    kbroker does not serve yet and answers by closing the connection, as Kafka does for an unknown API key; a
+    short reconnect backoff keeps such fetches from stalling up to 10 s behind librdkafka's default backoff.)"""
     from confluent_kafka import Consumer, TopicPartition
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused-" + uuid.uuid4().hex[:6],
-                  "enable.auto.commit": False, "enable.auto.offset.store": False, **conf})
+                  "enable.auto.commit": False, "enable.auto.offset.store": False,
+                  "reconnect.backoff.max.ms": 300, **conf})
     try:
         c.assign([TopicPartition(topic, partition, offset)])
         got, errors = [], []

@@ -303,3 +303,128 @@ def test_zstd_topic_read_by_fetch_v10_and_refused_to_down_conversion(cluster1m, 
 def test_zstd_topic_refuses_fetch_below_v10(cluster1m, zstd_topic, version):
     topic, _ = zstd_topic
     assert _fetch_raw(cluster1m.bootstrap, topic, version).error_code == UNSUPPORTED_COMPRESSION_TYPE
+
+
+# ---- sizes: many records down-converted in chunks; a batch larger than the fetch limits -----------------------
+
+@pytest.fixture(scope="module")
+def many_topic(cluster1m):
+    """3000 small records in v2 batches of at most 4 KiB (plain and gzip, with headers). (Old fetches, v0-v2,
+    have a hard size limit: in Kafka a v2 batch larger than the partition limit cannot be down-converted at all
+    and such a consumer is stuck with RecordTooLargeError, so the batches stay well below the 16 KiB used.)"""
+    from kafka import KafkaProducer
+    bs = cluster1m.bootstrap
+    topic = create_topic(cluster1m, unique("many"))
+    expected = []
+    for codec in (None, "gzip", None):
+        p = KafkaProducer(bootstrap_servers=bs, compression_type=codec, batch_size=4096, linger_ms=50)
+        try:
+            for i in range(1000):
+                n = len(expected)
+                p.send(topic, key=b"key-%d" % n, value=b"value-%d-" % n + b"x" * (n % 50), partition=0,
+                       headers=[("n", b"%d" % n)])
+                expected.append((b"key-%d" % n, b"value-%d-" % n + b"x" * (n % 50)))
+            p.flush(30)
+        finally:
+            p.close(5)
+    assert sum(e.record_count for e in log_entries(segment_path(cluster1m, 1, topic))) == 3000
+    return topic, expected
+
+
+@pytest.mark.parametrize("era", ["0.8.2", "0.10.0", "default"])
+def test_many_records_in_small_fetches(cluster1m, many_topic, era):
+    """max_partition_fetch_bytes 16 KiB: many fetches, each down-converted (v0/v1) within the limit; every
+    record arrives once, in order."""
+    topic, expected = many_topic
+    got = kp_consume(cluster1m.bootstrap, topic, len(expected), api_version=ERAS[era],
+                     max_partition_fetch_bytes=16384, fetch_max_bytes=16384, timeout=30)
+    assert [g.offset for g in got] == list(range(len(expected)))
+    assert [(g.key, g.value) for g in got] == expected
+
+
+def test_many_records_librdkafka_v0_small_fetches(cluster1m, many_topic):
+    topic, expected = many_topic
+    msgs = ck_consume(cluster1m.bootstrap, topic, len(expected), timeout=30,
+                      **{"api.version.request": False, "broker.version.fallback": "0.9.0",
+                         "fetch.message.max.bytes": 16384})
+    assert [m.offset() for m in msgs] == list(range(len(expected)))
+    assert [(m.key(), m.value()) for m in msgs] == expected
+
+
+@pytest.mark.parametrize("era", ["0.11.0", "default"])
+def test_batch_larger_than_fetch_limits_still_returned(cluster1m, era):
+    """Fetch v3+: the first batch comes whole even when larger than max_bytes and the partition limit (KIP-74),
+    so a consumer with 4 KiB limits still reads a 100 KB record, then the next ones."""
+    bs = cluster1m.bootstrap
+    topic = create_topic(cluster1m, unique("bigbatch"))
+    recs = sample_records(1, headers=False)
+    recs[0].value = bytes(range(256)) * 400
+    small = sample_records(3, headers=False, tag="after-")
+    kp_produce(bs, topic, recs)
+    kp_produce(bs, topic, small)
+    got = kp_consume(bs, topic, 4, api_version=ERAS[era], max_partition_fetch_bytes=4096, fetch_max_bytes=4096)
+    assert [(g.offset, g.value) for g in got] == [(i, r.value) for i, r in enumerate(recs + small)]
+
+
+# ---- topic configs the clients see: LogAppendTime, max.message.bytes ------------------------------------------
+
+@pytest.fixture(scope="module")
+def append_time_topic(cluster1m):
+    """message.timestamp.type=LogAppendTime: a v2 batch (gzip) and a v1 message set (0.10.0 producer), the
+    broker's clock replacing the producers' timestamps."""
+    from tests.clients._util import now_ms
+    bs = cluster1m.bootstrap
+    topic = create_topic(cluster1m, unique("append-time"), configs={"message.timestamp.type": "LogAppendTime"})
+    old = now_ms() - 3_600_000
+    recs = sample_records(6, ts_base=old)
+    before = now_ms()
+    md2 = kp_produce(bs, topic, recs, compression="gzip")
+    recs1 = sample_records(6, ts_base=old, headers=False, tag="v1-")
+    md1 = kp_produce(bs, topic, recs1, api_version=(0, 10, 0))
+    after = now_ms()
+    return topic, recs + recs1, md2 + md1, before, after
+
+
+def test_log_append_time_answered_to_producers(cluster1m, append_time_topic):
+    topic, recs, md, before, after = append_time_topic
+    assert [m.offset for m in md] == list(range(12))
+    # one append time per batch, in the produce response (Produce v2+), within the produce calls
+    first, second = {m.timestamp for m in md[:6]}, {m.timestamp for m in md[6:]}
+    assert len(first) == 1 and len(second) == 1
+    (t1,), (t2,) = first, second
+    assert before - 1000 <= t1 <= t2 <= after + 1000
+    entries = log_entries(segment_path(cluster1m, 1, topic))
+    assert [(e.magic, e.timestamp_type, e.max_timestamp) for e in entries] == [(2, 1, t1), (2, 1, t2)]
+
+
+@pytest.mark.parametrize("era", ["0.10.0", "0.11.0", "default"])
+def test_log_append_time_seen_by_consumers(cluster1m, append_time_topic, era):
+    topic, recs, md, _, _ = append_time_topic
+    got = kp_consume(cluster1m.bootstrap, topic, 12, api_version=ERAS[era])
+    assert [(g.offset, g.key, g.value) for g in got] == [(i, r.key, r.value) for i, r in enumerate(recs)]
+    assert [(g.timestamp, g.timestamp_type) for g in got] == [(m.timestamp, 1) for m in md]
+
+
+def test_log_append_time_seen_by_librdkafka(cluster1m, append_time_topic):
+    from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME
+    topic, recs, md, _, _ = append_time_topic
+    msgs = ck_consume(cluster1m.bootstrap, topic, 12)
+    assert [(m.offset(), m.timestamp()) for m in msgs] == \
+        [(i, (TIMESTAMP_LOG_APPEND_TIME, m.timestamp)) for i, m in enumerate(md)]
+
+
+@pytest.mark.parametrize("era", ["0.8.2", "default"])
+def test_record_over_max_message_bytes_refused(cluster1m, era):
+    """max.message.bytes=2000: a 5000-byte record is refused (MESSAGE_TOO_LARGE), nothing appended, a small
+    record afterwards goes in at offset 0."""
+    from kafka.errors import KafkaError
+    bs = cluster1m.bootstrap
+    topic = create_topic(cluster1m, unique("too-large"), configs={"max.message.bytes": "2000"})
+    big = sample_records(1, headers=False)
+    big[0].value = bytes(range(256)) * 20
+    with pytest.raises(KafkaError) as e:
+        kp_produce(bs, topic, big, api_version=ERAS[era], with_ts=era != "0.8.2", retries=0,
+                   enable_idempotence=False)
+    assert "TooLarge" in type(e.value).__name__, repr(e.value)
+    md = kp_produce(bs, topic, sample_records(1, headers=False), api_version=ERAS[era], with_ts=era != "0.8.2")
+    assert md[0].offset == 0

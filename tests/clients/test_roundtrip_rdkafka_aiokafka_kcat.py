@@ -188,7 +188,7 @@ def kcat(*args, stdin: str | None = None) -> str:
 
 
 def kcat_consume(bs, topic, *extra, fmt=FORMAT) -> list[tuple]:
-    out = kcat("-b", bs, "-C", "-t", topic, "-p", "0", "-e", "-q", "-f", fmt, *extra)
+    out = kcat("-b", bs, "-C", "-t", topic, "-p", "0", "-e", "-q", "-X", "fetch.wait.max.ms=50", "-f", fmt, *extra)
     rows = []
     for line in out.splitlines():
         fields = line.split("|")

@@ -501,14 +501,6 @@ def test_legacy_message_set_truncated(env, version):
     assert_nothing_appended(b, before)
 
 
-TRUNCATED_V3_BUG = pytest.mark.xfail(strict=True, reason=(
-    "bug: a Produce v3+ partition whose bytes hold no whole batch (batchLength beyond the data, or the data cut "
-    "short) is answered CORRUPT_MESSAGE (2); Kafka 2.8's ProduceRequest.validateRecords answers INVALID_RECORD "
-    "(87): 'Produce requests with version N must have at least one record batch'. CORRUPT_MESSAGE is retriable "
-    "in Java clients, INVALID_RECORD is not"))
-
-
-@TRUNCATED_V3_BUG
 def test_batch_length_larger_than_the_bytes(env):
     """A v2 batch whose batchLength claims 100 bytes more than were sent: Kafka 2.8 reads no whole batch, and
     ProduceRequest.validateRecords answers INVALID_RECORD ("must have at least one record batch")."""
@@ -518,7 +510,6 @@ def test_batch_length_larger_than_the_bytes(env):
     expect_produce_error(env, data, INVALID_RECORD)
 
 
-@TRUNCATED_V3_BUG
 def test_truncated_v2_batch(env):
     """The bytes stop in the middle of the records (the header is intact): no whole batch, INVALID_RECORD as
     above for Produce v3+."""
@@ -526,7 +517,6 @@ def test_truncated_v2_batch(env):
     expect_produce_error(env, data[:len(data) - 30], INVALID_RECORD)
 
 
-@TRUNCATED_V3_BUG
 def test_truncated_inside_the_v2_header(env):
     data = v2_batch([b"a"])
     expect_produce_error(env, data[:40], INVALID_RECORD)
@@ -569,12 +559,6 @@ def test_record_count_bomb_in_compressed_batch(env):
     expect_produce_error(env, data, INVALID_RECORD)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "deviation from Kafka 2.8 (kbroker's header-only v2 path, DESIGN.md section 3): an uncompressed v2 batch with "
-    "a valid CRC whose records do not match its header (more or fewer records than recordCount, or record "
-    "bodies that do not parse) is appended as is; Kafka 2.8 walks the records "
-    "(LogValidator.assignOffsetsNonCompressed) and answers INVALID_RECORD (87) - kbroker assigns offsets to "
-    "records that do not exist, and consumers then fail on the batch"))
 @pytest.mark.parametrize("variant", HEADER_ONLY_VARIANTS)
 def test_records_disagree_with_a_plausible_header(env, variant):
     data = v2_batch([b"v" * 10 for _ in range(4)])        # 4 records, ~100 bytes of them
@@ -683,11 +667,6 @@ def test_timestamp_out_of_range(env):
         assert_nothing_appended(env.broker, before)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "bug: the v2 in-place path checks only the header's firstTimestamp and maxTimestamp against "
-    "message.timestamp.difference.max.ms; a record older than the first one (here the second of three) is "
-    "accepted. Kafka 2.8 (LogValidator.assignOffsetsNonCompressed -> validateRecord) checks every record and "
-    "answers INVALID_TIMESTAMP (32) with that record in record_errors"))
 def test_timestamp_out_of_range_in_a_middle_record(env):
     now = int(time.time() * 1000)
     before = snapshot(env.broker, STRICT_TIME)
@@ -706,10 +685,6 @@ def test_compacted_topic_record_without_key(env):
     assert (p.error_code, p.base_offset) == (NONE, before.latest)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "bug: ProduceResponse v8+ never carries record_errors (kbroker/api/produce.py always sends []), although "
-    "the validator computes them (RecordValidationError.record_errors). Kafka 2.8 (KIP-467) answers the index "
-    "and message of each rejected record, e.g. [(1, 'Compacted topic cannot accept message without key...')]"))
 def test_produce_v8_names_the_rejected_records(env):
     now = int(time.time() * 1000)
     p = produce(env.broker, COMPACT, v2_batch_timestamps([now, now, now], keys=[b"k", None, b"k"]), version=8)

@@ -238,8 +238,9 @@ def test_length_fields_that_disagree():
     struct.pack_into(">i", buf, 8, 40)                   # shorter than a v2 header
     rejected(buf, Errors.CORRUPT_MESSAGE)
     buf = v2()
-    struct.pack_into(">i", buf, 8, len(buf))              # longer than the data
-    rejected(buf, Errors.CORRUPT_MESSAGE)
+    struct.pack_into(">i", buf, 8, len(buf))              # longer than the data: no whole batch at all
+    rejected(bytearray(buf), Errors.INVALID_RECORD)        # Produce v3+ (Kafka's validateRecords)
+    rejected(bytearray(buf), Errors.CORRUPT_MESSAGE, produce_version=2)
     buf = legacy_messages(1, sample(1, 1))
     struct.pack_into(">i", buf, 26, 1000)                 # key length past the end of the message
     set_legacy_crc(buf, 0, len(buf))
@@ -252,10 +253,12 @@ def test_malformed_records_are_found_where_records_are_read():
     set_v2_crc(buf, 0, len(buf))
     rejected(bytearray(buf), Errors.INVALID_RECORD, compacted=True)
     rejected(bytearray(buf), Errors.INVALID_RECORD, compression_type="gzip")
+    rejected(bytearray(buf), Errors.INVALID_RECORD)       # the plain in-place path walks the records too
 
 
 def test_truncated_batch():
-    rejected(v2()[:-3], Errors.CORRUPT_MESSAGE)
+    rejected(v2()[:-3], Errors.INVALID_RECORD)            # Produce v3+: no whole batch (Kafka's validateRecords)
+    rejected(v2()[:-3], Errors.CORRUPT_MESSAGE, produce_version=2)
     rejected(v2() + v2()[:20], Errors.CORRUPT_MESSAGE, produce_version=2)
 
 
