@@ -160,7 +160,8 @@ def main(argv=None) -> None:
             rows.append(confluent_scenario(cluster, args))
     rows += limits
     rows.append(["disk: sequential write + fdatasync", "-", f"{disk / 1e6:.1f}", "1.00", "-", "-", "-"])
-    print_table("kbroker produce (one broker, acks=1; CPU in % of one core)",
+    print_table(f"kbroker produce (one broker, acks=1; CPU in % of one core; load average "
+                f"{os.getloadavg()[0]:.1f})",
                 ["scenario", "records/s", "MB/s", "ratio to disk", "ratio to page cache", "broker CPU",
                  "client CPU"], rows)
     print("targets (anchors.md): >= 1 M rec/s of 100 B records in batches; >= 250 MB/s of 1 KiB records "

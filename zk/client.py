@@ -250,11 +250,33 @@ class KafkaZkClient:
     def fenced(self, epoch_zk_version: int, *ops) -> list:
         """Run ops (functions adding to a transaction) behind a check of /controller_epoch's version.
         Raises ControllerMovedError if the check fails, or the first op's own error."""
+        return self._fenced_result(self._fenced_async(epoch_zk_version, ops).get())
+
+    def fenced_many(self, epoch_zk_version: int, batches) -> list:
+        """Several fenced multis sent back to back (pipelined on the one connection), then awaited: one round
+        trip's latency for all, as Kafka's controller pipelines its writes. Each item of `batches` is a list
+        of ops; each result is that multi's list of op results, or the op's exception. ControllerMovedError
+        if any fence check failed."""
+        pending = [self._fenced_async(epoch_zk_version, ops) for ops in batches]
+        out = []
+        for result in pending:
+            try:
+                out.append(self._fenced_result(result.get()))
+            except ControllerMovedError:
+                raise
+            except Exception as e:  # a kazoo error of one op (BadVersion, NodeExists, NoNode)
+                out.append(e)
+        return out
+
+    def _fenced_async(self, epoch_zk_version: int, ops):
         txn = self.zk.transaction()
         txn.check(z.ControllerEpochZNode.path, epoch_zk_version)
         for op in ops:
             op(txn)
-        results = txn.commit()
+        return txn.commit_async()
+
+    @staticmethod
+    def _fenced_result(results) -> list:
         if isinstance(results[0], (BadVersionError, NoNodeError)):
             raise ControllerMovedError("controller epoch zkVersion check failed")
         for r in results[1:]:
@@ -292,34 +314,54 @@ class KafkaZkClient:
             return None
         return z.TopicPartitionStateZNode.decode(data, stat.version)
 
-    def create_partition_state_fenced(self, topic: str, partition: int, state: z.LeaderAndIsr,
-                                      epoch_zk_version: int) -> None:
-        """Create /partitions, /partitions/P (null data) and the state znode, each fenced (as Kafka)."""
-        for path in (z.TopicPartitionsZNode.path(topic), z.TopicPartitionZNode.path(topic, partition)):
+    def create_partition_states_fenced(self, states: dict, epoch_zk_version: int) -> None:
+        """Create the state znodes of new partitions {(topic, partition): LeaderAndIsr}: /partitions once per
+        topic, then per partition one fenced multi creating /partitions/P (null) and its state, all pipelined.
+        A partition whose znodes partly exist (an earlier controller died mid-way) is completed one by one."""
+        for topic in sorted({t for t, _ in states}):
             try:
-                self.fenced(epoch_zk_version, lambda t, p=path: self._create_op(t, p, None))
+                self.fenced(epoch_zk_version, lambda t, p=z.TopicPartitionsZNode.path(topic): self._create_op(t, p, None))
             except NodeExistsError:
                 pass
-        state_path = z.TopicPartitionStateZNode.path(topic, partition)
-        data = z.TopicPartitionStateZNode.encode(state)
-        try:
-            self.fenced(epoch_zk_version, lambda t: t.create(state_path, data))
-            state.zk_version = 0
-        except NodeExistsError:
-            stat = self.fenced(epoch_zk_version, lambda t: t.set_data(state_path, data))[0]
-            state.zk_version = stat.version
+        items = sorted(states.items())
+        results = self.fenced_many(epoch_zk_version, [
+            [lambda t, tp=tp: self._create_op(t, z.TopicPartitionZNode.path(*tp), None),
+             lambda t, tp=tp, s=state: t.create(z.TopicPartitionStateZNode.path(*tp), z.TopicPartitionStateZNode.encode(s))]
+            for tp, state in items])
+        for (tp, state), result in zip(items, results):
+            if not isinstance(result, Exception):
+                state.zk_version = 0
+                continue
+            if not isinstance(result, NodeExistsError):
+                raise result
+            try:
+                self.fenced(epoch_zk_version, lambda t, tp=tp: self._create_op(t, z.TopicPartitionZNode.path(*tp), None))
+            except NodeExistsError:
+                pass
+            path, data = z.TopicPartitionStateZNode.path(*tp), z.TopicPartitionStateZNode.encode(state)
+            try:
+                self.fenced(epoch_zk_version, lambda t: t.create(path, data))
+                state.zk_version = 0
+            except NodeExistsError:
+                state.zk_version = self.fenced(epoch_zk_version, lambda t: t.set_data(path, data))[0].version
 
-    def update_partition_state_fenced(self, topic: str, partition: int, state: z.LeaderAndIsr,
-                                      epoch_zk_version: int) -> bool:
-        """setData with expected version = partition epoch; False on a version conflict."""
-        path = z.TopicPartitionStateZNode.path(topic, partition)
-        try:
-            stat = self.fenced(epoch_zk_version,
-                               lambda t: t.set_data(path, z.TopicPartitionStateZNode.encode(state), state.zk_version))[0]
-        except BadVersionError:
-            return False
-        state.zk_version = stat.version
-        return True
+    def update_partition_states_fenced(self, states: dict, epoch_zk_version: int) -> dict:
+        """setData of many state znodes {(topic, partition): LeaderAndIsr}, each expecting its zk_version (the
+        partition epoch), pipelined. Returns {tp: new zkVersion, or None on a version conflict}."""
+        items = sorted(states.items())
+        results = self.fenced_many(epoch_zk_version, [
+            [lambda t, tp=tp, s=state: t.set_data(z.TopicPartitionStateZNode.path(*tp),
+                                                  z.TopicPartitionStateZNode.encode(s), s.zk_version)]
+            for tp, state in items])
+        out = {}
+        for (tp, _), result in zip(items, results):
+            if isinstance(result, (BadVersionError, NoNodeError)):
+                out[tp] = None
+            elif isinstance(result, Exception):
+                raise result
+            else:
+                out[tp] = result[0].version
+        return out
 
     # ---- producer ids -------------------------------------------------------------------------------------
     def allocate_producer_id_block(self, broker_id: int, block_size: int) -> tuple[int, int]:

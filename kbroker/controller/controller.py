@@ -310,31 +310,28 @@ class KafkaController(LeadershipMoves, Reassignments):
         return state is None or state.leader not in self.ctx.live_brokers
 
     def _elect_partitions(self, batch: RequestBatch, partitions) -> None:
-        """New partitions get their first leader; offline ones a leader from the live ISR."""
+        """New partitions get their first leader; offline ones a leader from the live ISR. All state znode
+        writes of one call go to ZooKeeper pipelined."""
         ctx = self.ctx
         live = ctx.eligible_leaders()
-        unclean = self._unclean_election_enabled
+        unclean: dict[str, bool] = {}
+        created, computes, outcomes = {}, {}, {}
         for tp in partitions:
             if tp[0] in ctx.topics_to_delete:
                 continue
             replicas = ctx.assignments[tp]
-            state = ctx.partition_states.get(tp)
-            if state is None:
+            if tp not in ctx.partition_states:
                 chosen = election.new_partition_leader(replicas, live)
                 if chosen is None:
                     state_change.warning("partition %s-%d: no live replica among %s; it stays new", *tp, replicas)
                     continue
-                leader, isr = chosen
-                new_state = z.LeaderAndIsr(leader, 0, isr, ctx.epoch)
-                self.zk.create_partition_state_fenced(tp[0], tp[1], new_state, ctx.epoch_zk_version)
-                ctx.partition_states[tp] = new_state
-                state_change.info("partition %s-%d: online with leader %d, isr %s (new partition)", *tp, leader, isr)
-                batch.add_leader_and_isr(replicas, tp, is_new=True)
+                created[tp] = z.LeaderAndIsr(chosen[0], 0, chosen[1], ctx.epoch)
                 continue
-            allow_unclean = unclean(tp[0])
-            outcome = {}
+            if tp[0] not in unclean:
+                unclean[tp[0]] = self._unclean_election_enabled(tp[0])
+            outcome = outcomes[tp] = {}
 
-            def elect(current, replicas=replicas, allow_unclean=allow_unclean, outcome=outcome):
+            def elect(current, replicas=replicas, allow_unclean=unclean[tp[0]], outcome=outcome):
                 if current.leader in live:
                     # A leader's ISR write raced us and that leader is alive: nothing to elect.
                     outcome["chosen"] = (current.leader, current.isr, False)
@@ -344,21 +341,30 @@ class KafkaController(LeadershipMoves, Reassignments):
                 if chosen is None:
                     return None if current.leader == election.NO_LEADER else (election.NO_LEADER, current.isr)
                 return chosen[0], chosen[1]
-            self._write_state(tp, elect)
+            computes[tp] = elect
+        if created:
+            self.zk.create_partition_states_fenced(created, ctx.epoch_zk_version)
+            for tp, state in sorted(created.items()):
+                ctx.partition_states[tp] = state
+                state_change.info("partition %s-%d: online with leader %d, isr %s (new partition)", *tp,
+                                  state.leader, state.isr)
+                batch.add_leader_and_isr(ctx.assignments[tp], tp, is_new=True)
+        self._write_states(computes)
+        for tp, outcome in outcomes.items():
             chosen = outcome.get("chosen")
             if chosen is None:
                 state_change.warning("partition %s-%d: no live in-sync replica among isr %s; it stays offline",
                                      *tp, ctx.partition_states[tp].isr)
                 batch.add_update_metadata(ctx.live_brokers, [tp])
                 continue
-            leader, isr, was_unclean = chosen
+            leader, _, was_unclean = chosen
             new = ctx.partition_states[tp]
             if was_unclean:
                 state_change.warning("partition %s-%d: UNCLEAN leader election: %d becomes leader although it was "
                                      "not in the ISR; records it did not have are lost", *tp, leader)
             state_change.info("partition %s-%d: new leader %d (epoch %d), isr %s%s", *tp, new.leader,
                               new.leader_epoch, new.isr, " (unclean election)" if was_unclean else "")
-            batch.add_leader_and_isr(replicas, tp)
+            batch.add_leader_and_isr(ctx.assignments[tp], tp)
         batch.add_update_metadata(ctx.live_brokers, [])
 
     def _unclean_election_enabled(self, topic: str) -> bool:
@@ -367,25 +373,37 @@ class KafkaController(LeadershipMoves, Reassignments):
             return bool(self.config["unclean.leader.election.enable"])
         return value.lower() == "true"
 
-    def _write_state(self, tp, compute) -> z.LeaderAndIsr | None:
-        """Write compute(current state) -> (leader, isr) with the leader epoch bumped (fenced, expected version =
-        partition epoch). On a version conflict (a leader changed its ISR meanwhile) re-read and recompute, as
-        Kafka's partition state machine does. None when compute declines (returns None)."""
+    def _write_states(self, computes: dict) -> dict:
+        """For each partition, write compute(current state) -> (leader, isr) with the leader epoch bumped (fenced,
+        expected version = partition epoch), all pipelined. On a version conflict (a leader changed its ISR
+        meanwhile) re-read and recompute, as Kafka's partition state machine retries. Partitions whose compute
+        declines (returns None) are left out of the result {tp: new state}."""
         ctx = self.ctx
-        while True:
-            current = ctx.partition_states[tp]
-            decided = compute(current)
-            if decided is None:
-                return None
-            leader, isr = decided
-            new_state = z.LeaderAndIsr(leader, current.leader_epoch + 1, list(isr), ctx.epoch, current.zk_version)
-            if self.zk.update_partition_state_fenced(tp[0], tp[1], new_state, ctx.epoch_zk_version):
-                ctx.partition_states[tp] = new_state
-                return new_state
-            fresh = self.zk.get_partition_state(*tp)
-            if fresh is None:
-                return None
-            ctx.partition_states[tp] = fresh
+        written = {}
+        pending = dict(computes)
+        while pending:
+            proposals = {}
+            for tp, compute in pending.items():
+                current = ctx.partition_states[tp]
+                decided = compute(current)
+                if decided is not None:
+                    proposals[tp] = z.LeaderAndIsr(decided[0], current.leader_epoch + 1, list(decided[1]), ctx.epoch,
+                                                   current.zk_version)
+            versions = self.zk.update_partition_states_fenced(proposals, ctx.epoch_zk_version) if proposals else {}
+            pending = {}
+            for tp, version in versions.items():
+                if version is not None:
+                    proposals[tp].zk_version = version
+                    ctx.partition_states[tp] = written[tp] = proposals[tp]
+                    continue
+                fresh = self.zk.get_partition_state(*tp)
+                if fresh is not None:
+                    ctx.partition_states[tp] = fresh
+                    pending[tp] = computes[tp]
+        return written
+
+    def _write_state(self, tp, compute) -> z.LeaderAndIsr | None:
+        return self._write_states({tp: compute}).get(tp)
 
     # ---- brokers -----------------------------------------------------------------------------------------
     def _process_broker_change(self):
@@ -430,21 +448,18 @@ class KafkaController(LeadershipMoves, Reassignments):
     def _remove_offline_replicas_from_isr(self, batch: RequestBatch, skip: set) -> None:
         """Replicas on brokers that are not live leave the ISR (OfflineReplica), except the last member."""
         ctx = self.ctx
-        for tp, state in list(ctx.partition_states.items()):
-            if tp in skip or tp[0] in ctx.topics_being_deleted:
-                continue
-            if not any(r not in ctx.live_brokers for r in state.isr):
-                continue
 
-            def shrink(current):
-                leader, isr = current.leader, current.isr
-                for r in [r for r in current.isr if r not in ctx.live_brokers]:
-                    leader, isr = election.remove_replica_from_isr(leader, isr, r)
-                return None if (leader, isr) == (current.leader, current.isr) else (leader, isr)
-            new = self._write_state(tp, shrink)
-            if new is not None:
-                state_change.info("partition %s-%d: isr %s after its offline replicas left it", *tp, new.isr)
-                batch.add_leader_and_isr(ctx.assignments[tp], tp)
+        def shrink(current):
+            leader, isr = current.leader, current.isr
+            for r in [r for r in current.isr if r not in ctx.live_brokers]:
+                leader, isr = election.remove_replica_from_isr(leader, isr, r)
+            return None if (leader, isr) == (current.leader, current.isr) else (leader, isr)
+        affected = [tp for tp, state in ctx.partition_states.items()
+                    if tp not in skip and tp[0] not in ctx.topics_being_deleted
+                    and any(r not in ctx.live_brokers for r in state.isr)]
+        for tp, new in sorted(self._write_states({tp: shrink for tp in affected}).items()):
+            state_change.info("partition %s-%d: isr %s after its offline replicas left it", *tp, new.isr)
+            batch.add_leader_and_isr(ctx.assignments[tp], tp)
 
     def _on_broker_startup(self, new: list[int]) -> None:
         ctx = self.ctx

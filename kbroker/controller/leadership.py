@@ -49,32 +49,36 @@ class LeadershipMoves:
         ctx.shutting_down.add(broker_id)
         state_change.info("controlled shutdown of broker %d: moving its leaders away", broker_id)
         batch = RequestBatch(ctx)
-        eligible = set(ctx.live_brokers) - ctx.shutting_down
-        for tp, replicas in sorted(ctx.assignments.items()):
+        eligible = ctx.eligible_leaders()
+
+        def move(current, replicas):
+            if current.leader != broker_id:
+                return None
+            candidates = [r for r in replicas if r in current.isr and r in eligible]
+            if not candidates:
+                return None
+            return candidates[0], [r for r in current.isr if r != broker_id]
+
+        def leave(current):
+            if broker_id not in current.isr or len(current.isr) < 2 or current.leader == broker_id:
+                return None
+            return current.leader, [r for r in current.isr if r != broker_id]
+        computes = {}
+        for tp, replicas in ctx.assignments.items():
             state = ctx.partition_states.get(tp)
             if state is None or broker_id not in replicas or len(replicas) < 2 or tp[0] in ctx.topics_being_deleted:
                 continue
             if state.leader == broker_id:
-                def move(current, replicas=replicas):
-                    if current.leader != broker_id:
-                        return None
-                    candidates = [r for r in replicas if r in current.isr and r in eligible]
-                    if not candidates:
-                        return None
-                    return candidates[0], [r for r in current.isr if r != broker_id]
-                new = self._write_state(tp, move)
-                if new is not None:
-                    state_change.info("partition %s-%d: leader %d -> %d (controlled shutdown of %d)", *tp,
-                                      broker_id, new.leader, broker_id)
-                    batch.add_leader_and_isr(replicas, tp)
+                computes[tp] = lambda current, replicas=replicas: move(current, replicas)
             elif broker_id in state.isr:
-                def leave(current):
-                    if broker_id not in current.isr or len(current.isr) < 2:
-                        return None
-                    return current.leader, [r for r in current.isr if r != broker_id]
-                if self._write_state(tp, leave) is not None:
-                    batch.add_leader_and_isr([r for r in replicas if r != broker_id], tp)
-                    batch.add_stop_replica([broker_id], tp, delete=False)
+                computes[tp] = leave
+        for tp, new in sorted(self._write_states(computes).items()):
+            replicas = ctx.assignments[tp]
+            if new.leader != broker_id and broker_id not in new.isr and new.leader in replicas:
+                state_change.info("partition %s-%d: leader %d, isr %s (controlled shutdown of %d)", *tp, new.leader,
+                                  new.isr, broker_id)
+                batch.add_leader_and_isr([r for r in replicas if r != broker_id], tp)
+                batch.add_stop_replica([broker_id], tp, delete=False)
         batch.add_update_metadata(ctx.live_brokers, [])
         batch.send(self.channels, self._on_stop_replica_response)
         remaining = [tp for tp, s in ctx.partition_states.items() if s.leader == broker_id]

@@ -342,15 +342,6 @@ def test_many_records_in_small_fetches(cluster1m, many_topic, era):
     assert [(g.key, g.value) for g in got] == expected
 
 
-def test_many_records_librdkafka_v0_small_fetches(cluster1m, many_topic):
-    topic, expected = many_topic
-    msgs = ck_consume(cluster1m.bootstrap, topic, len(expected), timeout=30,
-                      **{"api.version.request": False, "broker.version.fallback": "0.9.0",
-                         "fetch.message.max.bytes": 16384})
-    assert [m.offset() for m in msgs] == list(range(len(expected)))
-    assert [(m.key(), m.value()) for m in msgs] == expected
-
-
 @pytest.mark.parametrize("era", ["0.11.0", "default"])
 def test_batch_larger_than_fetch_limits_still_returned(cluster1m, era):
     """Fetch v3+: the first batch comes whole even when larger than max_bytes and the partition limit (KIP-74),

@@ -26,7 +26,7 @@ def test_fenced_write_from_an_old_controller_is_rolled_back(zk_client, zk_connec
     epoch, version = zk_client.register_controller_and_increment_epoch(1)
     state = z.LeaderAndIsr(1, 0, [1], epoch)
     zk_client.create_topic_assignment("t", z.TopicAssignment({0: [1]}))
-    zk_client.create_partition_state_fenced("t", 0, state, version)
+    zk_client.create_partition_states_fenced({("t", 0): state}, version)
     # Another controller takes over (its multi bumps /controller_epoch).
     zk_client.zk.delete("/controller")
     other = KafkaZkClient(zk_connect, 6000).start()
@@ -36,12 +36,26 @@ def test_fenced_write_from_an_old_controller_is_rolled_back(zk_client, zk_connec
         other.close()
     stale = z.LeaderAndIsr(9, 1, [9], epoch, state.zk_version)
     with pytest.raises(ControllerMovedError):
-        zk_client.update_partition_state_fenced("t", 0, stale, version)
+        zk_client.update_partition_states_fenced({("t", 0): stale}, version)
     assert zk_client.get_partition_state("t", 0).leader == 1  # nothing was written
     # A partition-epoch conflict (someone else wrote the state) is reported, not applied.
     new_version = zk_client.get_controller_epoch()[1]
     old = z.LeaderAndIsr(2, 1, [2], 2, zk_version=5)
-    assert zk_client.update_partition_state_fenced("t", 0, old, new_version) is False
+    assert zk_client.update_partition_states_fenced({("t", 0): old}, new_version) == {("t", 0): None}
+    good = z.LeaderAndIsr(2, 1, [2], 2, zk_version=0)
+    assert zk_client.update_partition_states_fenced({("t", 0): good}, new_version) == {("t", 0): 1}
+
+
+def test_many_partition_states_are_created_pipelined_and_completed(zk_client):
+    zk_client.create_top_level_paths()
+    _, version = zk_client.register_controller_and_increment_epoch(1)
+    zk_client.create_topic_assignment("t", z.TopicAssignment({p: [1] for p in range(50)}))
+    # An earlier controller died after creating partition 7's znode but not its state.
+    zk_client.create_recursive("/brokers/topics/t/partitions/7")
+    states = {("t", p): z.LeaderAndIsr(1, 0, [1], 1) for p in range(50)}
+    zk_client.create_partition_states_fenced(states, version)
+    assert all(zk_client.get_partition_state("t", p).leader == 1 for p in range(50))
+    assert all(s.zk_version == 0 for s in states.values())
 
 
 def test_top_level_paths_are_null_and_cluster_id_is_kept(zk_client):
