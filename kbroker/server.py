@@ -17,6 +17,7 @@ A lost ZooKeeper session makes the controller resign; once a new session is up t
 """
 from __future__ import annotations
 
+import fcntl
 import logging
 import os
 import socket
@@ -82,6 +83,7 @@ class KafkaServer:
         self.log_manager: LogManager | None = None
         self.producer_ids: ProducerIdManager | None = None
         self._tasks: list = []
+        self._dir_locks: list[int] = []
         self.broker_id: int = config.broker_id
         self.cluster_id: str | None = None
         self.broker_epoch = -1
@@ -183,8 +185,20 @@ class KafkaServer:
         metas = {}
         for d in self.config.log_dirs:
             os.makedirs(d, exist_ok=True)
+            self._lock_log_dir(d)
             metas[d] = read_meta_properties(d)
         return metas
+
+    def _lock_log_dir(self, log_dir: str) -> None:
+        """Hold Kafka's `.lock` file in each log dir, so two brokers never share one."""
+        fd = os.open(os.path.join(log_dir, ".lock"), os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            raise StartupError(f"Failed to acquire lock on file .lock in {log_dir}. A Kafka instance in another "
+                               f"process or thread is using this directory.") from None
+        self._dir_locks.append(fd)
 
     def _cluster_id(self, metas) -> str:
         cluster_id = self.zk.get_cluster_id() or self.zk.create_or_get_cluster_id(z.new_base64_uuid())

@@ -163,8 +163,11 @@ class ReplicaFetcher:
         return True
 
     def _fail(self, tp, error: Errors) -> None:
-        log.info("fetcher %d: %s-%d from broker %d: %s; backing off", self.broker_id, tp[0], tp[1], self.leader_id,
-                 error.name)
+        # The leader not knowing the partition yet, or no longer leading it, is routine during leader changes.
+        level = logging.DEBUG if error in (Errors.UNKNOWN_TOPIC_OR_PARTITION, Errors.NOT_LEADER_OR_FOLLOWER,
+                                           Errors.FENCED_LEADER_EPOCH, Errors.UNKNOWN_LEADER_EPOCH) else logging.INFO
+        log.log(level, "fetcher %d: %s-%d from broker %d: %s; backing off", self.broker_id, tp[0], tp[1],
+                self.leader_id, error.name)
         state = self.partitions.get(tp)
         if state is not None:
             state.failed_until = gevent.get_hub().loop.now() + self.backoff

@@ -78,11 +78,13 @@ class Cluster:
         self.zk_connect = zk_connect
         self.workdir = workdir
         self.brokers: dict[int, BrokerProcess] = {}
+        self.processes: list[BrokerProcess] = []   # every process started, for cleanup (ids may repeat)
         self.zk = KafkaZkClient(zk_connect, 6000).start()
 
     def add(self, broker_id: int, start: bool = True, **extra) -> BrokerProcess:
         b = BrokerProcess(broker_id, self.zk_connect, self.workdir, extra)
         self.brokers[broker_id] = b
+        self.processes.append(b)
         if start:
             b.start()
         return b
@@ -96,7 +98,7 @@ class Cluster:
         return ",".join(b.bootstrap for b in self.brokers.values() if b.alive())
 
     def stop(self) -> None:
-        for b in self.brokers.values():
+        for b in self.processes:
             if b.alive():
                 b.proc.kill()
                 b.proc.wait()

@@ -166,12 +166,31 @@ def test_restarted_broker_gets_its_partitions_back_into_metadata(cluster3):
 
 def test_duplicate_broker_id_refused(cluster_factory):
     c = cluster_factory(1)
+    first = c.brokers[1]
     dup = c.add(1, start=False)
+    dup.dir = dup.dir + "-second"  # its own log dir: the id clash is what must stop it
+    os.makedirs(dup.dir, exist_ok=True)
+    props = open(first.config_path).read().replace(first.dir, dup.dir)
+    dup.config_path = os.path.join(dup.dir, "server.properties")
+    dup.log_path = os.path.join(dup.dir, "broker.log")
+    open(dup.config_path, "w").write(props)
     dup.start()
     assert dup.proc.wait(30) == 1
     assert "broker id 1 is already registered" in dup.log()
-    assert c.brokers.get(1) is dup  # the fixture tracks the last one; the first must still be registered
-    assert c.zk.get_broker_ids() == [1]
+    assert first.alive() and c.zk.get_broker_ids() == [1]
+
+
+def test_shared_log_dir_refused(cluster_factory):
+    """Two brokers never share a log dir: Kafka's .lock file."""
+    c = cluster_factory(1)
+    first = c.brokers[1]
+    other = c.add(2, start=False)
+    props = open(other.config_path).read().replace(other.dir + "/data", first.dir + "/data")
+    open(other.config_path, "w").write(props)
+    other.start()
+    assert other.proc.wait(30) == 1
+    assert "Failed to acquire lock on file .lock" in other.log()
+    assert first.alive() and c.zk.get_broker_ids() == [1]
 
 
 def test_cluster_id_mismatch_refused(cluster_factory):
