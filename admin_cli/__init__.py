@@ -1,6 +1,8 @@
 """kadmin: the kbroker administration tool.
 
 Topic and cluster commands that write ZooKeeper exactly as Kafka 2.8's `kafka-topics.sh --zookeeper`
-(AdminZkClient) does, so a Kafka broker, a kbroker broker or `zkCli.sh` sees the same znodes. Entry point:
-`admin_cli.main:cli`.
+(AdminZkClient) does, so a Kafka broker, a kbroker broker or `zkCli.sh` sees the same znodes; `reassign` and
+`elect-leaders` write /admin/reassign_partitions and /admin/preferred_replica_election as
+`kafka-reassign-partitions.sh --zookeeper` and `kafka-preferred-replica-election.sh --zookeeper` do, then wait
+for the controller. Entry point: `admin_cli.main:cli`.
 """

@@ -2,7 +2,8 @@
 
 Global options come before the command: `kadmin --zookeeper localhost:2181 create-topic orders ...`.
 Every error is one line on stderr: exit status 1 when an operation fails (ZooKeeper unreachable, topic
-exists, invalid config, ...), 2 for a usage error. --bootstrap-server (the Admin API path) is refused
+exists, invalid config, ...), 2 for a usage error. Commands that wait for the controller (reassign,
+elect-leaders) show progress on stderr and give up after --timeout with exit 1. --bootstrap-server (the Admin API path) is refused
 until kadmin speaks the Kafka protocol.
 """
 from __future__ import annotations

@@ -27,6 +27,8 @@ import gevent
 import gevent.event
 
 from zk import znodes as z
+from kazoo.exceptions import KazooException
+
 from zk.client import KafkaZkClient, ZkError
 from .clock import Clock
 from .controller.controller import KafkaController
@@ -307,31 +309,38 @@ class KafkaServer:
                 log.warning("controlled shutdown attempt %d: %s, partitions still led here: %s", attempt,
                             Errors(response.error_code).name,
                             ", ".join(f"{p.topic_name}-{p.partition_index}" for p in response.remaining_partitions))
-            except (BrokerConnectionError, ZkError, OSError) as e:
-                log.warning("controlled shutdown attempt %d failed: %s", attempt, e)
+            except (BrokerConnectionError, ZkError, KazooException, OSError) as e:
+                log.warning("controlled shutdown attempt %d failed: %r", attempt, e)
             if attempt < retries:
                 gevent.sleep(backoff / 1000.0)
         log.warning("proceeding to do an unclean shutdown as all the controlled shutdown attempts failed")
         return False
 
     def shutdown(self) -> None:
+        """Stop everything in order; a failing step is logged and the next one still runs (a broker whose
+        ZooKeeper is gone must still stop, as Kafka's does)."""
         log.info("[KafkaServer id=%d] shutting down", self.broker_id)
+        steps = []
         if self.config["controlled.shutdown.enable"] and self.broker_epoch >= 0 and self.zk is not None:
-            self.controlled_shutdown()
+            steps.append(self.controlled_shutdown)
         if self.socket_server is not None:
-            self.socket_server.stop()
-        for task in self._tasks:
-            task.kill()
+            steps.append(self.socket_server.stop)
+        steps.append(lambda: [task.kill() for task in self._tasks])
         if self.controller is not None:
-            self.controller.shutdown()
+            steps.append(self.controller.shutdown)
         if self.replica_manager is not None:
-            self.replica_manager.shutdown()
-            for partition in self.replica_manager.partitions.values():
-                partition.producer_state.take_snapshot(partition.log.log_end_offset)
+            steps.append(self.replica_manager.shutdown)
+            steps.append(lambda: [p.producer_state.take_snapshot(p.log.log_end_offset)
+                                  for p in self.replica_manager.partitions.values()])
         if self.log_manager is not None:
-            self.log_manager.shutdown()
+            steps.append(self.log_manager.shutdown)
         if self.zk is not None:
-            self.zk.close()
+            steps.append(self.zk.close)
+        for step in steps:
+            try:
+                step()
+            except Exception:
+                log.exception("shutdown step failed; going on")
         log.info("[KafkaServer id=%d] shut down completed", self.broker_id)
         self._stopped.set()
 

@@ -11,6 +11,7 @@ v0-v2 get at most the limit (a partial message, as Kafka's old behaviour). max_w
 request waits in the fetch purgatory until enough bytes are readable or the time is up.
 
 Errors per partition: UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER, OFFSET_OUT_OF_RANGE,
+UNSUPPORTED_COMPRESSION_TYPE (a topic with compression.type=zstd fetched below v10, as Kafka),
 FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH (v9+ current leader epoch). Incremental fetch sessions (KIP-227)
 are declined: every response carries session id 0, so clients keep sending full fetch requests; a request
 naming a session id we never gave gets FETCH_SESSION_ID_NOT_FOUND.
@@ -52,6 +53,9 @@ def _read(ctx, requests, max_bytes: int, isolation_level: int, follower: int):
         try:
             partition = replicas.leader_partition(tp)
             partition.check_leader_epoch(leader_epoch)
+            if version < 10 and follower < 0 and partition.log.config.compression_type == "zstd":
+                raise KafkaError(Errors.UNSUPPORTED_COMPRESSION_TYPE,
+                                 "zstd-compressed topics can only be fetched with Fetch v10 or later")
             info, hw, lso, log_start = partition.read(fetch_offset, min(partition_max, limit), isolation_level,
                                                       min_one, follower)
             data.high_watermark, data.last_stable_offset, data.log_start_offset = hw, lso, log_start
