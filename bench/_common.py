@@ -115,25 +115,29 @@ def disk_write_limit(directory: str, mib: int) -> float:
     return mib * MiB / dt
 
 
-def pagecache_write_limit(directory: str, mib: int, block_size: int) -> float:
-    """Appends of `block_size` bytes with os.pwrite to a new file, no sync, `mib` MiB in all: bytes/s. This is
-    all a broker that leaves flushing to the OS (Kafka's default) can do per append. On a VM the first touch of
-    guest memory is slow (page-cache writes run at ~0.8 GB/s into never-used memory, 2-5 GB/s into recycled
-    memory): this also warms the pages the broker's appends will reuse right after."""
-    path = os.path.join(directory, "pagecache-limit.tmp")
+def pagecache_write_limit(directory: str, total_bytes: int, block_size: int, files: int = 1) -> float:
+    """Appends of `block_size` bytes with os.pwrite, round-robin over `files` new files, no sync, `total_bytes`
+    in all: bytes/s. This is all a broker that leaves flushing to the OS (Kafka's default) can do for the same
+    appends. Run it from the same state as the broker's run (os.sync() first) and for the same bytes: the rate
+    falls once ~1 GB is dirty (the kernel's writeback starts and throttles writers towards disk speed), and on a
+    VM the first touch of never-used guest memory is slow too."""
+    paths = [os.path.join(directory, f"pagecache-limit-{i}.tmp") for i in range(files)]
     block = os.urandom(block_size)
-    n = max(1, mib * MiB // block_size)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    n = max(1, total_bytes // block_size)
+    fds = [os.open(p, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644) for p in paths]
+    pos = [0] * files
     try:
         t0 = time.perf_counter()
-        pos = 0
-        for _ in range(n):
-            pos += os.pwrite(fd, block, pos)
+        for i in range(n):
+            k = i % files
+            pos[k] += os.pwrite(fds[k], block, pos[k])
         dt = time.perf_counter() - t0
     finally:
-        os.close(fd)
-        os.unlink(path)
-    return pos / dt
+        for fd in fds:
+            os.close(fd)
+        for p in paths:
+            os.unlink(p)
+    return sum(pos) / dt
 
 
 class ProcessCpu:

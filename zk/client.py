@@ -314,6 +314,19 @@ class KafkaZkClient:
             return None
         return z.TopicPartitionStateZNode.decode(data, stat.version)
 
+    def get_partition_states(self, partitions) -> dict:
+        """The state znodes of many partitions, read pipelined: {(topic, partition): LeaderAndIsr or None}."""
+        tps = sorted(partitions)
+        pending = [self.zk.get_async(z.TopicPartitionStateZNode.path(*tp)) for tp in tps]
+        out = {}
+        for tp, result in zip(tps, pending):
+            try:
+                data, stat = result.get()
+                out[tp] = z.TopicPartitionStateZNode.decode(data, stat.version)
+            except NoNodeError:
+                out[tp] = None
+        return out
+
     def create_partition_states_fenced(self, states: dict, epoch_zk_version: int) -> None:
         """Create the state znodes of new partitions {(topic, partition): LeaderAndIsr}: /partitions once per
         topic, then per partition one fenced multi creating /partitions/P (null) and its state, all pipelined.

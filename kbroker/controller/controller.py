@@ -380,7 +380,12 @@ class KafkaController(LeadershipMoves, Reassignments):
         declines (returns None) are left out of the result {tp: new state}."""
         ctx = self.ctx
         written = {}
-        pending = dict(computes)
+        # Decide on what ZooKeeper holds now (leaders change ISRs behind the controller's back), as Kafka's
+        # elections read the partition states first.
+        for tp, fresh in self.zk.get_partition_states(computes).items():
+            if fresh is not None:
+                ctx.partition_states[tp] = fresh
+        pending = {tp: c for tp, c in computes.items() if tp in ctx.partition_states}
         while pending:
             proposals = {}
             for tp, compute in pending.items():
