@@ -57,7 +57,10 @@ def zkcli_get(zk_connect: str, path: str) -> str:
     out = subprocess.run([ZKCLI, "-server", server, "get", "/" + chroot + path], capture_output=True, text=True,
                          timeout=30)
     assert out.returncode == 0, out.stderr
-    return out.stdout.strip().splitlines()[-1]
+    # zkCli prints its connection chatter (WATCHER::, WatchedEvent ...) on stdout too, in no fixed order.
+    lines = [l for l in out.stdout.splitlines()
+             if l.strip() and not l.startswith(("Connecting to", "WATCHER::", "WatchedEvent"))]
+    return lines[-1]
 
 
 def test_three_brokers_topic_and_kafka_znodes(cluster3):

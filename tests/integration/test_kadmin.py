@@ -100,14 +100,14 @@ def test_round_trip_create_list_describe_delete(zk_connect, zk_client):
     lines = r.stdout.splitlines()
     assert lines[0] == ("Topic: beta\tTopicId: e5bbD9aKQxS4i7m3a2nN3Q\tPartitionCount: 2\tReplicationFactor: 2\t"
                         "Configs:")
-    assert lines[1].split() == ["Partition", "Leader", "Replicas", "Isr"]
+    assert lines[1].split() == ["Partition", "Leader", "Replicas", "Isr", "Status"]
     r0 = ",".join(map(str, assignment.partitions[0]))
     r1 = ",".join(map(str, assignment.partitions[1]))
-    assert lines[2].split() == ["0", str(leader), r0, str(leader)]
-    assert lines[3].split() == ["1", "none", r1]  # leader -1, empty ISR
+    assert lines[2].split() == ["0", str(leader), r0, str(leader), "under-replicated"]  # ISR 1 of 2
+    assert lines[3].split() == ["1", "none", r1, "offline"]  # leader -1, empty ISR
     assert len(lines) == 4
     # Columns are aligned under their headings.
-    for heading in ("Leader", "Replicas", "Isr"):
+    for heading in ("Leader", "Replicas", "Isr", "Status"):
         assert lines[2][lines[1].index(heading) - 1] == " " and lines[2][lines[1].index(heading)] != " "
 
     r = kadmin(zk_connect, "delete-topic", "beta")
