@@ -18,6 +18,7 @@ import sys
 import tempfile
 import threading
 import time
+from dataclasses import dataclass
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if REPO not in sys.path:
@@ -358,13 +359,6 @@ def produce_body_v8(topic: str, partition: int, records: bytes, acks: int = 1, t
             + struct.pack(">iii", 1, partition, len(records)) + records)
 
 
-def produce_body_prefix_v8(topic: str, partition: int, records_len: int, acks: int = 1,
-                           timeout_ms: int = 30000) -> bytes:
-    """The body up to the records (so a frame can be sent as prefix + the same records object)."""
-    return (_str(None) + struct.pack(">hi", acks, timeout_ms) + struct.pack(">i", 1) + _str(topic)
-            + struct.pack(">iii", 1, partition, records_len))
-
-
 def parse_produce_response_v8(frame) -> list[tuple[int, int, int]]:
     """[(partition, error_code, base_offset)] from a Produce v8 response frame (correlation id first)."""
     pos = 4
@@ -450,17 +444,37 @@ def parse_fetch_response(version: int, frame, size: int | None = None):
     return -1, -1, pos, 0
 
 
+@dataclass
+class FetchRun:
+    records: int
+    nbytes: int
+    seconds: float
+    requests: int
+    latencies: list          # seconds from sending each request to the end of its response
+
+    @property
+    def median_ms(self) -> float:
+        return sorted(self.latencies)[len(self.latencies) // 2] * 1e3 if self.latencies else 0.0
+
+    @property
+    def max_ms(self) -> float:
+        return max(self.latencies) * 1e3 if self.latencies else 0.0
+
+    def slow(self, threshold_ms: float = 30.0) -> int:
+        return sum(1 for t in self.latencies if t * 1e3 > threshold_ms)
+
+
 def fetch_all(conn: KafkaConn, version: int, topic: str, partition: int, end_offset: int,
-              partition_max: int, max_bytes: int, start_offset: int = 0) -> tuple[int, int, float, int]:
-    """Fetch [start_offset, end_offset) sequentially, one request in flight, walking entry headers only.
-    Returns (records, record bytes, seconds, requests)."""
+              partition_max: int, max_bytes: int, start_offset: int = 0) -> FetchRun:
+    """Fetch [start_offset, end_offset) sequentially, one request in flight, walking entry headers only."""
     buf = bytearray(max_bytes + MiB)
-    offset, records, nbytes, requests = start_offset, 0, 0, 0
+    offset, records, nbytes, latencies = start_offset, 0, 0, []
     t0 = time.perf_counter()
     while offset < end_offset:
+        t = time.perf_counter()
         conn.send(conn.frame(1, version, fetch_body(version, topic, partition, offset, partition_max, max_bytes)))
         view, size = conn.recv_frame_into(buf)
-        requests += 1
+        latencies.append(time.perf_counter() - t)
         err, _hw, start, length = parse_fetch_response(version, view, size)
         if err:
             raise RuntimeError(f"Fetch v{version} at offset {offset}: error code {err}")
@@ -470,11 +484,10 @@ def fetch_all(conn: KafkaConn, version: int, topic: str, partition: int, end_off
                 raise RuntimeError(f"Fetch v{version} at offset {offset}: no whole entry in {length} bytes "
                                    f"(partition max {partition_max})")
             continue                                      # empty (long poll expired)
-        # a converted or uncompressed legacy message set may start before the offset only for compressed data
         records += next_offset - offset
         nbytes += whole
         offset = next_offset
-    return records, nbytes, time.perf_counter() - t0, requests
+    return FetchRun(records, nbytes, time.perf_counter() - t0, len(latencies), latencies)
 
 
 class RawProducer:

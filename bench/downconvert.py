@@ -93,7 +93,7 @@ def main(argv=None) -> None:
     parser.add_argument("--max-bytes", type=int, default=50 * MiB, help="Fetch max_bytes (v3+; default 50 MiB)")
     parser.add_argument("--partition-max-bytes", type=int, default=10 * MiB,
                         help="Fetch partition_max_bytes (default 10 MiB)")
-    parser.add_argument("--rounds", type=int, default=2, help="reads per Fetch version, best reported (default 2)")
+    parser.add_argument("--rounds", type=int, default=3, help="reads per Fetch version, best reported (default 3)")
     parser.add_argument("--repeat", type=int, default=3,
                         help="timings per in-process figure, best reported (default 3)")
     parser.add_argument("--versions", default="11,3,1", help="Fetch versions to run (default 11,3,1)")
@@ -128,24 +128,27 @@ def main(argv=None) -> None:
                     profile = f"{root}-v{version}{ext}"
                 cpu, client_cpu = CpuMeter(cluster.pid).start(), ProcessCpu().start()
                 with PySpy(cluster.pid, profile, args.py_spy_format):
-                    got, nbytes, secs, requests = fetch_all(conn, version, topic, 0, records,
-                                                            args.partition_max_bytes, args.max_bytes)
-                res = (got / secs, nbytes / secs, secs, requests, cpu.percent(), client_cpu.percent(), magic)
-                log(f"Fetch v{version} (magic {magic}) round {r + 1}: {got} records, {nbytes / MiB:.0f} MiB in "
-                    f"{secs:.2f} s ({requests} requests): {res[0] / 1e6:.2f} M rec/s")
+                    run = fetch_all(conn, version, topic, 0, records, args.partition_max_bytes, args.max_bytes)
+                res = (run.records / run.seconds, run.nbytes / run.seconds, run.median_ms, run.max_ms,
+                       cpu.percent(), client_cpu.percent(), magic)
+                log(f"Fetch v{version} (magic {magic}) round {r + 1}: {run.records} records, "
+                    f"{run.nbytes / MiB:.0f} MiB in {run.seconds:.2f} s ({run.requests} requests, median "
+                    f"{run.median_ms:.1f} ms): {res[0] / 1e6:.2f} M rec/s")
                 if version not in results or res[0] > results[version][0]:
                     results[version] = res
             profiled = profiled or (args.py_spy and version < 4)
         conn.close()
     base = results.get(11)
     for version in versions:
-        rps, bps, secs, requests, broker_cpu, bench_cpu, magic = results[version]
+        rps, bps, med_ms, max_ms, broker_cpu, bench_cpu, magic = results[version]
         what = "zero copy (limit)" if magic == 2 else f"down-converted to magic {magic}"
         rows.append([f"Fetch v{version}, {what}", fmt_rate(rps), f"{bps / 1e6:.0f}",
-                     f"{rps / base[0]:.3f}" if base else "-", f"{broker_cpu:.0f}%", f"{bench_cpu:.0f}%"])
+                     f"{rps / base[0]:.3f}" if base else "-", f"{med_ms:.1f} / {max_ms:.0f}", f"{broker_cpu:.0f}%",
+                     f"{bench_cpu:.0f}%"])
     print_table(f"kbroker down-conversion over the wire ({records} records of {args.value_size} B in v2 batches "
                 f"of {args.records_per_batch}; load average {os.getloadavg()[0]:.1f})",
-                ["fetch", "records/s", "MB/s received", "ratio to v11", "broker CPU", "client CPU"], rows)
+                ["fetch", "records/s", "MB/s received", "ratio to v11", "ms/response med / max", "broker CPU",
+                 "client CPU"], rows)
     print_table(f"in process, ms per {args.records_per_batch} records of {args.value_size} B, over 10 MiB of "
                 f"batches (best of {args.repeat})",
                 ["conversion", "down_convert", "same, GC off", "v2_records", "build_legacy",

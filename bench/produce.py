@@ -60,8 +60,8 @@ def raw_scenario(cluster: BenchCluster, args, name: str, value_size: int, record
         log(f"WARNING: {topic}: high watermarks sum to {hw} but {total_acked} records were acknowledged")
     cluster.delete_topic(topic)     # drop its dirty pages before the next measurement
     os.sync()
-    # the limit: a pwrite loop doing the broker's appends (same bytes, block size and number of files), from
-    # the same clean state, at the rate the broker averaged over the measured window
+    # the limit: a pwrite loop doing the broker's appends again, flat out (same bytes, block size and number of
+    # files), from the same clean state
     written = sum(producer.acked) * len(batch)
     pagecache = pagecache_write_limit(cluster.log_dir, written, len(batch), args.partitions)
     log(f"{name}: page-cache limit {pagecache / 1e6:.0f} MB/s ({written / 2 ** 20:.0f} MiB of "
@@ -114,7 +114,8 @@ def confluent_scenario(cluster: BenchCluster, args) -> list:
     left = p.flush(60)
     dt = time.perf_counter() - t0
     broker_cpu, bench_cpu = cpu.percent(), client_cpu.percent()
-    p.close() if hasattr(p, "close") else None
+    if hasattr(p, "close"):
+        p.close()
     del p, produce
     gc.collect()
     if left or failed[0]:

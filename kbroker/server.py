@@ -4,7 +4,9 @@
 2. get or create /cluster/id and check it against meta.properties in every log dir (a mismatch refuses to
    start, as Kafka's InconsistentClusterIdException);
 3. broker id from the config, else from meta.properties, else generated from /brokers/seqid;
-4. load the logs (recovering them after an unclean shutdown) with their topic configs from ZooKeeper;
+4. load the logs (recovering them after an unclean shutdown) with their topic configs from ZooKeeper, then
+   start the replica manager and the group coordinator (which loads the __consumer_offsets partitions that
+   LeaderAndIsr later makes this broker lead);
 5. bind the listeners; refuse to start if another live broker advertises the same endpoint;
 6. register the ephemeral /brokers/ids/<id> (its czxid is the broker epoch);
 7. start the controller module (every broker runs it; one is elected);
@@ -32,6 +34,7 @@ from kazoo.exceptions import KazooException
 from zk.client import KafkaZkClient, ZkError
 from .clock import Clock
 from .controller.controller import KafkaController
+from .coordinator.group_coordinator import GroupCoordinator
 from .coordinator.producer_id_manager import ProducerIdManager
 from .log.config import LogConfig
 from .log.errors import InvalidConfig
@@ -94,6 +97,7 @@ class KafkaServer:
         self.controller: KafkaController | None = None
         self.metadata_cache: MetadataCache | None = None
         self.replica_manager: ReplicaManager | None = None
+        self.group_coordinator: GroupCoordinator | None = None
         self.broker_info: z.BrokerInfo | None = None
         self._session_lost = False
         self._stopped = gevent.event.Event()
@@ -121,6 +125,9 @@ class KafkaServer:
                                               self.metadata_cache)
         self.replica_manager.startup()
         self.producer_ids = ProducerIdManager(self.broker_id, self.zk)
+        # Before any LeaderAndIsr can arrive: the coordinator loads __consumer_offsets partitions it is given.
+        self.group_coordinator = GroupCoordinator(self.broker_id, cfg, self.replica_manager, self.zk, self.clock)
+        self.group_coordinator.startup()
 
         self.socket_server = SocketServer(self, cfg.listeners, cfg["socket.request.max.bytes"])
         try:
@@ -182,6 +189,11 @@ class KafkaServer:
         every(cfg["log.flush.offset.checkpoint.interval.ms"] / 1000.0, lm.checkpoint_recovery_points)
         every(cfg["log.flush.start.offset.checkpoint.interval.ms"] / 1000.0, lm.checkpoint_log_start_offsets)
         every(cfg["replica.high.watermark.checkpoint.interval.ms"] / 1000.0, lm.checkpoint_high_watermarks)
+        from .log.cleaner import CleanerConfig
+        cleaner_config = CleanerConfig.from_broker(cfg.values)
+        if cleaner_config.enabled:
+            lm.start_cleaner(cleaner_config)
+            every(max(cleaner_config.backoff_ms, 10) / 1000.0, lm.clean_logs)
 
     def _load_meta_properties(self) -> dict[str, dict | None]:
         metas = {}
@@ -328,6 +340,8 @@ class KafkaServer:
         steps.append(lambda: [task.kill() for task in self._tasks])
         if self.controller is not None:
             steps.append(self.controller.shutdown)
+        if self.group_coordinator is not None:
+            steps.append(self.group_coordinator.shutdown)
         if self.replica_manager is not None:
             steps.append(self.replica_manager.shutdown)
             steps.append(lambda: [p.producer_state.take_snapshot(p.log.log_end_offset)

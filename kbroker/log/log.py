@@ -12,6 +12,10 @@
   `delete_pending_segments` runs (the broker calls it periodically; a delay of 0 deletes at once). Retention
   deletes only below the high watermark, and rolls the active segment when it is itself due.
 - fsync runs through run_blocking(fn) (e.g. a gevent threadpool's apply); by default it is called directly.
+- For the log cleaner: `create_cleaned_segment` makes a `<base>.log.cleaned` segment, `replace_segments` swaps it
+  in for the segments it replaces (`.cleaned` -> `.swap`, old ones `.deleted`, `.swap` -> final, as Kafka's
+  replaceSegments; a crash between the steps is repaired at load), and `truncation_count` /
+  `truncation_listeners` tell it about truncations (listeners are called with the new log end offset).
 
 Offsets by timestamp: fetch_offset_by_timestamp also answers the special timestamps -2 (earliest: log start
 offset) and -1 (latest: log end offset), with timestamp -1, as Kafka's Log does.
@@ -96,6 +100,7 @@ class Log:
         self._pending_deletes: list[tuple[int, LogSegment]] = []
         self._pending_flush_offset: int | None = None
         self._truncations = 0
+        self.truncation_listeners: list[Callable[["Log", int], None]] = []   # (log, new log end offset)
         self._hw_cache: tuple | None = None
         os.makedirs(self.dir, exist_ok=True)
         self.leader_epoch_cache = LeaderEpochFileCache(os.path.join(self.dir, LEADER_EPOCH_CHECKPOINT),
@@ -267,8 +272,9 @@ class Log:
             logger.info("%s repairing log file %s from an interrupted swap operation", self.name, path)
             self._recover_segment(swap)
             end = swap.read_next_offset()
-            replaced = [s for s in self.segments
-                        if s.base_offset < end and s.read_next_offset() > swap.base_offset]
+            # the segment at the swap's own base offset goes too, even when the cleaned data is empty
+            replaced = [s for s in self.segments if s.base_offset == swap.base_offset
+                        or (s.base_offset < end and s.read_next_offset() > swap.base_offset)]
             self._remove_and_delete_segments(replaced, "swap completion")
             swap.change_file_suffixes(SWAP_SUFFIX, "")
             self._add_segment(swap)
@@ -546,6 +552,13 @@ class Log:
         self._truncations += 1
         self._hw_cache = None
         self.update_high_watermark(min(self._high_watermark, end_offset))
+        for listener in list(self.truncation_listeners):
+            listener(self, end_offset)
+
+    @property
+    def truncation_count(self) -> int:
+        """How many truncations this log went through (the cleaner aborts when it changed meanwhile)."""
+        return self._truncations
 
     # ---- retention ----------------------------------------------------------------------------------------------
 
@@ -605,6 +618,43 @@ class Log:
         self.maybe_increment_log_start_offset(self.segments[0].base_offset)
         self.delete_pending_segments()
         return len(deletable)
+
+    # ---- the log cleaner's swap -----------------------------------------------------------------------------------
+
+    def create_cleaned_segment(self, base_offset: int) -> LogSegment:
+        """A new empty segment `<base>.log.cleaned` (and its `.cleaned` indexes) for the cleaner to write into;
+        files left by an earlier attempt are removed first. Blocking (creates files): call it off the hub."""
+        for path in (log_file_path(self.dir, base_offset, CLEANED_SUFFIX),
+                     offset_index_path(self.dir, base_offset, CLEANED_SUFFIX),
+                     time_index_path(self.dir, base_offset, CLEANED_SUFFIX)):
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
+        return self._new_segment(base_offset, loaded=True, suffix=CLEANED_SUFFIX)
+
+    def replace_segments(self, new_segment: LogSegment, old_segments) -> None:
+        """Swap the cleaned `new_segment` (files suffixed `.cleaned`, flushed) in for old_segments, which must
+        all be in the log, as Kafka's replaceSegments: rename it `.swap`, take the old ones out of the segment
+        list and rename them `.deleted` (deleted file.delete.delay.ms later), then rename the `.swap` files
+        to their final names. Readers see the old list or the new one (no yield in between). A crash leaves
+        either `.cleaned` files (deleted at load: the old segments are intact) or a `.swap` (completed at load:
+        the old segments it covers are removed)."""
+        current = {id(s) for s in self.segments}
+        if not old_segments or any(id(s) not in current for s in old_segments):
+            raise ValueError(f"{self.name} cannot replace segments that are not in the log")
+        if new_segment.base_offset != min(s.base_offset for s in old_segments):
+            raise ValueError(f"{self.name} the cleaned segment must start where the segments it replaces start")
+        new_segment.change_file_suffixes(CLEANED_SUFFIX, SWAP_SUFFIX)
+        gone = {id(s) for s in old_segments}
+        self._set_segments([s for s in self.segments if id(s) not in gone] + [new_segment])
+        for segment in old_segments:
+            segment.change_file_suffixes("", DELETED_SUFFIX)
+        due = self._clock.monotonic_ms() + self.config.file_delete_delay_ms
+        self._pending_deletes.extend((due, s) for s in old_segments)
+        new_segment.change_file_suffixes(SWAP_SUFFIX, "")
+        logger.info("%s replaced segments %s with cleaned segment %d (%d bytes)", self.name,
+                    [s.base_offset for s in old_segments], new_segment.base_offset, new_segment.size)
 
     # ---- files ------------------------------------------------------------------------------------------------
 

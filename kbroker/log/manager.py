@@ -13,6 +13,13 @@ Nothing runs on its own: the broker calls, on gevent timers, `cleanup_logs` (log
 (log.flush.start.offset.checkpoint.interval.ms), `checkpoint_high_watermarks`
 (replica.high.watermark.checkpoint.interval.ms) and `delete_pending_files` (about every second: segments and
 logs whose file.delete.delay.ms has passed). fsync and file deletion go through run_blocking(fn).
+
+Retention (`cleanup_logs`) deletes by retention.ms / retention.bytes only the logs whose cleanup.policy includes
+`delete` (Log.delete_old_segments); for `compact` logs it only drops segments below the log start offset.
+The log cleaner (cleaner.py) compacts the logs whose policy includes `compact`: `start_cleaner(config)` turns
+it on with the broker's log.cleaner.* settings and `clean_logs` (every log.cleaner.backoff.ms) runs one round.
+Its `cleaner-offset-checkpoint` is read at start-up, follows truncations and deletions, and is written after
+each cleaning and at shutdown. A log being cleaned is skipped by retention; the cleaner applies it after.
 """
 from __future__ import annotations
 
@@ -24,6 +31,7 @@ from typing import Mapping
 from ..clock import Clock
 from .checkpoint import (LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT,
                          OffsetCheckpointFile, fsync_dir)
+from .cleaner import CleanerConfig, LogCleaner
 from .config import LogConfig
 from .errors import CorruptCheckpoint, KafkaStorageError
 from .log import (CLEAN_SHUTDOWN_FILE, DELETE_DIR_SUFFIX, FUTURE_DIR_SUFFIX, Log, RunBlocking, TopicPartition,
@@ -34,9 +42,11 @@ logger = logging.getLogger("kbroker.log")
 
 class LogManager:
     def __init__(self, log_dirs: list[str], default_config: LogConfig, clock: Clock | None = None,
-                 run_blocking: RunBlocking | None = None, topic_configs: Mapping[str, LogConfig] | None = None):
+                 run_blocking: RunBlocking | None = None, topic_configs: Mapping[str, LogConfig] | None = None,
+                 cleaner_config: CleanerConfig | None = None):
         """Create missing log dirs and load every log in them. topic_configs: the LogConfig of topics with
-        overrides (others get default_config)."""
+        overrides (others get default_config). cleaner_config: the log cleaner's settings (default: the
+        cleaner is off until start_cleaner)."""
         self.log_dirs = [os.path.abspath(d) for d in log_dirs]
         self.default_config = default_config
         self._clock = clock or Clock()
@@ -46,6 +56,9 @@ class LogManager:
         self._logs_to_delete: list[tuple[int, Log]] = []
         for log_dir in self.log_dirs:
             os.makedirs(log_dir, exist_ok=True)
+        self.cleaner = LogCleaner(self.log_dirs, cleaner_config or CleanerConfig(enable=False), self._clock,
+                                  self._run_blocking, lambda: self._logs)
+        for log_dir in self.log_dirs:
             self._load_logs(log_dir)
 
     def _config_for(self, topic: str) -> LogConfig:
@@ -92,6 +105,7 @@ class LogManager:
             log = Log(path, self._config_for(tp[0]), recovery_points.get(tp, 0), log_start_offsets.get(tp, 0),
                       self._clock, had_clean_shutdown=clean, run_blocking=self._run_blocking)
             log.update_high_watermark(high_watermarks.get(tp, log.log_start_offset))
+            self.cleaner.attach(log)
             self._logs[tp] = log
 
     # ---- logs -----------------------------------------------------------------------------------------------------
@@ -116,6 +130,7 @@ class LogManager:
             dir = os.path.join(self._next_log_dir(), log_dir_name(tp))
             log = Log(dir, config or self._config_for(tp[0]), 0, 0, self._clock, had_clean_shutdown=True,
                       run_blocking=self._run_blocking)
+            self.cleaner.attach(log)
             self._logs[tp] = log
             logger.info("created log for partition %s in %s", log_dir_name(tp), log.parent_dir)
         return log
@@ -136,6 +151,8 @@ class LogManager:
         log.rename_dir(log_delete_dir_name(tp))
         self._checkpoint_recovery_points_in(log.parent_dir)
         self._checkpoint_log_start_offsets_in(log.parent_dir)
+        self.cleaner.forget(log)
+        self.cleaner.write_checkpoints(only_changed=True)
         self._logs_to_delete.append((self._clock.monotonic_ms() + log.config.file_delete_delay_ms, log))
         logger.info("log for partition %s is renamed to %s and is scheduled for deletion", log_dir_name(tp),
                     log.dir)
@@ -156,14 +173,26 @@ class LogManager:
             logger.info("deleted log for partition %s in %s", log_dir_name(log.topic_partition), log.dir)
 
     def cleanup_logs(self) -> int:
-        """Retention on every log; returns the number of segments deleted."""
+        """Retention on every log (by time and size only where cleanup.policy includes delete), except a log the
+        cleaner is working on; returns the number of segments deleted."""
         total = 0
-        for log in list(self._logs.values()):
+        for tp, log in list(self._logs.items()):
+            if tp in self.cleaner.in_progress:
+                continue
             try:
                 total += log.delete_old_segments()
             except Exception:
                 logger.exception("%s error while applying retention", log.name)
         return total
+
+    def start_cleaner(self, config: CleanerConfig) -> None:
+        """Turn the log cleaner on (or off) with these settings (the broker's log.cleaner.*)."""
+        self.cleaner.config = config
+
+    def clean_logs(self) -> int:
+        """One round of log compaction (the broker calls it every log.cleaner.backoff.ms): the dirtiest
+        compacted logs above their min.cleanable.dirty.ratio, off the hub. Returns how many logs were cleaned."""
+        return self.cleaner.clean_logs()
 
     def flush_dirty_logs(self) -> None:
         for log in list(self._logs.values()):
@@ -212,6 +241,11 @@ class LogManager:
 
     def shutdown(self) -> None:
         """Flush and close every log, write the checkpoints, and mark each log dir cleanly shut down."""
+        self.cleaner.shutdown()
+        try:
+            self.cleaner.write_checkpoints()
+        except Exception:
+            logger.exception("error writing the cleaner checkpoints")
         for log_dir in self.log_dirs:
             logs = self._logs_in_dir(log_dir).values()
             try:

@@ -121,6 +121,10 @@ class ReplicaManager:
         self.fetchers = ReplicaFetcherManager(self)
         self._isr_changes: set = set()
         self._tasks: list = []
+        # Called with ([(tp, leader epoch)] now led here, [(tp, leader epoch)] now followed, [(tp, epoch or None)]
+        # stopped) after each LeaderAndIsr / StopReplica, as Kafka's onLeadershipChange (the group coordinator
+        # loads and unloads __consumer_offsets partitions from it). Listeners must not block.
+        self.leadership_listeners: list = []
 
     def startup(self) -> None:
         self.fetch_purgatory.start()
@@ -165,6 +169,7 @@ class ReplicaManager:
         """Apply partition states; returns {(topic, partition): error}."""
         errors = {}
         configs: dict[str, LogConfig] = {}
+        leaders, followers = [], []
         for s in states:
             tp = (s.topic_name, s.partition_index)
             current = self.partitions.get(tp)
@@ -203,9 +208,20 @@ class ReplicaManager:
             state_change.info("partition %s-%d: %s (leader %d, leader epoch %d, isr %s) from controller %d",
                               tp[0], tp[1], role, s.leader, s.leader_epoch, list(s.isr), controller_id)
             errors[tp] = Errors.NONE
+            (leaders if role == "leader" else followers).append((tp, s.leader_epoch))
             self._complete_delayed(tp)
         self.fetchers.shutdown_idle()
+        self._notify_leadership(leaders, followers, [])
         return errors
+
+    def _notify_leadership(self, leaders, followers, stopped) -> None:
+        if not (leaders or followers or stopped):
+            return
+        for listener in self.leadership_listeners:
+            try:
+                listener(leaders, followers, stopped)
+            except Exception:
+                log.exception("leadership listener %r failed", listener)
 
     def stop_replica(self, topic: str, partition: int, delete: bool, leader_epoch: int) -> Errors:
         tp = (topic, partition)
@@ -222,6 +238,7 @@ class ReplicaManager:
             removed.leader = -1
         self._complete_delayed(tp)
         state_change.info("stopped replica %s-%d%s", topic, partition, " and deleted it" if delete else "")
+        self._notify_leadership([], [], [(tp, leader_epoch if leader_epoch >= 0 else None)])
         return Errors.NONE
 
     def _complete_delayed(self, tp) -> None:
@@ -278,13 +295,19 @@ class ReplicaManager:
                                                             f"{tp[0]}-{tp[1]}")
         return partition
 
-    def append_records(self, acks: int, timeout_ms: int, entries: dict, produce_version: int) -> dict:
-        """{tp: (error, base offset, log append time, log start offset, error message, record errors)}."""
+    def append_records(self, acks: int, timeout_ms: int, entries: dict, produce_version: int | None,
+                       internal: bool = False, callback=None) -> dict | None:
+        """{tp: (error, base offset, log append time, log start offset, error message, record errors)}.
+
+        internal=True is the coordinators' path (Kafka's internalTopicsAllowed with a coordinator origin): it
+        may write internal topics, and produce_version None makes the validator treat the data as a broker
+        append. With a callback, the records are appended now and the call returns None; the callback gets the
+        results once acks are satisfied (at once if nothing needs waiting, else from its own greenlet)."""
         results = {}
         appended = {}
         for tp, records in entries.items():
             try:
-                if tp[0] in INTERNAL_TOPICS:
+                if tp[0] in INTERNAL_TOPICS and not internal:
                     raise KafkaError(Errors.INVALID_TOPIC_EXCEPTION, f"Cannot append to internal topic {tp[0]}")
                 r = self.leader_partition(tp).append_as_leader(records, produce_version, acks)
                 results[tp] = (Errors.NONE, r.first_offset, r.log_append_time, r.log_start_offset, None, [])
@@ -298,15 +321,36 @@ class ReplicaManager:
                 partition = self.partitions.get(tp)
                 start = partition.log.log_start_offset if partition is not None else -1
                 record_errors = e.record_errors if isinstance(e, RecordValidationError) else []
-                results[tp] = (e.code, -1, -1, start, str(e) if produce_version >= 8 else None, record_errors)
-        if acks == -1 and appended:
-            op = DelayedProduce(max(0, timeout_ms), self, appended)
-            if not self.produce_purgatory.try_complete_else_watch(op, list(appended)):
-                op.done.wait()
+                message = str(e) if produce_version is not None and produce_version >= 8 else None
+                results[tp] = (e.code, -1, -1, start, message, record_errors)
+
+        def merge(op):
             for tp, error in op.errors.items():
                 if error:
                     start = results[tp][3]
                     results[tp] = (error, -1, -1, start, None, [])
+            return results
+        if acks == -1 and appended:
+            op = DelayedProduce(max(0, timeout_ms), self, appended)
+            completed = self.produce_purgatory.try_complete_else_watch(op, list(appended))
+            if callback is not None:
+                if completed:
+                    callback(merge(op))
+                else:
+                    def wait_then_answer():
+                        op.done.wait()
+                        try:
+                            callback(merge(op))
+                        except Exception:
+                            log.exception("append callback %r failed", callback)
+                    gevent.spawn(wait_then_answer)
+                return None
+            if not completed:
+                op.done.wait()
+            merge(op)
+        if callback is not None:
+            callback(results)
+            return None
         return results
 
     def fetch(self, requests, max_wait_ms: int, min_bytes: int, follower: int, read_fn) -> dict:

@@ -37,18 +37,12 @@ RDKAFKA_CODECS = {
 
 # librdkafka turns on lz4 for a broker only when its ApiVersions lists FindCoordinator (key 10): its feature
 # table (rdkafka_feature.c, RD_KAFKA_FEATURE_LZ4 depends on FindCoordinator v0) dates lz4 support by that API.
-# Kafka 2.8 advertises FindCoordinator v0-3; kbroker does not yet, so librdkafka logs "Broker does not support
-# compression type lz4: not compressing batch" and sends lz4 batches uncompressed (with fallback 0.9.0 the
-# feature table is fixed, so lz4 is used there).
-LZ4_NEEDS_FIND_COORDINATOR = pytest.mark.xfail(
-    strict=True, raises=AssertionError,
-    reason="bug: ApiVersions does not advertise FindCoordinator (key 10), so librdkafka disables lz4 and sends "
-    "the batch uncompressed")
+# Kafka 2.8 advertises FindCoordinator v0-3, and so does kbroker since the group coordinator (issue 5), so every
+# era below really sends lz4.
 
 
 def _rd_case(era, codec):
-    marks = [LZ4_NEEDS_FIND_COORDINATOR] if codec == "lz4" and era != "fallback-0.9.0" else []
-    return pytest.param(era, codec, id=f"{era}-{codec}", marks=marks)
+    return pytest.param(era, codec, id=f"{era}-{codec}")
 
 
 RD_CASES = [_rd_case(era, codec) for era, codecs in RDKAFKA_CODECS.items() for codec in codecs]
@@ -203,8 +197,7 @@ def kcat_consume(bs, topic, *extra, fmt=FORMAT) -> list[tuple]:
 
 
 @needs_kcat
-@pytest.mark.parametrize("codec", ["none", "gzip", "snappy",
-                                   pytest.param("lz4", marks=LZ4_NEEDS_FIND_COORDINATOR), "zstd"])
+@pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4", "zstd"])
 def test_kcat_produce_and_consume(cluster1m, codec):
     bs = cluster1m.bootstrap
     topic = create_topic(cluster1m, unique(f"kcat-{codec}"))

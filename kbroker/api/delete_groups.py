@@ -1,0 +1,24 @@
+"""DeleteGroups (key 42), v0-v2: delete Empty groups and their committed offsets.
+
+Per group: NONE (offsets and group metadata are removed and tombstones written to its `__consumer_offsets`
+partition), NON_EMPTY_GROUP (members are active), GROUP_ID_NOT_FOUND (no such group on its coordinator),
+NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, INVALID_GROUP_ID (null id). A group
+named twice is answered once (Kafka removes duplicates).
+Version notes: v0 and v1 are the same; v2 is flexible.
+"""
+from __future__ import annotations
+
+from kafka.protocol.admin.groups import DeleteGroupsRequest, DeleteGroupsResponse
+
+API_KEY = 42
+MIN_VERSION, MAX_VERSION = 0, 2
+REQUEST, RESPONSE = DeleteGroupsRequest, DeleteGroupsResponse
+Result = RESPONSE.DeletableGroupResult
+
+
+def handle(request, ctx):
+    version = ctx.api_version
+    names = list(dict.fromkeys(request.groups_names))
+    errors = ctx.broker.group_coordinator.handle_delete_groups(names)
+    return RESPONSE(version=version, throttle_time_ms=0, results=[
+        Result(group_id=g, error_code=errors[g]) for g in names])

@@ -1,0 +1,71 @@
+"""OffsetFetch (key 9), v0-v7: a group's committed offsets.
+
+v0 reads ZooKeeper (`/consumers/<group>/offsets/<topic>/<partition>`, as Kafka did): any broker answers;
+UNKNOWN_TOPIC_OR_PARTITION (offset -1) for a partition with no stored offset or of an unknown topic.
+v1+ ask the group coordinator: offset, leader epoch and metadata per partition, -1 with no error for a
+partition without a commit; a null topic list (v2+) means every partition the group has committed. Group
+errors (COORDINATOR_LOAD_IN_PROGRESS, NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, INVALID_GROUP_ID) go on every
+requested partition for v1 and in the top-level error (with no partitions) for v2+.
+Version notes: v2 adds the top-level error and null topics; v3 the throttle time; v5 the committed leader
+epoch; v6 is flexible; v7 require_stable (only pending transactional commits could make an offset unstable;
+without transactions, an offset commit still being written answers UNSTABLE_OFFSET_COMMIT).
+"""
+from __future__ import annotations
+
+import logging
+
+from kafka.protocol.consumer import OffsetFetchRequest, OffsetFetchResponse
+from kazoo.exceptions import KazooException
+
+from zk.client import ZkError
+
+from ..protocol.errors import Errors
+
+API_KEY = 9
+MIN_VERSION, MAX_VERSION = 0, 7
+REQUEST, RESPONSE = OffsetFetchRequest, OffsetFetchResponse
+Topic = RESPONSE.OffsetFetchResponseTopic
+Partition = Topic.OffsetFetchResponsePartition
+
+INVALID_OFFSET = -1
+log = logging.getLogger("kbroker.coordinator")
+
+
+def _fetch_v0(ctx, group_id: str, tps) -> dict:
+    cache = ctx.broker.metadata_cache
+    store = ctx.broker.group_coordinator.zk_offsets
+    out = {}
+    for tp in tps:
+        try:
+            offset = store.fetch(group_id, *tp) if cache.partition(*tp) is not None else None
+            out[tp] = ((offset, -1, "", Errors.NONE) if offset is not None
+                       else (INVALID_OFFSET, -1, "", Errors.UNKNOWN_TOPIC_OR_PARTITION))
+        except (ZkError, KazooException, ValueError) as e:
+            log.warning("reading the v0 offset of group %r for %s-%d from ZooKeeper failed: %r", group_id, *tp, e)
+            out[tp] = (INVALID_OFFSET, -1, "", Errors.UNKNOWN_SERVER_ERROR)
+    return out
+
+
+def _response(version: int, error: Errors, data: dict):
+    by_topic: dict = {}
+    for (topic, partition), (offset, epoch, metadata, perr) in data.items():
+        by_topic.setdefault(topic, []).append(Partition(partition_index=partition, committed_offset=offset,
+                                                        committed_leader_epoch=epoch, metadata=metadata,
+                                                        error_code=perr))
+    return RESPONSE(version=version, throttle_time_ms=0, error_code=error,
+                    topics=[Topic(name=t, partitions=ps) for t, ps in by_topic.items()])
+
+
+def handle(request, ctx):
+    version = ctx.api_version
+    tps = None if request.topics is None else list(dict.fromkeys(
+        (t.name, p) for t in request.topics for p in t.partition_indexes))
+    if version == 0:
+        return _response(version, Errors.NONE, _fetch_v0(ctx, request.group_id, tps or []))
+    require_stable = version >= 7 and request.require_stable
+    error, data = ctx.broker.group_coordinator.handle_fetch_offsets(request.group_id, tps, require_stable)
+    if error != Errors.NONE:
+        if version < 2:
+            return _response(version, Errors.NONE, {tp: (INVALID_OFFSET, -1, "", error) for tp in tps or []})
+        return _response(version, error, {})
+    return _response(version, Errors.NONE, data)
