@@ -20,6 +20,7 @@ A lost ZooKeeper session makes the controller resign; once a new session is up t
 from __future__ import annotations
 
 import fcntl
+import gc
 import logging
 import os
 import socket
@@ -100,6 +101,7 @@ class KafkaServer:
         self.group_coordinator: GroupCoordinator | None = None
         self.broker_info: z.BrokerInfo | None = None
         self._session_lost = False
+        self._shutting_down = False
         self._stopped = gevent.event.Event()
 
     # ---- startup -----------------------------------------------------------------------------------------
@@ -143,6 +145,9 @@ class KafkaServer:
         self.controller.startup()
         self.socket_server.start()
         self._start_log_tasks()
+        # Everything loaded so far lives as long as the broker: keep it out of the collector's full passes,
+        # which otherwise dominate down-conversion (many short-lived record objects trigger them).
+        gc.freeze()
         log.info("[KafkaServer id=%d] started (cluster id %s, broker epoch %d, listeners %s)", self.broker_id,
                  self.cluster_id, self.broker_epoch,
                  ", ".join(e.url() for e in self.broker_info.endpoints))
@@ -278,6 +283,8 @@ class KafkaServer:
     # ---- ZooKeeper session -------------------------------------------------------------------------------
     def _on_zk_state(self, state) -> None:
         # Called by kazoo; only note the change and let a greenlet act on it.
+        if self._shutting_down:
+            return   # closing our own session is not an expiry
         if state == "LOST":
             self._session_lost = True
             log.warning("ZooKeeper session expired")
@@ -332,6 +339,7 @@ class KafkaServer:
         """Stop everything in order; a failing step is logged and the next one still runs (a broker whose
         ZooKeeper is gone must still stop, as Kafka's does)."""
         log.info("[KafkaServer id=%d] shutting down", self.broker_id)
+        self._shutting_down = True
         steps = []
         if self.config["controlled.shutdown.enable"] and self.broker_epoch >= 0 and self.zk is not None:
             steps.append(self.controlled_shutdown)

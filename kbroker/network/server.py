@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 import struct
 
 import gevent
@@ -104,6 +105,9 @@ class SocketServer:
 
     def _handler(self, listener_name: str):
         def handle(sock, address):
+            # As Kafka: no Nagle delay on responses (a response's last partial segment would otherwise wait
+            # for the client's delayed ACK, ~40 ms).
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             self.connections.add(sock)
             try:
                 self._serve(sock, address, listener_name)
