@@ -2,11 +2,12 @@
 pending members (told MEMBER_ID_REQUIRED and expected back), the protocol votes, the generation, the leader,
 the committed offsets (and commits still being written) and the state machine:
 
-    Empty ──join──▶ PreparingRebalance ──all joined / timeout──▶ CompletingRebalance ──leader's sync──▶ Stable
-      ▲                  ▲   │ (no members left)                       │                                 │
-      └──────────────────┼───┘                                         └────── member change / leave ────┤
-                         └─────────────────────────────────────────────────────────────────────────────────┘
-    any state ──unload / delete / expire──▶ Dead
+    Empty ─────────────▶ PreparingRebalance   a member joins (or rejoins with new metadata, or leaves)
+    PreparingRebalance ▶ CompletingRebalance  every member rejoined, or the rebalance timeout (generation + 1)
+    PreparingRebalance ▶ Empty                nobody is left when the join completes (generation + 1)
+    CompletingRebalance ▶ Stable              the leader's assignment is written
+    Stable, CompletingRebalance ▶ PreparingRebalance   a member joins, changes, leaves or expires
+    any state ─────────▶ Dead                 unloaded (leadership moved), deleted, or expired while Empty
 
 No locks: the coordinator runs on one gevent hub, and every method here runs without yielding.
 """

@@ -38,7 +38,7 @@ from ..protocol.errors import Errors
 from ..purgatory.delayed import DelayedOperationPurgatory
 from .delayed import (DelayedHeartbeat, DelayedJoin, DelayedSync, InitialDelayedJoin, join_key, member_key,
                       sync_key)
-from .group import (NO_GENERATION, UNKNOWN_MEMBER_ID, GroupMetadata, GroupState, JoinGroupResult, MemberMetadata,
+from .group import (UNKNOWN_MEMBER_ID, GroupMetadata, GroupState, JoinGroupResult, MemberMetadata,
                     SyncGroupResult)
 from .offsets import GroupMetadataManager
 from .schemas import GROUP_METADATA_TOPIC
@@ -799,5 +799,3 @@ class GroupCoordinator:
                 self.heartbeat_purgatory.check_and_complete(member_key(group.group_id, member.member_id))
         self._remove_sync_expiration(group)
 
-
-__all__ = ["GroupCoordinator", "NO_GENERATION"]

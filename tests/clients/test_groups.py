@@ -13,6 +13,7 @@ import pytest
 
 from kafka.protocol.admin.groups import DescribeGroupsRequest
 from kafka.protocol.consumer import OffsetFetchRequest
+from kbroker.protocol.errors import Errors
 from tests.clients._util import create_topic, unique
 from tests.clients.conftest import _start_cluster
 from tests.integration.conftest import wait_until
@@ -54,10 +55,19 @@ def produce(bootstrap: str, topic: str, tag: str, per_partition: int) -> set[byt
 
 
 def committed_offsets(cluster, group: str, topic: str) -> dict[int, int]:
-    """The group's committed offsets, from its coordinator (OffsetFetch v7, all partitions)."""
-    bs = coordinator_of(cluster, group).bootstrap
-    r = call(bs, OffsetFetchRequest(version=7, group_id=group, topics=None, require_stable=True))
-    assert r.error_code == 0
+    """The group's committed offsets, from its coordinator (OffsetFetch v7, all partitions); waits while the
+    coordinator moves or loads."""
+    def fetched():
+        bs = coordinator_of(cluster, group).bootstrap
+        try:
+            r = call(bs, OffsetFetchRequest(version=7, group_id=group, topics=None, require_stable=True))
+        except OSError:
+            return None
+        if r.error_code in (Errors.COORDINATOR_LOAD_IN_PROGRESS, Errors.NOT_COORDINATOR):
+            return None
+        assert r.error_code == 0, Errors(r.error_code)
+        return r
+    r = wait_until(fetched, 30, 0.1, f"the offsets of {group}")
     return {p.partition_index: p.committed_offset for t in r.topics if t.name == topic for p in t.partitions}
 
 
@@ -292,14 +302,17 @@ def test_kill9_of_the_coordinator_keeps_committed_offsets(cluster_factory):
     late = KafkaConsumer(topic, bootstrap_servers=c.bootstrap, group_id=group, enable_auto_commit=False,
                          auto_offset_reset="earliest", session_timeout_ms=6000, heartbeat_interval_ms=300)
     try:
-        deadline = time.monotonic() + 8
-        extra = []
+        deadline = time.monotonic() + 20
+        extra, assigned_at = [], None
         while time.monotonic() < deadline:
             for rs in late.poll(timeout_ms=300).values():
                 extra.extend(rs)
-            if late.assignment() and time.monotonic() > deadline - 4:
+            if late.assignment() and assigned_at is None:
+                assigned_at = time.monotonic()
+            if assigned_at is not None and time.monotonic() - assigned_at > 2:
                 break
-        assert late.assignment() and extra == []
+        assert {tp.partition for tp in late.assignment()} == ALL and extra == []
+        assert {tp.partition: late.position(tp) for tp in late.assignment()} == {p: 80 for p in ALL}
     finally:
         late.close()
 

@@ -368,3 +368,12 @@ def test_restart_reloads_groups_and_offsets_written_in_kafkas_format(cluster_fac
     assert (last.offset, last.leader_epoch, last.metadata) == (9, 3, "m9")
     key = offsets[-1][0]
     assert key == b"\x00\x01" + struct.pack(">h", len(group)) + group.encode() + b"\x00\x01t\x00\x00\x00\x00"
+
+
+def test_api_versions_advertises_kafka_2_8_group_ranges(two_brokers):
+    from kafka.protocol.metadata import ApiVersionsRequest
+    r = call(two_brokers.brokers[1].bootstrap, ApiVersionsRequest(version=0))
+    ranges = {k.api_key: (k.min_version, k.max_version) for k in r.api_keys}
+    assert {k: ranges.get(k) for k in (8, 9, 10, 11, 12, 13, 14, 15, 16, 42, 47)} == {
+        8: (0, 8), 9: (0, 7), 10: (0, 3), 11: (0, 7), 12: (0, 4), 13: (0, 4), 14: (0, 5), 15: (0, 5), 16: (0, 4),
+        42: (0, 2), 47: (0, 0)}
