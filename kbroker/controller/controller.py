@@ -240,8 +240,7 @@ class KafkaController(LeadershipMoves, Reassignments):
             self._add_live_broker(b)
         for topic in self.zk.get_all_topics(watch=self._on_topics):
             self._load_topic(topic)
-        for tp in ctx.assignments:
-            state = self.zk.get_partition_state(*tp)
+        for tp, state in self.zk.get_partition_states(ctx.assignments).items():
             if state is not None:
                 ctx.partition_states[tp] = state
         batch = RequestBatch(ctx)

@@ -1,0 +1,521 @@
+"""A small blocking Kafka protocol client for kadmin's Admin API commands (consumer groups for now).
+
+kafka-python's message classes (`kafka.protocol`) encode the requests and decode the responses; the sockets,
+version choice, routing and retries are ours, so that every failure becomes one line for the user and the
+retriable ones (a coordinator still loading, moving, or `__consumer_offsets` just being created; a leader
+moving) are retried until the deadline, as Kafka's AdminClient does.
+
+Versions: for each API, the highest version both Kafka 2.8 and the broker (its ApiVersions answer) serve.
+"""
+from __future__ import annotations
+
+import socket
+import struct
+import time
+from dataclasses import dataclass, field
+
+import kafka.errors as kerrors
+from kafka.protocol.admin.groups import DeleteGroupsRequest, DescribeGroupsRequest, ListGroupsRequest
+from kafka.protocol.consumer import ListOffsetsRequest, OffsetCommitRequest, OffsetFetchRequest
+from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment
+from kafka.protocol.metadata import ApiVersionsRequest, FindCoordinatorRequest, MetadataRequest
+
+# The highest version Kafka 2.8 serves, per API key: a kadmin talking to a newer broker stays on 2.8's wire.
+KAFKA_28_MAX = {
+    ListOffsetsRequest.API_KEY: 6, MetadataRequest.API_KEY: 11, OffsetCommitRequest.API_KEY: 8,
+    OffsetFetchRequest.API_KEY: 7, FindCoordinatorRequest.API_KEY: 3, DescribeGroupsRequest.API_KEY: 5,
+    ListGroupsRequest.API_KEY: 4, DeleteGroupsRequest.API_KEY: 2, ApiVersionsRequest.API_KEY: 3,
+}
+
+LATEST, EARLIEST = -1, -2          # ListOffsets timestamps
+UNKNOWN_OFFSET = -1
+
+# Errors after which the group's coordinator must be looked up again.
+_FIND_AGAIN = {kerrors.NotCoordinatorError.errno, kerrors.CoordinatorNotAvailableError.errno}
+# Errors that only need a moment.
+_WAIT = {kerrors.CoordinatorLoadInProgressError.errno}
+# Partition errors of ListOffsets after which the leader must be looked up again.
+_LEADER_MOVED = {kerrors.NotLeaderForPartitionError.errno, kerrors.LeaderNotAvailableError.errno,
+                 kerrors.UnknownLeaderEpochError.errno, kerrors.FencedLeaderEpochError.errno,
+                 kerrors.ReplicaNotAvailableError.errno, 78}   # 78: OFFSET_NOT_AVAILABLE (election in progress)
+
+RETRY_BACKOFF = 0.1
+
+
+class KafkaAdminError(Exception):
+    """A failure to show the user as one line."""
+
+
+def error_name(code: int) -> str:
+    """'NON_EMPTY_GROUP' for 68; 'error 1234' for a code kafka-python does not know."""
+    cls = kerrors.for_code(code)
+    name = getattr(cls, "message", None)
+    return name if name and name != "UNKNOWN" or code == -1 else f"error {code}"
+
+
+def error_text(code: int) -> str:
+    """'NON_EMPTY_GROUP (The group is not empty.)'."""
+    cls = kerrors.for_code(code)
+    desc = getattr(cls, "description", "")
+    return f"{error_name(code)} ({desc.rstrip('.')}.)" if desc else error_name(code)
+
+
+def parse_bootstrap(servers: str) -> list[tuple[str, int]]:
+    """'h1:9092,h2:9093' -> [('h1', 9092), ('h2', 9093)]; ValueError for a malformed item."""
+    out = []
+    for item in servers.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        host, sep, port = item.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"'{item}' is not HOST:PORT")
+        out.append((host.strip("[]"), int(port)))
+    if not out:
+        raise ValueError("no HOST:PORT given")
+    return out
+
+
+@dataclass(frozen=True, order=True)
+class TopicPartition:
+    topic: str
+    partition: int
+
+    def __str__(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+
+@dataclass
+class Broker:
+    node_id: int
+    host: str
+    port: int
+
+    def __str__(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+@dataclass
+class MemberDescription:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    host: str
+    assignment: list[TopicPartition]
+
+
+@dataclass
+class GroupDescription:
+    group_id: str
+    state: str                      # Empty, Stable, PreparingRebalance, CompletingRebalance, Dead
+    protocol_type: str
+    protocol: str                   # the assignment strategy (empty unless Stable)
+    members: list[MemberDescription]
+    coordinator: Broker
+
+
+@dataclass
+class PartitionInfo:
+    leader: int
+    error_code: int
+
+
+@dataclass
+class Metadata:
+    brokers: dict[int, Broker]
+    controller_id: int
+    topics: dict[str, dict[int, PartitionInfo]] = field(default_factory=dict)
+    topic_errors: dict[str, int] = field(default_factory=dict)
+
+
+class _Connection:
+    """One socket to one broker: ApiVersions once, then requests answered in order."""
+
+    def __init__(self, host: str, port: int, deadline: float, client_id: str):
+        self.address = f"{host}:{port}"
+        self.client_id = client_id
+        self.correlation_id = 0
+        try:
+            self.sock = socket.create_connection((host, port), timeout=_remaining(deadline))
+        except OSError as e:
+            raise KafkaAdminError(f"Cannot connect to {self.address}: {_os_error(e)}") from None
+        self.versions: dict[int, tuple[int, int]] = {}
+        response = self.send(ApiVersionsRequest(version=0), deadline)
+        if response.error_code:
+            self.close()
+            raise KafkaAdminError(f"ApiVersions to {self.address} failed: {error_text(response.error_code)}")
+        self.versions = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
+
+    def version_for(self, request_cls, min_needed: int = 0) -> int:
+        key = request_cls.API_KEY
+        served = self.versions.get(key)
+        top = min(KAFKA_28_MAX.get(key, request_cls.max_version), request_cls.max_version)
+        if served is not None:
+            top = min(top, served[1])
+        if served is None or top < max(served[0], min_needed):
+            raise KafkaAdminError(f"The broker at {self.address} does not serve {request_cls.name[:-7]} "
+                                  f"version {min_needed} or later.")
+        return top
+
+    def send(self, request, deadline: float):
+        self.correlation_id += 1
+        request.with_header(correlation_id=self.correlation_id, client_id=self.client_id)
+        response_cls = request.header.get_response_class()
+        try:
+            self.sock.settimeout(_remaining(deadline))
+            self.sock.sendall(bytes(request.encode(header=True, framed=True)))
+            size = struct.unpack(">i", self._read(4))[0]
+            body = self._read(size)
+        except socket.timeout:
+            self.close()
+            raise KafkaAdminError(f"Timed out waiting for {self.address} to answer {request.name[:-7]}.") from None
+        except OSError as e:
+            self.close()
+            raise KafkaAdminError(f"{request.name[:-7]} to {self.address} failed: {_os_error(e)}") from None
+        response = response_cls.decode(body, header=True)
+        if response.header.correlation_id != self.correlation_id:
+            self.close()
+            raise KafkaAdminError(f"{self.address} answered correlation id {response.header.correlation_id}, "
+                                  f"expected {self.correlation_id}.")
+        return response
+
+    def _read(self, n: int) -> bytes:
+        chunks, got = [], 0
+        while got < n:
+            chunk = self.sock.recv(min(n - got, 1 << 20))
+            if not chunk:
+                raise ConnectionError("connection closed by the broker")
+            chunks.append(chunk)
+            got += len(chunk)
+        return b"".join(chunks)
+
+    def close(self) -> None:
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+
+def _remaining(deadline: float) -> float:
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise KafkaAdminError("Timed out.")
+    return left
+
+
+def _os_error(e: OSError) -> str:
+    return e.strerror or str(e) or type(e).__name__
+
+
+class AdminClient:
+    """Blocking Admin API calls against a cluster reached through bootstrap servers.
+
+    Every call finishes within `timeout` seconds of its start (retries included) or raises KafkaAdminError.
+    """
+
+    def __init__(self, bootstrap: list[tuple[str, int]], timeout: float = 30.0, client_id: str = "kadmin"):
+        self.bootstrap = bootstrap
+        self.timeout = timeout
+        self.client_id = client_id
+        self._by_address: dict[tuple[str, int], _Connection] = {}
+        self._metadata: Metadata | None = None
+        self._coordinators: dict[str, Broker] = {}
+
+    # ---- connections --------------------------------------------------------------------------------------
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def close(self) -> None:
+        for c in self._by_address.values():
+            c.close()
+        self._by_address.clear()
+
+    def _deadline(self) -> float:
+        return time.monotonic() + self.timeout
+
+    def _connection(self, host: str, port: int, deadline: float) -> _Connection:
+        c = self._by_address.get((host, port))
+        if c is None:
+            c = _Connection(host, port, deadline, self.client_id)
+            self._by_address[(host, port)] = c
+        return c
+
+    def _send(self, broker: tuple[str, int] | Broker, build, deadline: float, min_version: int = 0):
+        """build(version) -> request, sent to the broker at the highest version it and Kafka 2.8 share. A
+        broken connection is dropped (and the error raised), so that a retry opens a new one."""
+        host, port = (broker.host, broker.port) if isinstance(broker, Broker) else broker
+        c = self._connection(host, port, deadline)
+        request = build(c)
+        try:
+            return c.send(request, deadline)
+        except KafkaAdminError:
+            self._by_address.pop((host, port), None)
+            raise
+
+    def _any_broker(self, deadline: float):
+        """Send through the bootstrap servers, then the known brokers, whichever answers first."""
+        candidates = list(self.bootstrap)
+        if self._metadata:
+            candidates += [(b.host, b.port) for b in self._metadata.brokers.values()]
+        last = None
+        for address in dict.fromkeys(candidates):
+            if address in self._by_address:
+                return address
+        for address in dict.fromkeys(candidates):
+            try:
+                self._connection(*address, deadline)
+                return address
+            except KafkaAdminError as e:
+                last = e
+        servers = ",".join(f"{h}:{p}" for h, p in self.bootstrap)
+        raise KafkaAdminError(f"No broker of {servers} could be reached ({last}).")
+
+    # ---- metadata -----------------------------------------------------------------------------------------
+
+    def metadata(self, topics: list[str] | None = None, deadline: float | None = None) -> Metadata:
+        """Brokers, controller and (for the named topics, or every topic when None) partition leaders.
+        Never creates topics (allow_auto_topic_creation=False; versions below 4 are refused for that reason)."""
+        deadline = deadline or self._deadline()
+        address = self._any_broker(deadline)
+
+        def build(c):
+            v = c.version_for(MetadataRequest, 4)
+            ts = None if topics is None else [MetadataRequest.MetadataRequestTopic(name=t) for t in topics]
+            return MetadataRequest(version=v, topics=ts, allow_auto_topic_creation=False,
+                                   include_cluster_authorized_operations=False,
+                                   include_topic_authorized_operations=False)
+        r = self._send(address, build, deadline, 4)
+        md = Metadata({b.node_id: Broker(b.node_id, b.host, b.port) for b in r.brokers}, r.controller_id)
+        for t in r.topics:
+            if t.error_code:
+                md.topic_errors[t.name] = t.error_code
+            else:
+                md.topics[t.name] = {p.partition_index: PartitionInfo(p.leader_id, p.error_code)
+                                     for p in t.partitions}
+        self._metadata = md
+        return md
+
+    def brokers(self, deadline: float | None = None) -> dict[int, Broker]:
+        return self.metadata([], deadline).brokers
+
+    def topic_partitions(self, topics: list[str]) -> dict[str, list[int]]:
+        """Every partition of each topic; KafkaAdminError naming an unknown topic."""
+        md = self.metadata(list(topics))
+        out = {}
+        for t in topics:
+            if t in md.topic_errors or t not in md.topics:
+                code = md.topic_errors.get(t, kerrors.UnknownTopicOrPartitionError.errno)
+                if code == kerrors.UnknownTopicOrPartitionError.errno:
+                    raise KafkaAdminError(f"Topic '{t}' does not exist.")
+                raise KafkaAdminError(f"Cannot describe topic '{t}': {error_text(code)}")
+            out[t] = sorted(md.topics[t])
+        return out
+
+    # ---- coordinators -------------------------------------------------------------------------------------
+
+    def _coordinator(self, group: str, deadline: float) -> Broker:
+        """The group's coordinator (FindCoordinator, retried while it is not available)."""
+        cached = self._coordinators.get(group)
+        if cached is not None:
+            return cached
+        while True:
+            address = self._any_broker(deadline)
+
+            def build(c):
+                return FindCoordinatorRequest(version=c.version_for(FindCoordinatorRequest), key=group, key_type=0)
+            r = self._send(address, build, deadline)
+            if r.error_code == 0:
+                broker = Broker(r.node_id, r.host, r.port)
+                self._coordinators[group] = broker
+                return broker
+            if r.error_code not in _FIND_AGAIN | _WAIT:
+                raise KafkaAdminError(f"Cannot find the coordinator of group '{group}': {error_text(r.error_code)}")
+            self._backoff(deadline, f"the coordinator of group '{group}' ({error_name(r.error_code)})")
+
+    def _backoff(self, deadline: float, what: str) -> None:
+        if time.monotonic() + RETRY_BACKOFF >= deadline:
+            raise KafkaAdminError(f"Timed out after {self.timeout:g}s waiting for {what}.")
+        time.sleep(RETRY_BACKOFF)
+
+    def _with_coordinator(self, group: str, call, what: str):
+        """call(coordinator, deadline) -> (error_code, result); retried on coordinator errors."""
+        deadline = self._deadline()
+        while True:
+            coordinator = self._coordinator(group, deadline)
+            try:
+                code, result = call(coordinator, deadline)
+            except KafkaAdminError:
+                if time.monotonic() >= deadline:
+                    raise
+                self._coordinators.pop(group, None)      # the coordinator may have gone: look again
+                self._backoff(deadline, f"{what} (the coordinator at {coordinator} did not answer)")
+                continue
+            if code in _FIND_AGAIN:
+                self._coordinators.pop(group, None)
+            if code in _FIND_AGAIN | _WAIT:
+                self._backoff(deadline, f"{what} ({error_name(code)})")
+                continue
+            return code, result
+
+    # ---- groups -------------------------------------------------------------------------------------------
+
+    def list_groups(self) -> list[tuple[str, str, str | None]]:
+        """(group id, protocol type, state or None before ListGroups v4) of every group, from every broker."""
+        deadline = self._deadline()
+        groups: dict[str, tuple[str, str, str | None]] = {}
+        for broker in sorted(self.brokers(deadline).values(), key=lambda b: b.node_id):
+            while True:
+                r = self._send(broker, lambda c: ListGroupsRequest(version=c.version_for(ListGroupsRequest),
+                                                                   states_filter=[]), deadline)
+                if r.error_code in _FIND_AGAIN | _WAIT:
+                    self._backoff(deadline, f"broker {broker.node_id} to list its groups "
+                                            f"({error_name(r.error_code)})")
+                    continue
+                if r.error_code:
+                    raise KafkaAdminError(f"ListGroups to broker {broker.node_id} ({broker}) failed: "
+                                          f"{error_text(r.error_code)}")
+                for g in r.groups:
+                    groups[g.group_id] = (g.group_id, g.protocol_type,
+                                          g.group_state if r.API_VERSION >= 4 else None)
+                break
+        return [groups[g] for g in sorted(groups)]
+
+    def describe_group(self, group: str) -> GroupDescription:
+        def call(coordinator, deadline):
+            r = self._send(coordinator, lambda c: DescribeGroupsRequest(
+                version=c.version_for(DescribeGroupsRequest), groups=[group], include_authorized_operations=False),
+                deadline)
+            (g,) = [g for g in r.groups if g.group_id == group] or [None]
+            if g is None:
+                raise KafkaAdminError(f"The coordinator did not describe group '{group}'.")
+            return g.error_code, g
+        code, g = self._with_coordinator(group, call, f"group '{group}' to be described")
+        if code:
+            raise KafkaAdminError(f"Cannot describe group '{group}': {error_text(code)}")
+        members = []
+        for m in g.members:
+            assignment = []
+            if g.protocol_type == "consumer" and m.member_assignment:
+                try:
+                    decoded = ConsumerProtocolAssignment.decode(bytes(m.member_assignment))
+                    assignment = sorted(TopicPartition(t, p) for t, ps in decoded.assigned_partitions for p in ps)
+                except Exception:        # not the consumer protocol's layout: show no assignment
+                    assignment = []
+            members.append(MemberDescription(m.member_id, getattr(m, "group_instance_id", None), m.client_id,
+                                             m.client_host, assignment))
+        return GroupDescription(g.group_id, g.group_state, g.protocol_type, g.protocol_data, members,
+                                self._coordinators.get(group) or Broker(-1, "", -1))
+
+    def committed_offsets(self, group: str) -> dict[TopicPartition, int]:
+        """Every partition the group has committed an offset for (OffsetFetch v2+, all topics)."""
+        def call(coordinator, deadline):
+            r = self._send(coordinator, lambda c: OffsetFetchRequest(
+                version=c.version_for(OffsetFetchRequest, 2), group_id=group, topics=None, require_stable=False),
+                deadline, 2)
+            if r.error_code:
+                return r.error_code, None
+            offsets = {}
+            for t in r.topics:
+                for p in t.partitions:
+                    if p.error_code:
+                        return p.error_code, None
+                    if p.committed_offset >= 0:
+                        offsets[TopicPartition(t.name, p.partition_index)] = p.committed_offset
+            return 0, offsets
+        code, offsets = self._with_coordinator(group, call, f"the committed offsets of group '{group}'")
+        if code:
+            raise KafkaAdminError(f"Cannot fetch the committed offsets of group '{group}': {error_text(code)}")
+        return offsets
+
+    def commit_offsets(self, group: str, offsets: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
+        """A simple commit (generation -1, no member id), as Kafka's AdminClient.alterConsumerGroupOffsets
+        sends; the error code per partition (0: committed)."""
+        if not offsets:
+            return {}
+        Topic = OffsetCommitRequest.OffsetCommitRequestTopic
+        Part = Topic.OffsetCommitRequestPartition
+        by_topic: dict[str, list] = {}
+        for tp, offset in sorted(offsets.items()):
+            by_topic.setdefault(tp.topic, []).append(Part(partition_index=tp.partition, committed_offset=offset,
+                                                          committed_leader_epoch=-1, commit_timestamp=-1,
+                                                          committed_metadata=""))
+
+        def call(coordinator, deadline):
+            r = self._send(coordinator, lambda c: OffsetCommitRequest(
+                version=c.version_for(OffsetCommitRequest, 1), group_id=group, generation_id_or_member_epoch=-1,
+                member_id="", group_instance_id=None, retention_time_ms=-1,
+                topics=[Topic(name=t, partitions=ps) for t, ps in by_topic.items()]), deadline, 1)
+            errors = {TopicPartition(t.name, p.partition_index): p.error_code
+                      for t in r.topics for p in t.partitions}
+            retry = next((e for e in errors.values() if e in _FIND_AGAIN | _WAIT), 0)
+            return retry, errors
+        _, errors = self._with_coordinator(group, call, f"group '{group}' to commit offsets")
+        return errors
+
+    def delete_groups(self, groups: list[str]) -> dict[str, int]:
+        """DeleteGroups to each group's coordinator; the error code per group (0: deleted)."""
+        out = {}
+        for group in groups:
+            def call(coordinator, deadline, group=group):
+                r = self._send(coordinator, lambda c: DeleteGroupsRequest(
+                    version=c.version_for(DeleteGroupsRequest), groups_names=[group]), deadline)
+                (code,) = [x.error_code for x in r.results if x.group_id == group] or [None]
+                if code is None:
+                    raise KafkaAdminError(f"The coordinator did not answer for group '{group}'.")
+                return code, code
+            out[group], _ = self._with_coordinator(group, call, f"group '{group}' to be deleted")
+        return out
+
+    # ---- offsets of partitions ----------------------------------------------------------------------------
+
+    def list_offsets(self, specs: dict[TopicPartition, int]) -> dict[TopicPartition, tuple[int, int]]:
+        """ListOffsets on each partition's leader: timestamp -1 latest (the high watermark), -2 earliest (the
+        log start offset), else the first offset with a timestamp at or after it (-1 when none).
+        Returns (error code, offset) per partition; leader changes are retried."""
+        deadline = self._deadline()
+        results: dict[TopicPartition, tuple[int, int]] = {}
+        pending = dict(specs)
+        while pending:
+            md = self.metadata(sorted({tp.topic for tp in pending}), deadline)
+            by_leader: dict[int, list[TopicPartition]] = {}
+            for tp in sorted(pending):
+                parts = md.topics.get(tp.topic)
+                if parts is None:
+                    results[tp] = (md.topic_errors.get(tp.topic, kerrors.UnknownTopicOrPartitionError.errno), -1)
+                    del pending[tp]
+                elif tp.partition not in parts:
+                    results[tp] = (kerrors.UnknownTopicOrPartitionError.errno, -1)
+                    del pending[tp]
+                elif parts[tp.partition].leader >= 0 and parts[tp.partition].leader in md.brokers:
+                    by_leader.setdefault(parts[tp.partition].leader, []).append(tp)
+            for leader, tps in by_leader.items():
+                Topic = ListOffsetsRequest.ListOffsetsTopic
+                Part = Topic.ListOffsetsPartition
+                by_topic: dict[str, list] = {}
+                for tp in tps:
+                    by_topic.setdefault(tp.topic, []).append(Part(partition_index=tp.partition,
+                                                                  current_leader_epoch=-1,
+                                                                  timestamp=pending[tp], max_num_offsets=1))
+                try:
+                    r = self._send(md.brokers[leader], lambda c: ListOffsetsRequest(
+                        version=c.version_for(ListOffsetsRequest, 1), replica_id=-1, isolation_level=0,
+                        topics=[Topic(name=t, partitions=ps) for t, ps in by_topic.items()]), deadline, 1)
+                except KafkaAdminError:
+                    if time.monotonic() >= deadline:
+                        raise
+                    continue                      # the leader went away: metadata again
+                for t in r.topics:
+                    for p in t.partitions:
+                        tp = TopicPartition(t.name, p.partition_index)
+                        if tp not in pending or p.error_code in _LEADER_MOVED:
+                            continue
+                        results[tp] = (p.error_code, p.offset)
+                        del pending[tp]
+            if pending:
+                names = ",".join(str(tp) for tp in sorted(pending))
+                self._backoff(deadline, f"the leaders of {names}")
+        return results
