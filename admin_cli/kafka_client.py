@@ -46,17 +46,22 @@ class KafkaAdminError(Exception):
     """A failure to show the user as one line."""
 
 
+class ConnectionLost(KafkaAdminError):
+    """A broker could not be reached or stopped answering: worth another try (elsewhere) until the deadline."""
+
+
 def error_name(code: int) -> str:
     """'NON_EMPTY_GROUP' for 68; 'error 1234' for a code kafka-python does not know."""
-    cls = kerrors.for_code(code)
-    name = getattr(cls, "message", None)
-    return name if name and name != "UNKNOWN" or code == -1 else f"error {code}"
+    if code == -1:
+        return "UNKNOWN_SERVER_ERROR"
+    name = getattr(kerrors.for_code(code), "message", None)
+    return name if name and name != "UNKNOWN" else f"error {code}"
 
 
 def error_text(code: int) -> str:
     """'NON_EMPTY_GROUP (The group is not empty.)'."""
-    cls = kerrors.for_code(code)
-    desc = getattr(cls, "description", "")
+    desc = getattr(kerrors.for_code(code), "description", "") if code != -1 else \
+        "The server experienced an unexpected error when processing the request."
     return f"{error_name(code)} ({desc.rstrip('.')}.)" if desc else error_name(code)
 
 
@@ -138,7 +143,7 @@ class _Connection:
         try:
             self.sock = socket.create_connection((host, port), timeout=_remaining(deadline))
         except OSError as e:
-            raise KafkaAdminError(f"Cannot connect to {self.address}: {_os_error(e)}") from None
+            raise ConnectionLost(f"Cannot connect to {self.address}: {_os_error(e)}") from None
         self.versions: dict[int, tuple[int, int]] = {}
         response = self.send(ApiVersionsRequest(version=0), deadline)
         if response.error_code:
@@ -168,11 +173,16 @@ class _Connection:
             body = self._read(size)
         except socket.timeout:
             self.close()
-            raise KafkaAdminError(f"Timed out waiting for {self.address} to answer {request.name[:-7]}.") from None
+            raise ConnectionLost(f"Timed out waiting for {self.address} to answer {request.name[:-7]}.") from None
         except OSError as e:
             self.close()
-            raise KafkaAdminError(f"{request.name[:-7]} to {self.address} failed: {_os_error(e)}") from None
-        response = response_cls.decode(body, header=True)
+            raise ConnectionLost(f"{request.name[:-7]} to {self.address} failed: {_os_error(e)}") from None
+        try:
+            response = response_cls.decode(body, header=True)
+        except Exception as e:
+            self.close()
+            raise KafkaAdminError(f"Cannot decode the {request.name[:-7]} response of {self.address}: "
+                                  f"{type(e).__name__} {e}".rstrip()) from None
         if response.header.correlation_id != self.correlation_id:
             self.close()
             raise KafkaAdminError(f"{self.address} answered correlation id {response.header.correlation_id}, "
@@ -199,7 +209,7 @@ class _Connection:
 def _remaining(deadline: float) -> float:
     left = deadline - time.monotonic()
     if left <= 0:
-        raise KafkaAdminError("Timed out.")
+        raise ConnectionLost("Timed out waiting for the cluster.")
     return left
 
 
@@ -252,7 +262,7 @@ class AdminClient:
         request = build(c)
         try:
             return c.send(request, deadline)
-        except KafkaAdminError:
+        except ConnectionLost:
             self._by_address.pop((host, port), None)
             raise
 
@@ -269,7 +279,7 @@ class AdminClient:
             try:
                 self._connection(*address, deadline)
                 return address
-            except KafkaAdminError as e:
+            except ConnectionLost as e:
                 last = e
         servers = ",".join(f"{h}:{p}" for h, p in self.bootstrap)
         raise KafkaAdminError(f"No broker of {servers} could be reached ({last}).")
@@ -348,7 +358,7 @@ class AdminClient:
             coordinator = self._coordinator(group, deadline)
             try:
                 code, result = call(coordinator, deadline)
-            except KafkaAdminError:
+            except ConnectionLost:
                 if time.monotonic() >= deadline:
                     raise
                 self._coordinators.pop(group, None)      # the coordinator may have gone: look again
@@ -504,7 +514,7 @@ class AdminClient:
                     r = self._send(md.brokers[leader], lambda c: ListOffsetsRequest(
                         version=c.version_for(ListOffsetsRequest, 1), replica_id=-1, isolation_level=0,
                         topics=[Topic(name=t, partitions=ps) for t, ps in by_topic.items()]), deadline, 1)
-                except KafkaAdminError:
+                except ConnectionLost:
                     if time.monotonic() >= deadline:
                         raise
                     continue                      # the leader went away: metadata again

@@ -3,8 +3,12 @@
 Global options come before the command: `kadmin --zookeeper localhost:2181 create-topic orders ...`.
 Every error is one line on stderr: exit status 1 when an operation fails (ZooKeeper unreachable, topic
 exists, invalid config, ...), 2 for a usage error. Commands that wait for the controller (reassign,
-elect-leaders) show progress on stderr and give up after --timeout with exit 1. --bootstrap-server (the Admin API path) is refused
-until kadmin speaks the Kafka protocol.
+elect-leaders) show progress on stderr and give up after --timeout with exit 1.
+
+`groups ...` speaks the Kafka protocol (consumer groups live in the brokers, not in ZooKeeper): it takes
+--bootstrap-server HOST:PORT, or --zookeeper alone, from which it finds the registered brokers (/brokers/ids) to
+bootstrap from. For every other command --bootstrap-server (the Admin API path) is refused until those commands
+get their Admin API paths.
 """
 from __future__ import annotations
 
@@ -24,10 +28,12 @@ from zk.client import KafkaZkClient, ZkError
 
 from . import cluster as cluster_ops
 from . import elect as elect_ops
+from . import groups as group_ops
 from . import reassign as reassign_ops
 from . import topics as topic_ops
 from zk.admin_errors import AdminError
 from zk.assignment import parse_replica_assignment
+from .kafka_client import AdminClient, KafkaAdminError, error_text, parse_bootstrap
 
 
 # kazoo logs every failed connection attempt; with no logging configured Python would print those on stderr.
@@ -97,8 +103,9 @@ def _zk(ctx: click.Context):
 @click.group(cls=_Kadmin, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--zookeeper", envvar="KADMIN_ZOOKEEPER", show_envvar=True, metavar="HOST:PORT[/chroot]",
               help="ZooKeeper connect string of the cluster.")
-@click.option("--bootstrap-server", metavar="HOST:PORT",
-              help="Use the Kafka Admin APIs instead of ZooKeeper (not available yet).")
+@click.option("--bootstrap-server", metavar="HOST:PORT[,HOST:PORT]",
+              help="Use the Kafka Admin APIs instead of ZooKeeper (the groups commands; not available yet for "
+                   "the others).")
 @click.option("--zk-timeout", type=click.FloatRange(min=0, min_open=True), default=10.0, show_default=True,
               metavar="SECONDS", help="Give up connecting to ZooKeeper after this long.")
 @click.pass_context
@@ -384,6 +391,268 @@ def cluster_describe(ctx):
     with _zk(ctx) as zk:
         description = cluster_ops.describe_cluster(zk)
     click.echo("\n".join(cluster_ops.format_cluster_description(description)))
+
+
+# ---- consumer groups (Kafka protocol) ------------------------------------------------------------------------
+
+def _bootstrap_from_zookeeper(ctx: click.Context) -> list[tuple[str, int]]:
+    """The PLAINTEXT endpoints of the brokers registered in /brokers/ids."""
+    s: _Settings = ctx.find_object(_Settings)
+    with _zk(ctx) as zk:
+        brokers = zk.get_all_brokers()
+    servers = []
+    for _, info in sorted(brokers.items()):
+        for e in info.endpoints:
+            if e.security_protocol == "PLAINTEXT":
+                servers.append((e.host or "localhost", e.port))
+                break
+    if not servers:
+        if brokers:
+            raise click.ClickException(f"None of the brokers registered in ZooKeeper at {s.zookeeper} has a "
+                                       "PLAINTEXT listener; give --bootstrap-server HOST:PORT.")
+        raise click.ClickException(f"No brokers are registered in ZooKeeper at {s.zookeeper} (/brokers/ids is "
+                                   "empty): the groups commands need a running broker.")
+    return servers
+
+
+@contextmanager
+def _admin(ctx: click.Context, timeout: float):
+    """An AdminClient on --bootstrap-server (or on the brokers registered in --zookeeper's /brokers/ids);
+    failures become one-line errors (exit 1)."""
+    s: _Settings = ctx.find_object(_Settings)
+    if s.bootstrap_server:
+        try:
+            servers = parse_bootstrap(s.bootstrap_server)
+        except ValueError as e:
+            raise click.BadParameter(str(e), param_hint="--bootstrap-server") from None
+    elif s.zookeeper:
+        servers = _bootstrap_from_zookeeper(ctx)
+    else:
+        raise click.UsageError("--bootstrap-server HOST:PORT is required (or --zookeeper HOST:PORT, to find the "
+                               "brokers through ZooKeeper).")
+    client = AdminClient(servers, timeout=timeout)
+    try:
+        yield client
+    except KafkaAdminError as e:
+        raise click.ClickException(str(e)) from None
+    finally:
+        client.close()
+
+
+def _timeout_option(f):
+    return click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=30.0, show_default=True,
+                        metavar="SECONDS",
+                        help="Give up after this long (a coordinator still loading or moving is waited for).")(f)
+
+
+def _group_selection(ctx, groups, all_groups, admin) -> list[str]:
+    if all_groups and groups:
+        raise click.UsageError("Give GROUP... or --all-groups, not both.")
+    if all_groups:
+        return [g for g, _ in group_ops.list_consumer_groups(admin)]
+    return list(dict.fromkeys(groups))
+
+
+def _require_groups(groups, all_groups):
+    if not groups and not all_groups:
+        raise click.UsageError("Give at least one GROUP (or --all-groups).")
+    if groups and all_groups:
+        raise click.UsageError("Give GROUP... or --all-groups, not both.")
+
+
+def _error(message: str) -> None:
+    click.echo(f"Error: {message}", err=True)
+
+
+@cli.group("groups")
+def groups():
+    """Consumer groups (kafka-consumer-groups.sh), through the Kafka protocol: --bootstrap-server HOST:PORT, or
+    --zookeeper to find the brokers."""
+
+
+@groups.command("list")
+@click.option("--state", "states", is_flag=False, flag_value="", default=None, metavar="[STATE,...]",
+              help="Show each group's state; with a value, only groups in these states (e.g. stable,empty).")
+@_timeout_option
+@click.pass_context
+def groups_list(ctx, states, timeout):
+    """List the consumer groups, one per line (ListGroups to every broker)."""
+    wanted = None
+    if states:
+        try:
+            wanted = group_ops.parse_states(states)
+        except ValueError as e:
+            raise click.BadParameter(str(e), param_hint="--state") from None
+    with _admin(ctx, timeout) as admin:
+        listed = group_ops.list_consumer_groups(admin)
+    if states is None:
+        for g, _ in listed:
+            click.echo(g)
+        return
+    shown = [(g, s or "Unknown") for g, s in listed if wanted is None or s in wanted]
+    click.echo("\n".join(group_ops.format_group_states(shown)))
+
+
+@groups.command("describe")
+@click.argument("group_ids", metavar="[GROUP]...", nargs=-1)
+@click.option("--all-groups", is_flag=True, help="Every consumer group.")
+@click.option("--offsets", "offsets_view", is_flag=True,
+              help="Partitions with committed offsets, log end offsets and lag (the default).")
+@click.option("--members", "members_view", is_flag=True, help="The members and how many partitions each has.")
+@click.option("--state", "state_view", is_flag=True, help="Coordinator, assignment strategy, state, member count.")
+@click.option("--verbose", is_flag=True, help="With --members: each member's assigned partitions.")
+@_timeout_option
+@click.pass_context
+def groups_describe(ctx, group_ids, all_groups, offsets_view, members_view, state_view, verbose, timeout):
+    """Describe consumer groups: per partition the committed offset (CURRENT-OFFSET), the high watermark
+    (LOG-END-OFFSET), the LAG between them and the member it is assigned to (kafka-consumer-groups.sh
+    --describe). Exit 1 if a group does not exist."""
+    _require_groups(group_ids, all_groups)
+    if sum((offsets_view, members_view, state_view)) > 1:
+        raise click.UsageError("Give at most one of --offsets, --members, --state.")
+    if verbose and not members_view:
+        raise click.UsageError("--verbose goes with --members.")
+    failed = 0
+    with _admin(ctx, timeout) as admin:
+        for group in _group_selection(ctx, group_ids, all_groups, admin):
+            try:
+                desc = group_ops.describe_consumer_group(admin, group)
+                rows = group_ops.collect_offsets(admin, desc) if not (members_view or state_view) else None
+            except KafkaAdminError as e:
+                _error(str(e))
+                failed += 1
+                continue
+            notice = group_ops.state_notice(desc)
+            if state_view:
+                click.echo("\n".join(group_ops.format_state(desc)))
+                continue
+            if notice:
+                click.echo(notice, err=True)
+            if members_view:
+                if desc.members:
+                    click.echo("\n".join(group_ops.format_members(desc, verbose)))
+            elif rows:
+                click.echo("\n".join(group_ops.format_offsets(rows)))
+    if failed:
+        ctx.exit(1)
+
+
+_RESET_SCENARIOS = ("--to-earliest", "--to-latest", "--to-current", "--to-offset", "--shift-by", "--to-datetime",
+                    "--by-duration")
+
+
+@groups.command("reset-offsets")
+@click.argument("group_ids", metavar="[GROUP]...", nargs=-1)
+@click.option("--all-groups", is_flag=True, help="Every consumer group.")
+@click.option("--topic", "topics", multiple=True, metavar="TOPIC[:P,P,...]",
+              help="A topic (every partition) or some of its partitions; repeatable.")
+@click.option("--all-topics", is_flag=True, help="Every partition the group has committed offsets for.")
+@click.option("--to-earliest", is_flag=True, help="The log start offset.")
+@click.option("--to-latest", is_flag=True, help="The log end offset (high watermark).")
+@click.option("--to-current", is_flag=True, help="The committed offset (the log end where none).")
+@click.option("--to-offset", type=int, metavar="N", help="Offset N (kept within the log's range).")
+@click.option("--shift-by", type=int, metavar="N", help="The committed offset plus N (N may be negative).")
+@click.option("--to-datetime", metavar="YYYY-MM-DDTHH:mm:SS.sss[ZONE]",
+              help="The first offset with a timestamp at or after this time (no zone: UTC).")
+@click.option("--by-duration", metavar="PnDTnHnMnS", help="As --to-datetime, for now minus this duration.")
+@click.option("--dry-run", is_flag=True, help="Only show the new offsets (the default).")
+@click.option("--execute", is_flag=True, help="Commit the new offsets.")
+@_timeout_option
+@click.pass_context
+def groups_reset_offsets(ctx, group_ids, all_groups, topics, all_topics, to_earliest, to_latest, to_current,
+                         to_offset, shift_by, to_datetime, by_duration, dry_run, execute, timeout):
+    """Reset the committed offsets of inactive consumer groups (kafka-consumer-groups.sh --reset-offsets).
+
+    Prints GROUP TOPIC PARTITION NEW-OFFSET; only with --execute are the offsets committed. A group with active
+    members is refused (exit 1): stop its consumers first.
+    """
+    _require_groups(group_ids, all_groups)
+    if dry_run and execute:
+        raise click.UsageError("Give only one of --execute and --dry-run.")
+    if bool(topics) == bool(all_topics):
+        raise click.UsageError("One of the reset scopes should be defined: --all-topics, --topic.")
+    given = [(name, v) for name, v in (("--to-earliest", to_earliest or None), ("--to-latest", to_latest or None),
+                                       ("--to-current", to_current or None), ("--to-offset", to_offset),
+                                       ("--shift-by", shift_by), ("--to-datetime", to_datetime),
+                                       ("--by-duration", by_duration)) if v is not None]
+    if len(given) != 1:
+        raise click.UsageError(f"Give exactly one of {', '.join(_RESET_SCENARIOS)}.")
+    name, value = given[0]
+    try:
+        if name == "--to-datetime":
+            spec = group_ops.ResetSpec("to-datetime", group_ops.parse_datetime(value))
+        elif name == "--by-duration":
+            spec = group_ops.ResetSpec("by-duration", group_ops.parse_duration(value))
+        elif name in ("--to-offset", "--shift-by"):
+            spec = group_ops.ResetSpec(name[2:], value)
+        else:
+            spec = group_ops.ResetSpec(name[2:])
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint=name) from None
+    for t in topics:
+        try:
+            group_ops.parse_topic_arg(t)
+        except ValueError as e:
+            raise click.BadParameter(str(e), param_hint="--topic") from None
+    if not dry_run and not execute:
+        click.echo("WARN: No action will be performed as the --execute option is missing. In a future major "
+                   "release, the default behavior of this command will be to prompt the user before executing the "
+                   "reset rather than doing a dry run. You should add the --dry-run option explicitly if you are "
+                   "scripting this command and want to keep the current default behavior without prompting.",
+                   err=True)
+
+    def warn(message):
+        click.echo(f"WARN: {message}", err=True)
+    plans, failed = {}, 0
+    with _admin(ctx, timeout) as admin:
+        for group in _group_selection(ctx, group_ids, all_groups, admin):
+            try:
+                desc = admin.describe_group(group)
+                if desc.protocol_type not in group_ops.CONSUMER_PROTOCOL_TYPES and desc.state != "Dead":
+                    raise KafkaAdminError(f"Group '{group}' is not a consumer group (protocol type "
+                                          f"'{desc.protocol_type}').")
+                if desc.state not in ("Empty", "Dead"):
+                    raise KafkaAdminError(f"Assignments can only be reset if the group '{group}' is inactive, but "
+                                          f"the current state is {desc.state}.")
+                tps = group_ops.partitions_to_reset(admin, group, list(topics), all_topics)
+                plan = group_ops.prepare_reset(admin, group, tps, spec, warn)
+                if execute:
+                    group_ops.commit_reset(admin, group, plan)
+            except KafkaAdminError as e:
+                _error(str(e))
+                failed += 1
+                continue
+            plans[group] = plan
+    lines = group_ops.format_reset(plans)
+    if lines:
+        click.echo("\n".join(lines))
+    if failed:
+        ctx.exit(1)
+
+
+@groups.command("delete")
+@click.argument("group_ids", metavar="[GROUP]...", nargs=-1)
+@click.option("--all-groups", is_flag=True, help="Every consumer group.")
+@_timeout_option
+@click.pass_context
+def groups_delete(ctx, group_ids, all_groups, timeout):
+    """Delete consumer groups and their committed offsets (DeleteGroups; only groups without active members).
+    Exit 1 if any could not be deleted."""
+    _require_groups(group_ids, all_groups)
+    with _admin(ctx, timeout) as admin:
+        selected = _group_selection(ctx, group_ids, all_groups, admin)
+        results = admin.delete_groups(selected) if selected else {}
+    done = [g for g, code in results.items() if code == 0]
+    failed = {g: code for g, code in results.items() if code != 0}
+    if not failed:
+        names = ", ".join(f"'{g}'" for g in done)
+        click.echo(f"Deletion of requested consumer groups ({names}) was successful.")
+        return
+    for g, code in failed.items():
+        _error(f"Group '{g}' could not be deleted due to: {error_text(code)}")
+    if done:
+        click.echo("These consumer groups were deleted successfully: " + ", ".join(f"'{g}'" for g in done))
+    ctx.exit(1)
 
 
 if __name__ == "__main__":

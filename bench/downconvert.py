@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 import timeit
 
 if __package__ in (None, ""):          # `python bench/downconvert.py`

@@ -144,20 +144,23 @@ class ProducerStateManager:
         offset = max(self.map_end_offset, log.log_start_offset)
         while offset < leo:
             data = log.read(offset, 1 << 20, max_offset=leo).records.read()
-            last = None
-            for entry in iter_entries(data):
-                last = entry
-                if entry.magic != 2:
-                    continue
-                (base, _, _, _, _, attributes, delta, _, max_ts, pid, epoch, base_seq, _) = V2_HEADER.unpack_from(
-                    data, entry.position)
-                if pid >= 0 and not attributes & CONTROL_MASK:
-                    last_seq = base_seq + delta if base_seq + delta <= INT32_MAX else base_seq + delta - INT32_MAX - 1
-                    self.update(pid, epoch, base_seq, last_seq, base, base + delta, max_ts)
-            if last is None:
+            entries = list(iter_entries(data))
+            if not entries:
                 break
-            offset = last.last_offset + 1
+            self.update_from_entries(data, entries)
+            offset = entries[-1].last_offset + 1
         self.map_end_offset = leo
+
+    def update_from_entries(self, data, entries) -> None:
+        """Take in the idempotent v2 batches among log entries already appended (replay, follower appends)."""
+        for entry in entries:
+            if entry.magic != 2:
+                continue
+            (base, _, _, _, _, attributes, delta, _, max_ts, pid, epoch, base_seq, _) = V2_HEADER.unpack_from(
+                data, entry.position)
+            if pid >= 0 and not attributes & CONTROL_MASK:
+                last_seq = base_seq + delta if base_seq + delta <= INT32_MAX else base_seq + delta - INT32_MAX - 1
+                self.update(pid, epoch, base_seq, last_seq, base, base + delta, max_ts)
 
     def truncate(self, log) -> None:
         """After the log was truncated: forget everything and rebuild (rare; followers diverging)."""

@@ -25,13 +25,12 @@ from ..log.config import LogConfig
 from ..log.errors import OffsetOutOfRange, RecordBatchTooLarge
 from ..log.producer_state import ProducerEntry, ProducerStateManager
 from ..protocol.errors import Errors, KafkaError
-from ..records.entries import CONTROL_MASK, V2_HEADER, CorruptEntry, iter_entries
+from ..records.entries import CorruptEntry, iter_entries
 from ..records.validator import CREATE_TIME, LOG_APPEND_TIME, RecordsConfig, magic_for_format_version, validate_and_assign
 
 state_change = logging.getLogger("state-change")
 
 READ_UNCOMMITTED, READ_COMMITTED = 0, 1
-INT32_MAX = 2 ** 31 - 1
 
 
 def records_config(config: LogConfig) -> RecordsConfig:
@@ -241,18 +240,8 @@ class Partition:
                     max_ts, max_ts_offset = e.max_timestamp, e.last_offset
             log.append(view[start:end], max(first, log.log_end_offset), entries[-1].last_offset, max_ts,
                        max_ts_offset, sum(e.record_count for e in entries))
-            self._update_producers_from(view, entries)
+            self.producer_state.update_from_entries(view, entries)
         log.update_high_watermark(min(leader_hw, log.log_end_offset))
-
-    def _update_producers_from(self, view, entries) -> None:
-        for e in entries:
-            if e.magic != 2:
-                continue
-            (base, _, _, _, _, attributes, delta, _, max_ts, pid, epoch, base_seq, _) = V2_HEADER.unpack_from(
-                view, e.position)
-            if pid >= 0 and not attributes & CONTROL_MASK:
-                last_seq = base_seq + delta if base_seq + delta <= INT32_MAX else base_seq + delta - INT32_MAX - 1
-                self.producer_state.update(pid, epoch, base_seq, last_seq, base, base + delta, max_ts)
 
     def truncate_to(self, offset: int, reason: str) -> None:
         if offset < self.log.log_end_offset:
