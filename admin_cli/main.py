@@ -611,7 +611,7 @@ def groups_reset_offsets(ctx, group_ids, all_groups, topics, all_topics, to_earl
                 if desc.protocol_type not in group_ops.CONSUMER_PROTOCOL_TYPES and desc.state != "Dead":
                     raise KafkaAdminError(f"Group '{group}' is not a consumer group (protocol type "
                                           f"'{desc.protocol_type}').")
-                if desc.state not in ("Empty", "Dead"):
+                if desc.state not in ("Empty", "Dead", "Stable"):
                     raise KafkaAdminError(f"Assignments can only be reset if the group '{group}' is inactive, but "
                                           f"the current state is {desc.state}.")
                 tps = group_ops.partitions_to_reset(admin, group, list(topics), all_topics)

@@ -155,13 +155,14 @@ def main() -> None:
         led = [p for p, s in states(zk, "scale", n).items() if s.leader == victim["id"]]
 
         # 3. Controlled shutdown of that broker (SIGTERM → leaders moved → process exits).
-        t0 = time.monotonic()
+        t0 = time.time()
         os.kill(victim["pid"], signal.SIGTERM)
         proc.wait(600)
-        t_cs = time.monotonic() - t0
+        t_exit = time.time() - t0
         moved = log_time(os.path.join(log_dir, f"broker-{victim['id']}.log"), "controlled shutdown succeeded")
-        rows.append((f"controlled shutdown of a broker leading {len(led)} (s)", f"{t_cs:.2f}",
-                     "Kafka 1.1: ≈3 s for 10K leaders" + ("" if moved else "; NOT acknowledged")))
+        rows.append((f"controlled shutdown of a broker leading {len(led)}: leaders moved (s)",
+                     f"{moved - t0:.2f}" if moved else "failed", "Kafka 1.1: ≈3 s for 10K leaders"))
+        rows.append(("  ... and the process exited (s)", f"{t_exit:.2f}", "includes flushing every log"))
 
         # 4. Controller failover: kill -9 the controller, time until the new one has loaded its context.
         controller = zk.get_controller_id()

@@ -178,8 +178,11 @@ class ProducerStateManager:
         return sorted(out)
 
     def take_snapshot(self, offset: int) -> None:
-        """Write the state as of `offset` (the log end offset: every batch below it is reflected)."""
+        """Write the state as of `offset` (the log end offset: every batch below it is reflected). A partition
+        that never had an idempotent producer needs none (replay from the log start finds nothing)."""
         self.map_end_offset = offset
+        if not self.producers and not self.snapshot_offsets():
+            return
         body = bytearray(struct.pack(">i", len(self.producers)))
         for e in self.producers.values():
             last = e.batches[-1] if e.batches else None
