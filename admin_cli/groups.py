@@ -372,7 +372,7 @@ def commit_reset(admin: AdminClient, group: str, plan: dict[TopicPartition, int]
     failed = {tp: code for tp, code in errors.items() if code}
     missing = [tp for tp in plan if tp not in errors]
     if failed:
-        detail = ", ".join(f"{tp}: {error_name(code)}" for tp, code in sorted(failed.items(), key=lambda i: _tp_key(i[0])))
+        detail = ", ".join(f"{tp}: {error_name(failed[tp])}" for tp in sorted(failed, key=_tp_key))
         raise KafkaAdminError(f"Committing the new offsets of group '{group}' failed for {len(failed)} of "
                               f"{len(plan)} partition(s) ({detail}).")
     if missing:

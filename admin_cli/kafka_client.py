@@ -264,6 +264,7 @@ class AdminClient:
             return c.send(request, deadline)
         except ConnectionLost:
             self._by_address.pop((host, port), None)
+            c.close()
             raise
 
     def _any_broker(self, deadline: float):

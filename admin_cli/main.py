@@ -442,12 +442,12 @@ def _admin(ctx: click.Context, timeout: float):
 def _timeout_option(f):
     return click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=30.0, show_default=True,
                         metavar="SECONDS",
-                        help="Give up after this long (a coordinator still loading or moving is waited for).")(f)
+                        help="Give up on each request to the cluster after this long (retries included: a coordinator "
+                             "that is loading or moving, or a partition leader moving, is waited for).")(f)
 
 
-def _group_selection(ctx, groups, all_groups, admin) -> list[str]:
-    if all_groups and groups:
-        raise click.UsageError("Give GROUP... or --all-groups, not both.")
+def _group_selection(groups, all_groups, admin) -> list[str]:
+    """The groups named, or every consumer group with --all-groups."""
     if all_groups:
         return [g for g, _ in group_ops.list_consumer_groups(admin)]
     return list(dict.fromkeys(groups))
@@ -514,7 +514,7 @@ def groups_describe(ctx, group_ids, all_groups, offsets_view, members_view, stat
         raise click.UsageError("--verbose goes with --members.")
     failed = 0
     with _admin(ctx, timeout) as admin:
-        for group in _group_selection(ctx, group_ids, all_groups, admin):
+        for group in _group_selection(group_ids, all_groups, admin):
             try:
                 desc = group_ops.describe_consumer_group(admin, group)
                 rows = group_ops.collect_offsets(admin, desc) if not (members_view or state_view) else None
@@ -523,12 +523,11 @@ def groups_describe(ctx, group_ids, all_groups, offsets_view, members_view, stat
                 failed += 1
                 continue
             notice = group_ops.state_notice(desc)
-            if state_view:
-                click.echo("\n".join(group_ops.format_state(desc)))
-                continue
             if notice:
                 click.echo(notice, err=True)
-            if members_view:
+            if state_view:
+                click.echo("\n".join(group_ops.format_state(desc)))
+            elif members_view:
                 if desc.members:
                     click.echo("\n".join(group_ops.format_members(desc, verbose)))
             elif rows:
@@ -605,13 +604,13 @@ def groups_reset_offsets(ctx, group_ids, all_groups, topics, all_topics, to_earl
         click.echo(f"WARN: {message}", err=True)
     plans, failed = {}, 0
     with _admin(ctx, timeout) as admin:
-        for group in _group_selection(ctx, group_ids, all_groups, admin):
+        for group in _group_selection(group_ids, all_groups, admin):
             try:
                 desc = admin.describe_group(group)
                 if desc.protocol_type not in group_ops.CONSUMER_PROTOCOL_TYPES and desc.state != "Dead":
                     raise KafkaAdminError(f"Group '{group}' is not a consumer group (protocol type "
                                           f"'{desc.protocol_type}').")
-                if desc.state not in ("Empty", "Dead", "Stable"):
+                if desc.state not in ("Empty", "Dead"):
                     raise KafkaAdminError(f"Assignments can only be reset if the group '{group}' is inactive, but "
                                           f"the current state is {desc.state}.")
                 tps = group_ops.partitions_to_reset(admin, group, list(topics), all_topics)
@@ -640,7 +639,7 @@ def groups_delete(ctx, group_ids, all_groups, timeout):
     Exit 1 if any could not be deleted."""
     _require_groups(group_ids, all_groups)
     with _admin(ctx, timeout) as admin:
-        selected = _group_selection(ctx, group_ids, all_groups, admin)
+        selected = _group_selection(group_ids, all_groups, admin)
         results = admin.delete_groups(selected) if selected else {}
     done = [g for g, code in results.items() if code == 0]
     failed = {g: code for g, code in results.items() if code != 0}

@@ -11,6 +11,7 @@ import time
 
 from click.testing import CliRunner
 
+from admin_cli.groups import parse_datetime, parse_duration
 from admin_cli.main import cli
 from tests.clients._util import create_topic, unique
 
@@ -248,6 +249,7 @@ def test_groups_lifecycle_list_describe_reset_delete(cluster_factory):
     r = kadmin("groups", "reset-offsets", fresh, "--topic", f"{topic}:1", "--to-latest", "--execute", bootstrap=bs)
     assert reset_rows(ok(r), fresh, topic) == {1: 12}
     assert committed(bs, fresh, topic) == {0: None, 1: 12, 2: None}
+    assert [fresh, "Empty"] in [x.split() for x in ok(kadmin("groups", "list", "--state", bootstrap=bs)).splitlines()]
     rows = describe_rows(ok(kadmin("groups", "describe", fresh, bootstrap=bs)))
     assert {p: (x["CURRENT-OFFSET"], x["LOG-END-OFFSET"], x["LAG"]) for p, x in rows.items()} == {1: ("12", "12", "0")}
 
@@ -307,3 +309,30 @@ def test_groups_errors_and_usage(cluster_factory, zk_connect):
     assert r.exit_code == 1 and r.stdout == ""
     assert r.stderr.splitlines()[-1] == "Error: Topic 'no-such-topic' does not exist."
     assert ok(kadmin("groups", "list", bootstrap=bs)) == ""
+
+
+def test_datetime_and_duration_formats_are_kafkas():
+    """Utils.getDateTime (no zone: UTC; Z, +hh, +hhmm, +hh:mm) and java.time.Duration.parse."""
+    assert parse_datetime("2020-09-13T12:26:40.000") == BASE_TS
+    assert parse_datetime("2020-09-13T12:26:40.123Z") == BASE_TS + 123
+    assert parse_datetime("2020-09-13T14:26:40.000+02:00") == BASE_TS
+    assert parse_datetime("2020-09-13T14:26:40.000+0200") == BASE_TS
+    assert parse_datetime("2020-09-13T10:26:40.000-02") == BASE_TS
+    assert parse_datetime("1969-12-31T23:59:59.999Z") == -1
+    for bad in ("2020-09-13", "2020-09-13T12:26:40", "2020-09-13 12:26:40.000", "2020-02-30T00:00:00.000",
+                "2020-09-13T12:26:40.000+25:00"):
+        try:
+            parse_datetime(bad)
+        except ValueError:
+            continue
+        raise AssertionError(f"{bad!r} was accepted")
+    assert parse_duration("PT15M") == 15 * 60_000
+    assert parse_duration("P1DT2H") == (24 + 2) * 3_600_000
+    assert parse_duration("pt0.5s") == 500
+    assert parse_duration("-PT1S") == -1000
+    for bad in ("P", "PT", "15M", "P1H", "PT1.5"):
+        try:
+            parse_duration(bad)
+        except ValueError:
+            continue
+        raise AssertionError(f"{bad!r} was accepted")
