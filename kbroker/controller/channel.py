@@ -135,7 +135,9 @@ class RequestBatch:
         R = LeaderAndIsrRequest
         by_topic: dict = {}
         leaders = set()
-        for tp, is_new in sorted(partitions.items()):
+        for i, (tp, is_new) in enumerate(sorted(partitions.items())):
+            if i % 500 == 499:
+                gevent.sleep(0)   # large batches: keep the hub (ZooKeeper pings, requests) responsive
             if tp not in ctx.partition_states:
                 continue
             fields = self._partition_state_fields(tp)
@@ -158,7 +160,9 @@ class RequestBatch:
         ctx = self.ctx
         R = UpdateMetadataRequest
         by_topic: dict = {}
-        for tp in sorted(partitions):
+        for i, tp in enumerate(sorted(partitions)):
+            if i % 500 == 499:
+                gevent.sleep(0)
             if tp not in ctx.partition_states:
                 continue
             fields = self._partition_state_fields(tp)

@@ -118,6 +118,10 @@ class LogManager:
         return self._logs.get(tp)
 
     def _next_log_dir(self) -> str:
+        """The log dir holding the fewest partitions (counted once per call only with several dirs: creating
+        thousands of partitions must not cost the square of their number)."""
+        if len(self.log_dirs) == 1:
+            return self.log_dirs[0]
         counts = {d: 0 for d in self.log_dirs}
         for log in self._logs.values():
             counts[log.parent_dir] = counts.get(log.parent_dir, 0) + 1

@@ -170,7 +170,9 @@ class ReplicaManager:
         errors = {}
         configs: dict[str, LogConfig] = {}
         leaders, followers = [], []
-        for s in states:
+        for i, s in enumerate(states):
+            if i % 100 == 99:
+                gevent.sleep(0)   # thousands of partitions: let ZooKeeper pings and other requests through
             tp = (s.topic_name, s.partition_index)
             current = self.partitions.get(tp)
             topic_id = topic_ids.get(s.topic_name)
