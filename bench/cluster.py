@@ -124,7 +124,7 @@ def main() -> None:
         wait(lambda: all(s and s.leader >= 0 and len(s.isr) == 2 for s in states(zk, "scale", n).values()), 900, 1)
         t_online = time.monotonic() - t0
         rows.append((f"create {n} partitions: state znodes written (s)", f"{t_states:.2f}", ""))
-        rows.append((f"create {n} partitions: all replicas in sync (s)", f"{t_online:.1f}", ""))
+        rows.append((f"create {n} partitions: every one has a leader (s)", f"{t_online:.1f}", ""))
 
         controller = zk.get_controller_id()
         victim = next(b for b in state["brokers"] if b["id"] != controller)
