@@ -105,6 +105,7 @@ class Errors(IntEnum):
     INCONSISTENT_VOTER_SET = 94
     INVALID_UPDATE_VERSION = 95
     FEATURE_UPDATE_FAILED = 96
+    UNKNOWN_TOPIC_ID = 100
 
 
 class KafkaError(Exception):

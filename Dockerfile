@@ -1,0 +1,41 @@
+# kbroker broker image: one broker per container, configured through KAFKA_* environment variables
+# (Confluent's convention), e.g. KAFKA_BROKER_ID=1 KAFKA_ZOOKEEPER_CONNECT=zookeeper:2181. No Java needed:
+# ZooKeeper runs in its own container (see docker-compose.yml).
+FROM python:3.11-slim
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    KAFKA_LOG_DIRS=/var/lib/kbroker/data
+
+RUN groupadd --system --gid 1000 kbroker \
+ && useradd --system --uid 1000 --gid kbroker --home-dir /home/kbroker --create-home --shell /usr/sbin/nologin kbroker
+
+WORKDIR /opt/kbroker
+# The package and its pinned dependencies from pyproject.toml (all ship manylinux wheels for CPython 3.11).
+COPY pyproject.toml README.md ./
+COPY kbroker ./kbroker
+COPY zk ./zk
+COPY admin_cli ./admin_cli
+RUN pip install . \
+ && rm -rf /opt/kbroker/build
+
+COPY docker/entrypoint.sh /usr/local/bin/kbroker-entrypoint
+COPY docker/healthcheck.py /usr/local/bin/kbroker-healthcheck
+
+# Named volumes mounted here start with this ownership, so the non-root broker can write its logs.
+RUN chmod 0755 /usr/local/bin/kbroker-entrypoint /usr/local/bin/kbroker-healthcheck \
+ && mkdir -p /var/lib/kbroker/data /etc/kbroker \
+ && chown -R kbroker:kbroker /var/lib/kbroker
+
+USER kbroker
+WORKDIR /home/kbroker
+VOLUME ["/var/lib/kbroker/data"]
+EXPOSE 9092 19092
+
+# Healthy when every listener in KAFKA_LISTENERS answers an ApiVersions request.
+HEALTHCHECK --interval=10s --timeout=5s --start-period=30s --retries=5 CMD ["kbroker-healthcheck"]
+
+ENTRYPOINT ["kbroker-entrypoint"]
+CMD []

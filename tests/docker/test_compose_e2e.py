@@ -1,0 +1,200 @@
+"""End-to-end checks of the Docker packaging.
+
+* test_entrypoint_runs_compose_brokers_from_env_only: no Docker needed. Runs docker/entrypoint.sh (the image's
+  entrypoint) for three brokers whose environment is the compose file's, with hosts, ports, log dirs and
+  zookeeper.connect moved onto this machine: proves the brokers start from KAFKA_* variables alone, that
+  docker/healthcheck.py calls them healthy, and that a client on the EXTERNAL listeners produces and consumes.
+* test_compose_cluster_end_to_end: builds the image with the `docker` SDK, runs `docker compose up -d`,
+  produces and consumes against localhost:9092 with confluent-kafka, and tears everything down. Skipped, with
+  the reason printed, when the SDK is missing or no Docker engine is reachable.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+
+import pytest
+
+from tests.conftest import free_port
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+VENV_BIN = os.path.dirname(sys.executable)
+IMAGE = "kbroker:latest"
+COMPOSE_PROJECT = "kbroker-e2e"
+
+
+def _compose_environment(service: str) -> dict[str, str]:
+    yaml = pytest.importorskip("yaml", reason="PyYAML is not installed - cannot read docker-compose.yml")
+    with open(os.path.join(ROOT, "docker-compose.yml"), encoding="utf-8") as f:
+        env = yaml.safe_load(f)["services"][service]["environment"]
+    return {k: str(v) for k, v in env.items()}
+
+
+def _healthy(port: int) -> bool:
+    result = subprocess.run([sys.executable, os.path.join(ROOT, "docker", "healthcheck.py"), str(port)],
+                            capture_output=True, text=True, timeout=15)
+    return result.returncode == 0
+
+
+def _wait(predicate, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.5)
+    raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
+
+
+def produce_and_consume(bootstrap: str, count: int = 20, timeout: float = 60.0) -> None:
+    """acks=all to an auto-created topic (replication 3, min.insync 2), then read it back through a group."""
+    from confluent_kafka import Consumer, Producer
+
+    topic = f"e2e-{uuid.uuid4().hex[:8]}"
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
+                         "message.timeout.ms": int(timeout * 1000)})
+    delivered, errors = [], []
+
+    def on_delivery(err, msg):
+        (errors if err else delivered).append(err or msg.offset())
+
+    for i in range(count):
+        producer.produce(topic, key=f"k{i}".encode(), value=f"v{i}".encode(), on_delivery=on_delivery)
+    producer.flush(timeout)
+    assert not errors, errors
+    assert len(delivered) == count
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{topic}",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer.subscribe([topic])
+    values = set()
+    deadline = time.monotonic() + timeout
+    try:
+        while len(values) < count and time.monotonic() < deadline:
+            msg = consumer.poll(1.0)
+            if msg is None:
+                continue
+            assert msg.error() is None, msg.error()
+            values.add(msg.value().decode())
+        consumer.commit(asynchronous=False)
+    finally:
+        consumer.close()
+    assert values == {f"v{i}" for i in range(count)}
+
+
+# ---- the image's entrypoint, run here -------------------------------------------------------------------------
+
+def test_entrypoint_runs_compose_brokers_from_env_only(zk_connect, tmp_path):
+    base_env = {k: v for k, v in os.environ.items() if not k.startswith("KAFKA_")}
+    base_env["PATH"] = VENV_BIN + os.pathsep + base_env.get("PATH", "")
+    brokers = []
+    try:
+        for n in (1, 2, 3):
+            internal, external = free_port(), free_port()
+            env = _compose_environment(f"kafka-{n}")
+            # The compose values, moved onto this machine: same listener names, map and inter-broker listener.
+            env.update({
+                "KAFKA_ZOOKEEPER_CONNECT": zk_connect,
+                "KAFKA_LISTENERS": f"INTERNAL://127.0.0.1:{internal},EXTERNAL://0.0.0.0:{external}",
+                "KAFKA_ADVERTISED_LISTENERS": f"INTERNAL://127.0.0.1:{internal},EXTERNAL://localhost:{external}",
+                "KAFKA_LOG_DIRS": str(tmp_path / f"kafka-{n}" / "data"),
+                "KAFKA_ZOOKEEPER_SESSION_TIMEOUT_MS": "6000",
+                "KAFKA_CONTROLLED_SHUTDOWN_RETRY_BACKOFF_MS": "200",
+            })
+            assert env["KAFKA_BROKER_ID"] == str(n)
+            env["KBROKER_CONFIG_DIR"] = str(tmp_path / f"kafka-{n}" / "etc")  # where the empty file goes
+            log = open(tmp_path / f"kafka-{n}.log", "wb")
+            proc = subprocess.Popen([os.path.join(ROOT, "docker", "entrypoint.sh")], env={**base_env, **env},
+                                    stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=tmp_path)
+            log.close()
+            brokers.append((n, proc, internal, external))
+
+        for n, proc, internal, external in brokers:
+            _wait(lambda: proc.poll() is not None or (_healthy(internal) and _healthy(external)), 60,
+                  f"broker {n} to answer ApiVersions")
+            assert proc.poll() is None, (tmp_path / f"kafka-{n}.log").read_text(errors="replace")
+            written = (tmp_path / f"kafka-{n}" / "etc" / "server.properties").read_text()
+            assert all(l.startswith("#") for l in written.splitlines()), "the entrypoint's file must be empty"
+
+        from zk.client import KafkaZkClient
+        zk = KafkaZkClient(zk_connect, session_timeout_ms=6000).start()
+        try:
+            registered = _wait(lambda: (ids := sorted(zk.get_all_brokers())) == [1, 2, 3] and ids, 30,
+                               "three registered brokers")
+            assert registered == [1, 2, 3]
+            endpoints = {e.listener: (e.host, e.port) for e in zk.get_all_brokers()[2].endpoints}
+            assert endpoints["EXTERNAL"] == ("localhost", brokers[1][3])
+        finally:
+            zk.close()
+
+        produce_and_consume(",".join(f"localhost:{b[3]}" for b in brokers))
+    finally:
+        for n, proc, _, _ in reversed(brokers):
+            if proc.poll() is None:
+                proc.terminate()
+        for n, proc, _, _ in brokers:
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+# ---- the real thing, where a Docker engine exists -------------------------------------------------------------
+
+def _docker_client_or_skip():
+    try:
+        import docker
+    except ImportError:
+        reason = "the `docker` Python SDK is not installed (pip install docker)"
+        print(f"SKIP: {reason}")
+        pytest.skip(reason)
+    try:
+        client = docker.from_env(timeout=10)
+        client.ping()
+    except Exception as e:  # DockerException, connection refused, missing socket ...
+        reason = f"no Docker engine reachable ({type(e).__name__}: {str(e).splitlines()[0][:200]})"
+        print(f"SKIP: {reason}")
+        pytest.skip(reason)
+    if shutil.which("docker") is None or subprocess.run(["docker", "compose", "version"],
+                                                        capture_output=True).returncode != 0:
+        client.close()
+        reason = "a Docker engine is reachable but the `docker compose` plugin is not installed"
+        print(f"SKIP: {reason}")
+        pytest.skip(reason)
+    return client
+
+
+def _compose(*args: str, check: bool = True, timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run(["docker", "compose", "-p", COMPOSE_PROJECT, "-f", os.path.join(ROOT, "docker-compose.yml"),
+                           *args], cwd=ROOT, capture_output=True, text=True, check=check, timeout=timeout)
+
+
+def test_compose_cluster_end_to_end():
+    client = _docker_client_or_skip()
+    try:
+        client.images.build(path=ROOT, dockerfile="Dockerfile", tag=IMAGE, rm=True)
+        _compose("up", "-d", "--no-build", "--wait", "--wait-timeout", "240")
+        try:
+            services = {c.labels.get("com.docker.compose.service"): c for c in
+                        client.containers.list(filters={"label": f"com.docker.compose.project={COMPOSE_PROJECT}"})}
+            assert {"zookeeper", "kafka-1", "kafka-2", "kafka-3"} <= set(services)
+            for name in ("kafka-1", "kafka-2", "kafka-3"):
+                container = services[name]
+                container.reload()
+                assert container.attrs["State"]["Health"]["Status"] == "healthy", name
+                assert container.attrs["Config"]["User"] == "kbroker"
+            ids = _compose("exec", "-T", "zookeeper", "zkCli.sh", "ls", "/brokers/ids").stdout
+            assert "[1, 2, 3]" in ids, ids
+            produce_and_consume("localhost:9092", timeout=120)
+        except Exception:
+            print(_compose("logs", "--no-color", check=False).stdout[-20000:])
+            raise
+        finally:
+            _compose("down", "-v", "--remove-orphans", check=False)
+    finally:
+        client.close()

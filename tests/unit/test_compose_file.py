@@ -1,0 +1,224 @@
+"""docker-compose.yml, Dockerfile and the image's helper scripts, checked without a Docker engine.
+
+The compose file must describe ZooKeeper (official image) plus three brokers built from our Dockerfile, each
+configured only through KAFKA_* variables that kbroker.config accepts, with host listeners on 9092-9094, named
+volumes, healthchecks, restart policies and a healthy-ZooKeeper dependency."""
+from __future__ import annotations
+
+import importlib.util
+import os
+import socket
+import struct
+import threading
+
+import pytest
+
+from kbroker.config import NON_CONFIG_ENV, SETTINGS, env_to_key, load
+
+yaml = pytest.importorskip("yaml", reason="PyYAML is not installed (pip install pyyaml) - cannot parse docker-compose.yml")
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BROKERS = {"kafka-1": (1, 9092), "kafka-2": (2, 9093), "kafka-3": (3, 9094)}
+
+
+@pytest.fixture(scope="module")
+def compose():
+    with open(os.path.join(ROOT, "docker-compose.yml"), encoding="utf-8") as f:
+        return yaml.safe_load(f)
+
+
+@pytest.fixture(scope="module")
+def dockerfile():
+    with open(os.path.join(ROOT, "Dockerfile"), encoding="utf-8") as f:
+        return f.read()
+
+
+def _env(service) -> dict[str, str]:
+    env = service.get("environment") or {}
+    if isinstance(env, list):  # the "KEY=value" list form
+        env = dict(item.split("=", 1) for item in env)
+    return {k: str(v) for k, v in env.items()}
+
+
+def _healthcheck_cmd(service) -> list[str]:
+    test = service["healthcheck"]["test"]
+    return test if isinstance(test, list) else ["CMD-SHELL", test]
+
+
+def test_services(compose):
+    assert set(compose["services"]) == {"zookeeper", *BROKERS}
+
+
+def test_zookeeper_service(compose):
+    zk = compose["services"]["zookeeper"]
+    image = zk["image"]
+    assert image.split(":")[0] == "zookeeper" and image.split(":")[1].startswith("3."), image
+    assert "build" not in zk
+    assert "2181:2181" in [str(p) for p in zk["ports"]]
+    assert _healthcheck_cmd(zk)[0] in ("CMD", "CMD-SHELL")
+    assert zk["restart"] == "unless-stopped"
+    for volume in zk["volumes"]:
+        assert volume.split(":")[0] in compose["volumes"], f"zookeeper volume {volume} is not a named volume"
+
+
+@pytest.mark.parametrize("name", sorted(BROKERS))
+def test_broker_build_ports_volumes_restart(compose, name):
+    broker = compose["services"][name]
+    build = broker["build"]
+    context = build if isinstance(build, str) else build["context"]
+    dockerfile = "Dockerfile" if isinstance(build, str) else build.get("dockerfile", "Dockerfile")
+    assert os.path.isfile(os.path.join(ROOT, context, dockerfile))
+    assert broker["restart"] == "unless-stopped"
+    _, host_port = BROKERS[name]
+    ports = [str(p) for p in broker["ports"]]
+    assert len(ports) == 1
+    published, _, target = ports[0].rpartition(":")
+    assert int(published) == host_port
+    # The published port goes to the broker's EXTERNAL listener.
+    listeners = load(None, environ={**_env(broker)}).listeners
+    assert int(target) == {l.name: l.port for l in listeners}["EXTERNAL"]
+    volumes = broker["volumes"]
+    assert len(volumes) == 1
+    source, target_dir = volumes[0].split(":")[:2]
+    assert source in compose["volumes"], f"{source} is not a named volume"
+    assert target_dir == _env(broker)["KAFKA_LOG_DIRS"]
+
+
+@pytest.mark.parametrize("name", sorted(BROKERS))
+def test_broker_depends_on_healthy_zookeeper(compose, name):
+    depends = compose["services"][name]["depends_on"]
+    assert depends["zookeeper"]["condition"] == "service_healthy"
+
+
+@pytest.mark.parametrize("name", sorted(BROKERS))
+def test_broker_healthcheck_runs_the_api_versions_probe(compose, name):
+    broker = compose["services"][name]
+    cmd = _healthcheck_cmd(broker)
+    assert cmd[0] in ("CMD", "CMD-SHELL") and "kbroker-healthcheck" in " ".join(cmd[1:])
+    hc = broker["healthcheck"]
+    for key in ("interval", "timeout", "retries", "start_period"):
+        assert key in hc, f"{name} healthcheck has no {key}"
+
+
+@pytest.mark.parametrize("name", sorted(BROKERS))
+def test_broker_environment_is_accepted_by_kbroker(compose, name):
+    env = _env(compose["services"][name])
+    broker_id, host_port = BROKERS[name]
+    for var in env:
+        assert var.startswith("KAFKA_") and var not in NON_CONFIG_ENV, var
+        assert env_to_key(var) in SETTINGS, f"{var} maps to {env_to_key(var)!r}, which kbroker does not know"
+    required = {"KAFKA_BROKER_ID", "KAFKA_ZOOKEEPER_CONNECT", "KAFKA_LISTENERS", "KAFKA_ADVERTISED_LISTENERS",
+                "KAFKA_LISTENER_SECURITY_PROTOCOL_MAP", "KAFKA_INTER_BROKER_LISTENER_NAME", "KAFKA_LOG_DIRS"}
+    assert required <= set(env)
+
+    cfg = load(None, environ=env)  # raises ConfigError on anything kbroker refuses
+    assert cfg.broker_id == broker_id
+    assert cfg["zookeeper.connect"] == "zookeeper:2181"
+    zk_host = cfg["zookeeper.connect"].split(",")[0].split(":")[0]
+    assert zk_host in compose["services"], "zookeeper.connect does not name a compose service"
+    assert cfg.log_dirs == ["/var/lib/kbroker/data"]
+    assert {l.name: (l.host, l.port) for l in cfg.listeners} == {
+        "INTERNAL": ("0.0.0.0", 19092), "EXTERNAL": ("0.0.0.0", 9092)}
+    assert {l.name: (l.host, l.port) for l in cfg.advertised_listeners} == {
+        "INTERNAL": (name, 19092), "EXTERNAL": ("localhost", host_port)}
+    assert cfg.inter_broker_listener == "INTERNAL"
+    # Replication settings for a 3-broker cluster.
+    assert cfg["default.replication.factor"] == 3
+    assert cfg["offsets.topic.replication.factor"] == 3
+    assert cfg["transaction.state.log.replication.factor"] == 3
+    assert 1 <= cfg["min.insync.replicas"] < 3
+
+
+def test_brokers_advertise_distinct_endpoints(compose):
+    seen = set()
+    for name in BROKERS:
+        cfg = load(None, environ=_env(compose["services"][name]))
+        endpoints = {(l.host, l.port) for l in cfg.advertised_listeners}
+        assert not endpoints & seen, f"{name} advertises an endpoint another broker has"
+        seen |= endpoints
+    assert len({load(None, environ=_env(compose["services"][n])).broker_id for n in BROKERS}) == 3
+
+
+def test_named_volumes_declared(compose):
+    assert set(compose["volumes"]) >= {f"{name}-data" for name in BROKERS}
+
+
+def test_dockerfile(dockerfile):
+    lines = [l.strip() for l in dockerfile.splitlines() if l.strip() and not l.strip().startswith("#")]
+    froms = [l for l in lines if l.upper().startswith("FROM ")]
+    assert froms == ["FROM python:3.11-slim"]
+    users = [l.split()[1] for l in lines if l.upper().startswith("USER ")]
+    assert users and users[-1] not in ("root", "0"), "the image must run as a non-root user"
+    assert any(l.startswith("RUN pip install .") for l in lines)
+    code = "\n".join(lines).lower()
+    assert "java" not in code and "jdk" not in code, "the broker image needs no Java"
+    assert any(l.startswith("HEALTHCHECK") and "kbroker-healthcheck" in l for l in lines)
+    assert any(l.startswith("ENTRYPOINT") and "kbroker-entrypoint" in l for l in lines)
+    for src in ("docker/entrypoint.sh", "docker/healthcheck.py"):
+        assert src in dockerfile
+        assert os.access(os.path.join(ROOT, src), os.X_OK), f"{src} is not executable"
+
+
+def test_dockerignore_keeps_the_build_context_small():
+    with open(os.path.join(ROOT, ".dockerignore"), encoding="utf-8") as f:
+        ignored = {l.strip() for l in f if l.strip() and not l.startswith("#")}
+    assert {".git", ".venv", "tests"} <= ignored
+    assert not ignored & {"kbroker", "zk", "admin_cli", "docker", "pyproject.toml", "README.md"}
+
+
+# ---- the healthcheck script, against a fake broker ------------------------------------------------------------
+
+def _healthcheck_module():
+    spec = importlib.util.spec_from_file_location("kbroker_healthcheck", os.path.join(ROOT, "docker", "healthcheck.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _fake_broker(reply):
+    """A one-connection server answering the first request with reply(correlation_id) -> payload."""
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+
+    def serve():
+        conn, _ = srv.accept()
+        with conn:
+            size = struct.unpack(">i", conn.recv(4))[0]
+            data = b""
+            while len(data) < size:
+                data += conn.recv(size - len(data))
+            api_key, api_version, corr = struct.unpack_from(">hhi", data)
+            assert (api_key, api_version) == (18, 0)
+            payload = reply(corr)
+            conn.sendall(struct.pack(">i", len(payload)) + payload)
+        srv.close()
+
+    threading.Thread(target=serve, daemon=True).start()
+    return srv.getsockname()[1]
+
+
+def test_healthcheck_accepts_an_api_versions_answer():
+    hc = _healthcheck_module()
+    port = _fake_broker(lambda corr: struct.pack(">ihi", corr, 0, 2) + struct.pack(">hhhhhh", 0, 0, 9, 18, 0, 3))
+    assert hc.main([str(port)]) == 0
+
+
+def test_healthcheck_rejects_an_error_code():
+    hc = _healthcheck_module()
+    port = _fake_broker(lambda corr: struct.pack(">ihi", corr, 35, 0))
+    assert hc.main([str(port)]) == 1
+
+
+def test_healthcheck_rejects_a_closed_port():
+    hc = _healthcheck_module()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    assert hc.main([str(port)]) == 1
+
+
+def test_healthcheck_reads_ports_from_kafka_listeners():
+    hc = _healthcheck_module()
+    assert hc.listener_ports("INTERNAL://0.0.0.0:19092,EXTERNAL://0.0.0.0:9092") == [19092, 9092]
+    assert hc.listener_ports("PLAINTEXT://:9092") == [9092]
