@@ -431,6 +431,19 @@ class KafkaZkClient:
         except NoNodeError:
             self.create_recursive(path, data)
 
+    def create_config_change_notification(self, entity_path: str) -> None:
+        """/config/changes/config_change_<seq> = {"version":2,"entity_path":...}, written after the entity's
+        config znode so every broker re-reads it (Kafka's AdminZkClient.changeConfigs)."""
+        self.create_recursive(z.ConfigChangeNotificationZNode.prefix,
+                              z.ConfigChangeNotificationZNode.encode(entity_path), sequence=True)
+
+    def get_config_change_notifications(self, watch=None) -> list[str]:
+        return sorted(self.children("/config/changes", watch=watch))
+
+    def read_config_change_notification(self, name: str) -> str | None:
+        data, _ = self.get(f"/config/changes/{name}")
+        return z.ConfigChangeNotificationZNode.decode(data) if data else None
+
     # ---- admin markers -----------------------------------------------------------------------------------
     def create_delete_topic_marker(self, topic: str) -> None:
         try:
