@@ -27,6 +27,7 @@ from zk import admin as zk_admin
 from zk.client import KafkaZkClient, ZkError
 
 from . import cluster as cluster_ops
+from . import configs as config_ops
 from . import elect as elect_ops
 from . import groups as group_ops
 from . import reassign as reassign_ops
@@ -218,6 +219,54 @@ def delete_topic(ctx, name):
         topic_ops.delete_topic(zk, name)
     click.echo(f"Topic {name} is marked for deletion.")
     click.echo("Note: This will have no impact if delete.topic.enable is not set to true.")
+
+
+@cli.command("alter-config")
+@click.option("--topic", required=True, metavar="TOPIC", help="The topic whose config overrides to change.")
+@click.option("--add-config", "add_configs", multiple=True, metavar="K=V[,K2=V2...]",
+              help="Overrides to add or replace, comma-separated (repeatable); a list value goes in brackets, "
+                   "e.g. cleanup.policy=[compact,delete].")
+@click.option("--delete-config", "delete_configs", multiple=True, metavar="K[,K2...]",
+              help="Overrides to remove, comma-separated (repeatable); each must be set.")
+@click.pass_context
+def alter_config(ctx, topic, add_configs, delete_configs):
+    """Change topic TOPIC's config overrides (kafka-configs.sh --entity-type topics --alter).
+
+    Merges into the current overrides, validates the result (nothing is written if a value is invalid),
+    writes /config/topics/TOPIC and a /config/changes notification so the brokers apply it live.
+    """
+    try:
+        to_add = config_ops.parse_add_config(add_configs)
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="--add-config") from None
+    try:
+        to_delete = config_ops.parse_delete_config(delete_configs)
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="--delete-config") from None
+    if not to_add and not to_delete:
+        raise click.UsageError("At least one of --add-config or --delete-config must be given.")
+    if "message.format.version" in to_add:
+        click.echo(f"WARNING: The configuration message.format.version={to_add['message.format.version']} is "
+                   "specified. This configuration will be ignored if the version is newer than the "
+                   "inter.broker.protocol.version specified in the broker.", err=True)
+    with _zk(ctx) as zk:
+        config_ops.alter_topic_config(zk, topic, to_add, to_delete)
+    click.echo(f"Completed updating config for topic {topic}.")
+
+
+@cli.command("describe-config")
+@click.option("--topic", metavar="TOPIC", help="Only this topic (default: every topic).")
+@click.pass_context
+def describe_config(ctx, topic):
+    """Show topic config overrides (kafka-configs.sh --entity-type topics --describe): every topic's when
+    --topic is omitted."""
+    with _zk(ctx) as zk:
+        described = config_ops.describe_topic_configs(zk, topic)
+    lines = []
+    for name, config in described:
+        lines += config_ops.format_topic_configs(name, config)
+    if lines:
+        click.echo("\n".join(lines))
 
 
 def _read_text(path: str) -> str:

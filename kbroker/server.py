@@ -9,7 +9,8 @@
    LeaderAndIsr later makes this broker lead);
 5. bind the listeners; refuse to start if another live broker advertises the same endpoint;
 6. register the ephemeral /brokers/ids/<id> (its czxid is the broker epoch);
-7. start the controller module (every broker runs it; one is elected);
+7. watch /config/changes for dynamic topic configs, start the controller module (every broker runs it; one
+   is elected);
 8. start serving requests, and the periodic log tasks (retention, flush, checkpoints).
 fsync and other long disk work run in gevent's thread pool, never on the hub.
 Shutdown (SIGTERM) starts with a controlled shutdown when controlled.shutdown.enable: the controller moves
@@ -37,6 +38,7 @@ from .clock import Clock
 from .controller.controller import KafkaController
 from .coordinator.group_coordinator import GroupCoordinator
 from .coordinator.producer_id_manager import ProducerIdManager
+from .dynamic_config import DynamicConfigManager
 from .log.config import LogConfig
 from .log.errors import InvalidConfig
 from .log.log import parse_topic_partition
@@ -141,6 +143,8 @@ class KafkaServer:
         self._check_endpoints_unused()
         self._register()
         self.zk.add_state_listener(self._on_zk_state)
+        self.dynamic_config = DynamicConfigManager(self.zk, cfg, self.log_manager, self.replica_manager)
+        self.dynamic_config.startup()
         self.controller = KafkaController(self.broker_id, self.zk, cfg, cfg.inter_broker_listener)
         self.controller.startup()
         self.socket_server.start()

@@ -1,0 +1,121 @@
+"""DescribeConfigs, AlterConfigs and IncrementalAlterConfigs against a real 3-broker cluster on a real
+ZooKeeper: confluent-kafka's AdminClient and kafka-python's KafkaAdminClient; the /config znodes and the
+change notifications Kafka would write."""
+from __future__ import annotations
+
+import json
+
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource,
+                                   NewTopic, ResourceType)
+
+DYNAMIC_TOPIC, STATIC_BROKER, DEFAULT = (ConfigSource.DYNAMIC_TOPIC_CONFIG.value,
+                                         ConfigSource.STATIC_BROKER_CONFIG.value, ConfigSource.DEFAULT_CONFIG.value)
+
+
+def _one(futures):
+    (fut,) = futures.values()
+    try:
+        return fut.result(timeout=30), None
+    except KafkaException as e:
+        return None, e.args[0]
+
+
+def _describe(admin, rtype, name):
+    return _one(admin.describe_configs([ConfigResource(rtype, name)], request_timeout=20))
+
+
+def _znode(zk, path):
+    data, _ = zk.get(path)
+    return None if data is None else json.loads(data)
+
+
+def _notifications(zk):
+    return {n: _znode(zk, f"/config/changes/{n}") for n in zk.children("/config/changes")}
+
+
+def test_topic_configs_with_admin_clients(cluster_factory):
+    c = cluster_factory(3, **{"log.retention.ms": "3600000"})
+    admin = AdminClient({"bootstrap.servers": c.bootstrap})
+    (fut,) = admin.create_topics([NewTopic("cfg", 2, 2, config={"cleanup.policy": "compact"})],
+                                 operation_timeout=15, request_timeout=20).values()
+    fut.result(timeout=30)
+
+    # Describe: override, broker-level synonym, default; synonyms in Kafka's order.
+    entries, err = _describe(admin, ResourceType.TOPIC, "cfg")
+    assert err is None, err
+    assert {"cleanup.policy", "retention.ms", "segment.bytes", "min.insync.replicas",
+            "delete.retention.ms"} <= set(entries)
+    cp, rm, sb = entries["cleanup.policy"], entries["retention.ms"], entries["segment.bytes"]
+    assert (cp.value, cp.source) == ("compact", DYNAMIC_TOPIC)
+    assert list(cp.synonyms) == ["cleanup.policy", "log.cleanup.policy"]
+    assert cp.synonyms["log.cleanup.policy"].source == DEFAULT
+    assert (rm.value, rm.source) == ("3600000", STATIC_BROKER)
+    assert list(rm.synonyms) == ["log.retention.ms", "log.retention.hours"]
+    assert rm.synonyms["log.retention.hours"].value == "168"
+    assert (sb.value, sb.source, sb.is_default) == (str(1024 ** 3), DEFAULT, True)
+    assert entries["preallocate"].value == "false"
+
+    # Legacy AlterConfigs replaces the whole override set; ZooKeeper shows what Kafka writes.
+    before = set(c.zk.children("/config/changes"))
+    _, err = _one(admin.alter_configs([ConfigResource(ResourceType.TOPIC, "cfg",
+                                                      set_config={"retention.ms": "60000"})], request_timeout=20))
+    assert err is None, err
+    assert _znode(c.zk, "/config/topics/cfg") == {"version": 1, "config": {"retention.ms": "60000"}}
+    new = {n: v for n, v in _notifications(c.zk).items() if n not in before}
+    assert len(new) == 1 and next(iter(new)).startswith("config_change_")
+    assert list(new.values()) == [{"version": 2, "entity_path": "topics/cfg"}]
+    entries, _ = _describe(admin, ResourceType.TOPIC, "cfg")
+    assert (entries["retention.ms"].value, entries["retention.ms"].source) == ("60000", DYNAMIC_TOPIC)
+    assert (entries["cleanup.policy"].value, entries["cleanup.policy"].source) == ("delete", DEFAULT)
+
+    # Incremental: SET and DELETE on the current overrides.
+    inc = [ConfigEntry("max.message.bytes", "2000", incremental_operation=AlterConfigOpType.SET),
+           ConfigEntry("retention.ms", None, incremental_operation=AlterConfigOpType.DELETE)]
+    _, err = _one(admin.incremental_alter_configs([ConfigResource(ResourceType.TOPIC, "cfg",
+                                                                  incremental_configs=inc)], request_timeout=20))
+    assert err is None, err
+    assert _znode(c.zk, "/config/topics/cfg")["config"] == {"max.message.bytes": "2000"}
+    assert list(_notifications(c.zk).values()).count({"version": 2, "entity_path": "topics/cfg"}) == 2
+
+    # Errors: bad value names the key and writes nothing; unknown topic; APPEND on a non-list; broker alter.
+    _, err = _one(admin.alter_configs([ConfigResource(ResourceType.TOPIC, "cfg",
+                                                      set_config={"retention.ms": "soon"})], request_timeout=20))
+    assert err.code() == 40 and "retention.ms" in err.str()
+    inc = [ConfigEntry("segment.ms", "-5", incremental_operation=AlterConfigOpType.SET)]
+    _, err = _one(admin.incremental_alter_configs([ConfigResource(ResourceType.TOPIC, "cfg",
+                                                                  incremental_configs=inc)], request_timeout=20))
+    assert err.code() == 40 and "segment.ms" in err.str()
+    inc = [ConfigEntry("retention.ms", "1", incremental_operation=AlterConfigOpType.APPEND)]
+    _, err = _one(admin.incremental_alter_configs([ConfigResource(ResourceType.TOPIC, "cfg",
+                                                                  incremental_configs=inc)], request_timeout=20))
+    assert err.code() == 42
+    assert _znode(c.zk, "/config/topics/cfg")["config"] == {"max.message.bytes": "2000"}
+    _, err = _describe(admin, ResourceType.TOPIC, "nope")
+    assert err.code() == 3
+    _, err = _one(admin.alter_configs([ConfigResource(ResourceType.TOPIC, "nope",
+                                                      set_config={"retention.ms": "1"})], request_timeout=20))
+    assert err.code() == 3
+    _, err = _one(admin.alter_configs([ConfigResource(ResourceType.BROKER, "1",
+                                                      set_config={"log.cleaner.threads": "2"})],
+                                      request_timeout=20))
+    assert err.code() == 42 and "not supported" in err.str()
+
+    # Broker configs: static values from the broker's config, defaults otherwise.
+    entries, err = _describe(admin, ResourceType.BROKER, "2")
+    assert err is None, err
+    assert (entries["log.retention.ms"].value, entries["log.retention.ms"].source) == ("3600000", STATIC_BROKER)
+    assert (entries["broker.id"].value, entries["broker.id"].source) == ("2", STATIC_BROKER)
+    assert (entries["num.partitions"].value, entries["num.partitions"].source) == ("1", DEFAULT)
+
+    # kafka-python's KafkaAdminClient.
+    from kafka.admin import ConfigResource as KResource, ConfigResourceType, KafkaAdminClient
+    kadmin = KafkaAdminClient(bootstrap_servers=c.bootstrap, request_timeout_ms=20000)
+    try:
+        (resp,) = kadmin.describe_configs([KResource(ConfigResourceType.TOPIC, "cfg")], include_synonyms=True)
+        (result,) = resp.results
+        assert result.error_code == 0
+        values = {e.name: e.value for e in result.configs}
+        assert values["max.message.bytes"] == "2000" and values["retention.ms"] == "3600000"
+    finally:
+        kadmin.close()
