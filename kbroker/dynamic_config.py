@@ -28,11 +28,10 @@ def _sequence(name: str) -> int:
 
 
 class DynamicConfigManager:
-    def __init__(self, zk, broker_config, log_manager, replica_manager):
+    def __init__(self, zk, broker_config, log_manager):
         self.zk = zk
         self.config = broker_config
         self.log_manager = log_manager
-        self.replica_manager = replica_manager
         self.last_executed = -1
 
     def startup(self) -> None:
@@ -78,8 +77,6 @@ class DynamicConfigManager:
         except InvalidConfig as e:
             log.error("ignoring invalid config of topic %s: %s", name, e)
             return
-        self.log_manager.update_topic_config(name, config)   # its logs, and the ones created later
-        for (topic, _), partition in list(self.replica_manager.partitions.items()):
-            if topic == name:
-                partition.update_config(config)              # the produce-path settings too
+        # Its logs and the ones created later; partitions derive their produce settings from their log's config.
+        self.log_manager.update_topic_config(name, config)
         log.info("applied config change of topic %s: %s", name, overrides)

@@ -143,7 +143,7 @@ class KafkaServer:
         self._check_endpoints_unused()
         self._register()
         self.zk.add_state_listener(self._on_zk_state)
-        self.dynamic_config = DynamicConfigManager(self.zk, cfg, self.log_manager, self.replica_manager)
+        self.dynamic_config = DynamicConfigManager(self.zk, cfg, self.log_manager)
         self.dynamic_config.startup()
         self.controller = KafkaController(self.broker_id, self.zk, cfg, cfg.inter_broker_listener)
         self.controller.startup()

@@ -79,7 +79,7 @@ class Partition:
         self.remote: dict[int, RemoteReplica] = {}
         self.producer_state = ProducerStateManager(log.dir)
         self.producer_state.rebuild_from_log(log)
-        self._records_config = records_config(log.config)
+        self._records_config = (log.config, records_config(log.config))
 
     @property
     def tp(self) -> tuple[str, int]:
@@ -93,9 +93,14 @@ class Partition:
     def high_watermark(self) -> int:
         return self.log.high_watermark
 
-    def update_config(self, config: LogConfig) -> None:
-        self.log.update_config(config)
-        self._records_config = records_config(config)
+    @property
+    def records_config(self) -> RecordsConfig:
+        """The validation settings of the log's current config (derived again when a dynamic change replaced it)."""
+        source, derived = self._records_config
+        if source is not self.log.config:
+            derived = records_config(self.log.config)
+            self._records_config = (self.log.config, derived)
+        return derived
 
     def apply_state(self, leader: int, leader_epoch: int, isr, replicas, zk_version: int, controller_epoch: int,
                     topic_id: uuid.UUID | None) -> None:
@@ -131,7 +136,7 @@ class Partition:
         log = self.log
         now = self.clock.now_ms()
         info = validate_and_assign(records, produce_version=produce_version, next_offset=log.log_end_offset,
-                                   now_ms=now, config=self._records_config, partition_leader_epoch=self.leader_epoch)
+                                   now_ms=now, config=self.records_config, partition_leader_epoch=self.leader_epoch)
         if info.first_offset < 0:   # nothing to append (an empty v0-v2 produce)
             return AppendResult(-1, -1, -1, log.log_start_offset)
         duplicate = self._check_producers(info)
