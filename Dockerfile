@@ -7,7 +7,8 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
-    KAFKA_LOG_DIRS=/var/lib/kbroker/data
+    KAFKA_LOG_DIRS=/var/lib/kbroker/data \
+    LOG_DIR=/var/lib/kbroker/logs
 
 RUN groupadd --system --gid 1000 kbroker \
  && useradd --system --uid 1000 --gid kbroker --home-dir /home/kbroker --create-home --shell /usr/sbin/nologin kbroker
@@ -26,13 +27,14 @@ COPY docker/healthcheck.py /usr/local/bin/kbroker-healthcheck
 
 # Named volumes mounted here start with this ownership, so the non-root broker can write its logs.
 RUN chmod 0755 /usr/local/bin/kbroker-entrypoint /usr/local/bin/kbroker-healthcheck \
- && mkdir -p /var/lib/kbroker/data /etc/kbroker \
+ && mkdir -p /var/lib/kbroker/data /var/lib/kbroker/logs /etc/kbroker \
  && chown -R kbroker:kbroker /var/lib/kbroker
 
 USER kbroker
 WORKDIR /home/kbroker
 VOLUME ["/var/lib/kbroker/data"]
-EXPOSE 9092 19092
+# 9404: the Prometheus endpoint when KAFKA_METRICS_PORT=9404 (docker-compose.yml sets it)
+EXPOSE 9092 19092 9404
 
 # Healthy when every listener in KAFKA_LISTENERS answers an ApiVersions request.
 HEALTHCHECK --interval=10s --timeout=5s --start-period=30s --retries=5 CMD ["kbroker-healthcheck"]

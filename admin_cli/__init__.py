@@ -1,10 +1,12 @@
-"""kadmin: the kbroker administration tool.
+"""kadmin: the kbroker administration tool, two ways to the same cluster.
 
-Topic and cluster commands that write ZooKeeper exactly as Kafka 2.8's `kafka-topics.sh --zookeeper`
-(AdminZkClient) does, so a Kafka broker, a kbroker broker or `zkCli.sh` sees the same znodes; `reassign` and
-`elect-leaders` write /admin/reassign_partitions and /admin/preferred_replica_election as
-`kafka-reassign-partitions.sh --zookeeper` and `kafka-preferred-replica-election.sh --zookeeper` do, then wait
-for the controller. `groups` (kafka-consumer-groups.sh) speaks the Kafka protocol to the brokers instead
-(admin_cli.kafka_client), since consumer groups live in the group coordinators, not in ZooKeeper.
-Entry point: `admin_cli.main:cli`.
+With `--zookeeper` the topic, config, reassignment and election commands write ZooKeeper exactly as Kafka 2.8's
+`--zookeeper` tools (AdminZkClient) do, so a Kafka broker, a kbroker broker or `zkCli.sh` sees the same znodes,
+and wait for the controller where Kafka's tools do. With `--bootstrap-server` they use the brokers' Admin APIs
+(admin_cli.kafka_client) as Kafka's AdminClient does. `groups` (kafka-consumer-groups.sh) always speaks the
+Kafka protocol, since consumer groups live in the group coordinators, not in ZooKeeper.
+
+Each command module (topics, configs, reassign, elect, cluster, groups) builds one result object from either
+source and renders it (admin_cli.output: rich tables, or --output json); admin_cli.errors holds the exit
+statuses. Entry point: `admin_cli.main:cli`.
 """

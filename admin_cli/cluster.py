@@ -1,30 +1,59 @@
-"""`kadmin cluster describe`: what ZooKeeper says about the cluster (id, controller, registered brokers)."""
+"""`kadmin cluster describe`: the cluster id, the controller and the live brokers, from ZooKeeper (/cluster/id,
+/controller, /brokers/ids) or from the brokers (DescribeCluster, or Metadata before Kafka 2.8).
+
+A broker is shown with the host and port clients reach it on: through the brokers, the endpoint of the listener
+kadmin connected to; from ZooKeeper, the broker's PLAINTEXT endpoint (its first one when it has none).
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from zk import znodes as z
 from zk.client import KafkaZkClient
 
-from .text import table
+from .kafka_client import AdminClient
+from .output import Output, table
+
+
+@dataclass
+class BrokerRow:
+    id: int
+    host: str | None
+    port: int | None
+    rack: str | None
 
 
 @dataclass
 class ClusterDescription:
+    """JSON: {"cluster_id", "controller_id", "brokers": [{"id", "host", "port", "rack"}]} (null when unknown,
+    brokers sorted by id)."""
     cluster_id: str | None
     controller_id: int | None
-    brokers: dict[int, z.BrokerInfo]
+    brokers: list[BrokerRow]
+
+    def render(self, out: Output) -> None:
+        out.line(f"Cluster id: {self.cluster_id or 'none'}")
+        out.line(f"Controller: {'none' if self.controller_id is None else self.controller_id}")
+        if not self.brokers:
+            out.line("Brokers: none")
+            return
+        out.print(table(["Broker", "Host", "Port", "Rack"], [[b.id, b.host, b.port, b.rack] for b in self.brokers]))
+
+    def to_json(self) -> dict:
+        return {"cluster_id": self.cluster_id, "controller_id": self.controller_id,
+                "brokers": [{"id": b.id, "host": b.host, "port": b.port, "rack": b.rack} for b in self.brokers]}
 
 
-def describe_cluster(zk: KafkaZkClient) -> ClusterDescription:
-    return ClusterDescription(zk.get_cluster_id(), zk.get_controller_id(), zk.get_all_brokers())
+def describe_cluster_zk(zk: KafkaZkClient) -> ClusterDescription:
+    rows = []
+    for bid, info in sorted(zk.get_all_brokers().items()):
+        endpoint = next((e for e in info.endpoints if e.security_protocol == "PLAINTEXT"),
+                        info.endpoints[0] if info.endpoints else None)
+        rows.append(BrokerRow(bid, endpoint.host if endpoint else None, endpoint.port if endpoint else None,
+                              info.rack))
+    return ClusterDescription(zk.get_cluster_id(), zk.get_controller_id(), rows)
 
 
-def format_cluster_description(d: ClusterDescription) -> list[str]:
-    lines = [f"Cluster id: {d.cluster_id or 'none'}",
-             f"Controller: {'none' if d.controller_id is None else d.controller_id}"]
-    if not d.brokers:
-        return lines + ["Brokers: none"]
-    rows = [[str(b.id), ",".join(e.url() for e in b.endpoints) or "none", b.rack or "none"]
-            for _, b in sorted(d.brokers.items())]
-    return lines + table(["Broker", "Endpoints", "Rack"], rows)
+def describe_cluster_admin(admin: AdminClient) -> ClusterDescription:
+    md = admin.describe_cluster()
+    return ClusterDescription(md.cluster_id, md.controller_id if md.controller_id >= 0 else None,
+                              [BrokerRow(b.node_id, b.host, b.port, b.rack) for _, b in sorted(md.brokers.items())])

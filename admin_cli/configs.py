@@ -1,17 +1,33 @@
-"""Topic config commands over ZooKeeper, as Kafka 2.8's `kafka-configs.sh --zookeeper --entity-type topics`
-(ConfigCommand with AdminZkClient.changeTopicConfig) performs them.
+"""Config commands (kafka-configs.sh --entity-type topics|brokers): alter and describe the dynamic configs of a
+topic, of one broker, or the brokers' cluster-wide defaults (Kafka's `<default>` entity), through ZooKeeper or
+the Admin APIs, each building one result object for both.
 
-Altering merges --add-config/--delete-config into the topic's current overrides, validates the result
-(zk.topic_config), writes /config/topics/<T> and then a /config/changes/config_change_<seq> notification so
-every broker re-reads the topic's config. Nothing is written when anything is refused.
+ZooKeeper (`*_zk`), as Kafka 2.8's `kafka-configs.sh --zookeeper` (AdminZkClient.changeTopicConfig /
+changeBrokerConfig): altering merges --add-config/--delete-config into the current overrides, validates the
+result (zk.topic_config, zk.broker_config), writes /config/topics/<T> or /config/brokers/<id|<default>> and then
+a /config/changes notification so the brokers apply it live; nothing is written when anything is refused.
+Describing shows the overrides stored there.
+
+Admin APIs (`*_admin`), as `kafka-configs.sh --bootstrap-server`: IncrementalAlterConfigs SET/DELETE (after
+DescribeConfigs checked that each deleted key is set), DescribeConfigs filtered to the entity's dynamic source
+(DYNAMIC_TOPIC_CONFIG, DYNAMIC_BROKER_CONFIG or DYNAMIC_DEFAULT_BROKER_CONFIG) by default, or every config with
+its value, source and synonyms with --all (which only the brokers can answer). A broker entity's requests go to
+that broker, so it must be live (ZooKeeper takes configs for any broker id, as Kafka's does). A refused value
+is INVALID_CONFIG through ZooKeeper and Kafka's INVALID_REQUEST "Invalid config value for resource ..." through
+the brokers; both name the key.
 """
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
-from zk.admin_errors import AdminError, InvalidConfigError, UnknownTopicError
+from zk import broker_config as zk_broker_config
+from zk.admin_errors import InvalidConfigError, UnknownTopicError
 from zk.client import KafkaZkClient
 from zk.topic_config import validate_topic_config
+
+from .kafka_client import BROKER_RESOURCE, TOPIC_RESOURCE, AdminClient
+from .output import Output, table
 
 # ConfigCommand's look-ahead: a ',' or '=' that is not inside [...].
 _OUTSIDE_BRACKETS = r"(?=[^\]]*(?:\[|$))"
@@ -45,47 +61,199 @@ def parse_delete_config(values) -> list[str]:
     return keys
 
 
-def _require_topic(zk: KafkaZkClient, topic: str) -> None:
-    if not zk.topic_exists(topic):
-        raise UnknownTopicError(f"Topic '{topic}' does not exist.")
+# ---- entities --------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Entity:
+    """What configs belong to: a topic, one broker, or the brokers' cluster-wide defaults (name None)."""
+    kind: str                       # "topic" or "broker"
+    name: str | None                # the topic, the broker id, None for the broker defaults
+
+    @property
+    def json_name(self) -> str:
+        return zk_broker_config.DEFAULT_ENTITY if self.name is None else self.name
+
+    @property
+    def resource(self) -> tuple[int, str]:
+        return (TOPIC_RESOURCE if self.kind == "topic" else BROKER_RESOURCE), self.name or ""
+
+    @property
+    def dynamic_source(self) -> str:
+        """The DescribeConfigs source of this entity's own overrides."""
+        if self.kind == "topic":
+            return "DYNAMIC_TOPIC_CONFIG"
+        return "DYNAMIC_BROKER_CONFIG" if self.name is not None else "DYNAMIC_DEFAULT_BROKER_CONFIG"
+
+    @property
+    def broker_id(self) -> int | None:
+        return None if self.name is None else int(self.name)
+
+    def heading(self, all_configs: bool) -> str:
+        """kafka-configs.sh --describe's line before an entity's configs."""
+        if self.name is None:
+            return "Default configs for brokers in the cluster are:"
+        return f"{'All' if all_configs else 'Dynamic'} configs for {self.kind} {self.name} are:"
+
+    def completed(self) -> str:
+        """kafka-configs.sh --alter's last line."""
+        if self.name is None:
+            return "Completed updating default config for brokers in the cluster."
+        return f"Completed updating config for {self.kind} {self.name}."
 
 
-def alter_topic_config(zk: KafkaZkClient, topic: str, to_add: dict[str, str], to_delete: list[str]) -> dict[str, str]:
-    """Merge into the topic's overrides, validate, write the config znode then the change notification.
-    Returns the new overrides. Raises AdminError (nothing written) for an unknown topic, a deleted key that is
-    not set, a key both added and deleted, or an invalid result."""
+def _check_not_both(to_add: dict[str, str], to_delete: list[str]) -> None:
     both = [k for k in to_delete if k in to_add]
     if both:
         raise InvalidConfigError(f"Config(s) both added and deleted: {','.join(both)}")
-    _require_topic(zk, topic)
-    config = dict(zk.get_entity_config("topics", topic))
-    missing = [k for k in to_delete if k not in config]
+
+
+def _check_deletions(current, to_delete: list[str]) -> None:
+    """Kafka's ConfigCommand check: every key to delete must be set."""
+    missing = [k for k in to_delete if k not in current]
     if missing:
         raise InvalidConfigError(f"Invalid config(s): {','.join(missing)}")
+
+
+# ---- alter -----------------------------------------------------------------------------------------------------
+
+@dataclass
+class ConfigAltered:
+    """JSON: {"entity_type": "topic"|"broker", "entity_name": "orders"|"1"|"<default>", "set": {k: v},
+    "deleted": [k]}."""
+    entity: Entity
+    to_add: dict[str, str]
+    to_delete: list[str]
+
+    def render(self, out: Output) -> None:
+        out.line(self.entity.completed())
+
+    def to_json(self) -> dict:
+        return {"entity_type": self.entity.kind, "entity_name": self.entity.json_name,
+                "set": dict(sorted(self.to_add.items())), "deleted": list(self.to_delete)}
+
+
+def alter_config_zk(zk: KafkaZkClient, entity: Entity, to_add: dict[str, str], to_delete: list[str]
+                    ) -> ConfigAltered:
+    """Merge into the entity's overrides, validate, write the config znode then the change notification.
+    AdminError (nothing written) for an unknown topic, a deleted key that is not set, a key both added and
+    deleted, or an invalid result."""
+    if entity.kind == "broker":
+        zk_broker_config.alter_broker_config(zk, entity.broker_id, to_add, to_delete)
+        return ConfigAltered(entity, to_add, to_delete)
+    topic = entity.name
+    _check_not_both(to_add, to_delete)
+    if not zk.topic_exists(topic):
+        raise UnknownTopicError(f"Topic '{topic}' does not exist.")
+    config = dict(zk.get_entity_config("topics", topic))
+    _check_deletions(config, to_delete)
     config.update(to_add)
     for k in to_delete:
         del config[k]
     validate_topic_config(config)
     zk.set_or_create_entity_config("topics", topic, config)
     zk.create_config_change_notification(f"topics/{topic}")
-    return config
+    return ConfigAltered(entity, to_add, to_delete)
 
 
-def describe_topic_configs(zk: KafkaZkClient, topic: str | None = None) -> list[tuple[str, dict[str, str]]]:
-    """(topic, overrides) of topic, or of every topic (sorted by name) when topic is None."""
-    if topic is not None:
-        _require_topic(zk, topic)
-        return [(topic, zk.get_entity_config("topics", topic))]
-    return [(t, zk.get_entity_config("topics", t)) for t in zk.get_all_topics()]
+def alter_config_admin(admin: AdminClient, entity: Entity, to_add: dict[str, str], to_delete: list[str]
+                       ) -> ConfigAltered:
+    """IncrementalAlterConfigs SET/DELETE, after the same checks as kafka-configs.sh --bootstrap-server."""
+    _check_not_both(to_add, to_delete)
+    if to_delete:
+        _check_deletions({r.name for r in _dynamic_rows_admin(admin, entity)}, to_delete)
+    admin.incremental_alter_configs(*entity.resource, to_add, to_delete)
+    return ConfigAltered(entity, to_add, to_delete)
 
 
-def format_topic_configs(topic: str, config: dict[str, str]) -> list[str]:
-    """kafka-configs.sh --describe (2.8): a header, then each dynamic override with its synonym."""
-    lines = [f"Dynamic configs for topic {topic} are:"]
-    for k, v in sorted(config.items()):
-        lines.append(f"  {k}={v} sensitive=false synonyms={{DYNAMIC_TOPIC_CONFIG:{k}={v}}}")
-    return lines
+# ---- describe --------------------------------------------------------------------------------------------------
+
+@dataclass
+class ConfigRow:
+    name: str
+    value: str | None
+    source: str
+    sensitive: bool = False
+    read_only: bool = False
+    synonyms: list[tuple[str, str | None, str]] | None = None    # (name, value, source); only with --all
+
+    def to_json(self) -> dict:
+        out = {"name": self.name, "value": self.value, "source": self.source, "sensitive": self.sensitive}
+        if self.synonyms is not None:
+            out["read_only"] = self.read_only
+            out["synonyms"] = [{"name": n, "value": v, "source": s} for n, v, s in self.synonyms]
+        return out
 
 
-__all__ = ["AdminError", "parse_add_config", "parse_delete_config", "alter_topic_config",
-           "describe_topic_configs", "format_topic_configs"]
+def _value(row: ConfigRow) -> str:
+    if row.value is None:
+        return "(sensitive)" if row.sensitive else "null"
+    return row.value
+
+
+@dataclass
+class ConfigDescriptions:
+    """JSON: {"entities": [{"entity_type", "entity_name", "configs": [{"name", "value", "source", "sensitive"},
+    ...]}]}, configs sorted by name; with --all each config also has "read_only" and "synonyms" ([{"name",
+    "value", "source"}], most specific first)."""
+    entities: list[tuple[Entity, list[ConfigRow]]]
+    all_configs: bool = False
+
+    def render(self, out: Output) -> None:
+        for entity, rows in self.entities:
+            out.line(entity.heading(self.all_configs))
+            if not rows:
+                continue
+            if self.all_configs:
+                out.print(table(["Name", "Value", "Source", "Read-only"],
+                                [[r.name, _value(r), r.source, "yes" if r.read_only else "no"] for r in rows],
+                                indent=2))
+            else:
+                out.print(table(["Name", "Value"], [[r.name, _value(r)] for r in rows], indent=2))
+
+    def to_json(self) -> dict:
+        return {"entities": [{"entity_type": e.kind, "entity_name": e.json_name,
+                              "configs": [r.to_json() for r in rows]} for e, rows in self.entities]}
+
+
+def _overrides_zk(zk: KafkaZkClient, entity: Entity) -> list[ConfigRow]:
+    if entity.kind == "broker":
+        config = zk_broker_config.describe_broker_config(zk, entity.broker_id)
+    else:
+        config = zk.get_entity_config("topics", entity.name)
+    return [ConfigRow(k, v, entity.dynamic_source) for k, v in sorted(config.items())]
+
+
+def describe_configs_zk(zk: KafkaZkClient, entity: Entity | None) -> ConfigDescriptions:
+    """The entity's overrides; every topic's (sorted by name) when entity is None."""
+    if entity is None:
+        return ConfigDescriptions([(Entity("topic", t), _overrides_zk(zk, Entity("topic", t)))
+                                   for t in zk.get_all_topics()])
+    if entity.kind == "topic" and not zk.topic_exists(entity.name):
+        raise UnknownTopicError(f"Topic '{entity.name}' does not exist.")
+    return ConfigDescriptions([(entity, _overrides_zk(zk, entity))])
+
+
+def _rows(entries, entity: Entity, all_configs: bool) -> list[ConfigRow]:
+    """DescribeConfigs entries as rows: all of them, or the entity's overrides with the value stored (the
+    override's own synonym), as ZooKeeper holds it."""
+    rows = []
+    for e in sorted(entries, key=lambda e: e.name):
+        if all_configs:
+            rows.append(ConfigRow(e.name, e.value, e.source, e.sensitive, e.read_only, list(e.synonyms)))
+        elif e.source == entity.dynamic_source:
+            stored = next((v for n, v, s in e.synonyms if s == e.source and n == e.name), e.value)
+            rows.append(ConfigRow(e.name, stored, e.source, e.sensitive))
+    return rows
+
+
+def _dynamic_rows_admin(admin: AdminClient, entity: Entity) -> list[ConfigRow]:
+    return _rows(admin.describe_configs([entity.resource])[entity.resource], entity, False)
+
+
+def describe_configs_admin(admin: AdminClient, entity: Entity | None, all_configs: bool = False
+                           ) -> ConfigDescriptions:
+    """DescribeConfigs of the entity (every topic when None), filtered to its overrides unless all_configs."""
+    entities = [entity] if entity is not None else [Entity("topic", t) for t in sorted(admin.topics().topics)]
+    described = admin.describe_configs([e.resource for e in entities], missing_ok=entity is None)
+    return ConfigDescriptions([(e, _rows(described[e.resource], e, all_configs)) for e in entities
+                               if e.resource in described], all_configs)

@@ -7,21 +7,32 @@ then reads the partition state znodes: a partition whose preferred replica (the 
 now was elected, one it already led before needed no election, any other failed (the preferred replica is
 not alive or not in the ISR). Unclean election exists only as the ElectLeaders Admin API.
 
-Plain functions taking a started KafkaZkClient, so tests can call them without the CLI.
+Through the Admin APIs (`--bootstrap-server`) ElectLeaders goes to the controller, which answers per partition
+once it has elected (ELECTION_NOT_NEEDED: the wanted leader already leads), for preferred or unclean elections.
+Both paths give one ElectionResult, rendered the same.
 """
 from __future__ import annotations
 
 import json
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 
 from kazoo.exceptions import NodeExistsError
 
 from zk import znodes as z
-from zk.admin_errors import AdminError
+from zk.admin_errors import AdminError, UnknownTopicError
 from zk.client import KafkaZkClient
 
+from .errors import WaitTimedOut
+from .kafka_client import PREFERRED, AdminClient, error_name
+from .output import Output
 from .reassign import TopicPartition, _is_int, tp_name
+
+ELECTION_NOT_NEEDED = 84
+# What a failed election is reported as (the error codes the ElectLeaders API answers with).
+NOT_AVAILABLE = "PREFERRED_LEADER_NOT_AVAILABLE"
+NO_PARTITION = "UNKNOWN_TOPIC_OR_PARTITION"
 
 
 def parse_election_file(text: str) -> list[TopicPartition]:
@@ -62,39 +73,91 @@ def all_partitions(zk: KafkaZkClient) -> list[TopicPartition]:
     return out
 
 
+def all_partitions_admin(admin: AdminClient) -> list[TopicPartition]:
+    """Every partition of every topic the brokers know."""
+    md = admin.topics()
+    return [(t, p) for t in sorted(md.topics) for p in sorted(md.topics[t].partitions)]
+
+
+def _pick(topic: str, partitions, partition: int | None) -> list[TopicPartition]:
+    if partition is None:
+        return [(topic, p) for p in sorted(partitions)]
+    if partition not in partitions:
+        raise UnknownTopicError(f"Partition {tp_name((topic, partition))} does not exist "
+                                f"(topic '{topic}' has {len(partitions)} partition(s)).")
+    return [(topic, partition)]
+
+
 def topic_partitions(zk: KafkaZkClient, topic: str, partition: int | None = None) -> list[TopicPartition]:
     a = zk.get_topic_assignment(topic)
     if a is None:
-        raise AdminError(f"Topic '{topic}' does not exist.")
-    if partition is None:
-        return [(topic, p) for p in sorted(a.partitions)]
-    if partition not in a.partitions:
-        raise AdminError(f"Partition {tp_name((topic, partition))} does not exist "
-                         f"(topic '{topic}' has {len(a.partitions)} partition(s)).")
-    return [(topic, partition)]
+        raise UnknownTopicError(f"Topic '{topic}' does not exist.")
+    return _pick(topic, a.partitions, partition)
+
+
+def topic_partitions_admin(admin: AdminClient, topic: str, partition: int | None = None) -> list[TopicPartition]:
+    md = admin.metadata([topic])
+    if topic not in md.topics:
+        raise UnknownTopicError(f"Topic '{topic}' does not exist.")
+    return _pick(topic, md.topics[topic].partitions, partition)
 
 
 @dataclass
 class ElectionResult:
-    elected: list[TopicPartition] = field(default_factory=list)  # the preferred replica leads now
+    """JSON: {"election_type": "preferred" | "unclean", "elected": [{"topic", "partition"}], "not_needed": [...],
+    "failed": [{"topic", "partition", "error": Kafka's error name, "message"}]}."""
+    elected: list[TopicPartition] = field(default_factory=list)  # the wanted replica leads now
     not_needed: list[TopicPartition] = field(default_factory=list)  # it already led before
-    failed: dict[TopicPartition, str] = field(default_factory=dict)
+    failed: dict[TopicPartition, tuple[str, str]] = field(default_factory=dict)   # (error name, reason)
+    election_type: str = "preferred"
 
     def lines(self) -> list[str]:
         """kafka-leader-election.sh's report."""
+        kind = self.election_type.upper()
         out = []
         if self.elected:
-            out.append("Successfully completed leader election (PREFERRED) for partitions "
+            out.append(f"Successfully completed leader election ({kind}) for partitions "
                        + ", ".join(tp_name(tp) for tp in self.elected))
         if self.not_needed:
             out.append("Valid replica already elected for partitions "
                        + ", ".join(tp_name(tp) for tp in self.not_needed))
-        for tp, reason in self.failed.items():
-            out.append(f"Error completing leader election (PREFERRED) for partition: {tp_name(tp)}: {reason}")
+        for tp, (_, reason) in self.failed.items():
+            out.append(f"Error completing leader election ({kind}) for partition: {tp_name(tp)}: {reason}")
         return out
 
+    def render(self, out: Output) -> None:
+        if not (self.elected or self.not_needed or self.failed):
+            out.line("There are no partitions to elect leaders for.")
+        for line in self.lines():
+            out.line(line)
 
-class ElectionTimeout(AdminError):
+    def to_json(self) -> dict:
+        def tps(xs):
+            return [{"topic": t, "partition": p} for t, p in xs]
+        return {"election_type": self.election_type, "elected": tps(self.elected),
+                "not_needed": tps(self.not_needed),
+                "failed": [{"topic": t, "partition": p, "error": e, "message": m}
+                           for (t, p), (e, m) in self.failed.items()]}
+
+
+def elect_admin(admin: AdminClient, election_type: int, partitions: list[TopicPartition]) -> ElectionResult:
+    """ElectLeaders for partitions (all must exist), reported per partition in the order given."""
+    result = ElectionResult(election_type="preferred" if election_type == PREFERRED else "unclean")
+    if not partitions:
+        return result
+    answers = admin.elect_leaders(election_type, partitions)
+    for tp in partitions:
+        code, message = answers.get(tp, (-1, "The controller did not answer for this partition."))
+        if code == 0:
+            result.elected.append(tp)
+        elif code == ELECTION_NOT_NEEDED:
+            result.not_needed.append(tp)
+        else:
+            result.failed[tp] = (error_name(code), message or error_name(code))
+    return result
+
+
+class ElectionTimeout(WaitTimedOut):
     pass
 
 
@@ -114,10 +177,10 @@ def _preferred(zk: KafkaZkClient, partitions) -> dict[TopicPartition, int | None
 
 
 def elect_preferred(zk: KafkaZkClient, partitions: list[TopicPartition], timeout: float,
-                    poll_interval: float = 0.1) -> ElectionResult:
-    """Write the election znode for partitions (all must exist), wait until the controller deleted it, and
-    report per partition. ElectionTimeout if it is still there after timeout seconds (it is left for the
-    controller)."""
+                    poll_interval: float = 0.1, waiting=nullcontext) -> ElectionResult:
+    """Write the election znode for partitions (all must exist), wait (inside the context waiting()) until the
+    controller deleted it, and report per partition. ElectionTimeout if it is still there after timeout seconds
+    (it is left for the controller)."""
     before = _leaders(zk, partitions)
     preferred = _preferred(zk, partitions)
     try:
@@ -129,31 +192,35 @@ def elect_preferred(zk: KafkaZkClient, partitions: list[TopicPartition], timeout
                          f"{','.join(tp_name(tp) for tp in pending) or '(unreadable znode)'}. "
                          "Aborting operation") from None
     deadline = time.monotonic() + timeout
-    while zk.exists(z.PreferredReplicaElectionZNode.path) is not None:
-        if time.monotonic() >= deadline:
-            raise ElectionTimeout(f"Timed out after {timeout:g}s waiting for the controller to process "
-                                  f"{z.PreferredReplicaElectionZNode.path} (is a controller running?); the znode "
-                                  "is left for the controller")
-        time.sleep(poll_interval)
+    with waiting():
+        while zk.exists(z.PreferredReplicaElectionZNode.path) is not None:
+            if time.monotonic() >= deadline:
+                raise ElectionTimeout(f"Timed out after {timeout:g}s waiting for the controller to process "
+                                      f"{z.PreferredReplicaElectionZNode.path} (is a controller running?); the "
+                                      "znode is left for the controller")
+            time.sleep(poll_interval)
     after = _leaders(zk, partitions)
     registered = set(zk.get_broker_ids())
     result = ElectionResult()
     for tp in partitions:
         want, old, new = preferred[tp], before[tp], after[tp]
         if new is None or want is None:
-            result.failed[tp] = "The partition has no leader and ISR state yet (the controller has not " \
-                                "initialised it)."
+            result.failed[tp] = (NOT_AVAILABLE, "The partition has no leader and ISR state yet (the controller "
+                                                "has not initialised it).")
         elif new.leader == want:
             (result.not_needed if old is not None and old.leader == want else result.elected).append(tp)
         elif want not in registered:
-            result.failed[tp] = f"Preferred replica {want} is not alive (leader stays {_leader(new.leader)})."
+            result.failed[tp] = (NOT_AVAILABLE, f"Preferred replica {want} is not alive (leader stays "
+                                                f"{_leader(new.leader)}).")
         elif want not in new.isr:
-            result.failed[tp] = (f"Preferred replica {want} is not in the ISR [{','.join(map(str, new.isr))}] "
-                                 f"(leader stays {_leader(new.leader)}).")
+            result.failed[tp] = (NOT_AVAILABLE, f"Preferred replica {want} is not in the ISR "
+                                                f"[{','.join(map(str, new.isr))}] (leader stays "
+                                                f"{_leader(new.leader)}).")
         else:
-            result.failed[tp] = (f"The controller did not elect preferred replica {want} "
-                                 f"(leader is {_leader(new.leader)}); it may not have taken in the latest ISR "
-                                 "change yet (leaders report those in batches), so try again.")
+            result.failed[tp] = (NOT_AVAILABLE, f"The controller did not elect preferred replica {want} "
+                                                f"(leader is {_leader(new.leader)}); it may not have taken in the "
+                                                "latest ISR change yet (leaders report those in batches), so try "
+                                                "again.")
     return result
 
 

@@ -5,9 +5,10 @@ command talks to the cluster with the Admin APIs: ListGroups (every broker), Fin
 OffsetFetch, OffsetCommit (a simple commit, generation -1, as AdminClient.alterConsumerGroupOffsets),
 DeleteGroups, ListOffsets (on each partition's leader) and Metadata.
 
-The output is ConsumerGroupCommand's (2.8): the same columns, widths and messages, with trailing blanks
-trimmed; its notices ("has no active members", "is rebalancing", warnings) go to stderr as Kafka's do, and its
-errors are kadmin's one-line "Error: ..." on stderr with exit status 1.
+The output is ConsumerGroupCommand's (2.8): the same columns and messages (as kadmin's rich tables, each
+after a blank line as Kafka prints them), or JSON with --output json (see each result class); its notices ("has
+no active members", "is rebalancing", warnings) go to stderr as Kafka's do, and its errors are kadmin's one-line
+"Error: ..." on stderr with exit status 1.
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 
 from .kafka_client import (EARLIEST, LATEST, UNKNOWN_OFFSET, AdminClient, GroupDescription, KafkaAdminError,
                            TopicPartition, error_name)
+from .output import Output, table
 
 MISSING = "-"
 CONSUMER_PROTOCOL_TYPES = ("consumer", "")   # what AdminClient.listConsumerGroups / describeConsumerGroups accept
@@ -49,9 +51,21 @@ def list_consumer_groups(admin: AdminClient) -> list[tuple[str, str | None]]:
     return [(g, state) for g, ptype, state in admin.list_groups() if ptype in CONSUMER_PROTOCOL_TYPES]
 
 
-def format_group_states(groups: list[tuple[str, str]]) -> list[str]:
-    width = max([15] + [len(g) for g, _ in groups])
-    return [f"{'GROUP':<{width}} STATE"] + [f"{g:<{width}} {s}" for g, s in groups]
+@dataclass
+class GroupList:
+    """groups list. JSON: {"groups": [{"group", "state"}]} (state null unless asked for with --state)."""
+    groups: list[tuple[str, str | None]]
+    with_state: bool
+
+    def render(self, out: Output) -> None:
+        if not self.with_state:
+            for g, _ in self.groups:
+                out.line(g)
+        elif self.groups:
+            out.print(table(["GROUP", "STATE"], [[g, s] for g, s in self.groups]))
+
+    def to_json(self) -> dict:
+        return {"groups": [{"group": g, "state": s if self.with_state else None} for g, s in self.groups]}
 
 
 # ---- describe -------------------------------------------------------------------------------------------------
@@ -112,66 +126,93 @@ def collect_offsets(admin: AdminClient, desc: GroupDescription) -> list[OffsetRo
     return rows
 
 
-def format_offsets(rows: list[OffsetRow]) -> list[str]:
-    """ConsumerGroupCommand.printOffsets: a blank line, the header, the rows."""
-    wg = max([15] + [len(r.group) for r in rows])
-    wt = max([15] + [len(_cell(r.topic)) for r in rows])
-    wc = max([15] + [len(r.consumer_id) for r in rows])
-    wh = max([15] + [len(r.host) for r in rows])
-
-    def line(*c):
-        return (f"{c[0]:<{wg}} {c[1]:<{wt}} {c[2]:<10} {c[3]:<15} {c[4]:<15} {c[5]:<15} {c[6]:<{wc}} "
-                f"{c[7]:<{wh}} {c[8]}").rstrip()
-    out = ["", line("GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID",
-                    "HOST", "CLIENT-ID")]
-    for r in rows:
-        out.append(line(r.group, _cell(r.topic), _cell(r.partition), _cell(r.current), _cell(r.log_end),
-                        _cell(r.lag), r.consumer_id, r.host, r.client_id))
-    return out
+def _members_json(desc: GroupDescription) -> list[dict]:
+    return [{"consumer_id": m.member_id, "group_instance_id": m.group_instance_id, "host": m.host,
+             "client_id": m.client_id, "partitions": len(m.assignment),
+             "assignment": [{"topic": tp.topic, "partition": tp.partition} for tp in m.assignment]}
+            for m in desc.members]
 
 
-def format_members(desc: GroupDescription, verbose: bool) -> list[str]:
-    """ConsumerGroupCommand.printMembers (GROUP-INSTANCE-ID only when a member has one; ASSIGNMENT with
-    --verbose)."""
-    g = desc.group_id
-    ms = desc.members
-    with_instance = any(m.group_instance_id for m in ms)
-    wg = max([15, len(g)])
-    wc = max([15] + [len(m.member_id) for m in ms])
-    wi = max([17] + [len(m.group_instance_id or "") for m in ms])
-    wh = max([15] + [len(m.host) for m in ms])
-    wk = max([15] + [len(m.client_id) for m in ms])
+@dataclass
+class GroupView:
+    """One group of groups describe, in one of its views: "offsets" (rows), "members" or "state".
+    JSON (one object of {"groups": [...]}): {"group", "state"} and, by view, "offsets": [{"topic",
+    "partition", "current_offset", "log_end_offset", "lag", "consumer_id", "host", "client_id"}] (null for
+    '-'), "members": [{"consumer_id", "group_instance_id", "host", "client_id", "partitions", "assignment":
+    [{"topic", "partition"}]}], or "coordinator": {"id", "host", "port"}, "assignment_strategy", "members"
+    (a count)."""
+    desc: GroupDescription
+    view: str
+    rows: list[OffsetRow] | None = None
+    verbose: bool = False
 
-    def line(group, cid, iid, host, client, parts, assignment):
-        s = f"{group:<{wg}} {cid:<{wc}} "
-        if with_instance:
-            s += f"{iid:<{wi}} "
-        s += f"{host:<{wh}} {client:<{wk}} {parts:<15} "
-        if verbose:
-            s += assignment
-        return s.rstrip()
+    def render(self, out: Output) -> None:
+        """ConsumerGroupCommand.printOffsets / printMembers / printStates: a blank line, then the table."""
+        d = self.desc
+        if self.view == "offsets":
+            if self.rows:
+                out.line()
+                out.print(table(["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG",
+                                 "CONSUMER-ID", "HOST", "CLIENT-ID"],
+                                [[r.group, _cell(r.topic), _cell(r.partition), _cell(r.current), _cell(r.log_end),
+                                  _cell(r.lag), r.consumer_id, r.host, r.client_id] for r in self.rows]))
+        elif self.view == "members":
+            if d.members:
+                out.line()
+                out.print(self._members_table())
+        else:
+            c = d.coordinator
+            out.line()
+            out.print(table(["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"],
+                            [[d.group_id, f"{c.host}:{c.port} ({c.node_id})", d.protocol, d.state,
+                              len(d.members)]]))
 
-    out = ["", line("GROUP", "CONSUMER-ID", "GROUP-INSTANCE-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "ASSIGNMENT")]
-    for m in ms:
-        by_topic: dict[str, list[int]] = {}
-        for tp in m.assignment:
-            by_topic.setdefault(tp.topic, []).append(tp.partition)
-        assignment = ", ".join(sorted(f"{t}({','.join(map(str, sorted(ps)))})" for t, ps in by_topic.items()))
-        out.append(line(g, m.member_id, m.group_instance_id or "", m.host, m.client_id, str(len(m.assignment)),
-                        assignment or MISSING))
-    return out
+    def _members_table(self):
+        """GROUP-INSTANCE-ID only when a member has one; ASSIGNMENT with --verbose."""
+        ms = self.desc.members
+        with_instance = any(m.group_instance_id for m in ms)
+        columns = ["GROUP", "CONSUMER-ID"] + (["GROUP-INSTANCE-ID"] if with_instance else []) + \
+            ["HOST", "CLIENT-ID", "#PARTITIONS"] + (["ASSIGNMENT"] if self.verbose else [])
+        rows = []
+        for m in ms:
+            by_topic: dict[str, list[int]] = {}
+            for tp in m.assignment:
+                by_topic.setdefault(tp.topic, []).append(tp.partition)
+            assignment = ", ".join(sorted(f"{t}({','.join(map(str, sorted(ps)))})" for t, ps in by_topic.items()))
+            rows.append([self.desc.group_id, m.member_id] + ([m.group_instance_id or ""] if with_instance else [])
+                        + [m.host, m.client_id, len(m.assignment)] + ([assignment or MISSING] if self.verbose else []))
+        return table(columns, rows)
+
+    def to_json(self) -> dict:
+        d = self.desc
+        out = {"group": d.group_id, "state": d.state}
+        if self.view == "offsets":
+            out["offsets"] = [{"topic": r.topic, "partition": r.partition, "current_offset": r.current,
+                               "log_end_offset": r.log_end, "lag": r.lag,
+                               "consumer_id": None if r.consumer_id == MISSING else r.consumer_id,
+                               "host": None if r.host == MISSING else r.host,
+                               "client_id": None if r.client_id == MISSING else r.client_id}
+                              for r in self.rows or []]
+        elif self.view == "members":
+            out["members"] = _members_json(d)
+        else:
+            c = d.coordinator
+            out.update(coordinator={"id": c.node_id, "host": c.host, "port": c.port}, assignment_strategy=d.protocol,
+                       members=len(d.members))
+        return out
 
 
-def format_state(desc: GroupDescription) -> list[str]:
-    """ConsumerGroupCommand.printStates."""
-    c = desc.coordinator
-    coordinator = f"{c.host}:{c.port} ({c.node_id})"
-    w = max(25, len(coordinator))
+@dataclass
+class GroupViews:
+    """groups describe. JSON: {"groups": [GroupView's objects]}."""
+    views: list[GroupView]
 
-    def line(*v):
-        return f"{v[0]:<{w}} {v[1]:<25} {v[2]:<20} {v[3]:<15} {v[4]}".rstrip()
-    return ["", line("GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"),
-            line(desc.group_id, coordinator, desc.protocol, desc.state, len(desc.members))]
+    def render(self, out: Output) -> None:
+        for v in self.views:
+            v.render(out)
+
+    def to_json(self) -> dict:
+        return {"groups": [v.to_json() for v in self.views]}
 
 
 def state_notice(desc: GroupDescription) -> str | None:
@@ -355,15 +396,50 @@ def prepare_reset(admin: AdminClient, group: str, tps: list[TopicPartition], spe
     raise ValueError(f"unknown reset kind {spec.kind}")
 
 
-def format_reset(plans: dict[str, dict[TopicPartition, int]]) -> list[str]:
-    """ConsumerGroupCommand.printOffsetsToReset."""
-    if not plans:
-        return []
-    out = ["", f"{'GROUP':<30} {'TOPIC':<30} {'PARTITION':<10} NEW-OFFSET"]
-    for group, plan in plans.items():
-        for tp in sorted(plan, key=_tp_key):
-            out.append(f"{group:<30} {tp.topic:<30} {tp.partition:<10} {plan[tp]}")
-    return out
+@dataclass
+class ResetPlans:
+    """groups reset-offsets. JSON: {"executed": bool, "groups": [{"group", "offsets": [{"topic", "partition",
+    "new_offset"}]}]}."""
+    plans: dict[str, dict[TopicPartition, int]]
+    executed: bool
+
+    def render(self, out: Output) -> None:
+        """ConsumerGroupCommand.printOffsetsToReset."""
+        if self.plans:
+            out.line()
+            out.print(table(["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"],
+                            [[g, tp.topic, tp.partition, plan[tp]] for g, plan in self.plans.items()
+                             for tp in sorted(plan, key=_tp_key)]))
+
+    def to_json(self) -> dict:
+        return {"executed": self.executed, "groups": [
+            {"group": g, "offsets": [{"topic": tp.topic, "partition": tp.partition, "new_offset": plan[tp]}
+                                     for tp in sorted(plan, key=_tp_key)]} for g, plan in self.plans.items()]}
+
+
+@dataclass
+class GroupsDeleted:
+    """groups delete. JSON: {"deleted": [group], "failed": [{"group", "error"}]} (error: Kafka's error name)."""
+    results: dict[str, int]             # group -> error code (0: deleted)
+
+    @property
+    def deleted(self) -> list[str]:
+        return [g for g, code in self.results.items() if code == 0]
+
+    @property
+    def failed(self) -> dict[str, int]:
+        return {g: code for g, code in self.results.items() if code}
+
+    def render(self, out: Output) -> None:
+        names = ", ".join(f"'{g}'" for g in self.deleted)
+        if not self.failed:
+            out.line(f"Deletion of requested consumer groups ({names}) was successful.")
+        elif self.deleted:
+            out.line(f"These consumer groups were deleted successfully: {names}")
+
+    def to_json(self) -> dict:
+        return {"deleted": self.deleted,
+                "failed": [{"group": g, "error": error_name(code)} for g, code in self.failed.items()]}
 
 
 def commit_reset(admin: AdminClient, group: str, plan: dict[TopicPartition, int]) -> None:

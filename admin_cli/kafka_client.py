@@ -1,20 +1,32 @@
-"""A small blocking Kafka protocol client for kadmin's Admin API commands (consumer groups for now).
+"""A small blocking Kafka protocol client for kadmin's Admin API path (`--bootstrap-server`): topics, configs,
+reassignments, leader elections, the cluster, and consumer groups.
 
 kafka-python's message classes (`kafka.protocol`) encode the requests and decode the responses; the sockets,
 version choice, routing and retries are ours, so that every failure becomes one line for the user and the
-retriable ones (a coordinator still loading, moving, or `__consumer_offsets` just being created; a leader
-moving) are retried until the deadline, as Kafka's AdminClient does.
+retriable ones (a coordinator still loading, moving, or `__consumer_offsets` just being created; a leader or the
+controller moving) are retried until the deadline, as Kafka's AdminClient does.
+
+Routing is Kafka's AdminClient's: CreateTopics, DeleteTopics, ElectLeaders and
+Alter/ListPartitionReassignments go to the controller (found with Metadata; NOT_CONTROLLER or a lost connection
+looks it up again); a BROKER config resource named by id goes to that broker; everything else to whichever
+bootstrap or known broker answers first.
 
 Versions: for each API, the highest version both Kafka 2.8 and the broker (its ApiVersions answer) serve.
+Errors: KafkaAdminError (refused; `code` is the Kafka error code when the cluster gave one), with the subclasses
+Unreachable (no broker answers) and TimedOut (the deadline passed while retrying).
 """
 from __future__ import annotations
 
+import base64
 import socket
 import struct
 import time
 from dataclasses import dataclass, field
 
 import kafka.errors as kerrors
+from kafka.protocol.admin import (AlterPartitionReassignmentsRequest, CreateTopicsRequest, DeleteTopicsRequest,
+                                  DescribeClusterRequest, DescribeConfigsRequest, ElectLeadersRequest,
+                                  IncrementalAlterConfigsRequest, ListPartitionReassignmentsRequest)
 from kafka.protocol.admin.groups import DeleteGroupsRequest, DescribeGroupsRequest, ListGroupsRequest
 from kafka.protocol.consumer import ListOffsetsRequest, OffsetCommitRequest, OffsetFetchRequest
 from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment
@@ -25,7 +37,18 @@ KAFKA_28_MAX = {
     ListOffsetsRequest.API_KEY: 6, MetadataRequest.API_KEY: 11, OffsetCommitRequest.API_KEY: 8,
     OffsetFetchRequest.API_KEY: 7, FindCoordinatorRequest.API_KEY: 3, DescribeGroupsRequest.API_KEY: 5,
     ListGroupsRequest.API_KEY: 4, DeleteGroupsRequest.API_KEY: 2, ApiVersionsRequest.API_KEY: 3,
+    CreateTopicsRequest.API_KEY: 7, DeleteTopicsRequest.API_KEY: 6,
+    DescribeConfigsRequest.API_KEY: 4, IncrementalAlterConfigsRequest.API_KEY: 1, ElectLeadersRequest.API_KEY: 2,
+    AlterPartitionReassignmentsRequest.API_KEY: 0, ListPartitionReassignmentsRequest.API_KEY: 0,
+    DescribeClusterRequest.API_KEY: 0,
 }
+# Config resource types and the config sources of DescribeConfigs v1+.
+TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4
+CONFIG_SOURCES = {0: "UNKNOWN", 1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG",
+                  3: "DYNAMIC_DEFAULT_BROKER_CONFIG", 4: "STATIC_BROKER_CONFIG", 5: "DEFAULT_CONFIG",
+                  6: "DYNAMIC_BROKER_LOGGER_CONFIG"}
+SET, DELETE = 0, 1                 # IncrementalAlterConfigs operations
+PREFERRED, UNCLEAN = 0, 1          # ElectLeaders election types
 
 LATEST, EARLIEST = -1, -2          # ListOffsets timestamps
 UNKNOWN_OFFSET = -1
@@ -40,13 +63,27 @@ _LEADER_MOVED = {kerrors.NotLeaderForPartitionError.errno, kerrors.LeaderNotAvai
                  kerrors.ReplicaNotAvailableError.errno, 78}   # 78: OFFSET_NOT_AVAILABLE (election in progress)
 
 RETRY_BACKOFF = 0.1
+UNKNOWN_TOPIC_OR_PARTITION = kerrors.UnknownTopicOrPartitionError.errno
+NOT_CONTROLLER = kerrors.NotControllerError.errno
 
 
 class KafkaAdminError(Exception):
-    """A failure to show the user as one line."""
+    """A failure to show the user as one line; code: the Kafka error code the cluster answered, if any."""
+
+    def __init__(self, message: str, code: int | None = None):
+        super().__init__(message)
+        self.code = code
 
 
-class ConnectionLost(KafkaAdminError):
+class Unreachable(KafkaAdminError):
+    """No broker could be reached."""
+
+
+class TimedOut(KafkaAdminError):
+    """The deadline passed (waiting for an answer, or retrying)."""
+
+
+class ConnectionLost(Unreachable):
     """A broker could not be reached or stopped answering: worth another try (elsewhere) until the deadline."""
 
 
@@ -56,6 +93,21 @@ def error_name(code: int) -> str:
         return "UNKNOWN_SERVER_ERROR"
     name = getattr(kerrors.for_code(code), "message", None)
     return name if name and name != "UNKNOWN" else f"error {code}"
+
+
+def refused(message: str | None, code: int, fallback: str) -> KafkaAdminError:
+    """The error for a refusal: the broker's message (or fallback) and the error code's name, e.g. "Topic 't'
+    already exists. (TOPIC_ALREADY_EXISTS)"; REQUEST_TIMED_OUT is a TimedOut."""
+    text = f"{message or fallback} ({error_name(code)})"
+    cls = TimedOut if code == kerrors.RequestTimedOutError.errno else KafkaAdminError
+    return cls(text, code)
+
+
+def topic_id_text(topic_id) -> str | None:
+    """A topic id as Kafka prints it (url-safe base64 of the 16 bytes, no padding); None for none or zero."""
+    if topic_id is None or getattr(topic_id, "int", 0) == 0:
+        return None
+    return base64.urlsafe_b64encode(topic_id.bytes).rstrip(b"=").decode()
 
 
 def error_text(code: int) -> str:
@@ -95,6 +147,7 @@ class Broker:
     node_id: int
     host: str
     port: int
+    rack: str | None = None
 
     def __str__(self) -> str:
         return f"{self.host}:{self.port}"
@@ -121,16 +174,38 @@ class GroupDescription:
 
 @dataclass
 class PartitionInfo:
-    leader: int
+    leader: int                     # -1: none
     error_code: int
+    replicas: list[int] = field(default_factory=list)
+    isr: list[int] = field(default_factory=list)
+    offline: list[int] = field(default_factory=list)
+
+
+@dataclass
+class TopicInfo:
+    topic_id: str | None
+    internal: bool
+    partitions: dict[int, PartitionInfo]
 
 
 @dataclass
 class Metadata:
     brokers: dict[int, Broker]
-    controller_id: int
-    topics: dict[str, dict[int, PartitionInfo]] = field(default_factory=dict)
+    controller_id: int              # -1: none
+    cluster_id: str | None = None
+    topics: dict[str, TopicInfo] = field(default_factory=dict)
     topic_errors: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class ConfigEntry:
+    """One config of a DescribeConfigs answer; source and the synonyms' sources are Kafka's names."""
+    name: str
+    value: str | None
+    source: str
+    read_only: bool
+    sensitive: bool
+    synonyms: list[tuple[str, str | None, str]]    # (name, value, source), most specific first
 
 
 class _Connection:
@@ -204,6 +279,15 @@ class _Connection:
             self.sock.close()
         except OSError:
             pass
+
+
+def _config_refused(resource_type: int, name: str, res, fallback: str) -> KafkaAdminError:
+    """A config resource's refusal; an unknown topic in kadmin's words (brokers word it differently)."""
+    if resource_type == TOPIC_RESOURCE and res.error_code == UNKNOWN_TOPIC_OR_PARTITION:
+        return refused(f"Topic '{name}' does not exist.", res.error_code, "")
+    what = f"topic '{name}'" if resource_type == TOPIC_RESOURCE else \
+        f"broker {name}" if name else "the brokers' cluster-wide defaults"
+    return refused(res.error_message, res.error_code, fallback.format(what))
 
 
 def _remaining(deadline: float) -> float:
@@ -283,7 +367,36 @@ class AdminClient:
             except ConnectionLost as e:
                 last = e
         servers = ",".join(f"{h}:{p}" for h, p in self.bootstrap)
-        raise KafkaAdminError(f"No broker of {servers} could be reached ({last}).")
+        raise Unreachable(f"No broker of {servers} could be reached ({last}).")
+
+    def _send_any(self, build, deadline: float, min_version: int = 0):
+        """Send to any broker; one that stops answering is dropped and the next one tried, until the deadline."""
+        while True:
+            address = self._any_broker(deadline)
+            try:
+                return self._send(address, build, deadline, min_version)
+            except ConnectionLost:
+                if time.monotonic() >= deadline:
+                    raise
+
+    def _send_controller(self, build, not_controller, deadline: float, what: str):
+        """Send to the controller (Metadata's controller id); looked up again, after a short wait, while there
+        is none, it does not answer, or it answers NOT_CONTROLLER (not_controller(response) is true)."""
+        while True:
+            md = self.metadata([], deadline)
+            controller = md.brokers.get(md.controller_id)
+            if controller is None:
+                self._backoff(deadline, f"a controller to {what}")
+                continue
+            try:
+                r = self._send(controller, build, deadline)
+            except ConnectionLost:
+                self._backoff(deadline, f"the controller to {what} (broker {controller.node_id} did not answer)")
+                continue
+            if not_controller(r):
+                self._backoff(deadline, f"the controller to {what} (NOT_CONTROLLER)")
+                continue
+            return r
 
     # ---- metadata -----------------------------------------------------------------------------------------
 
@@ -291,7 +404,6 @@ class AdminClient:
         """Brokers, controller and (for the named topics, or every topic when None) partition leaders.
         Never creates topics (allow_auto_topic_creation=False; versions below 4 are refused for that reason)."""
         deadline = deadline or self._deadline()
-        address = self._any_broker(deadline)
 
         def build(c):
             v = c.version_for(MetadataRequest, 4)
@@ -299,32 +411,251 @@ class AdminClient:
             return MetadataRequest(version=v, topics=ts, allow_auto_topic_creation=False,
                                    include_cluster_authorized_operations=False,
                                    include_topic_authorized_operations=False)
-        r = self._send(address, build, deadline, 4)
-        md = Metadata({b.node_id: Broker(b.node_id, b.host, b.port) for b in r.brokers}, r.controller_id)
+        r = self._send_any(build, deadline, 4)
+        md = Metadata({b.node_id: Broker(b.node_id, b.host, b.port, b.rack) for b in r.brokers}, r.controller_id,
+                      r.cluster_id)
         for t in r.topics:
             if t.error_code:
                 md.topic_errors[t.name] = t.error_code
             else:
-                md.topics[t.name] = {p.partition_index: PartitionInfo(p.leader_id, p.error_code)
-                                     for p in t.partitions}
+                parts = {p.partition_index: PartitionInfo(p.leader_id, p.error_code, list(p.replica_nodes),
+                                                          list(p.isr_nodes), list(getattr(p, "offline_replicas", None)
+                                                                                  or []))
+                         for p in t.partitions}
+                md.topics[t.name] = TopicInfo(topic_id_text(getattr(t, "topic_id", None)), bool(t.is_internal),
+                                              parts)
         self._metadata = md
         return md
 
     def brokers(self, deadline: float | None = None) -> dict[int, Broker]:
         return self.metadata([], deadline).brokers
 
+    def topics(self, topics: list[str] | None = None) -> Metadata:
+        """Metadata of the named topics (every topic when None); KafkaAdminError naming an unknown topic."""
+        md = self.metadata(None if topics is None else list(topics))
+        for t in topics or []:
+            if t in md.topic_errors or t not in md.topics:
+                code = md.topic_errors.get(t, UNKNOWN_TOPIC_OR_PARTITION)
+                if code == UNKNOWN_TOPIC_OR_PARTITION:
+                    raise KafkaAdminError(f"Topic '{t}' does not exist. ({error_name(code)})", code)
+                raise KafkaAdminError(f"Cannot describe topic '{t}': {error_text(code)}", code)
+        return md
+
     def topic_partitions(self, topics: list[str]) -> dict[str, list[int]]:
         """Every partition of each topic; KafkaAdminError naming an unknown topic."""
-        md = self.metadata(list(topics))
-        out = {}
-        for t in topics:
-            if t in md.topic_errors or t not in md.topics:
-                code = md.topic_errors.get(t, kerrors.UnknownTopicOrPartitionError.errno)
-                if code == kerrors.UnknownTopicOrPartitionError.errno:
-                    raise KafkaAdminError(f"Topic '{t}' does not exist.")
-                raise KafkaAdminError(f"Cannot describe topic '{t}': {error_text(code)}")
-            out[t] = sorted(md.topics[t])
+        md = self.topics(topics)
+        return {t: sorted(md.topics[t].partitions) for t in topics}
+
+    def describe_cluster(self) -> Metadata:
+        """Cluster id, controller and live brokers: DescribeCluster when the broker serves it (Kafka 2.8+), else
+        Metadata."""
+        deadline = self._deadline()
+        address = self._any_broker(deadline)
+        if DescribeClusterRequest.API_KEY not in self._connection(*address, deadline).versions:
+            return self.metadata([], deadline)
+
+        def build(c):
+            return DescribeClusterRequest(version=c.version_for(DescribeClusterRequest),
+                                          include_cluster_authorized_operations=False)
+        r = self._send_any(build, deadline)
+        if r.error_code:
+            raise refused(r.error_message, r.error_code, "DescribeCluster was refused.")
+        return Metadata({b.broker_id: Broker(b.broker_id, b.host, b.port, b.rack) for b in r.brokers},
+                        r.controller_id, r.cluster_id)
+
+    # ---- topics -------------------------------------------------------------------------------------------
+
+    def create_topic(self, name: str, partitions: int, replication_factor: int,
+                     assignment: dict[int, list[int]] | None, config: dict[str, str]) -> tuple[int, int]:
+        """CreateTopics to the controller with timeout 0: the broker writes the topic and answers at once
+        (REQUEST_TIMED_OUT then only means "leaders not elected yet", as Kafka's ZkAdminManager answers a zero
+        timeout). Returns (partitions, replication factor); KafkaAdminError with the broker's message."""
+        Topic = CreateTopicsRequest.CreatableTopic
+        topic = Topic(name=name, num_partitions=-1 if assignment else partitions,
+                      replication_factor=-1 if assignment else replication_factor,
+                      assignments=[Topic.CreatableReplicaAssignment(partition_index=p, broker_ids=list(r))
+                                   for p, r in sorted((assignment or {}).items())],
+                      configs=[Topic.CreatableTopicConfig(name=k, value=v) for k, v in config.items()])
+
+        def build(c):
+            return CreateTopicsRequest(version=c.version_for(CreateTopicsRequest, 1), topics=[topic], timeout_ms=0,
+                                       validate_only=False)
+        r = self._send_controller(build, lambda r: any(t.error_code == NOT_CONTROLLER for t in r.topics),
+                                  self._deadline(), f"create topic '{name}'")
+        (result,) = [t for t in r.topics if t.name == name] or [None]
+        if result is None:
+            raise KafkaAdminError(f"The controller did not answer for topic '{name}'.")
+        if result.error_code not in (0, kerrors.RequestTimedOutError.errno):
+            raise refused(result.error_message, result.error_code, f"Topic '{name}' could not be created.")
+        if assignment:
+            return len(assignment), len(next(iter(assignment.values())))
+        if getattr(result, "num_partitions", -1) > 0:
+            return result.num_partitions, result.replication_factor
+        return partitions, replication_factor
+
+    def name_taken(self, name: str) -> bool:
+        """Whether the controller would refuse to create topic NAME as existing (TOPIC_ALREADY_EXISTS, which it
+        also answers while a deleted topic's znodes remain): a validate-only CreateTopics of one replica."""
+        Topic = CreateTopicsRequest.CreatableTopic
+
+        def build(c):
+            return CreateTopicsRequest(version=c.version_for(CreateTopicsRequest, 1), timeout_ms=0,
+                                       validate_only=True, topics=[Topic(name=name, num_partitions=1,
+                                                                         replication_factor=1, assignments=[],
+                                                                         configs=[])])
+        r = self._send_controller(build, lambda r: any(t.error_code == NOT_CONTROLLER for t in r.topics),
+                                  self._deadline(), f"check topic '{name}'")
+        return any(t.error_code == kerrors.TopicAlreadyExistsError.errno for t in r.topics)
+
+    def delete_topic(self, name: str) -> None:
+        """DeleteTopics to the controller with timeout 0 (the topic is marked for deletion; REQUEST_TIMED_OUT
+        only means the controller has not finished yet)."""
+        def build(c):
+            v = c.version_for(DeleteTopicsRequest)
+            if v >= 6:
+                return DeleteTopicsRequest(version=v, topics=[DeleteTopicsRequest.DeleteTopicState(name=name)],
+                                           timeout_ms=0)
+            return DeleteTopicsRequest(version=v, topic_names=[name], timeout_ms=0)
+        r = self._send_controller(build, lambda r: any(t.error_code == NOT_CONTROLLER for t in r.responses),
+                                  self._deadline(), f"delete topic '{name}'")
+        (result,) = [t for t in r.responses if t.name == name] or [None]
+        if result is None:
+            raise KafkaAdminError(f"The controller did not answer for topic '{name}'.")
+        if result.error_code == UNKNOWN_TOPIC_OR_PARTITION:
+            raise refused(f"Topic '{name}' does not exist.", result.error_code, "")
+        if result.error_code not in (0, kerrors.RequestTimedOutError.errno):
+            raise refused(result.error_message, result.error_code, f"Topic '{name}' could not be deleted.")
+
+    # ---- configs ------------------------------------------------------------------------------------------
+
+    def _config_destination(self, resource_type: int, name: str, deadline: float):
+        """A BROKER resource named by id goes to that broker; anything else to any broker."""
+        if resource_type != BROKER_RESOURCE or name == "":
+            return None
+        md = self.metadata([], deadline)
+        broker = md.brokers.get(int(name))
+        if broker is None:
+            raise KafkaAdminError(f"Broker {name} is not a live broker of the cluster (live brokers: "
+                                  f"{','.join(map(str, sorted(md.brokers))) or 'none'}).")
+        return broker
+
+    def describe_configs(self, resources: list[tuple[int, str]], include_synonyms: bool = True,
+                         missing_ok: bool = False) -> dict[tuple[int, str], list[ConfigEntry]]:
+        """DescribeConfigs for (resource type, name) pairs, each sent where it belongs; KafkaAdminError for the
+        first resource refused (UNKNOWN_TOPIC_OR_PARTITION: "Topic 't' does not exist."), except that unknown
+        topics are left out with missing_ok."""
+        deadline = self._deadline()
+        by_destination: dict = {}
+        for resource in resources:
+            dest = self._config_destination(*resource, deadline)
+            by_destination.setdefault(None if dest is None else dest.node_id, (dest, []))[1].append(resource)
+        out: dict[tuple[int, str], list[ConfigEntry]] = {}
+        Resource = DescribeConfigsRequest.DescribeConfigsResource
+        for dest, group in by_destination.values():
+            def build(c, group=group):
+                return DescribeConfigsRequest(version=c.version_for(DescribeConfigsRequest, 1), resources=[
+                    Resource(resource_type=t, resource_name=n, configuration_keys=None) for t, n in group],
+                    include_synonyms=include_synonyms, include_documentation=False)
+            r = self._send_any(build, deadline, 1) if dest is None else self._send(dest, build, deadline, 1)
+            for res in r.results:
+                key = (res.resource_type, res.resource_name)
+                if res.error_code == UNKNOWN_TOPIC_OR_PARTITION and missing_ok:
+                    continue
+                if res.error_code:
+                    raise _config_refused(key[0], key[1], res, "Cannot describe the configs of {}.")
+                out[key] = [ConfigEntry(e.name, e.value, CONFIG_SOURCES.get(e.config_source, str(e.config_source)),
+                                        bool(e.read_only), bool(e.is_sensitive),
+                                        [(y.name, y.value, CONFIG_SOURCES.get(y.source, str(y.source)))
+                                         for y in (e.synonyms or [])])
+                            for e in res.configs]
         return out
+
+    def incremental_alter_configs(self, resource_type: int, name: str, to_set: dict[str, str],
+                                  to_delete: list[str]) -> None:
+        """IncrementalAlterConfigs SET / DELETE on one resource, sent where it belongs."""
+        deadline = self._deadline()
+        dest = self._config_destination(resource_type, name, deadline)
+        Resource = IncrementalAlterConfigsRequest.AlterConfigsResource
+        ops = [Resource.AlterableConfig(name=k, config_operation=SET, value=v) for k, v in to_set.items()] + \
+              [Resource.AlterableConfig(name=k, config_operation=DELETE, value=None) for k in to_delete]
+
+        def build(c):
+            return IncrementalAlterConfigsRequest(version=c.version_for(IncrementalAlterConfigsRequest), resources=[
+                Resource(resource_type=resource_type, resource_name=name, configs=ops)], validate_only=False)
+        r = self._send_any(build, deadline) if dest is None else self._send(dest, build, deadline)
+        for res in r.responses:
+            if res.error_code:
+                raise _config_refused(resource_type, name, res, "The configs of {} could not be changed.")
+
+    # ---- reassignments and elections ----------------------------------------------------------------------
+
+    def alter_reassignments(self, plan: dict[tuple[str, int], list[int] | None]
+                            ) -> dict[tuple[str, int], tuple[int, str | None]]:
+        """AlterPartitionReassignments to the controller (None replicas cancel); (error code, message) per
+        partition."""
+        Topic = AlterPartitionReassignmentsRequest.ReassignableTopic
+        by_topic: dict[str, list] = {}
+        for (t, p), replicas in sorted(plan.items()):
+            by_topic.setdefault(t, []).append(Topic.ReassignablePartition(partition_index=p, replicas=replicas))
+
+        def build(c):
+            return AlterPartitionReassignmentsRequest(
+                version=c.version_for(AlterPartitionReassignmentsRequest), timeout_ms=int(self.timeout * 1000),
+                allow_replication_factor_change=True,
+                topics=[Topic(name=t, partitions=ps) for t, ps in by_topic.items()])
+        r = self._send_controller(build, lambda r: r.error_code == NOT_CONTROLLER, self._deadline(),
+                                  "reassign partitions")
+        if r.error_code:
+            raise refused(r.error_message, r.error_code, "The reassignment was refused.")
+        return {(t.name, p.partition_index): (p.error_code, p.error_message) for t in r.responses for p in t.partitions}
+
+    def list_reassignments(self, partitions: list[tuple[str, int]] | None = None
+                           ) -> dict[tuple[str, int], tuple[list[int], list[int], list[int]]]:
+        """ListPartitionReassignments from the controller: (replicas, adding, removing) of each partition being
+        reassigned (of those given, or all)."""
+        Topic = ListPartitionReassignmentsRequest.ListPartitionReassignmentsTopics
+        topics = None
+        if partitions is not None:
+            by_topic: dict[str, list[int]] = {}
+            for t, p in partitions:
+                by_topic.setdefault(t, []).append(p)
+            topics = [Topic(name=t, partition_indexes=ps) for t, ps in sorted(by_topic.items())]
+
+        def build(c):
+            return ListPartitionReassignmentsRequest(version=c.version_for(ListPartitionReassignmentsRequest),
+                                                     timeout_ms=int(self.timeout * 1000), topics=topics)
+        r = self._send_controller(build, lambda r: r.error_code == NOT_CONTROLLER, self._deadline(),
+                                  "list reassignments")
+        if r.error_code:
+            raise refused(r.error_message, r.error_code, "Listing the reassignments was refused.")
+        return {(t.name, p.partition_index): (list(p.replicas), list(p.adding_replicas), list(p.removing_replicas))
+                for t in r.topics for p in t.partitions}
+
+    def elect_leaders(self, election_type: int, partitions: list[tuple[str, int]] | None
+                      ) -> dict[tuple[str, int], tuple[int, str | None]]:
+        """ElectLeaders (PREFERRED or UNCLEAN) to the controller, for the partitions given or every partition
+        (None); (error code, message) per partition (ELECTION_NOT_NEEDED: it already has the leader wanted)."""
+        Topic = ElectLeadersRequest.TopicPartitions
+        topics = None
+        if partitions is not None:
+            by_topic: dict[str, list[int]] = {}
+            for t, p in partitions:
+                by_topic.setdefault(t, []).append(p)
+            topics = [Topic(topic=t, partitions=ps) for t, ps in by_topic.items()]
+
+        def build(c):
+            return ElectLeadersRequest(version=c.version_for(ElectLeadersRequest, 1 if election_type else 0),
+                                       election_type=election_type, topic_partitions=topics,
+                                       timeout_ms=int(self.timeout * 1000))
+
+        def not_controller(r):
+            return getattr(r, "error_code", 0) == NOT_CONTROLLER or any(
+                p.error_code == NOT_CONTROLLER for t in r.replica_election_results for p in t.partition_result)
+        r = self._send_controller(build, not_controller, self._deadline(), "elect leaders")
+        if getattr(r, "error_code", 0):
+            raise refused(None, r.error_code, "The leader election was refused.")
+        return {(t.topic, p.partition_id): (p.error_code, p.error_message)
+                for t in r.replica_election_results for p in t.partition_result}
 
     # ---- coordinators -------------------------------------------------------------------------------------
 
@@ -349,7 +680,7 @@ class AdminClient:
 
     def _backoff(self, deadline: float, what: str) -> None:
         if time.monotonic() + RETRY_BACKOFF >= deadline:
-            raise KafkaAdminError(f"Timed out after {self.timeout:g}s waiting for {what}.")
+            raise TimedOut(f"Timed out after {self.timeout:g}s waiting for {what}.")
         time.sleep(RETRY_BACKOFF)
 
     def _with_coordinator(self, group: str, call, what: str):
@@ -494,12 +825,12 @@ class AdminClient:
             md = self.metadata(sorted({tp.topic for tp in pending}), deadline)
             by_leader: dict[int, list[TopicPartition]] = {}
             for tp in sorted(pending):
-                parts = md.topics.get(tp.topic)
+                parts = md.topics[tp.topic].partitions if tp.topic in md.topics else None
                 if parts is None:
-                    results[tp] = (md.topic_errors.get(tp.topic, kerrors.UnknownTopicOrPartitionError.errno), -1)
+                    results[tp] = (md.topic_errors.get(tp.topic, UNKNOWN_TOPIC_OR_PARTITION), -1)
                     del pending[tp]
                 elif tp.partition not in parts:
-                    results[tp] = (kerrors.UnknownTopicOrPartitionError.errno, -1)
+                    results[tp] = (UNKNOWN_TOPIC_OR_PARTITION, -1)
                     del pending[tp]
                 elif parts[tp.partition].leader >= 0 and parts[tp.partition].leader in md.brokers:
                     by_leader.setdefault(parts[tp.partition].leader, []).append(tp)

@@ -1,14 +1,14 @@
-"""`kadmin` command line: a click group whose commands connect to ZooKeeper and call admin_cli's functions.
+"""`kadmin` command line: a click group whose commands reach the cluster through ZooKeeper (--zookeeper) or the
+Kafka Admin APIs (--bootstrap-server), build one result object either way and print it (admin_cli.output).
 
-Global options come before the command: `kadmin --zookeeper localhost:2181 create-topic orders ...`.
-Every error is one line on stderr: exit status 1 when an operation fails (ZooKeeper unreachable, topic
-exists, invalid config, ...), 2 for a usage error. Commands that wait for the controller (reassign,
-elect-leaders) show progress on stderr and give up after --timeout with exit 1.
+Global options come before the command: `kadmin --zookeeper localhost:2181 create-topic orders ...`,
+`kadmin --bootstrap-server localhost:9092 --output json describe-topic orders`. Each command's module holds its
+result class and its two sources (`*_zk`, `*_admin`); this module parses options, picks the source, waits where
+asked (progress on stderr) and turns failures into one line on stderr with the exit statuses of
+admin_cli.errors (0 ok, 1 refused, 2 usage, 3 unreachable or timed out).
 
-`groups ...` speaks the Kafka protocol (consumer groups live in the brokers, not in ZooKeeper): it takes
---bootstrap-server HOST:PORT, or --zookeeper alone, from which it finds the registered brokers (/brokers/ids) to
-bootstrap from. For every other command --bootstrap-server (the Admin API path) is refused until those commands
-get their Admin API paths.
+`groups ...` always speaks the Kafka protocol (consumer groups live in the brokers): with --zookeeper alone it
+finds the registered brokers (/brokers/ids) to bootstrap from.
 """
 from __future__ import annotations
 
@@ -20,10 +20,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 import click
+from click.core import ParameterSource
 from click.exceptions import NoArgsIsHelpError
-from kazoo.exceptions import KazooException
 
 from zk import admin as zk_admin
+from zk.admin_errors import AdminError
+from zk.assignment import parse_replica_assignment
 from zk.client import KafkaZkClient, ZkError
 
 from . import cluster as cluster_ops
@@ -32,18 +34,27 @@ from . import elect as elect_ops
 from . import groups as group_ops
 from . import reassign as reassign_ops
 from . import topics as topic_ops
-from zk.admin_errors import AdminError
-from zk.assignment import parse_replica_assignment
-from .kafka_client import AdminClient, KafkaAdminError, error_text, parse_bootstrap
-
+from .errors import EXIT_REFUSED, EXIT_UNREACHABLE, ZK_ERRORS, WaitTimedOut, describe_failure
+from .kafka_client import (PREFERRED, UNCLEAN, AdminClient, KafkaAdminError, TimedOut, Unreachable, error_text,
+                           parse_bootstrap)
+from .output import Output, progress
 
 # kazoo logs every failed connection attempt; with no logging configured Python would print those on stderr.
 # kadmin reports failures itself, in one line.
 logging.getLogger("kazoo").addHandler(logging.NullHandler())
 
 
+class _Failure(click.ClickException):
+    """A one-line error with its exit status."""
+
+    def __init__(self, message: str, exit_code: int = EXIT_REFUSED):
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
 class _Kadmin(click.Group):
-    """click's group, but a usage error is one line on stderr (click prints the usage and a hint too)."""
+    """click's group, but a usage error is one line on stderr (click prints the usage and a hint too), and the
+    failures of admin operations become one line with their exit status (admin_cli.errors)."""
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         try:
@@ -62,6 +73,12 @@ class _Kadmin(click.Group):
         except click.Abort:
             click.echo("Aborted!", err=True)
             code = 1
+        except Exception as e:
+            failure = describe_failure(e)
+            if failure is None:
+                raise
+            click.echo(f"Error: {failure[0]}", err=True)
+            code = failure[1]
         if standalone_mode:
             sys.exit(code)
         return code
@@ -73,46 +90,132 @@ class _Settings:
     zookeeper: str | None
     bootstrap_server: str | None
     zk_timeout: float
+    request_timeout: float
+    out: Output
+
+
+class _Source:
+    """The way to the cluster the global options chose: a started KafkaZkClient or an AdminClient."""
+
+    def __init__(self, zk: KafkaZkClient | None = None, admin: AdminClient | None = None):
+        self.zk, self.admin = zk, admin
+
+    def call(self, zk_fn, admin_fn, *args, **kwargs):
+        """zk_fn(zk, ...) or admin_fn(admin, ...), whichever way kadmin reaches the cluster."""
+        if self.zk is not None:
+            return zk_fn(self.zk, *args, **kwargs)
+        return admin_fn(self.admin, *args, **kwargs)
+
+
+def _settings(ctx: click.Context) -> _Settings:
+    return ctx.find_object(_Settings)
 
 
 @contextmanager
 def _zk(ctx: click.Context):
-    """A started KafkaZkClient for the command; failures become one-line errors (exit 1)."""
-    s: _Settings = ctx.find_object(_Settings)
-    if s.bootstrap_server:
-        raise click.UsageError("--bootstrap-server (the Kafka Admin API path) is not available yet; "
-                               "use --zookeeper HOST:PORT[/chroot] instead.")
-    if not s.zookeeper:
-        raise click.UsageError("--zookeeper HOST:PORT[/chroot] is required (or set KADMIN_ZOOKEEPER).")
+    """A started KafkaZkClient on --zookeeper; not reaching it is exit 3."""
+    s = _settings(ctx)
     timeout_ms = int(s.zk_timeout * 1000)
     client = KafkaZkClient(s.zookeeper, session_timeout_ms=timeout_ms, connection_timeout_ms=timeout_ms)
     try:
         client.start()
     except ZkError as e:
-        raise click.ClickException(str(e)) from None
+        raise _Failure(str(e), EXIT_UNREACHABLE) from None
     try:
         yield client
-    except (AdminError, ZkError) as e:
-        raise click.ClickException(str(e)) from None
-    except KazooException as e:
-        raise click.ClickException(f"ZooKeeper request to {s.zookeeper} failed: "
-                                   f"{type(e).__name__} {e}".rstrip()) from None
+    except ZK_ERRORS as e:
+        raise _Failure(*describe_failure(e, s.zookeeper)) from None
     finally:
         client.close()
 
 
-@click.group(cls=_Kadmin, context_settings={"help_option_names": ["-h", "--help"]})
+def _servers(ctx: click.Context) -> list[tuple[str, int]]:
+    try:
+        return parse_bootstrap(_settings(ctx).bootstrap_server)
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="--bootstrap-server") from None
+
+
+@contextmanager
+def _cluster(ctx: click.Context, timeout: float | None = None):
+    """The _Source for the command: ZooKeeper with --zookeeper, the Admin APIs with --bootstrap-server (each
+    request given `timeout` seconds, default --request-timeout)."""
+    s = _settings(ctx)
+    if s.bootstrap_server:
+        client = AdminClient(_servers(ctx), timeout=timeout or s.request_timeout)
+        try:
+            yield _Source(admin=client)
+        finally:
+            client.close()
+    elif s.zookeeper:
+        with _zk(ctx) as zk:
+            yield _Source(zk=zk)
+    else:
+        raise click.UsageError("--zookeeper HOST:PORT[/chroot] or --bootstrap-server HOST:PORT is required (or "
+                               "set KADMIN_ZOOKEEPER or KADMIN_BOOTSTRAP_SERVER).")
+
+
+def _wait(poll, description: str, timeout: float, what, total: int | None = None, interval: float = 0.2) -> None:
+    """Poll until poll() -> (done, finished) says finished, showing description and done/total as progress on
+    stderr; after timeout seconds WaitTimedOut (exit 3): "Timed out after Ns waiting for {what(done)}"."""
+    deadline = time.monotonic() + timeout
+    with progress(description, total) as update:
+        while True:
+            done, finished = poll()
+            update(done)
+            if finished:
+                return
+            if time.monotonic() >= deadline:
+                raise WaitTimedOut(f"Timed out after {timeout:g}s waiting for {what(done)}")
+            time.sleep(interval)
+
+
+EXIT_STATUSES = """\b
+Exit status:
+  0  done
+  1  refused or failed (unknown topic, invalid config, ...)
+  2  usage error
+  3  cluster unreachable, or a request or wait timed out"""
+
+
+@click.group(cls=_Kadmin, context_settings={"help_option_names": ["-h", "--help"]},
+             epilog=EXIT_STATUSES)
 @click.option("--zookeeper", envvar="KADMIN_ZOOKEEPER", show_envvar=True, metavar="HOST:PORT[/chroot]",
-              help="ZooKeeper connect string of the cluster.")
-@click.option("--bootstrap-server", metavar="HOST:PORT[,HOST:PORT]",
-              help="Use the Kafka Admin APIs instead of ZooKeeper (the groups commands; not available yet for "
-                   "the others).")
+              help="Reach the cluster through ZooKeeper, as Kafka's --zookeeper tools do.")
+@click.option("--bootstrap-server", envvar="KADMIN_BOOTSTRAP_SERVER", show_envvar=True,
+              metavar="HOST:PORT[,HOST:PORT]", help="Reach the cluster through the brokers' Admin APIs instead.")
+@click.option("-o", "--output", type=click.Choice(["table", "json"]), default="table", show_default=True,
+              envvar="KADMIN_OUTPUT", show_envvar=True,
+              help="Tables for people, or one JSON document (its shape is in each command's help).")
 @click.option("--zk-timeout", type=click.FloatRange(min=0, min_open=True), default=10.0, show_default=True,
               metavar="SECONDS", help="Give up connecting to ZooKeeper after this long.")
+@click.option("--request-timeout", type=click.FloatRange(min=0, min_open=True), default=30.0, show_default=True,
+              metavar="SECONDS", help="Give up on a request to the brokers after this long (retries included).")
 @click.pass_context
-def cli(ctx, zookeeper, bootstrap_server, zk_timeout):
-    """Administer a kbroker (or Kafka 2.8) cluster."""
-    ctx.obj = _Settings(zookeeper, bootstrap_server, zk_timeout)
+def cli(ctx, zookeeper, bootstrap_server, output, zk_timeout, request_timeout):
+    """Administer a kbroker (or Kafka 2.8) cluster, as Kafka's kafka-topics.sh, kafka-configs.sh,
+    kafka-reassign-partitions.sh, kafka-leader-election.sh and kafka-consumer-groups.sh do.
+
+    Give --zookeeper or --bootstrap-server: every command works either way and shows the same thing for the
+    same cluster state (groups always talk to the brokers, found through ZooKeeper if need be). With both on
+    the command line kadmin refuses; --bootstrap-server wins over KADMIN_ZOOKEEPER from the environment.
+
+    Tables are for people; --output json prints one JSON document per command instead. Errors are one line on
+    stderr, with Kafka's error name when the cluster gave one. Waits (reassign, elect-leaders, --wait) show
+    progress on stderr.
+    """
+    if zookeeper and bootstrap_server:
+        if ctx.get_parameter_source("zookeeper") == ParameterSource.ENVIRONMENT:
+            zookeeper = None
+        elif ctx.get_parameter_source("bootstrap_server") == ParameterSource.ENVIRONMENT:
+            bootstrap_server = None
+        else:
+            raise click.UsageError("Give only one of --zookeeper and --bootstrap-server.")
+    ctx.obj = _Settings(zookeeper, bootstrap_server, zk_timeout, request_timeout, Output(output == "json"))
+
+
+def _out(ctx: click.Context) -> Output:
+    return _settings(ctx).out
 
 
 def parse_config_args(pairs) -> dict[str, str]:
@@ -132,6 +235,14 @@ def _config_option(f):
                         help="A topic config override (repeatable), e.g. retention.ms=86400000.")(f)
 
 
+def _wait_timeout_option(default: float, what: str):
+    return click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=default,
+                        show_default=True, metavar="SECONDS", help=f"Give up waiting for {what} after this long "
+                                                                   "(exit 3).")
+
+
+# ---- topics ----------------------------------------------------------------------------------------------------
+
 @cli.command("create-topic")
 @click.argument("name")
 @click.option("--partitions", type=click.IntRange(min=1), help="Number of partitions.")
@@ -140,13 +251,20 @@ def _config_option(f):
               help="Explicit replicas: partitions separated by ',', broker ids by ':' (first = preferred "
                    "leader). Replaces --partitions and --replication-factor.")
 @_config_option
+@click.option("--wait", is_flag=True, help="Return only once every partition has a leader.")
+@_wait_timeout_option(30.0, "the leaders (with --wait)")
 @click.pass_context
-def create_topic(ctx, name, partitions, replication_factor, replica_assignment, configs):
-    """Create topic NAME (kafka-topics.sh --create)."""
+def create_topic(ctx, name, partitions, replication_factor, replica_assignment, configs, wait, timeout):
+    """Create topic NAME (kafka-topics.sh --create).
+
+    Nothing is written if the name, the configs, the partition count, the replication factor (at most the live
+    brokers) or the assignment is refused. JSON: {"topic", "partitions", "replication_factor", "config"}.
+    """
     try:
         config = parse_config_args(configs)
     except ValueError as e:
         raise click.BadParameter(str(e), param_hint="--config") from None
+    assignment = None
     if replica_assignment is not None:
         if partitions is not None or replication_factor is not None:
             raise click.UsageError("--replica-assignment cannot be combined with --partitions or "
@@ -161,22 +279,26 @@ def create_topic(ctx, name, partitions, replication_factor, replica_assignment, 
     if zk_admin.has_collision_chars(name):
         click.echo("WARNING: topics with a period ('.') or underscore ('_') could collide in metric names. "
                    "To avoid issues it is best to use either, but not both.", err=True)
-    with _zk(ctx) as zk:
-        if replica_assignment is not None:
-            zk_admin.create_topic_with_assignment(zk, name, assignment, config)
-        else:
-            zk_admin.create_topic(zk, name, partitions, replication_factor, config)
-    click.echo(f"Created topic {name}.")
+    with _cluster(ctx) as src:
+        result = src.call(topic_ops.create_topic_zk, topic_ops.create_topic_admin, name, partitions,
+                          replication_factor, assignment, config)
+        if wait:
+            def poll():
+                done, total = src.call(topic_ops.leaders_zk, topic_ops.leaders_admin, name)
+                return done, total > 0 and done == total
+            _wait(poll, f"Waiting for the leaders of topic {name}", timeout,
+                  lambda done: f"the leaders of topic '{name}' (created; {done} of {result.partitions} "
+                               "partition(s) have one).", result.partitions)
+    _out(ctx).emit(result)
 
 
 @cli.command("list-topics")
 @click.pass_context
 def list_topics(ctx):
-    """List topics, one per line (kafka-topics.sh --list)."""
-    with _zk(ctx) as zk:
-        topics = topic_ops.list_topics(zk)
-    for name, marked in topics:
-        click.echo(f"{name} - marked for deletion" if marked else name)
+    """List topics, one per line (kafka-topics.sh --list). JSON: {"topics": [{"name", "marked_for_deletion"}]}."""
+    with _cluster(ctx) as src:
+        result = src.call(topic_ops.list_topics_zk, topic_ops.list_topics_admin)
+    _out(ctx).emit(result)
 
 
 @cli.command("describe-topic")
@@ -184,7 +306,7 @@ def list_topics(ctx):
 @click.option("--under-replicated-partitions", "under_replicated", is_flag=True,
               help="Only partitions with fewer in-sync replicas than replicas (kafka-topics.sh's option).")
 @click.option("--unavailable-partitions", "unavailable", is_flag=True,
-              help="Only partitions without a leader or whose leader is not a registered broker.")
+              help="Only partitions without a leader or whose leader is not a live broker.")
 @click.pass_context
 def describe_topic(ctx, name, under_replicated, unavailable):
     """Show topic NAME's partitions, leaders, replicas and ISR (kafka-topics.sh --describe); every topic when
@@ -194,47 +316,80 @@ def describe_topic(ctx, name, under_replicated, unavailable):
     columns appear while a partition is being reassigned. With --under-replicated-partitions or
     --unavailable-partitions only the matching partitions are printed, one row each with its topic and no
     topic header, and nothing at all when none matches (as kafka-topics.sh).
+
+    JSON: {"topics": [{"name", "topic_id", "partition_count", "replication_factor", "config",
+    "marked_for_deletion", "partitions": [{"partition", "leader", "replicas", "isr", "adding", "removing",
+    "status"}]}]}.
     """
     if under_replicated and unavailable:
         raise click.UsageError("--under-replicated-partitions and --unavailable-partitions cannot be combined.")
-    with _zk(ctx) as zk:
-        descriptions = topic_ops.describe_topics(zk, name)
-    if under_replicated or unavailable:
-        predicate = (lambda p: p.under_replicated) if under_replicated else (lambda p: p.unavailable)
-        lines = topic_ops.format_filtered_partitions(descriptions, predicate)
-    else:
-        lines = []
-        for d in descriptions:
-            lines += topic_ops.format_topic_description(d)
-    if lines:
-        click.echo("\n".join(lines))
+    only = "under-replicated" if under_replicated else "unavailable" if unavailable else None
+    with _cluster(ctx) as src:
+        result = src.call(topic_ops.describe_topics_zk, topic_ops.describe_topics_admin, name, only)
+    _out(ctx).emit(result)
 
 
 @cli.command("delete-topic")
 @click.argument("name")
+@click.option("--wait", is_flag=True, help="Return only once the controller has deleted the topic.")
+@_wait_timeout_option(60.0, "the deletion (with --wait)")
 @click.pass_context
-def delete_topic(ctx, name):
-    """Mark topic NAME for deletion; the controller deletes it (kafka-topics.sh --delete)."""
-    with _zk(ctx) as zk:
-        topic_ops.delete_topic(zk, name)
-    click.echo(f"Topic {name} is marked for deletion.")
-    click.echo("Note: This will have no impact if delete.topic.enable is not set to true.")
+def delete_topic(ctx, name, wait, timeout):
+    """Mark topic NAME for deletion; the controller deletes it (kafka-topics.sh --delete).
+
+    JSON: {"topic", "marked_for_deletion": true, "deleted": true only after --wait}.
+    """
+    with _cluster(ctx) as src:
+        result = src.call(topic_ops.delete_topic_zk, topic_ops.delete_topic_admin, name)
+        if src.zk is not None and not wait:
+            click.echo("Note: This will have no impact if delete.topic.enable is not set to true.", err=True)
+        if wait:
+            _wait(lambda: (0, src.call(topic_ops.gone_zk, topic_ops.gone_admin, name)),
+                  f"Waiting for the controller to delete topic {name}", timeout,
+                  lambda _: f"the controller to delete topic '{name}' (it is marked for deletion; is "
+                            "delete.topic.enable true?).")
+            result.deleted = True
+    _out(ctx).emit(result)
+
+
+# ---- configs ---------------------------------------------------------------------------------------------------
+
+def _entity_options(f):
+    f = click.option("--broker-defaults", is_flag=True,
+                     help="The brokers' cluster-wide defaults (kafka-configs.sh --entity-type brokers "
+                          "--entity-default).")(f)
+    f = click.option("--broker", type=click.IntRange(min=0), metavar="ID", help="The dynamic configs of broker ID.")(f)
+    return click.option("--topic", metavar="TOPIC", help="The topic's config overrides.")(f)
+
+
+def _entity(topic, broker, broker_defaults) -> config_ops.Entity | None:
+    given = [x for x in (topic is not None, broker is not None, broker_defaults) if x]
+    if len(given) > 1:
+        raise click.UsageError("Give only one of --topic, --broker and --broker-defaults.")
+    if topic is not None:
+        return config_ops.Entity("topic", topic)
+    if broker is not None:
+        return config_ops.Entity("broker", str(broker))
+    return config_ops.Entity("broker", None) if broker_defaults else None
 
 
 @cli.command("alter-config")
-@click.option("--topic", required=True, metavar="TOPIC", help="The topic whose config overrides to change.")
+@_entity_options
 @click.option("--add-config", "add_configs", multiple=True, metavar="K=V[,K2=V2...]",
-              help="Overrides to add or replace, comma-separated (repeatable); a list value goes in brackets, "
+              help="Configs to add or replace, comma-separated (repeatable); a list value goes in brackets, "
                    "e.g. cleanup.policy=[compact,delete].")
 @click.option("--delete-config", "delete_configs", multiple=True, metavar="K[,K2...]",
-              help="Overrides to remove, comma-separated (repeatable); each must be set.")
+              help="Configs to remove, comma-separated (repeatable); each must be set.")
 @click.pass_context
-def alter_config(ctx, topic, add_configs, delete_configs):
-    """Change topic TOPIC's config overrides (kafka-configs.sh --entity-type topics --alter).
+def alter_config(ctx, topic, broker, broker_defaults, add_configs, delete_configs):
+    """Change the dynamic configs of a topic, a broker or the brokers' defaults (kafka-configs.sh --alter).
 
-    Merges into the current overrides, validates the result (nothing is written if a value is invalid),
-    writes /config/topics/TOPIC and a /config/changes notification so the brokers apply it live.
+    Merges into the current overrides and validates the result (nothing is written if a name or value is
+    refused); the brokers apply the change live. JSON: {"entity_type", "entity_name", "set", "deleted"}.
     """
+    entity = _entity(topic, broker, broker_defaults)
+    if entity is None:
+        raise click.UsageError("Give the entity to alter: --topic TOPIC, --broker ID or --broker-defaults.")
     try:
         to_add = config_ops.parse_add_config(add_configs)
     except ValueError as e:
@@ -245,61 +400,60 @@ def alter_config(ctx, topic, add_configs, delete_configs):
         raise click.BadParameter(str(e), param_hint="--delete-config") from None
     if not to_add and not to_delete:
         raise click.UsageError("At least one of --add-config or --delete-config must be given.")
-    if "message.format.version" in to_add:
+    if entity.kind == "topic" and "message.format.version" in to_add:
         click.echo(f"WARNING: The configuration message.format.version={to_add['message.format.version']} is "
                    "specified. This configuration will be ignored if the version is newer than the "
                    "inter.broker.protocol.version specified in the broker.", err=True)
-    with _zk(ctx) as zk:
-        config_ops.alter_topic_config(zk, topic, to_add, to_delete)
-    click.echo(f"Completed updating config for topic {topic}.")
+    with _cluster(ctx) as src:
+        result = src.call(config_ops.alter_config_zk, config_ops.alter_config_admin, entity, to_add, to_delete)
+    _out(ctx).emit(result)
 
 
 @cli.command("describe-config")
-@click.option("--topic", metavar="TOPIC", help="Only this topic (default: every topic).")
+@_entity_options
+@click.option("--all", "all_configs", is_flag=True,
+              help="Every config with its value and source, not only the overrides (--bootstrap-server only).")
 @click.pass_context
-def describe_config(ctx, topic):
-    """Show topic config overrides (kafka-configs.sh --entity-type topics --describe): every topic's when
-    --topic is omitted."""
-    with _zk(ctx) as zk:
-        described = config_ops.describe_topic_configs(zk, topic)
-    lines = []
-    for name, config in described:
-        lines += config_ops.format_topic_configs(name, config)
-    if lines:
-        click.echo("\n".join(lines))
+def describe_config(ctx, topic, broker, broker_defaults, all_configs):
+    """Show the dynamic configs of a topic, a broker or the brokers' defaults (kafka-configs.sh --describe);
+    every topic's when no entity is given.
 
+    JSON: {"entities": [{"entity_type", "entity_name", "configs": [{"name", "value", "source", "sensitive"}]}]};
+    with --all each config also has "read_only" and "synonyms".
+    """
+    entity = _entity(topic, broker, broker_defaults)
+    if all_configs and not _settings(ctx).bootstrap_server:
+        raise click.UsageError("--all needs --bootstrap-server: only the brokers know every config's value "
+                               "(ZooKeeper holds the overrides).")
+    with _cluster(ctx) as src:
+        if src.zk is not None:
+            result = config_ops.describe_configs_zk(src.zk, entity)
+        else:
+            result = config_ops.describe_configs_admin(src.admin, entity, all_configs)
+    _out(ctx).emit(result)
+
+
+# ---- reassignment and elections --------------------------------------------------------------------------------
 
 def _read_text(path: str) -> str:
     try:
         with open(path, encoding="utf-8") as f:
             return f.read()
     except (OSError, UnicodeDecodeError) as e:
-        raise click.ClickException(f"Cannot read {path}: {e}") from None
+        raise _Failure(f"Cannot read {path}: {e}") from None
 
 
-def _wait_for_reassignment(zk, plan, timeout: float, poll_interval: float = 0.2):
-    """Poll until every planned partition is done, showing done/total with click.progressbar on stderr (on a
-    terminal; elsewhere one line per change). Returns the final statuses, or None on timeout."""
-    total = len(plan)
-    stream = sys.stderr
-    tty = stream.isatty()
-    deadline = time.monotonic() + timeout
-    shown = 0
-    with click.progressbar(length=total, label="Reassigning partitions", file=stream, show_pos=True,
-                           show_percent=False, show_eta=False) as bar:
-        while True:
-            statuses = reassign_ops.reassignment_status(zk, plan)
-            done = sum(1 for s in statuses if s.done)
-            if done > shown:
-                bar.update(done - shown)
-                if not tty:
-                    click.echo(f"{done}/{total} partitions reassigned", file=stream)
-                shown = done
-            if done == total and not reassign_ops.reassignment_in_progress(zk):
-                return statuses
-            if time.monotonic() >= deadline:
-                return None
-            time.sleep(poll_interval)
+def _reassignment_poll(src: _Source, plan):
+    """poll() for _wait: (partitions done, finished) of the plan."""
+    def poll():
+        if src.zk is not None:
+            statuses = reassign_ops.reassignment_status(src.zk, plan)
+            finished = all(st.done for st in statuses) and not reassign_ops.reassignment_in_progress(src.zk)
+        else:
+            statuses = reassign_ops.reassignment_status_admin(src.admin, plan)
+            finished = all(st.done for st in statuses)
+        return sum(1 for st in statuses if st.done), finished
+    return poll
 
 
 @cli.command("reassign")
@@ -310,63 +464,72 @@ def _wait_for_reassignment(zk, plan, timeout: float, poll_interval: float = 0.2)
 @click.option("--verify", is_flag=True,
               help="Only report whether each partition of the plan has been reassigned (exit 1 if not all).")
 @click.option("--no-wait", is_flag=True, help="Return once the reassignment is started.")
-@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=600.0, show_default=True,
-              metavar="SECONDS", help="Give up waiting for the reassignment after this long (exit 1).")
+@_wait_timeout_option(600.0, "the reassignment")
 @click.pass_context
 def reassign(ctx, plan_file, execute, verify, no_wait, timeout):
-    """Move partitions to other brokers (kafka-reassign-partitions.sh --zookeeper).
+    """Move partitions to other brokers (kafka-reassign-partitions.sh).
 
-    Validates the plan (existing partitions, non-empty lists of distinct registered brokers, each partition
-    once; nothing is written otherwise), prints the current assignment as a plan for rollback, writes
-    /admin/reassign_partitions and waits until the controller has moved every partition.
+    Validates the plan (existing partitions, non-empty lists of distinct live brokers, each partition once;
+    nothing is started otherwise; refused while another reassignment runs), prints the current assignment as a
+    plan for rollback, starts the reassignment and waits until the controller has moved every partition.
+
+    JSON: {"rollback": plan, "started": ["t-0", ...], "status": [{"topic", "partition", "target", "current",
+    "state": "complete" | "in-progress" | "different" | "gone"}] (null with --no-wait)}; with --verify
+    {"status": [...]}.
     """
     if execute and verify:
         raise click.UsageError("--execute and --verify cannot be combined.")
-    try:
-        plan = reassign_ops.parse_plan(_read_text(plan_file))
-    except AdminError as e:
-        raise click.ClickException(str(e)) from None
+    out = _out(ctx)
+    plan = reassign_ops.parse_plan(_read_text(plan_file))
     if verify:
-        with _zk(ctx) as zk:
-            reassign_ops.check_partitions_exist(zk, plan)
-            statuses = reassign_ops.reassignment_status(zk, plan)
-        click.echo("Status of partition reassignment:")
-        for st in statuses:
-            click.echo(st.describe())
-        ctx.exit(0 if all(st.succeeded for st in statuses) else 1)
-    with _zk(ctx) as zk:
-        if reassign_ops.reassignment_in_progress(zk):
-            raise AdminError(reassign_ops.EXISTING_REASSIGNMENT)
-        current = reassign_ops.validate_plan(zk, plan)
-        click.echo("Current partition replica assignment\n")
-        click.echo(reassign_ops.format_plan(current))
-        click.echo("\nSave this to use as the --reassignment-json-file option during rollback")
-        reassign_ops.start_reassignment(zk, plan)
-        names = ",".join(reassign_ops.tp_name(tp) for tp in sorted(plan))
-        click.echo(f"Successfully started partition reassignments for {names}")
+        with _cluster(ctx) as src:
+            reassign_ops.check_partitions_exist(src.call(reassign_ops.current_assignment,
+                                                         reassign_ops.current_assignment_admin, plan), plan)
+            statuses = src.call(reassign_ops.reassignment_status, reassign_ops.reassignment_status_admin, plan)
+        out.emit(reassign_ops.ReassignmentStatus(statuses))
+        ctx.exit(0 if all(st.succeeded for st in statuses) else EXIT_REFUSED)
+    with _cluster(ctx) as src:
+        if src.zk is not None:
+            if reassign_ops.reassignment_in_progress(src.zk):
+                raise AdminError(reassign_ops.EXISTING_REASSIGNMENT)
+            current = reassign_ops.validate_plan(src.zk, plan)
+        else:
+            current = reassign_ops.validate_plan_admin(src.admin, plan)
+        result = reassign_ops.Reassignment(current, plan)
+        if not out.json:
+            result.render_rollback(out)
+        src.call(reassign_ops.start_reassignment, reassign_ops.start_reassignment_admin, plan)
+        if not out.json:
+            result.render_started(out)
         if no_wait:
+            if out.json:
+                out.emit(result)
             return
-        statuses = _wait_for_reassignment(zk, plan, timeout)
-        if statuses is None:
-            statuses = reassign_ops.reassignment_status(zk, plan)
-            pending = sum(1 for st in statuses if not st.done)
-            click.echo("Status of partition reassignment:")
-            for st in statuses:
-                click.echo(st.describe())
-            raise AdminError(f"Timed out after {timeout:g}s with {pending} of {len(plan)} partition(s) still "
-                             "being reassigned; the controller carries on (check with --verify).")
-    click.echo("Status of partition reassignment:")
-    for st in statuses:
-        click.echo(st.describe())
-    failed = [st for st in statuses if not st.succeeded]
+        try:
+            _wait(_reassignment_poll(src, plan), f"Reassigning {len(plan)} partition(s)", timeout,
+                  lambda done: f"the reassignment: {len(plan) - done} of {len(plan)} partition(s) still being "
+                               "reassigned; the controller carries on (check with --verify).", len(plan))
+            timed_out = None
+        except WaitTimedOut as e:
+            timed_out = e
+        result.statuses = src.call(reassign_ops.reassignment_status, reassign_ops.reassignment_status_admin, plan)
+    if out.json:
+        out.emit(result)
+    else:
+        result.render_status(out)
+    if timed_out is not None:
+        raise timed_out
+    failed = [st for st in result.statuses if not st.succeeded]
     if failed:
-        raise click.ClickException(f"{len(failed)} of {len(plan)} partition(s) did not reach their target "
-                                   "replicas (the controller refused or undid them; see its state-change log).")
+        raise _Failure(f"{len(failed)} of {len(plan)} partition(s) did not reach their target replicas (the "
+                       "controller refused or undid them; see its state-change log).")
 
 
 @cli.command("elect-leaders")
 @click.option("--preferred", is_flag=True, help="Elect each partition's preferred (first assigned) replica.")
-@click.option("--unclean", is_flag=True, help="Unclean election (Admin API only; needs --bootstrap-server).")
+@click.option("--unclean", is_flag=True,
+              help="Elect any live replica, even out of the ISR, where there is no leader (--bootstrap-server "
+                   "only: the ElectLeaders API).")
 @click.option("--election-type", type=click.Choice(["preferred", "unclean"], case_sensitive=False),
               help="As kafka-leader-election.sh: the same as --preferred or --unclean.")
 @click.option("--topic", metavar="TOPIC", help="The partitions of this topic (all of them, or --partition).")
@@ -374,59 +537,66 @@ def reassign(ctx, plan_file, execute, verify, no_wait, timeout):
 @click.option("--all-topic-partitions", is_flag=True, help="Every partition of every topic.")
 @click.option("--path-to-json-file", "json_file", type=click.Path(exists=True, dir_okay=False), metavar="FILE",
               help='The partitions: {"partitions":[{"topic":"t","partition":0}]}.')
-@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=60.0, show_default=True,
-              metavar="SECONDS", help="Give up waiting for the controller after this long (exit 1).")
+@_wait_timeout_option(60.0, "the controller")
 @click.pass_context
 def elect_leaders(ctx, preferred, unclean, election_type, topic, partition, all_topic_partitions, json_file,
                   timeout):
-    """Move leadership back to preferred replicas (kafka-leader-election.sh / kafka-preferred-replica-election.sh).
+    """Elect partition leaders (kafka-leader-election.sh): move leadership back to preferred replicas, or
+    (unclean) give leaderless partitions any live replica.
 
-    Writes /admin/preferred_replica_election, waits until the controller has processed it, then reports per
-    partition whether its preferred replica leads now; exit 1 if any could not be elected.
+    With --zookeeper, writes /admin/preferred_replica_election and waits until the controller has processed it;
+    with --bootstrap-server, sends ElectLeaders to the controller. Reports per partition; exit 1 if any could
+    not be elected. JSON: {"election_type", "elected": [{"topic", "partition"}], "not_needed": [...],
+    "failed": [{"topic", "partition", "error", "message"}]}.
     """
     kinds = {k for k, on in (("preferred", preferred), ("unclean", unclean)) if on}
     if election_type:
         kinds.add(election_type.lower())
     if len(kinds) != 1:
         raise click.UsageError("Give exactly one election type: --preferred or --unclean.")
-    if kinds == {"unclean"}:
-        raise click.UsageError("Unclean leader election is only possible through the Admin API (ElectLeaders): it "
-                               "needs --bootstrap-server, which arrives with the Admin API issue.")
+    if kinds == {"unclean"} and not _settings(ctx).bootstrap_server:
+        raise click.UsageError("Unclean leader election is only possible through the Admin API (ElectLeaders): "
+                               "give --bootstrap-server instead of --zookeeper.")
     if sum(bool(x) for x in (topic, all_topic_partitions, json_file)) != 1:
         raise click.UsageError("One and only one of the following options is required: --all-topic-partitions, "
                                "--topic, --path-to-json-file")
     if partition is not None and not topic:
         raise click.UsageError("--partition needs --topic.")
-    requested = None
-    if json_file:
-        try:
-            requested = elect_ops.parse_election_file(_read_text(json_file))
-        except AdminError as e:
-            raise click.ClickException(str(e)) from None
-    with _zk(ctx) as zk:
+    requested = elect_ops.parse_election_file(_read_text(json_file)) if json_file else None
+    with _cluster(ctx, timeout) as src:
         unknown = []
         if all_topic_partitions:
-            partitions = elect_ops.all_partitions(zk)
+            partitions = src.call(elect_ops.all_partitions, elect_ops.all_partitions_admin)
         elif topic:
-            partitions = elect_ops.topic_partitions(zk, topic, partition)
+            partitions = src.call(elect_ops.topic_partitions, elect_ops.topic_partitions_admin, topic, partition)
         else:
-            existing = set(reassign_ops.current_assignment(zk, requested))
+            existing = set(src.call(reassign_ops.current_assignment, reassign_ops.current_assignment_admin,
+                                    requested))
             partitions = [tp for tp in requested if tp in existing]
             unknown = [tp for tp in requested if tp not in existing]
             if not partitions:
                 raise AdminError("None of the partitions in the election file exists: "
                                  + ",".join(reassign_ops.tp_name(tp) for tp in unknown))
-        if not partitions:
-            click.echo("There are no partitions to elect leaders for.")
-            return
-        result = elect_ops.elect_preferred(zk, partitions, timeout)
+        if partitions:
+            def waiting():
+                return progress(f"Waiting for the controller to elect the leaders of {len(partitions)} "
+                                "partition(s)")
+            if src.zk is not None:
+                result = elect_ops.elect_preferred(src.zk, partitions, timeout, waiting=waiting)
+            else:
+                with waiting():
+                    result = elect_ops.elect_admin(src.admin, UNCLEAN if kinds == {"unclean"} else PREFERRED,
+                                                   partitions)
+        else:
+            result = elect_ops.ElectionResult(election_type=kinds.pop())
     for tp in unknown:
-        result.failed[tp] = "This partition does not exist."
-    for line in result.lines():
-        click.echo(line)
+        result.failed[tp] = (elect_ops.NO_PARTITION, "This partition does not exist.")
+    _out(ctx).emit(result)
     if result.failed:
-        raise click.ClickException(f"{len(result.failed)} replica(s) could not be elected")
+        raise _Failure(f"{len(result.failed)} replica(s) could not be elected")
 
+
+# ---- cluster ---------------------------------------------------------------------------------------------------
 
 @cli.group("cluster")
 def cluster():
@@ -436,17 +606,18 @@ def cluster():
 @cluster.command("describe")
 @click.pass_context
 def cluster_describe(ctx):
-    """Show the cluster id, the controller and the registered brokers."""
-    with _zk(ctx) as zk:
-        description = cluster_ops.describe_cluster(zk)
-    click.echo("\n".join(cluster_ops.format_cluster_description(description)))
+    """Show the cluster id, the controller and the live brokers. JSON: {"cluster_id", "controller_id",
+    "brokers": [{"id", "host", "port", "rack"}]}."""
+    with _cluster(ctx) as src:
+        result = src.call(cluster_ops.describe_cluster_zk, cluster_ops.describe_cluster_admin)
+    _out(ctx).emit(result)
 
 
-# ---- consumer groups (Kafka protocol) ------------------------------------------------------------------------
+# ---- consumer groups (Kafka protocol) --------------------------------------------------------------------------
 
 def _bootstrap_from_zookeeper(ctx: click.Context) -> list[tuple[str, int]]:
     """The PLAINTEXT endpoints of the brokers registered in /brokers/ids."""
-    s: _Settings = ctx.find_object(_Settings)
+    s = _settings(ctx)
     with _zk(ctx) as zk:
         brokers = zk.get_all_brokers()
     servers = []
@@ -457,23 +628,19 @@ def _bootstrap_from_zookeeper(ctx: click.Context) -> list[tuple[str, int]]:
                 break
     if not servers:
         if brokers:
-            raise click.ClickException(f"None of the brokers registered in ZooKeeper at {s.zookeeper} has a "
-                                       "PLAINTEXT listener; give --bootstrap-server HOST:PORT.")
-        raise click.ClickException(f"No brokers are registered in ZooKeeper at {s.zookeeper} (/brokers/ids is "
-                                   "empty): the groups commands need a running broker.")
+            raise Unreachable(f"None of the brokers registered in ZooKeeper at {s.zookeeper} has a PLAINTEXT "
+                              "listener; give --bootstrap-server HOST:PORT.")
+        raise Unreachable(f"No brokers are registered in ZooKeeper at {s.zookeeper} (/brokers/ids is empty): the "
+                          "groups commands need a running broker.")
     return servers
 
 
 @contextmanager
 def _admin(ctx: click.Context, timeout: float):
-    """An AdminClient on --bootstrap-server (or on the brokers registered in --zookeeper's /brokers/ids);
-    failures become one-line errors (exit 1)."""
-    s: _Settings = ctx.find_object(_Settings)
+    """An AdminClient on --bootstrap-server (or on the brokers registered in --zookeeper's /brokers/ids)."""
+    s = _settings(ctx)
     if s.bootstrap_server:
-        try:
-            servers = parse_bootstrap(s.bootstrap_server)
-        except ValueError as e:
-            raise click.BadParameter(str(e), param_hint="--bootstrap-server") from None
+        servers = _servers(ctx)
     elif s.zookeeper:
         servers = _bootstrap_from_zookeeper(ctx)
     else:
@@ -482,8 +649,6 @@ def _admin(ctx: click.Context, timeout: float):
     client = AdminClient(servers, timeout=timeout)
     try:
         yield client
-    except KafkaAdminError as e:
-        raise click.ClickException(str(e)) from None
     finally:
         client.close()
 
@@ -491,8 +656,8 @@ def _admin(ctx: click.Context, timeout: float):
 def _timeout_option(f):
     return click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=30.0, show_default=True,
                         metavar="SECONDS",
-                        help="Give up on each request to the cluster after this long (retries included: a coordinator "
-                             "that is loading or moving, or a partition leader moving, is waited for).")(f)
+                        help="Give up on each request to the cluster after this long, exit 3 (retries included: a "
+                             "coordinator that is loading or moving, or a partition leader moving, is waited for).")(f)
 
 
 def _group_selection(groups, all_groups, admin) -> list[str]:
@@ -525,7 +690,8 @@ def groups():
 @_timeout_option
 @click.pass_context
 def groups_list(ctx, states, timeout):
-    """List the consumer groups, one per line (ListGroups to every broker)."""
+    """List the consumer groups, one per line (ListGroups to every broker). JSON: {"groups": [{"group",
+    "state"}]}."""
     wanted = None
     if states:
         try:
@@ -534,12 +700,9 @@ def groups_list(ctx, states, timeout):
             raise click.BadParameter(str(e), param_hint="--state") from None
     with _admin(ctx, timeout) as admin:
         listed = group_ops.list_consumer_groups(admin)
-    if states is None:
-        for g, _ in listed:
-            click.echo(g)
-        return
-    shown = [(g, s or "Unknown") for g, s in listed if wanted is None or s in wanted]
-    click.echo("\n".join(group_ops.format_group_states(shown)))
+    if states is not None:
+        listed = [(g, s or "Unknown") for g, s in listed if wanted is None or s in wanted]
+    _out(ctx).emit(group_ops.GroupList(listed, states is not None))
 
 
 @groups.command("describe")
@@ -555,18 +718,23 @@ def groups_list(ctx, states, timeout):
 def groups_describe(ctx, group_ids, all_groups, offsets_view, members_view, state_view, verbose, timeout):
     """Describe consumer groups: per partition the committed offset (CURRENT-OFFSET), the high watermark
     (LOG-END-OFFSET), the LAG between them and the member it is assigned to (kafka-consumer-groups.sh
-    --describe). Exit 1 if a group does not exist."""
+    --describe). Exit 1 if a group does not exist. JSON: {"groups": [{"group", "state", and "offsets",
+    "members" or "coordinator"/"assignment_strategy"/"members" by view}]}."""
     _require_groups(group_ids, all_groups)
     if sum((offsets_view, members_view, state_view)) > 1:
         raise click.UsageError("Give at most one of --offsets, --members, --state.")
     if verbose and not members_view:
         raise click.UsageError("--verbose goes with --members.")
-    failed = 0
+    view = "members" if members_view else "state" if state_view else "offsets"
+    out = _out(ctx)
+    views, failed = [], 0
     with _admin(ctx, timeout) as admin:
         for group in _group_selection(group_ids, all_groups, admin):
             try:
                 desc = group_ops.describe_consumer_group(admin, group)
-                rows = group_ops.collect_offsets(admin, desc) if not (members_view or state_view) else None
+                rows = group_ops.collect_offsets(admin, desc) if view == "offsets" else None
+            except (Unreachable, TimedOut):
+                raise
             except KafkaAdminError as e:
                 _error(str(e))
                 failed += 1
@@ -574,15 +742,14 @@ def groups_describe(ctx, group_ids, all_groups, offsets_view, members_view, stat
             notice = group_ops.state_notice(desc)
             if notice:
                 click.echo(notice, err=True)
-            if state_view:
-                click.echo("\n".join(group_ops.format_state(desc)))
-            elif members_view:
-                if desc.members:
-                    click.echo("\n".join(group_ops.format_members(desc, verbose)))
-            elif rows:
-                click.echo("\n".join(group_ops.format_offsets(rows)))
+            v = group_ops.GroupView(desc, view, rows, verbose)
+            views.append(v)
+            if not out.json:
+                v.render(out)
+    if out.json:
+        out.emit(group_ops.GroupViews(views))
     if failed:
-        ctx.exit(1)
+        ctx.exit(EXIT_REFUSED)
 
 
 _RESET_SCENARIOS = ("--to-earliest", "--to-latest", "--to-current", "--to-offset", "--shift-by", "--to-datetime",
@@ -612,7 +779,8 @@ def groups_reset_offsets(ctx, group_ids, all_groups, topics, all_topics, to_earl
     """Reset the committed offsets of inactive consumer groups (kafka-consumer-groups.sh --reset-offsets).
 
     Prints GROUP TOPIC PARTITION NEW-OFFSET; only with --execute are the offsets committed. A group with active
-    members is refused (exit 1): stop its consumers first.
+    members is refused (exit 1): stop its consumers first. JSON: {"executed", "groups": [{"group", "offsets":
+    [{"topic", "partition", "new_offset"}]}]}.
     """
     _require_groups(group_ids, all_groups)
     if dry_run and execute:
@@ -666,16 +834,16 @@ def groups_reset_offsets(ctx, group_ids, all_groups, topics, all_topics, to_earl
                 plan = group_ops.prepare_reset(admin, group, tps, spec, warn)
                 if execute:
                     group_ops.commit_reset(admin, group, plan)
+            except (Unreachable, TimedOut):
+                raise
             except KafkaAdminError as e:
                 _error(str(e))
                 failed += 1
                 continue
             plans[group] = plan
-    lines = group_ops.format_reset(plans)
-    if lines:
-        click.echo("\n".join(lines))
+    _out(ctx).emit(group_ops.ResetPlans(plans, execute))
     if failed:
-        ctx.exit(1)
+        ctx.exit(EXIT_REFUSED)
 
 
 @groups.command("delete")
@@ -685,22 +853,16 @@ def groups_reset_offsets(ctx, group_ids, all_groups, topics, all_topics, to_earl
 @click.pass_context
 def groups_delete(ctx, group_ids, all_groups, timeout):
     """Delete consumer groups and their committed offsets (DeleteGroups; only groups without active members).
-    Exit 1 if any could not be deleted."""
+    Exit 1 if any could not be deleted. JSON: {"deleted": [group], "failed": [{"group", "error"}]}."""
     _require_groups(group_ids, all_groups)
     with _admin(ctx, timeout) as admin:
         selected = _group_selection(group_ids, all_groups, admin)
-        results = admin.delete_groups(selected) if selected else {}
-    done = [g for g, code in results.items() if code == 0]
-    failed = {g: code for g, code in results.items() if code != 0}
-    if not failed:
-        names = ", ".join(f"'{g}'" for g in done)
-        click.echo(f"Deletion of requested consumer groups ({names}) was successful.")
-        return
-    for g, code in failed.items():
+        result = group_ops.GroupsDeleted(admin.delete_groups(selected) if selected else {})
+    for g, code in result.failed.items():
         _error(f"Group '{g}' could not be deleted due to: {error_text(code)}")
-    if done:
-        click.echo("These consumer groups were deleted successfully: " + ", ".join(f"'{g}'" for g in done))
-    ctx.exit(1)
+    _out(ctx).emit(result)
+    if result.failed:
+        ctx.exit(EXIT_REFUSED)
 
 
 if __name__ == "__main__":

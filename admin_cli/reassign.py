@@ -10,7 +10,10 @@ A partition's reassignment is finished when it is no longer in /admin/reassign_p
 lists no adding or removing replicas for it; it succeeded when the topic znode then lists the target replicas
 (the controller drops entries it refuses, e.g. a target broker that died, from the admin znode).
 
-Plain functions taking a started KafkaZkClient, so tests can call them without the CLI.
+Through the Admin APIs (`--bootstrap-server`, as `kafka-reassign-partitions.sh --bootstrap-server`) the same
+checks use Metadata (partitions, replicas, live brokers), AlterPartitionReassignments starts the plan on the
+controller, and ListPartitionReassignments tells which partitions are still moving. Either way the result is
+one Reassignment / ReassignmentStatus object, rendered the same.
 """
 from __future__ import annotations
 
@@ -20,8 +23,11 @@ from dataclasses import dataclass
 from kazoo.exceptions import NodeExistsError
 
 from zk import znodes as z
-from zk.admin_errors import AdminError
+from zk.admin_errors import AdminError, InvalidReplicaAssignmentError, UnknownTopicError
 from zk.client import KafkaZkClient
+
+from .kafka_client import AdminClient, error_name
+from .output import Output
 
 TopicPartition = tuple[str, int]
 
@@ -91,26 +97,43 @@ def current_assignment(zk: KafkaZkClient, partitions) -> dict[TopicPartition, li
     return out
 
 
-def check_partitions_exist(zk: KafkaZkClient, plan) -> dict[TopicPartition, list[int]]:
-    """The current assignment of the plan's partitions; AdminError naming the ones that do not exist."""
-    current = current_assignment(zk, plan)
+def current_assignment_admin(admin: AdminClient, partitions) -> dict[TopicPartition, list[int]]:
+    """current_assignment from the brokers' metadata."""
+    md = admin.metadata(sorted({t for t, _ in partitions}))
+    return {(t, p): list(md.topics[t].partitions[p].replicas) for t, p in partitions
+            if t in md.topics and p in md.topics[t].partitions}
+
+
+def check_partitions_exist(current: dict[TopicPartition, list[int]], plan) -> dict[TopicPartition, list[int]]:
+    """current (the assignment of the plan's partitions found); UnknownTopicError naming the missing ones."""
     missing = [tp for tp in plan if tp not in current]
     if missing:
-        raise AdminError("The proposed assignment contains non-existent partitions: "
-                         + ",".join(tp_name(tp) for tp in missing))
+        raise UnknownTopicError("The proposed assignment contains non-existent partitions: "
+                                + ",".join(tp_name(tp) for tp in missing))
     return current
+
+
+def check_brokers(plan, registered: set[int]) -> None:
+    """Every replica of the plan is a registered (live) broker."""
+    unknown = sorted({b for replicas in plan.values() for b in replicas} - registered)
+    if unknown:
+        raise InvalidReplicaAssignmentError(f"Unknown broker id{'s' if len(unknown) > 1 else ''} "
+                                            f"{','.join(map(str, unknown))} (registered brokers: "
+                                            f"{','.join(map(str, sorted(registered))) or 'none'})")
 
 
 def validate_plan(zk: KafkaZkClient, plan) -> dict[TopicPartition, list[int]]:
     """Check the plan against the cluster (partitions exist, every replica is a registered broker); return
     the current assignment of its partitions."""
-    current = check_partitions_exist(zk, plan)
-    registered = set(zk.get_broker_ids())
-    unknown = sorted({b for replicas in plan.values() for b in replicas} - registered)
-    if unknown:
-        raise AdminError(f"Unknown broker id{'s' if len(unknown) > 1 else ''} "
-                         f"{','.join(map(str, unknown))} (registered brokers: "
-                         f"{','.join(map(str, sorted(registered))) or 'none'})")
+    current = check_partitions_exist(current_assignment(zk, plan), plan)
+    check_brokers(plan, set(zk.get_broker_ids()))
+    return current
+
+
+def validate_plan_admin(admin: AdminClient, plan) -> dict[TopicPartition, list[int]]:
+    """validate_plan through the brokers (Metadata's live brokers are the registered ones)."""
+    current = check_partitions_exist(current_assignment_admin(admin, plan), plan)
+    check_brokers(plan, set(admin.brokers()))
     return current
 
 
@@ -133,6 +156,18 @@ def reassignment_in_progress(zk: KafkaZkClient) -> bool:
     return zk.exists(z.ReassignPartitionsZNode.path) is not None
 
 
+def start_reassignment_admin(admin: AdminClient, plan) -> None:
+    """Refused while any reassignment runs (as the ZooKeeper path, and kafka-reassign-partitions.sh without
+    --additional); then AlterPartitionReassignments, AdminError naming each partition the controller refused."""
+    if admin.list_reassignments():
+        raise AdminError(EXISTING_REASSIGNMENT)
+    results = admin.alter_reassignments(dict(plan))
+    failed = [(tp, code, message) for tp, (code, message) in sorted(results.items()) if code]
+    if failed:
+        raise AdminError("Error reassigning partition(s): " + "; ".join(
+            f"{tp_name(tp)}: {message or 'refused'} ({error_name(code)})" for tp, code, message in failed))
+
+
 @dataclass
 class PartitionStatus:
     tp: TopicPartition
@@ -147,6 +182,20 @@ class PartitionStatus:
     @property
     def succeeded(self) -> bool:
         return not self.in_progress and self.current == self.target
+
+    @property
+    def state(self) -> str:
+        """'in-progress', 'complete', 'gone' (the partition no longer exists) or 'different' (finished on other
+        replicas than the target)."""
+        if self.in_progress:
+            return "in-progress"
+        if self.current is None:
+            return "gone"
+        return "complete" if self.current == self.target else "different"
+
+    def to_json(self) -> dict:
+        return {"topic": self.tp[0], "partition": self.tp[1], "target": self.target, "current": self.current,
+                "state": self.state}
 
     def describe(self) -> str:
         """Kafka's wording (ReassignPartitionsCommand.partitionReassignmentStatesToString)."""
@@ -177,3 +226,62 @@ def reassignment_status(zk: KafkaZkClient, plan) -> list[PartitionStatus]:
         moving = a is not None and bool(a.adding_replicas.get(p) or a.removing_replicas.get(p))
         out.append(PartitionStatus(tp, list(target), current, tp in pending or moving))
     return out
+
+
+def reassignment_status_admin(admin: AdminClient, plan) -> list[PartitionStatus]:
+    """reassignment_status through the brokers: ListPartitionReassignments (still moving), Metadata (replicas)."""
+    moving = admin.list_reassignments(sorted(plan))
+    current = current_assignment_admin(admin, plan)
+    return [PartitionStatus(tp, list(target), current.get(tp), tp in moving) for tp, target in sorted(plan.items())]
+
+
+def _status_lines(out: Output, statuses: list[PartitionStatus]) -> None:
+    out.line("Status of partition reassignment:")
+    for st in statuses:
+        out.line(st.describe())
+
+
+@dataclass
+class ReassignmentStatus:
+    """reassign --verify. JSON: {"status": [{"topic", "partition", "target", "current", "state": "complete" |
+    "in-progress" | "different" | "gone"}]}."""
+    statuses: list[PartitionStatus]
+
+    def render(self, out: Output) -> None:
+        _status_lines(out, self.statuses)
+
+    def to_json(self) -> dict:
+        return {"status": [st.to_json() for st in self.statuses]}
+
+
+@dataclass
+class Reassignment:
+    """reassign --execute. JSON: {"rollback": the current assignment as a plan, "started": ["t-0", ...], "status":
+    [as --verify's] once waited for, null with --no-wait}. Text, as kafka-reassign-partitions.sh prints it as it
+    goes: the rollback plan before starting, then the start, then (after waiting) the status."""
+    rollback: dict[TopicPartition, list[int]]
+    plan: dict[TopicPartition, list[int]]
+    statuses: list[PartitionStatus] | None = None
+
+    def render_rollback(self, out: Output) -> None:
+        out.line("Current partition replica assignment\n")
+        out.line(format_plan(self.rollback))
+        out.line("\nSave this to use as the --reassignment-json-file option during rollback")
+
+    def render_started(self, out: Output) -> None:
+        out.line("Successfully started partition reassignments for "
+                 + ",".join(tp_name(tp) for tp in sorted(self.plan)))
+
+    def render_status(self, out: Output) -> None:
+        if self.statuses is not None:
+            _status_lines(out, self.statuses)
+
+    def render(self, out: Output) -> None:
+        self.render_rollback(out)
+        self.render_started(out)
+        self.render_status(out)
+
+    def to_json(self) -> dict:
+        return {"rollback": json.loads(format_plan(self.rollback)),
+                "started": [tp_name(tp) for tp in sorted(self.plan)],
+                "status": None if self.statuses is None else [st.to_json() for st in self.statuses]}

@@ -1,25 +1,57 @@
-"""Topic commands over ZooKeeper, as Kafka 2.8's `kafka-topics.sh --zookeeper` (TopicCommand) performs them.
+"""Topic commands (kafka-topics.sh): create, list, describe, delete, through ZooKeeper or the Admin APIs.
 
-Plain functions taking a started KafkaZkClient, so tests can call them without the CLI. Creation is
-zk.admin's (shared with the broker's auto-creation); this module lists, describes and marks for deletion.
-Deleting a topic only writes the /admin/delete_topics/<T> marker: the controller does the rest.
+Each command builds one result object (a dataclass with render() for people and to_json() for --output json)
+from either source, so both show the same thing for the same cluster state:
+
+- ZooKeeper (`*_zk`, taking a started KafkaZkClient), as Kafka 2.8's `kafka-topics.sh --zookeeper` does it:
+  creation is zk.admin's (shared with the broker), deletion only writes the /admin/delete_topics/<T> marker
+  for the controller, descriptions read the topic, partition state and config znodes.
+- the Admin APIs (`*_admin`, taking an AdminClient): CreateTopics / DeleteTopics to the controller, Metadata,
+  DescribeConfigs (the DYNAMIC_TOPIC_CONFIG entries are the topic's overrides) and ListPartitionReassignments
+  (the adding/removing replicas) for descriptions.
+
+What only one source can see: ZooKeeper shows topics marked for deletion (the brokers forget them at once) and
+partitions the controller has not initialised yet; through the brokers a partition whose leader is not alive
+has no leader (ZooKeeper still names the dead one, marked offline).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from zk import admin as zk_admin
 from zk.admin import INTERNAL_TOPICS
-from zk.admin_errors import AdminError
+from zk.admin_errors import AdminError, InvalidTopicError, UnknownTopicError
 from zk.client import KafkaZkClient
 
-from .text import table
+from .kafka_client import TOPIC_RESOURCE, UNKNOWN_TOPIC_OR_PARTITION, AdminClient
+from .output import Output, table
 
 
-def list_topics(zk: KafkaZkClient) -> list[tuple[str, bool]]:
-    """(name, marked for deletion) of every topic, sorted by name."""
+# ---- list ------------------------------------------------------------------------------------------------------
+
+@dataclass
+class TopicList:
+    """JSON: {"topics": [{"name": "orders", "marked_for_deletion": false}, ...]} sorted by name."""
+    topics: list[tuple[str, bool]]      # (name, marked for deletion)
+
+    def render(self, out: Output) -> None:
+        for name, marked in self.topics:
+            out.line(f"{name} - marked for deletion" if marked else name)
+
+    def to_json(self) -> dict:
+        return {"topics": [{"name": n, "marked_for_deletion": m} for n, m in self.topics]}
+
+
+def list_topics_zk(zk: KafkaZkClient) -> TopicList:
     marked = set(zk.get_topic_deletions())
-    return [(t, t in marked) for t in zk.get_all_topics()]
+    return TopicList([(t, t in marked) for t in zk.get_all_topics()])
 
+
+def list_topics_admin(admin: AdminClient) -> TopicList:
+    return TopicList([(t, False) for t in sorted(admin.topics().topics)])
+
+
+# ---- describe --------------------------------------------------------------------------------------------------
 
 @dataclass
 class PartitionDescription:
@@ -53,6 +85,10 @@ class PartitionDescription:
             return "offline"
         return "under-replicated" if self.under_replicated else ""
 
+    def to_json(self) -> dict:
+        return {"partition": self.partition, "leader": self.leader, "replicas": self.replicas, "isr": self.isr,
+                "adding": self.adding, "removing": self.removing, "status": self.status or None}
+
 
 @dataclass
 class TopicDescription:
@@ -70,12 +106,82 @@ class TopicDescription:
         first = self.partitions[0]
         return len(first.replicas) - len(first.removing)
 
+    def header(self) -> str:
+        """kafka-topics.sh --describe's header line."""
+        configs = ",".join(f"{k}={v}" for k, v in sorted(self.config.items()))
+        header = (f"Topic: {self.name}\tTopicId: {self.topic_id or 'none'}\tPartitionCount: {len(self.partitions)}\t"
+                  f"ReplicationFactor: {self.replication_factor}\tConfigs: {configs}")
+        if self.marked_for_deletion:
+            header += "\tMarkedForDeletion: true"
+        return header.rstrip()
 
-def describe_topic(zk: KafkaZkClient, name: str, registered: set[int] | None = None) -> TopicDescription:
+    def to_json(self, partitions: list[PartitionDescription] | None = None) -> dict:
+        return {"name": self.name, "topic_id": self.topic_id, "partition_count": len(self.partitions),
+                "replication_factor": self.replication_factor, "config": dict(sorted(self.config.items())),
+                "marked_for_deletion": self.marked_for_deletion,
+                "partitions": [p.to_json() for p in (self.partitions if partitions is None else partitions)]}
+
+
+FILTERS = {"under-replicated": lambda p: p.under_replicated, "unavailable": lambda p: p.unavailable}
+
+
+@dataclass
+class TopicDescriptions:
+    """describe-topic's result. JSON: {"topics": [{"name", "topic_id", "partition_count", "replication_factor",
+    "config": {overrides}, "marked_for_deletion", "partitions": [{"partition", "leader", "replicas", "isr",
+    "adding", "removing", "status": null | "offline" | "under-replicated"}]}]}; with a filter only the matching
+    partitions, and only topics that have some."""
+    topics: list[TopicDescription]
+    only: str | None = None             # a FILTERS key
+
+    def _selected(self):
+        keep = FILTERS[self.only] if self.only else (lambda p: True)
+        for d in self.topics:
+            parts = [p for p in d.partitions if keep(p)]
+            if parts or not self.only:
+                yield d, parts
+
+    def render(self, out: Output) -> None:
+        """kafka-topics.sh --describe: per topic its header line, then one row per partition (Adding/Removing
+        columns while a partition is reassigned, Status when one is offline or under-replicated). With a
+        filter: one table of the matching partitions with their topic, no headers, nothing when none match."""
+        if self.only:
+            rows = [(d.name, p) for d, parts in self._selected() for p in parts]
+            if rows:
+                out.print(_partition_table(rows, with_topic=True, with_status=False))
+            return
+        for d, _ in self._selected():
+            out.line(d.header())
+            out.print(_partition_table([(d.name, p) for p in d.partitions], with_topic=False, with_status=True,
+                                       indent=2))
+
+    def to_json(self) -> dict:
+        return {"topics": [d.to_json(parts) for d, parts in self._selected()]}
+
+
+def _ids(xs) -> str:
+    return ",".join(map(str, xs))
+
+
+def _partition_table(rows, with_topic: bool, with_status: bool, indent: int = 0):
+    reassigning = any(p.adding or p.removing for _, p in rows)
+    marked = with_status and any(p.status for _, p in rows)
+    columns = (["Topic"] if with_topic else []) + ["Partition", "Leader", "Replicas", "Isr"] \
+        + (["Adding", "Removing"] if reassigning else []) + (["Status"] if marked else [])
+    out = []
+    for topic, p in rows:
+        row = ([topic] if with_topic else []) + [p.partition, p.leader, _ids(p.replicas), _ids(p.isr)]
+        row += [_ids(p.adding), _ids(p.removing)] if reassigning else []
+        row += [p.status] if marked else []
+        out.append(row)
+    return table(columns, out, indent=indent)
+
+
+def describe_topic_zk(zk: KafkaZkClient, name: str, registered: set[int] | None = None) -> TopicDescription:
     """Topic NAME from its znodes; registered = the broker ids in /brokers/ids (read if not given)."""
     assignment = zk.get_topic_assignment(name)
     if assignment is None:
-        raise AdminError(f"Topic '{name}' does not exist.")
+        raise UnknownTopicError(f"Topic '{name}' does not exist.")
     if registered is None:
         registered = set(zk.get_broker_ids())
     partitions = []
@@ -91,66 +197,146 @@ def describe_topic(zk: KafkaZkClient, name: str, registered: set[int] | None = N
                             name in zk.get_topic_deletions())
 
 
-def describe_topics(zk: KafkaZkClient, name: str | None = None) -> list[TopicDescription]:
+def describe_topics_zk(zk: KafkaZkClient, name: str | None = None, only: str | None = None) -> TopicDescriptions:
     """Topic NAME, or every topic (sorted by name) when NAME is None; topics deleted meanwhile are skipped."""
     registered = set(zk.get_broker_ids())
     if name is not None:
-        return [describe_topic(zk, name, registered)]
+        return TopicDescriptions([describe_topic_zk(zk, name, registered)], only)
     out = []
     for topic in zk.get_all_topics():
         try:
-            out.append(describe_topic(zk, topic, registered))
+            out.append(describe_topic_zk(zk, topic, registered))
         except AdminError:
             pass
-    return out
+    return TopicDescriptions(out, only)
 
 
-def format_topic_description(d: TopicDescription) -> list[str]:
-    """kafka-topics.sh --describe's header line, then one aligned row per partition."""
-    configs = ",".join(f"{k}={v}" for k, v in sorted(d.config.items()))
-    header = (f"Topic: {d.name}\tTopicId: {d.topic_id or 'none'}\tPartitionCount: {len(d.partitions)}\t"
-              f"ReplicationFactor: {d.replication_factor}\tConfigs: {configs}")
-    if d.marked_for_deletion:
-        header += "\tMarkedForDeletion: true"
-    return [header.rstrip()] + _partition_table([(d.name, p) for p in d.partitions], with_topic=False,
-                                                with_status=True, indent="  ")
-
-
-def _ids(xs) -> str:
-    return ",".join(map(str, xs))
-
-
-def _partition_table(rows, with_topic: bool, with_status: bool, indent: str = "") -> list[str]:
-    """Aligned rows of (topic, PartitionDescription): Partition, Leader, Replicas, Isr, then Adding and
-    Removing when a partition is being reassigned, then Status when a partition is offline or
-    under-replicated (so a healthy topic's table keeps its plain form)."""
-    reassigning = any(p.adding or p.removing for _, p in rows)
-    marked = with_status and any(p.status for _, p in rows)
-    columns = (["Topic"] if with_topic else []) + ["Partition", "Leader", "Replicas", "Isr"] \
-        + (["Adding", "Removing"] if reassigning else []) + (["Status"] if marked else [])
+def describe_topics_admin(admin: AdminClient, name: str | None = None, only: str | None = None
+                          ) -> TopicDescriptions:
+    """Topic NAME, or every topic, from Metadata, DescribeConfigs and ListPartitionReassignments."""
+    md = admin.topics(None if name is None else [name])
+    names = [name] if name is not None else sorted(md.topics)
+    configs = admin.describe_configs([(TOPIC_RESOURCE, n) for n in names], missing_ok=name is None)
+    moving = admin.list_reassignments() if names else {}
     out = []
-    for topic, p in rows:
-        row = ([topic] if with_topic else []) + [str(p.partition), "none" if p.leader is None else str(p.leader),
-                                                 _ids(p.replicas), _ids(p.isr)]
-        row += [_ids(p.adding), _ids(p.removing)] if reassigning else []
-        row += [p.status] if marked else []
-        out.append(row)
-    return table(columns, out, indent=indent)
+    for n in names:
+        if (TOPIC_RESOURCE, n) not in configs:        # deleted meanwhile
+            continue
+        info = md.topics[n]
+        partitions = []
+        for p, part in sorted(info.partitions.items()):
+            _, adding, removing = moving.get((n, p), (None, [], []))
+            partitions.append(PartitionDescription(p, part.leader if part.leader >= 0 else None, part.replicas,
+                                                   part.isr, adding, removing))
+        overrides = {e.name: e.value for e in configs[(TOPIC_RESOURCE, n)] if e.source == "DYNAMIC_TOPIC_CONFIG"}
+        out.append(TopicDescription(n, info.topic_id, partitions, overrides, False))
+    return TopicDescriptions(out, only)
 
 
-def format_filtered_partitions(descriptions: list[TopicDescription], predicate) -> list[str]:
-    """kafka-topics.sh --describe --under-replicated-partitions / --unavailable-partitions: only the matching
-    partitions, one aligned row each with its topic, no topic header; nothing at all when none matches."""
-    rows = [(d.name, p) for d in descriptions for p in d.partitions if predicate(p)]
-    if not rows:
-        return []
-    return _partition_table(rows, with_topic=True, with_status=False)
+# ---- create ----------------------------------------------------------------------------------------------------
+
+@dataclass
+class TopicCreated:
+    """JSON: {"topic", "partitions", "replication_factor", "config": {overrides given}}."""
+    name: str
+    partitions: int
+    replication_factor: int
+    config: dict[str, str]
+
+    def render(self, out: Output) -> None:
+        out.line(f"Created topic {self.name}.")
+
+    def to_json(self) -> dict:
+        return {"topic": self.name, "partitions": self.partitions, "replication_factor": self.replication_factor,
+                "config": dict(sorted(self.config.items()))}
 
 
-def delete_topic(zk: KafkaZkClient, name: str) -> None:
-    """Write the /admin/delete_topics/<T> marker (AdminZkClient.deleteTopic); the controller deletes."""
-    if not zk.topic_exists(name):
-        raise AdminError(f"Topic '{name}' does not exist.")
+def create_topic_zk(zk: KafkaZkClient, name: str, partitions: int | None, replication_factor: int | None,
+                    assignment: dict[int, list[int]] | None, config: dict[str, str]) -> TopicCreated:
+    """AdminZkClient.createTopic / createTopicWithAssignment: validate, then the config and topic znodes."""
+    if assignment is not None:
+        written = zk_admin.create_topic_with_assignment(zk, name, assignment, config)
+    else:
+        written = zk_admin.create_topic(zk, name, partitions, replication_factor, config)
+    return TopicCreated(name, len(written), len(written[0]), config)
+
+
+def create_topic_admin(admin: AdminClient, name: str, partitions: int | None, replication_factor: int | None,
+                       assignment: dict[int, list[int]] | None, config: dict[str, str]) -> TopicCreated:
+    """CreateTopics to the controller (which validates exactly as the ZooKeeper path does)."""
+    count, rf = admin.create_topic(name, partitions, replication_factor, assignment, config)
+    return TopicCreated(name, count, rf, config)
+
+
+def leaders_zk(zk: KafkaZkClient, name: str) -> tuple[int, int]:
+    """(partitions with a live leader in their state znode, partitions) of topic NAME."""
+    assignment = zk.get_topic_assignment(name)
+    if assignment is None:
+        return 0, 0
+    registered = set(zk.get_broker_ids())
+    states = [zk.get_partition_state(name, p) for p in assignment.partitions]
+    return sum(1 for s in states if s is not None and s.leader in registered), len(states)
+
+
+def leaders_admin(admin: AdminClient, name: str) -> tuple[int, int]:
+    """(partitions with a leader, partitions) of topic NAME in the brokers' metadata ((0, 0) while unknown)."""
+    md = admin.metadata([name])
+    info = md.topics.get(name)
+    if info is None:
+        return 0, 0
+    return sum(1 for p in info.partitions.values() if p.leader >= 0), len(info.partitions)
+
+
+# ---- delete ----------------------------------------------------------------------------------------------------
+
+@dataclass
+class TopicDeleted:
+    """JSON: {"topic", "marked_for_deletion": true, "deleted": true once gone (with --wait), else false}."""
+    name: str
+    deleted: bool = False
+
+    def render(self, out: Output) -> None:
+        out.line(f"Topic {self.name} is marked for deletion.")
+        if self.deleted:
+            out.line(f"Topic {self.name} is deleted.")
+
+    def to_json(self) -> dict:
+        return {"topic": self.name, "marked_for_deletion": True, "deleted": self.deleted}
+
+
+def check_deletable(name: str) -> None:
+    """kadmin refuses Kafka's internal topics in both modes (kafka-topics.sh --zookeeper does; the Admin API
+    would let them go)."""
     if name in INTERNAL_TOPICS:
-        raise AdminError(f"Topic {name} is a Kafka internal topic and is not allowed to be marked for deletion.")
+        raise InvalidTopicError(f"Topic {name} is a Kafka internal topic and is not allowed to be marked for "
+                                "deletion.")
+
+
+def delete_topic_zk(zk: KafkaZkClient, name: str) -> TopicDeleted:
+    """Write the /admin/delete_topics/<T> marker (AdminZkClient.deleteTopic); the controller deletes."""
+    check_deletable(name)
+    if not zk.topic_exists(name):
+        raise UnknownTopicError(f"Topic '{name}' does not exist.")
     zk.create_delete_topic_marker(name)
+    return TopicDeleted(name)
+
+
+def delete_topic_admin(admin: AdminClient, name: str) -> TopicDeleted:
+    """DeleteTopics to the controller."""
+    check_deletable(name)
+    admin.delete_topic(name)
+    return TopicDeleted(name)
+
+
+def gone_zk(zk: KafkaZkClient, name: str) -> bool:
+    """The controller has deleted the topic's znodes."""
+    return not zk.topic_exists(name)
+
+
+def gone_admin(admin: AdminClient, name: str) -> bool:
+    """The brokers no longer know the topic, and the controller has removed its znodes (it would create the
+    name again: what ZooKeeper shows as the topic gone)."""
+    md = admin.metadata([name])
+    if name in md.topics or md.topic_errors.get(name) != UNKNOWN_TOPIC_OR_PARTITION:
+        return False
+    return not admin.name_taken(name)

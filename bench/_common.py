@@ -687,8 +687,8 @@ class BenchCluster:
         """Delete the topic (marker in ZooKeeper; the controller does the rest) and wait until its partition
         directories are gone, so its dirty pages are dropped instead of competing with the next measurement.
         Best effort: False (and a warning) if they are still there after timeout."""
-        from admin_cli.topics import delete_topic
-        delete_topic(self._zk_client, name)
+        from admin_cli.topics import delete_topic_zk
+        delete_topic_zk(self._zk_client, name)
         deadline = time.monotonic() + timeout
         prefix = name + "-"
         while time.monotonic() < deadline:

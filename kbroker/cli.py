@@ -5,6 +5,13 @@
   kbroker cluster status | down [--data-dir DIR]
 
 Exit codes of `start`: 2 for an invalid configuration (nothing written), 1 when the broker refuses to start.
+
+Logs of `start`, as Kafka's log4j set-up: the server log on stderr (at --log-level); the `state-change` logger
+(elections, ISR changes, LeaderAndIsr handling) at INFO also into <log dir>/state-change.log; Kafka's request
+logger `kafka.request.logger` (one line per request at DEBUG, off by default) only into
+<log dir>/kafka-request.log. The log dir is --log-dir, else $LOG_DIR (Kafka's variable), else `logs` next to
+CONFIG. `--logger NAME=LEVEL` (or $KAFKA_LOG4J_LOGGERS, comma-separated, as Confluent's images) sets one
+logger's level, e.g. `--logger kafka.request.logger=DEBUG`.
 """
 from __future__ import annotations
 
@@ -17,12 +24,54 @@ import click
 from .config import ConfigError, load
 
 DEFAULT_DIR = os.environ.get("KBROKER_HOME", ".kbroker")
+STATE_CHANGE_LOGGER = "state-change"
+REQUEST_LOGGER = "kafka.request.logger"
+_LOG_FORMAT = "[%(asctime)s] %(levelname)s %(name)s: %(message)s"
 
 
-def _configure_logging(level: str = "INFO") -> None:
-    logging.basicConfig(level=getattr(logging, level.upper(), logging.INFO), stream=sys.stderr,
-                        format="[%(asctime)s] %(levelname)s %(name)s: %(message)s")
+def parse_logger_levels(items) -> dict[str, int]:
+    """{logger: level} from NAME=LEVEL items, each possibly comma-separated; log4j's TRACE counts as DEBUG."""
+    out = {}
+    for item in items:
+        for pair in filter(None, (p.strip() for p in item.split(","))):
+            name, sep, level = pair.partition("=")
+            value = logging.DEBUG if level.strip().upper() == "TRACE" else \
+                logging.getLevelName(level.strip().upper())
+            if not sep or not name.strip() or not isinstance(value, int):
+                raise click.BadParameter(f"{pair!r}: expected LOGGER=LEVEL (TRACE, DEBUG, INFO, WARN, ERROR)",
+                                         param_hint="--logger")
+            out[name.strip()] = value
+    return out
+
+
+def _configure_logging(level: str = "INFO", log_dir: str | None = None, loggers: dict[str, int] | None = None):
+    root_level = getattr(logging, level.upper(), logging.INFO)
+    stderr = logging.StreamHandler(sys.stderr)
+    stderr.setFormatter(logging.Formatter(_LOG_FORMAT))
+    # The state-change logger stays at INFO for its file; on stderr it follows --log-level like the rest.
+    stderr.addFilter(lambda r: r.name != STATE_CHANGE_LOGGER or r.levelno >= root_level)
+    logging.basicConfig(level=root_level, handlers=[stderr])
     logging.getLogger("kazoo").setLevel(logging.WARNING)
+    state_change = logging.getLogger(STATE_CHANGE_LOGGER)
+    state_change.setLevel(logging.INFO)
+    requests = logging.getLogger(REQUEST_LOGGER)
+    requests.setLevel(logging.WARNING)
+    for name, value in (loggers or {}).items():
+        logging.getLogger(name).setLevel(value)
+    if log_dir is None:
+        return
+    try:
+        os.makedirs(log_dir, exist_ok=True)
+        state_file = logging.FileHandler(os.path.join(log_dir, "state-change.log"), encoding="utf-8")
+    except OSError as e:
+        logging.getLogger("kbroker.server").warning("not writing state-change.log and kafka-request.log: %s", e)
+        return
+    for logger, handler in ((state_change, state_file),
+                            (requests, logging.FileHandler(os.path.join(log_dir, "kafka-request.log"),
+                                                           encoding="utf-8", delay=True))):
+        handler.setFormatter(logging.Formatter(_LOG_FORMAT))
+        logger.addHandler(handler)
+    requests.propagate = False   # as Kafka's additivity=false: request lines go to their own file only
 
 
 @click.group()
@@ -35,8 +84,13 @@ def main():
 @click.option("--override", "overrides", multiple=True, metavar="KEY=VALUE",
               help="Override a property of CONFIG_FILE (repeatable).")
 @click.option("--log-level", default="INFO", show_default=True)
-def start(config_file, overrides, log_level):
+@click.option("--log-dir", envvar="LOG_DIR", type=click.Path(file_okay=False),
+              help="Where state-change.log and kafka-request.log go [default: $LOG_DIR, else logs/ next to CONFIG].")
+@click.option("--logger", "logger_levels", multiple=True, metavar="NAME=LEVEL",
+              help="Set one logger's level, e.g. kafka.request.logger=DEBUG (repeatable; also $KAFKA_LOG4J_LOGGERS).")
+def start(config_file, overrides, log_level, log_dir, logger_levels):
     """Start one broker in the foreground (SIGTERM or Ctrl-C stops it cleanly)."""
+    loggers = parse_logger_levels([os.environ.get("KAFKA_LOG4J_LOGGERS", ""), *logger_levels])
     # gevent must patch the standard library before anything opens sockets.
     from gevent import monkey
     monkey.patch_all()
@@ -52,7 +106,8 @@ def start(config_file, overrides, log_level):
     except ConfigError as e:
         click.echo(f"error: {e}", err=True)
         sys.exit(2)
-    _configure_logging(log_level)
+    _configure_logging(log_level, log_dir or os.path.join(os.path.dirname(os.path.abspath(config_file)), "logs"),
+                       loggers)
     server = KafkaServer(config)
     try:
         server.startup()

@@ -12,6 +12,8 @@ import os
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from zk.broker_config import DYNAMIC_BROKER_CONFIGS
+
 
 class ConfigError(ValueError):
     pass
@@ -65,6 +67,9 @@ SETTINGS: dict[str, Setting] = {
     "num.network.threads": _s("int", 3, _at_least(1)),
     "num.io.threads": _s("int", 8, _at_least(1)),
     "queued.max.requests": _s("int", 500, _at_least(1)),
+    # Prometheus endpoint (kbroker's own settings): -1 turns it off, 0 binds any free port
+    "metrics.port": _s("int", -1, (lambda v: -1 <= v <= 65535, "a port, 0 (any free port) or -1 (off)")),
+    "metrics.host": _s("string", "0.0.0.0"),
     # versions
     "inter.broker.protocol.version": _s("string", "2.8"),
     "log.message.format.version": _s("string", "2.8"),
@@ -78,6 +83,8 @@ SETTINGS: dict[str, Setting] = {
     "log.segment.bytes": _s("int", 1024 * _MB, _at_least(14)),
     "log.roll.ms": _s("long"),
     "log.roll.hours": _s("int", 168, _at_least(1)),
+    "log.roll.jitter.ms": _s("long"),
+    "log.roll.jitter.hours": _s("int", 0, _at_least(0)),
     "log.retention.ms": _s("long"),
     "log.retention.minutes": _s("int"),
     "log.retention.hours": _s("int", 168),
@@ -106,6 +113,7 @@ SETTINGS: dict[str, Setting] = {
     "log.message.timestamp.type": _s("string", "CreateTime", _one_of("CreateTime", "LogAppendTime")),
     "log.message.timestamp.difference.max.ms": _s("long", 2 ** 63 - 1),
     "log.preallocate": _s("bool", False),
+    "log.message.downconversion.enable": _s("bool", True),
     "compression.type": _s("string", "producer",
                            _one_of("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")),
     "num.recovery.threads.per.data.dir": _s("int", 1, _at_least(1)),
@@ -152,8 +160,15 @@ SETTINGS: dict[str, Setting] = {
     "transactional.id.expiration.ms": _s("int", 604800000),
     "transaction.max.timeout.ms": _s("int", 900000),
     "producer.id.expiration.ms": _s("int", 86400000),
-    "max.connections": _s("int", 2 ** 31 - 1),
-    "max.connections.per.ip": _s("int", 2 ** 31 - 1),
+    "max.connections": _s("int", 2 ** 31 - 1, _at_least(0)),
+    "max.connections.per.ip": _s("int", 2 ** 31 - 1, _at_least(0)),
+    "max.connections.per.ip.overrides": _s("string", ""),
+    "max.connection.creation.rate": _s("int", 2 ** 31 - 1, _at_least(0)),
+    "background.threads": _s("int", 10, _at_least(1)),
+    # replication quotas: only dynamic in Kafka (DynamicConfig.Broker), accepted statically too
+    "leader.replication.throttled.rate": _s("long", 2 ** 63 - 1, _at_least(0)),
+    "follower.replication.throttled.rate": _s("long", 2 ** 63 - 1, _at_least(0)),
+    "replica.alter.log.dirs.io.max.bytes.per.second": _s("long", 2 ** 63 - 1, _at_least(0)),
 }
 
 # KAFKA_* variables of the JVM launch scripts and images, not broker settings.
@@ -286,6 +301,39 @@ class BrokerConfig:
             raise ConfigError(f"Invalid value {self.inter_broker_listener!r} for configuration "
                               f"inter.broker.listener.name: not an advertised listener")
         self.log_dirs = self.values["log.dirs"] or [self.values["log.dir"]]
+        self.static_values = dict(self.values)
+        self.dynamic_default: dict[str, str] = {}   # the entries of /config/brokers/<default> in effect
+        self.dynamic_broker: dict[str, str] = {}    # the entries of /config/brokers/<id> in effect
+
+    def apply_dynamic(self, default: dict[str, str], per_broker: dict[str, str]) -> tuple[set[str], list[str]]:
+        """Layer the dynamic configs over the static values in place (this broker's own over the cluster
+        default over server.properties), as Kafka's DynamicBrokerConfig does. An entry that is not a dynamic
+        setting or does not convert is left out, as Kafka drops invalid dynamic configs. Returns (the names
+        whose effective value changed, a message per entry left out)."""
+        problems: list[str] = []
+
+        def usable(layer: dict[str, str], where: str) -> dict[str, str]:
+            out = {}
+            for key, raw in layer.items():
+                if key not in DYNAMIC_BROKER_CONFIGS or key not in SETTINGS:
+                    problems.append(f"{key} in {where} cannot be updated dynamically; ignored")
+                    continue
+                try:
+                    _convert(key, SETTINGS[key], raw)
+                except ConfigError as e:
+                    problems.append(f"{e} (in {where}); ignored")
+                    continue
+                out[key] = raw
+            return out
+
+        self.dynamic_default = usable(default, "/config/brokers/<default>")
+        self.dynamic_broker = usable(per_broker, f"/config/brokers/{self.broker_id}")
+        effective = dict(self.static_values)
+        for key, raw in {**self.dynamic_default, **self.dynamic_broker}.items():
+            effective[key] = _convert(key, SETTINGS[key], raw)
+        changed = {k for k, v in effective.items() if self.values.get(k) != v}
+        self.values.update(effective)
+        return changed, problems
 
     def __getitem__(self, key: str):
         return self.values[key]

@@ -1,12 +1,21 @@
-"""Dynamic topic configs: every broker watches /config/changes and applies topic config changes live.
+"""Dynamic configs: every broker watches /config/changes and applies topic and broker config changes live.
 
-Kafka's ZkConfigManager / ConfigChangeListener in 2.8: whoever changes a topic's config writes
-/config/topics/<T> and then a persistent-sequential /config/changes/config_change_<seq> naming the entity.
-Each broker processes the notifications newer than the last one it executed (at startup it takes the current
-configs as they are, so only later notifications matter), re-reads the entity's config and applies it:
-for topics, the logs of its partitions take the new LogConfig (retention, segment size, max message size,
-min ISR, message format, ...). Notifications older than 15 minutes are purged, as Kafka does. Broker and
-client entities are not applied yet (dynamic broker configs arrive later): they are logged and skipped.
+Kafka's ZkConfigManager / ConfigChangeListener in 2.8: whoever changes a config writes the entity's znode
+(/config/topics/<T>, /config/brokers/<id>, /config/brokers/<default>) and then a persistent-sequential
+/config/changes/config_change_<seq> naming the entity. Each broker processes the notifications newer than the
+last one it executed (at startup it reads the current configs as they are, so only later notifications matter),
+re-reads the entity's config and applies it:
+- topics/<T>: the logs of its partitions take the new LogConfig (retention, segment size, max message size,
+  min ISR, message format, ...); turning unclean.leader.election.enable on asks the controller to elect leaders
+  for the topic's offline partitions now.
+- brokers/<default> and brokers/<this id>: the broker's effective settings are rebuilt (its own dynamic value
+  over the cluster default over server.properties, BrokerConfig.apply_dynamic); the logs take the new broker
+  defaults of topic configs except what their topic overrides (Kafka's DynamicLogConfig), the log cleaner its
+  new settings, and the controller elects offline partitions when unclean election became the default. Other
+  brokers' entities are ignored. Settings read where they are used (the controller's, the request path's) need
+  nothing more.
+Notifications older than 15 minutes are purged, as Kafka does. Client and user entities (quotas) are logged and
+skipped.
 """
 from __future__ import annotations
 
@@ -15,6 +24,8 @@ import time
 
 import gevent
 
+from zk.broker_config import DEFAULT_ENTITY
+from .log.cleaner import CleanerConfig
 from .log.config import LogConfig
 from .log.errors import InvalidConfig
 
@@ -28,18 +39,32 @@ def _sequence(name: str) -> int:
 
 
 class DynamicConfigManager:
-    def __init__(self, zk, broker_config, log_manager):
+    def __init__(self, zk, broker_config, broker_id: int):
         self.zk = zk
         self.config = broker_config
-        self.log_manager = log_manager
+        self.broker_id = broker_id
+        self.log_manager = None
+        self.controller = None
         self.last_executed = -1
 
-    def startup(self) -> None:
+    def load_broker_configs(self) -> set[str]:
+        """Read /config/brokers/<default> and /config/brokers/<id> into the broker's settings; before the logs
+        load, so they start with the dynamic defaults. Returns the names whose value changed."""
+        default = self.zk.get_entity_config("brokers", DEFAULT_ENTITY)
+        own = self.zk.get_entity_config("brokers", str(self.broker_id))
+        changed, problems = self.config.apply_dynamic(default, own)
+        for problem in problems:
+            log.error("dynamic broker config %s", problem)
+        return changed
+
+    def startup(self, log_manager, controller) -> None:
         """Skip the notifications that exist now (the configs were read when the logs were loaded), then
-        watch for new ones."""
+        watch for new ones. Broker configs are re-read once more, in case one changed since they were loaded."""
+        self.log_manager, self.controller = log_manager, controller
         names = self.zk.get_config_change_notifications(watch=self._on_change)
         if names:
             self.last_executed = max(_sequence(n) for n in names)
+        self._reconfigure(self.load_broker_configs())
 
     def _on_change(self, _event) -> None:
         # A kazoo watch callback: only hand the work to a greenlet.
@@ -55,7 +80,10 @@ class DynamicConfigManager:
                 continue
             entity = self.zk.read_config_change_notification(name)
             if entity:
-                self._apply(entity)
+                try:
+                    self._apply(entity)
+                except Exception:
+                    log.exception("applying the config change of %s failed", entity)
             self.last_executed = seq
 
     def _maybe_purge(self, name: str, now_ms: int) -> None:
@@ -68,9 +96,18 @@ class DynamicConfigManager:
 
     def _apply(self, entity_path: str) -> None:
         kind, _, name = entity_path.partition("/")
-        if kind != "topics":
-            log.info("config change of %s noted; dynamic %s configs are not applied yet", entity_path, kind)
-            return
+        if kind == "topics":
+            self._apply_topic(name)
+        elif kind == "brokers":
+            if name in (DEFAULT_ENTITY, str(self.broker_id)):
+                changed = self.load_broker_configs()
+                self._reconfigure(changed)
+                log.info("applied dynamic config change of broker entity %s: %s", name,
+                         ", ".join(f"{k}={self.config.values[k]}" for k in sorted(changed)) or "nothing changed")
+        else:
+            log.info("config change of %s noted; dynamic %s configs are not applied", entity_path, kind)
+
+    def _apply_topic(self, name: str) -> None:
         overrides = self.zk.get_entity_config("topics", name)
         try:
             config = LogConfig.from_props(self.config.values, overrides)
@@ -80,3 +117,16 @@ class DynamicConfigManager:
         # Its logs and the ones created later; partitions derive their produce settings from their log's config.
         self.log_manager.update_topic_config(name, config)
         log.info("applied config change of topic %s: %s", name, overrides)
+        if config.unclean_leader_election_enable and self.controller is not None:
+            self.controller.unclean_leader_election_enabled(name)
+
+    def _reconfigure(self, changed: set[str]) -> None:
+        """Hand changed broker settings to the parts that copied them at start-up."""
+        if not changed or self.log_manager is None:
+            return
+        self.log_manager.reconfigure_defaults(self.config.values)
+        if any(name.startswith("log.cleaner.") for name in changed):
+            self.log_manager.start_cleaner(CleanerConfig.from_broker(self.config.values))
+        if "unclean.leader.election.enable" in changed and self.config["unclean.leader.election.enable"] \
+                and self.controller is not None:
+            self.controller.unclean_leader_election_enabled(None)

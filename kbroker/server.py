@@ -7,7 +7,8 @@
 4. load the logs (recovering them after an unclean shutdown) with their topic configs from ZooKeeper, then
    start the replica manager and the group coordinator (which loads the __consumer_offsets partitions that
    LeaderAndIsr later makes this broker lead);
-5. bind the listeners; refuse to start if another live broker advertises the same endpoint;
+5. bind the listeners and, with metrics.port set, the Prometheus endpoint (kbroker.metrics); refuse to start if
+   another live broker advertises the same endpoint;
 6. register the ephemeral /brokers/ids/<id> (its czxid is the broker epoch);
 7. watch /config/changes for dynamic topic configs, start the controller module (every broker runs it; one
    is elected);
@@ -44,6 +45,7 @@ from .log.errors import InvalidConfig
 from .log.log import parse_topic_partition
 from .log.manager import LogManager
 from .metadata_cache import MetadataCache
+from .metrics import BrokerMetrics
 from .network.client import BrokerClient, BrokerConnectionError
 from .network.server import SocketServer
 from .protocol.errors import Errors
@@ -105,6 +107,7 @@ class KafkaServer:
         self._session_lost = False
         self._shutting_down = False
         self._stopped = gevent.event.Event()
+        self.metrics = BrokerMetrics(self)
 
     # ---- startup -----------------------------------------------------------------------------------------
     def startup(self) -> None:
@@ -120,13 +123,17 @@ class KafkaServer:
         metas = self._load_meta_properties()
         self.cluster_id = self._cluster_id(metas)
         self.broker_id = self._resolve_broker_id(metas)
+        cfg.values["broker.id"] = cfg.static_values["broker.id"] = self.broker_id  # a generated id too, as Kafka
         for d, meta in metas.items():
             if meta is None:
                 write_meta_properties(d, self.cluster_id, self.broker_id)
         self.metadata_cache = MetadataCache(self.broker_id)
+        # Dynamic broker configs (/config/brokers/<default>, /config/brokers/<id>) before the logs load.
+        self.dynamic_config = DynamicConfigManager(self.zk, cfg, self.broker_id)
+        self.dynamic_config.load_broker_configs()
         self.log_manager = self._load_logs()
         self.replica_manager = ReplicaManager(self.broker_id, cfg, self.log_manager, self.zk, self.clock,
-                                              self.metadata_cache)
+                                              self.metadata_cache, metrics=self.metrics)
         self.replica_manager.startup()
         self.producer_ids = ProducerIdManager(self.broker_id, self.zk)
         # Before any LeaderAndIsr can arrive: the coordinator loads __consumer_offsets partitions it is given.
@@ -139,13 +146,13 @@ class KafkaServer:
         except OSError as e:
             raise StartupError(f"cannot bind listeners {[f'{l.name}://{l.host}:{l.port}' for l in cfg.listeners]}: "
                                f"{e}") from None
+        self._start_metrics()
         self.broker_info = self._broker_info()
         self._check_endpoints_unused()
         self._register()
         self.zk.add_state_listener(self._on_zk_state)
-        self.dynamic_config = DynamicConfigManager(self.zk, cfg, self.log_manager)
-        self.dynamic_config.startup()
         self.controller = KafkaController(self.broker_id, self.zk, cfg, cfg.inter_broker_listener)
+        self.dynamic_config.startup(self.log_manager, self.controller)
         self.controller.startup()
         self.socket_server.start()
         self._start_log_tasks()
@@ -155,6 +162,17 @@ class KafkaServer:
         log.info("[KafkaServer id=%d] started (cluster id %s, broker epoch %d, listeners %s)", self.broker_id,
                  self.cluster_id, self.broker_epoch,
                  ", ".join(e.url() for e in self.broker_info.endpoints))
+
+    def _start_metrics(self) -> None:
+        port = self.config["metrics.port"]
+        if port < 0:
+            return
+        host = self.config["metrics.host"]
+        try:
+            bound = self.metrics.serve(host, port)
+        except OSError as e:
+            raise StartupError(f"cannot bind metrics.port {host}:{port}: {e}") from None
+        log.info("serving Prometheus metrics on http://%s:%d/metrics", host, bound)
 
     def run_blocking(self, fn):
         """Run fn in gevent's thread pool and wait for it, so the hub keeps serving meanwhile."""
@@ -200,9 +218,18 @@ class KafkaServer:
         every(cfg["replica.high.watermark.checkpoint.interval.ms"] / 1000.0, lm.checkpoint_high_watermarks)
         from .log.cleaner import CleanerConfig
         cleaner_config = CleanerConfig.from_broker(cfg.values)
-        if cleaner_config.enabled:
+        if cfg["log.cleaner.enable"]:
             lm.start_cleaner(cleaner_config)
-            every(max(cleaner_config.backoff_ms, 10) / 1000.0, lm.clean_logs)
+
+            def clean_loop():
+                # log.cleaner.backoff.ms and log.cleaner.threads may change dynamically: read them each round.
+                while True:
+                    gevent.sleep(max(lm.cleaner.config.backoff_ms, 10) / 1000.0)
+                    try:
+                        lm.clean_logs()
+                    except Exception:
+                        log.exception("log cleaner round failed")
+            self._tasks.append(gevent.spawn(clean_loop))
 
     def _load_meta_properties(self) -> dict[str, dict | None]:
         metas = {}
@@ -349,6 +376,7 @@ class KafkaServer:
             steps.append(self.controlled_shutdown)
         if self.socket_server is not None:
             steps.append(self.socket_server.stop)
+        steps.append(self.metrics.stop)
         steps.append(lambda: [task.kill() for task in self._tasks])
         if self.controller is not None:
             steps.append(self.controller.shutdown)

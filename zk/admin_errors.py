@@ -31,3 +31,9 @@ class InvalidConfigError(AdminError):
 
 class UnknownTopicError(AdminError):
     code = 3
+
+
+class InvalidConfigValueError(InvalidConfigError):
+    """A config value that does not parse or is out of range, or a broker config that cannot change
+    dynamically (Kafka's ConfigException): CreateTopics answers INVALID_CONFIG, AlterConfigs and
+    IncrementalAlterConfigs INVALID_REQUEST, as Kafka 2.8 does."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from .admin_errors import InvalidConfigError
+from .admin_errors import InvalidConfigError, InvalidConfigValueError
 
 INT_RANGE = (-2 ** 31, 2 ** 31 - 1)
 LONG_RANGE = (-2 ** 63, 2 ** 63 - 1)
@@ -28,28 +28,28 @@ API_VERSIONS = (
 _API_VERSION_NAMES = frozenset(API_VERSIONS) | {v.split("-")[0] for v in API_VERSIONS}
 
 
-def _at_least(low):
+def at_least(low):
     def check(v):
         if v < low:
             return f"Value must be at least {low}"
     return check
 
 
-def _between(low, high):
+def between(low, high):
     def check(v):
         if not low <= v <= high:
             return f"Value must be no less than {low} and no more than {high}"
     return check
 
 
-def _one_of(*allowed):
+def one_of(*allowed):
     def check(v):
         if v not in allowed:
             return f"String must be one of: {', '.join(allowed)}"
     return check
 
 
-def _all_of(*allowed):
+def all_of(*allowed):
     def check(items):
         for item in items:
             if item not in allowed:
@@ -73,36 +73,36 @@ def _throttled_replicas(items):
 
 # name -> (type, check or None). Types: int, long, double, boolean, string, list.
 TOPIC_CONFIGS = {
-    "cleanup.policy": ("list", _all_of("compact", "delete")),
-    "compression.type": ("string", _one_of("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")),
-    "delete.retention.ms": ("long", _at_least(0)),
-    "file.delete.delay.ms": ("long", _at_least(0)),
-    "flush.messages": ("long", _at_least(0)),
-    "flush.ms": ("long", _at_least(0)),
+    "cleanup.policy": ("list", all_of("compact", "delete")),
+    "compression.type": ("string", one_of("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")),
+    "delete.retention.ms": ("long", at_least(0)),
+    "file.delete.delay.ms": ("long", at_least(0)),
+    "flush.messages": ("long", at_least(0)),
+    "flush.ms": ("long", at_least(0)),
     "follower.replication.throttled.replicas": ("list", _throttled_replicas),
-    "index.interval.bytes": ("int", _at_least(0)),
+    "index.interval.bytes": ("int", at_least(0)),
     "leader.replication.throttled.replicas": ("list", _throttled_replicas),
-    "max.compaction.lag.ms": ("long", _at_least(1)),
-    "max.message.bytes": ("int", _at_least(0)),
+    "max.compaction.lag.ms": ("long", at_least(1)),
+    "max.message.bytes": ("int", at_least(0)),
     "message.downconversion.enable": ("boolean", None),
     "message.format.version": ("string", _api_version),
-    "message.timestamp.difference.max.ms": ("long", _at_least(0)),
-    "message.timestamp.type": ("string", _one_of("CreateTime", "LogAppendTime")),
-    "min.cleanable.dirty.ratio": ("double", _between(0, 1)),
-    "min.compaction.lag.ms": ("long", _at_least(0)),
-    "min.insync.replicas": ("int", _at_least(1)),
+    "message.timestamp.difference.max.ms": ("long", at_least(0)),
+    "message.timestamp.type": ("string", one_of("CreateTime", "LogAppendTime")),
+    "min.cleanable.dirty.ratio": ("double", between(0, 1)),
+    "min.compaction.lag.ms": ("long", at_least(0)),
+    "min.insync.replicas": ("int", at_least(1)),
     "preallocate": ("boolean", None),
     "retention.bytes": ("long", None),
-    "retention.ms": ("long", _at_least(-1)),
-    "segment.bytes": ("int", _at_least(14)),  # the smallest v0 record (LegacyRecord.RECORD_OVERHEAD_V0)
-    "segment.index.bytes": ("int", _at_least(0)),
-    "segment.jitter.ms": ("long", _at_least(0)),
-    "segment.ms": ("long", _at_least(1)),
+    "retention.ms": ("long", at_least(-1)),
+    "segment.bytes": ("int", at_least(14)),  # the smallest v0 record (LegacyRecord.RECORD_OVERHEAD_V0)
+    "segment.index.bytes": ("int", at_least(0)),
+    "segment.jitter.ms": ("long", at_least(0)),
+    "segment.ms": ("long", at_least(1)),
     "unclean.leader.election.enable": ("boolean", None),
 }
 
 
-def _parse(kind: str, raw: str):
+def parse_value(kind: str, raw: str):
     """The typed value of raw, or raise ValueError with the reason."""
     v = raw.strip()
     if kind in ("int", "long"):
@@ -136,12 +136,12 @@ def validate_topic_config(config: dict[str, str]) -> None:
     for name, raw in config.items():
         kind, check = TOPIC_CONFIGS[name]
         try:
-            value = _parse(kind, raw)
+            value = parse_value(kind, raw)
         except ValueError as e:
-            raise InvalidConfigError(f"Invalid value {raw} for configuration {name}: {e}") from None
+            raise InvalidConfigValueError(f"Invalid value {raw} for configuration {name}: {e}") from None
         reason = check(value) if check else None
         if reason:
-            raise InvalidConfigError(f"Invalid value {raw} for configuration {name}: {reason}")
+            raise InvalidConfigValueError(f"Invalid value {raw} for configuration {name}: {reason}")
         values[name] = value
     low, high = values.get("min.compaction.lag.ms", 0), values.get("max.compaction.lag.ms", LONG_RANGE[1])
     if low > high:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import struct
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,20 +24,22 @@ from ..protocol.header import (MalformedRequest, parse_request_header_v1, respon
                                skip_tagged_fields)
 from ..protocol.hotpath import piece_size
 from . import (alter_configs, alter_partition_reassignments, api_versions, controlled_shutdown, create_partitions,
-               create_topics, delete_groups, delete_topics, delete_records, describe_configs, describe_groups,
+               create_topics, delete_groups, delete_topics, delete_records, describe_cluster, describe_configs,
+               describe_groups, describe_log_dirs,
                elect_leaders, fetch, find_coordinator, heartbeat, incremental_alter_configs, init_producer_id,
                join_group, leader_and_isr, leave_group, list_groups, list_offsets, list_partition_reassignments,
                metadata, offset_commit, offset_delete, offset_fetch, offset_for_leader_epoch, produce, stop_replica,
                sync_group, update_metadata)
 
-log = logging.getLogger("kbroker.request")
+# Kafka's request log: one DEBUG line per request (kbroker start writes it to kafka-request.log when enabled).
+request_log = logging.getLogger("kafka.request.logger")
 
 API_MODULES = (produce, fetch, list_offsets, metadata, leader_and_isr, stop_replica, update_metadata, api_versions,
                controlled_shutdown, delete_records, init_producer_id, offset_for_leader_epoch, create_partitions,
                elect_leaders, alter_partition_reassignments, list_partition_reassignments,
                offset_commit, offset_fetch, find_coordinator, join_group, heartbeat, leave_group, sync_group,
                describe_groups, list_groups, delete_groups, offset_delete, create_topics, delete_topics,
-               describe_configs, alter_configs, incremental_alter_configs)
+               describe_configs, alter_configs, incremental_alter_configs, describe_log_dirs, describe_cluster)
 REGISTRY = {m.API_KEY: m for m in API_MODULES}
 
 
@@ -78,7 +81,10 @@ def decode_body(request_class, body: memoryview, version: int):
 
 def dispatch(frame: memoryview, broker, listener: str, client_address) -> list | None:
     """Decode one request frame, run its handler, return the whole response frame (size prefix included)
-    as a list of pieces, or None when no response is due."""
+    as a list of pieces, or None when no response is due. Counts the request and its time in the broker's
+    metrics (Fetch as FetchConsumer or FetchFollower, as Kafka's request metrics) and logs it on the request
+    log at DEBUG."""
+    started = time.perf_counter()
     header = parse_request_header_v1(frame)
     module = REGISTRY.get(header.api_key)
     if module is None:
@@ -96,9 +102,20 @@ def dispatch(frame: memoryview, broker, listener: str, client_address) -> list |
     request = decode(frame[pos:], version) if decode else decode_body(module.REQUEST, frame[pos:], version)
     ctx = RequestContext(broker, listener, client_address, header.client_id, version, header.correlation_id)
     response = module.handle(request, ctx)
-    if response is None:
+    body = None
+    if response is not None:
+        body = response if isinstance(response, list) else response.encode(version=version)
+    elapsed = time.perf_counter() - started
+    name = module.REQUEST.name[:-7]   # "ProduceRequest" -> "Produce"
+    if module is fetch:
+        name = "FetchFollower" if request.replica_id >= 0 else "FetchConsumer"
+    broker.metrics.request_done(name, version, elapsed)
+    if request_log.isEnabledFor(logging.DEBUG):
+        request_log.debug("Completed request: %s v%d correlation_id=%d client_id=%s from %s:%s on %s in %.3f ms%s",
+                          name, version, header.correlation_id, header.client_id, client_address[0],
+                          client_address[1], listener, elapsed * 1000, "" if body is not None else " (no response)")
+    if body is None:
         return None
-    body = response if isinstance(response, list) else response.encode(version=version)
     # ApiVersions responses always use header v0, whatever the body version.
     header_flexible = flexible and module is not api_versions
     return _frame(response_header(header.correlation_id, header_flexible), body)

@@ -3,14 +3,19 @@ ZkAdminManager.describeConfigs shows them.
 
 TOPIC (resource type 2): every topic config with its effective value (the topic override from
 /config/topics/<T>, else the broker setting it falls back to, else LogConfig's default), formatted as Kafka
-formats it (lists comma-separated, booleans true/false). Sources: DYNAMIC_TOPIC_CONFIG for overrides,
-STATIC_BROKER_CONFIG when the broker's config file/env/overrides set the synonym, DEFAULT_CONFIG otherwise.
-Synonyms (v1+, when include_synonyms): the override, then each broker synonym that has a value (static or
-default), in Kafka's order. An unknown topic -> UNKNOWN_TOPIC_OR_PARTITION for that resource.
+formats it (lists comma-separated, booleans true/false). An unknown topic -> UNKNOWN_TOPIC_OR_PARTITION.
 
-BROKER (resource type 4): this broker's static settings (STATIC_BROKER_CONFIG for keys set, DEFAULT_CONFIG
-otherwise), read-only since dynamic broker configs are not supported; the empty name (cluster default dynamic
-configs) answers an empty list, another broker's id INVALID_REQUEST (clients send it to that broker).
+BROKER (resource type 4), this broker's id: every broker setting with its effective value; read_only unless it
+is a dynamic broker config (zk.broker_config). The cluster defaults (empty name): the entries of
+/config/brokers/<default> this broker applies. Another broker's id -> INVALID_REQUEST (clients send it to that
+broker).
+
+Sources and synonyms follow Kafka's precedence, each layer over all of a config's synonyms in turn:
+DYNAMIC_TOPIC_CONFIG (topics only), DYNAMIC_BROKER_CONFIG (/config/brokers/<id>), DYNAMIC_DEFAULT_BROKER_CONFIG
+(/config/brokers/<default>), STATIC_BROKER_CONFIG (server.properties, KAFKA_* env, --override), DEFAULT_CONFIG;
+the source of an entry is that of its first synonym. A broker setting's synonyms are Kafka's
+(log.retention.ms, log.retention.minutes, log.retention.hours; log.roll.ms, log.roll.hours; ...); a topic
+config's are those of the broker setting it falls back to. Synonyms are sent from v1 when include_synonyms.
 
 Documentation (v3+) is always null; config_type (v3+) carries Kafka's ConfigType ids.
 """
@@ -21,6 +26,7 @@ from kafka.protocol.admin import DescribeConfigsRequest, DescribeConfigsResponse
 from zk import admin as zk_admin
 from zk.admin_errors import AdminError
 from zk.client import ZkError
+from zk.broker_config import DYNAMIC_BROKER_CONFIGS
 from zk.topic_config import TOPIC_CONFIGS
 from ..config import SETTINGS
 from ..log.config import _DEFS, LogConfig
@@ -35,7 +41,8 @@ Entry = Result.DescribeConfigsResourceResult
 Synonym = Entry.DescribeConfigsSynonym
 
 TOPIC, BROKER = 2, 4
-DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
+DYNAMIC_TOPIC_CONFIG, DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG = 1, 2, 3
+STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 4, 5
 # Kafka's ConfigType ids
 CONFIG_TYPES = {"boolean": 1, "bool": 1, "string": 2, "int": 3, "short": 4, "long": 5, "double": 6, "list": 7}
 
@@ -72,16 +79,34 @@ def topic_synonym_names(name: str) -> list[str]:
     return [broker_name] if broker_name else []
 
 
+# Broker settings with more than one name (DynamicBrokerConfig.brokerConfigSynonyms), highest precedence first
+_BROKER_SYNONYM_GROUPS = (("log.roll.ms", "log.roll.hours"), ("log.roll.jitter.ms", "log.roll.jitter.hours"),
+                          ("log.flush.interval.ms", "log.flush.scheduler.interval.ms"),
+                          ("log.retention.ms", "log.retention.minutes", "log.retention.hours"))
+
+
+def broker_synonym_names(name: str) -> list[str]:
+    for group in _BROKER_SYNONYM_GROUPS:
+        if name in group:
+            return list(group) if name != "log.flush.scheduler.interval.ms" else [name]
+    return [name]
+
+
 def _broker_synonyms(cfg, names: list[str]) -> list[tuple[str, str | None, int]]:
+    """Kafka's configSynonyms: per layer (dynamic per-broker, dynamic default, static, default), each name that
+    has a value there."""
+    layers = ((lambda n: cfg.dynamic_broker.get(n), DYNAMIC_BROKER_CONFIG),
+              (lambda n: cfg.dynamic_default.get(n), DYNAMIC_DEFAULT_BROKER_CONFIG),
+              (lambda n: format_value(cfg.static_values[n]) if n in cfg.originals else None, STATIC_BROKER_CONFIG),
+              (lambda n: format_value(SETTINGS[n].default), DEFAULT_CONFIG))
     out = []
-    for broker_name in names:
-        if broker_name not in SETTINGS:
-            continue
-        value = cfg.values.get(broker_name)
-        if broker_name in cfg.originals and value is not None:
-            out.append((broker_name, format_value(value), STATIC_BROKER_CONFIG))
-        elif SETTINGS[broker_name].default is not None:
-            out.append((broker_name, format_value(value), DEFAULT_CONFIG))
+    for value_of, source in layers:
+        for name in names:
+            if name not in SETTINGS:
+                continue
+            value = value_of(name)
+            if value is not None:
+                out.append((name, value, source))
     return out
 
 
@@ -104,7 +129,8 @@ def topic_entries(broker, topic: str, keys, version: int, include_synonyms: bool
         synonyms = []
         if name in overrides:
             synonyms.append((name, overrides[name], DYNAMIC_TOPIC_CONFIG))
-        synonyms += _broker_synonyms(cfg, topic_synonym_names(name))
+        broker_names = topic_synonym_names(name)
+        synonyms += _broker_synonyms(cfg, broker_synonym_names(broker_names[0]) if broker_names else [])
         if name in effective:
             value = effective[name]
         elif synonyms:
@@ -122,11 +148,24 @@ def broker_entries(broker, keys, version: int, include_synonyms: bool) -> list:
     for name, setting in SETTINGS.items():
         if keys is not None and name not in keys:
             continue
-        value = format_value(cfg.values.get(name))
-        source = STATIC_BROKER_CONFIG if name in cfg.originals else DEFAULT_CONFIG
-        synonyms = [(name, value, source)] if value is not None or source == STATIC_BROKER_CONFIG else []
-        out.append(_entry(version, include_synonyms, name, value, source, synonyms,
-                          CONFIG_TYPES.get(setting.type, 0), read_only=True))
+        synonyms = _broker_synonyms(cfg, broker_synonym_names(name))
+        source = synonyms[0][2] if synonyms else DEFAULT_CONFIG
+        out.append(_entry(version, include_synonyms, name, format_value(cfg.values.get(name)), source, synonyms,
+                          CONFIG_TYPES.get(setting.type, 0), read_only=name not in DYNAMIC_BROKER_CONFIGS))
+    return out
+
+
+def default_broker_entries(broker, keys, version: int, include_synonyms: bool) -> list:
+    """The cluster-wide dynamic defaults this broker applies, each with only its DYNAMIC_DEFAULT synonyms."""
+    cfg = broker.config
+    out = []
+    for name, value in sorted(cfg.dynamic_default.items()):
+        if keys is not None and name not in keys:
+            continue
+        synonyms = [s for s in _broker_synonyms(cfg, broker_synonym_names(name))
+                    if s[2] == DYNAMIC_DEFAULT_BROKER_CONFIG]
+        out.append(_entry(version, include_synonyms, name, value, DYNAMIC_DEFAULT_BROKER_CONFIG, synonyms,
+                          CONFIG_TYPES.get(SETTINGS[name].type, 0)))
     return out
 
 
@@ -139,7 +178,7 @@ def _describe(resource, ctx, include_synonyms):
         try:
             zk_admin.validate_topic_name(name)
             if not broker.zk.topic_exists(name):
-                return Errors.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist.", []
+                return Errors.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.", []
             return Errors.NONE, None, topic_entries(broker, name, keys, ctx.api_version, include_synonyms)
         except AdminError as e:
             return Errors(e.code), str(e), []
@@ -147,7 +186,7 @@ def _describe(resource, ctx, include_synonyms):
             return Errors.INVALID_CONFIG, str(e), []
     if resource.resource_type == BROKER:
         if name == "":
-            return Errors.NONE, None, []   # no dynamic cluster-default broker configs (not supported yet)
+            return Errors.NONE, None, default_broker_entries(broker, keys, ctx.api_version, include_synonyms)
         try:
             broker_id = int(name)
         except ValueError:

@@ -18,6 +18,9 @@ naming a session id we never gave gets FETCH_SESSION_ID_NOT_FOUND.
 
 Follower fetches (replica_id >= 0) read up to the log end offset, never converted, and each moves that
 follower's state on the leader (ISR, high watermark), which may complete waiting acks=all produces.
+
+Metrics (kbroker.metrics), for what the response carries: per topic, fetched partitions, failed ones, bytes
+out to consumers (after conversion) and records down-converted; bytes out to followers as replication bytes.
 """
 from __future__ import annotations
 
@@ -33,14 +36,28 @@ MIN_VERSION, MAX_VERSION = 0, 12
 REQUEST, RESPONSE = FetchRequest, FetchResponse
 
 INVALID_SESSION_ID = 0
+_NOT_HOSTED = (Errors.UNKNOWN_TOPIC_OR_PARTITION, Errors.NOT_LEADER_OR_FOLLOWER)
 
 
 def _needs_conversion(data, magic: int) -> bool:
     return any(e.magic > magic for e in iter_entries(data))
 
 
-def _read(ctx, requests, max_bytes: int, isolation_level: int, follower: int):
-    """(results by tp, bytes read, whether any partition failed)."""
+def _records_converted(raw, chunks, magic: int, fetch_offset: int) -> int:
+    """Records of the source batches whose conversion made it into chunks (a batch counts whole)."""
+    if not chunks:
+        return 0
+    last = -1
+    for e in iter_entries(chunks[-1]):
+        last = e.last_offset
+    return sum(e.record_count for e in iter_entries(raw)
+               if e.magic > magic and e.base_offset <= last and e.last_offset >= fetch_offset)
+
+
+def _read(ctx, requests, max_bytes: int, isolation_level: int, follower: int, conversions: dict):
+    """(results by tp, bytes read, whether any partition failed). conversions gets {tp: records converted}
+    of this read only."""
+    conversions.clear()
     version = ctx.api_version
     replicas = ctx.broker.replica_manager
     magic = magic_for_fetch_version(version) if follower < 0 else 2
@@ -66,6 +83,7 @@ def _read(ctx, requests, max_bytes: int, isolation_level: int, follower: int):
                 if _needs_conversion(raw, magic):
                     data.records = list(down_convert(raw, magic, fetch_offset=fetch_offset,
                                                      max_bytes=min(partition_max, limit)))
+                    conversions[tp] = _records_converted(raw, data.records, magic, fetch_offset)
                 else:
                     data.records = [raw]
             elif piece.length:
@@ -99,12 +117,26 @@ def handle(request, ctx):
     max_bytes = request.max_bytes if version >= 3 else 2 ** 31 - 1
     isolation = request.isolation_level if version >= 4 else 0
     follower = request.replica_id
+    conversions: dict = {}
     results = ctx.broker.replica_manager.fetch(
         requests, request.max_wait_ms, request.min_bytes, follower,
-        lambda reqs: _read(ctx, reqs, max(0, max_bytes), isolation, follower))
+        lambda reqs: _read(ctx, reqs, max(0, max_bytes), isolation, follower, conversions))
+    metrics = ctx.broker.metrics
     topics: list = []
     for tp in order:
+        data = results[tp]
         if not topics or topics[-1][0] != tp[0]:
             topics.append((tp[0], []))
-        topics[-1][1].append(results[tp])
+        topics[-1][1].append(data)
+        if data.error_code in _NOT_HOSTED:
+            continue   # no series for partitions not led here (clients may name anything)
+        stats = metrics.topic(tp[0])
+        stats.fetch_requests += 1
+        if data.error_code:
+            stats.failed_fetch_requests += 1
+        elif follower >= 0:
+            metrics.replication_bytes_out += data.records_size
+        else:
+            stats.bytes_out += data.records_size
+            stats.fetch_conversions += conversions.get(tp, 0)
     return encode_fetch_response(version, 0, Errors.NONE, INVALID_SESSION_ID, topics)

@@ -1,13 +1,12 @@
 """IncrementalAlterConfigs (key 44), v0-v1 (flexible from v1): per-key config changes, as Kafka 2.8's
 ZkAdminManager.incrementalAlterConfigs does them.
 
-TOPIC (resource type 2): each entry's operation — SET 0, DELETE 1, APPEND 2, SUBTRACT 3 (APPEND/SUBTRACT only
-for LIST configs, else INVALID_REQUEST; they start from the override, else the config's default) — is applied
-to the topic's current overrides; a key given twice, an unknown operation or a null value for anything but
-DELETE -> INVALID_REQUEST; the result is validated (INVALID_CONFIG naming the key) and written to
-/config/topics/<T> followed by a /config/changes notification unless validate_only. Unknown topic ->
-UNKNOWN_TOPIC_OR_PARTITION. BROKER (resource type 4): INVALID_REQUEST, dynamic broker configs are not
-supported yet.
+Each entry's operation — SET 0, DELETE 1, APPEND 2, SUBTRACT 3 (APPEND/SUBTRACT only for LIST configs, else
+INVALID_REQUEST; they start from the current value, else the config's default) — is applied to the resource's
+current dynamic configs: a topic's overrides (TOPIC) or a broker's /config/brokers/<id> or the cluster's
+/config/brokers/<default> (BROKER, name = this broker's id or ""). A key given twice or a null value for anything
+but DELETE -> INVALID_REQUEST. The result is validated and written with its change notification exactly as
+AlterConfigs does (alter_configs.run: error codes, messages, validate_only).
 """
 from __future__ import annotations
 
@@ -15,9 +14,10 @@ from collections import Counter
 
 from kafka.protocol.admin import IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse
 
+from zk.broker_config import DYNAMIC_BROKER_CONFIGS
 from zk.topic_config import TOPIC_CONFIGS
 from ..protocol.errors import Errors
-from .alter_configs import Refused, run
+from .alter_configs import BROKER, Refused, run
 
 API_KEY = 44
 MIN_VERSION, MAX_VERSION = 0, 1
@@ -25,9 +25,9 @@ REQUEST, RESPONSE = IncrementalAlterConfigsRequest, IncrementalAlterConfigsRespo
 Result = RESPONSE.AlterConfigsResourceResponse
 
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
-# LogConfig's defaults of the LIST topic configs (what APPEND/SUBTRACT start from without an override)
+# The defaults of the LIST configs (what APPEND/SUBTRACT start from without a value)
 LIST_DEFAULTS = {"cleanup.policy": "delete", "leader.replication.throttled.replicas": "",
-                 "follower.replication.throttled.replicas": ""}
+                 "follower.replication.throttled.replicas": "", "log.cleanup.policy": "delete"}
 
 
 def _items(value: str | None) -> list[str]:
@@ -35,6 +35,7 @@ def _items(value: str | None) -> list[str]:
 
 
 def apply(current: dict[str, str], resource) -> dict[str, str]:
+    kinds = DYNAMIC_BROKER_CONFIGS if resource.resource_type == BROKER else TOPIC_CONFIGS
     config = dict(current)
     entries = list(resource.configs or [])
     dup = sorted(n for n, k in Counter(e.name for e in entries).items() if k > 1)
@@ -51,7 +52,7 @@ def apply(current: dict[str, str], resource) -> dict[str, str]:
         elif op == DELETE:
             config.pop(name, None)
         else:
-            if name in TOPIC_CONFIGS and TOPIC_CONFIGS[name][0] != "list" or name not in TOPIC_CONFIGS:
+            if name not in kinds or kinds[name][0] != "list":
                 verb = "append" if op == APPEND else "subtract"
                 raise Refused(Errors.INVALID_REQUEST, f"Config value {verb} is not allowed for config key: {name}")
             old = _items(config.get(name, LIST_DEFAULTS.get(name, "")))
@@ -62,11 +63,10 @@ def apply(current: dict[str, str], resource) -> dict[str, str]:
 
 
 def handle(request, ctx):
-    zk = ctx.broker.zk
     validate_only = bool(request.validate_only)
     out = []
     for resource in request.resources or []:
-        error, message = run(resource, apply, validate_only, zk)
+        error, message = run(resource, apply, validate_only, ctx.broker)
         out.append(Result(error_code=error, error_message=message, resource_type=resource.resource_type,
                           resource_name=resource.resource_name))
     return RESPONSE(version=ctx.api_version, throttle_time_ms=0, responses=out)

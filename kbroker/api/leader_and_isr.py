@@ -3,8 +3,11 @@
 v0-v1 carry partition states ungrouped (topic name in each); v2+ group them by topic; v5 adds topic ids and
 answers per topic id. The whole request is refused with STALE_CONTROLLER_EPOCH when it comes from an older
 controller, and with STALE_BROKER_EPOCH when it was addressed to this broker's previous registration.
+Each request is one line on the state-change log, and the replica manager adds one per partition applied.
 """
 from __future__ import annotations
+
+import logging
 
 from ..protocol.errors import Errors
 from ..protocol.interbroker import LeaderAndIsrRequest, LeaderAndIsrResponse
@@ -13,6 +16,8 @@ API_KEY = 4
 MIN_VERSION, MAX_VERSION = 0, 5
 REQUEST, RESPONSE = LeaderAndIsrRequest, LeaderAndIsrResponse
 PartitionError = RESPONSE.LeaderAndIsrPartitionError
+
+state_change = logging.getLogger("state-change")
 
 
 def _states(request, version):
@@ -44,7 +49,14 @@ def handle(request, ctx):
     version = ctx.api_version
     replicas = ctx.broker.replica_manager
     states, topic_ids = _states(request, version)
-    if replicas.is_broker_epoch_stale(request.broker_epoch if version >= 2 else -1):
+    state_change.info("handling LeaderAndIsr request v%d correlation id %d from controller %d epoch %d for %d "
+                      "partitions", version, ctx.correlation_id, request.controller_id, request.controller_epoch,
+                      len(states))
+    broker_epoch = request.broker_epoch if version >= 2 else -1
+    if replicas.is_broker_epoch_stale(broker_epoch):
+        state_change.warning("ignoring LeaderAndIsr request correlation id %d from controller %d: broker epoch %d "
+                             "is older than ours, %d", ctx.correlation_id, request.controller_id, broker_epoch,
+                             replicas.broker_epoch)
         return _response(version, Errors.STALE_BROKER_EPOCH, {}, topic_ids)
     error = replicas.check_controller_epoch(request.controller_id, request.controller_epoch, "LeaderAndIsr")
     if error:

@@ -9,7 +9,8 @@ INVALID_TOPIC_EXCEPTION for an illegal name. Otherwise UNKNOWN_TOPIC_OR_PARTITIO
 Partitions: LEADER_NOT_AVAILABLE with leader -1 when the partition has no live leader. v0 lists only live
 replicas and answers REPLICA_NOT_AVAILABLE when some are down (as Kafka, which errors on unavailable
 endpoints for v0); v5+ lists offline replicas. Brokers are the live ones with an endpoint on the listener the
-request came in on. v8-v10 authorized-operations fields answer "not requested" (no ACLs here).
+request came in on. Authorized operations (v8+ topics, v8-v10 cluster), when asked for, are every operation the
+resource supports, as Kafka answers without an authorizer; "not requested" (INT32_MIN) otherwise.
 v10+ carries topic ids; v11 drops the cluster authorized operations.
 """
 from __future__ import annotations
@@ -21,12 +22,15 @@ from zk.admin import INTERNAL_TOPICS
 from zk.admin_errors import AdminError
 from zk.client import TopicExistsError, ZkError
 from ..protocol.errors import Errors
+from .describe_cluster import CLUSTER_OPERATIONS
 
 API_KEY = 3
 MIN_VERSION, MAX_VERSION = 0, 11
 REQUEST, RESPONSE = MetadataRequest, MetadataResponse
 
 _NOT_REQUESTED = None  # kafka-python encodes None as the "not requested" bitfield, INT32_MIN
+# AclOperation codes a topic supports: READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS
+TOPIC_OPERATIONS = frozenset({3, 4, 5, 6, 7, 8, 10, 11})
 Broker = RESPONSE.MetadataResponseBroker
 Topic = RESPONSE.MetadataResponseTopic
 Partition = Topic.MetadataResponsePartition
@@ -67,7 +71,7 @@ def maybe_create_topic(broker, name: str) -> Errors:
     return Errors.LEADER_NOT_AVAILABLE
 
 
-def _topic(cache, name: str, version: int, create):
+def _topic(cache, name: str, version: int, create, operations):
     partitions = cache.topic_partitions(name)
     if partitions is None:
         error = create(name) if create else Errors.UNKNOWN_TOPIC_OR_PARTITION
@@ -76,7 +80,7 @@ def _topic(cache, name: str, version: int, create):
     return Topic(error_code=Errors.NONE, name=name, topic_id=cache.topic_ids.get(name),
                  is_internal=name in INTERNAL_TOPICS,
                  partitions=[_partition(cache, partitions[p], version) for p in sorted(partitions)],
-                 authorized_operations=_NOT_REQUESTED)
+                 authorized_operations=operations)
 
 
 def handle(request, ctx):
@@ -93,6 +97,9 @@ def handle(request, ctx):
         create = lambda name: maybe_create_topic(broker, name)  # noqa: E731
     brokers = [Broker(node_id=i, host=h, port=p, rack=r) for i, h, p, r in cache.alive_brokers(ctx.listener)]
     controller = cache.controller_id if cache.controller_id is not None else -1
+    asked = lambda field: version >= 8 and bool(getattr(request, field, False))  # noqa: E731
+    topic_ops = set(TOPIC_OPERATIONS) if asked("include_topic_authorized_operations") else _NOT_REQUESTED
+    cluster_ops = set(CLUSTER_OPERATIONS) if asked("include_cluster_authorized_operations") else _NOT_REQUESTED
     return RESPONSE(version=version, throttle_time_ms=0, brokers=brokers, cluster_id=broker.cluster_id,
-                    controller_id=controller, topics=[_topic(cache, n, version, create) for n in names],
-                    authorized_operations=_NOT_REQUESTED)
+                    controller_id=controller, topics=[_topic(cache, n, version, create, topic_ops) for n in names],
+                    authorized_operations=cluster_ops)

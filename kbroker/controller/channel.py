@@ -22,6 +22,7 @@ from ..protocol.interbroker import (LeaderAndIsrRequest, LeaderAndIsrResponse, S
                                     StopReplicaResponse, UpdateMetadataRequest, UpdateMetadataResponse)
 
 log = logging.getLogger("kbroker.controller.channel")
+state_change = logging.getLogger("state-change")
 
 LEADER_AND_ISR_VERSION, UPDATE_METADATA_VERSION, STOP_REPLICA_VERSION = 5, 7, 3
 LEADER_DURING_DELETE = -2
@@ -198,14 +199,26 @@ class RequestBatch:
         ctx = self.ctx
         for b, partitions in self.leader_and_isr.items():
             if b in ctx.live_brokers:
-                channels.send(b, self._leader_and_isr(b, partitions), LeaderAndIsrResponse, LEADER_AND_ISR_VERSION)
+                request = self._leader_and_isr(b, partitions)
+                leading = sum(1 for t in request.topic_states for s in t.partition_states if s.leader == b)
+                total = sum(len(t.partition_states) for t in request.topic_states)
+                state_change.info("sending LeaderAndIsr request to broker %d with %d become-leader and %d "
+                                  "become-follower partitions (controller epoch %d)", b, leading, total - leading,
+                                  ctx.epoch)
+                channels.send(b, request, LeaderAndIsrResponse, LEADER_AND_ISR_VERSION)
+        sent: dict[int, list[int]] = {}   # partition count -> brokers, for the state-change log
         for b in sorted(self.update_metadata_brokers):
             if b in ctx.live_brokers:
                 partitions = set(ctx.partition_states) if b in self.update_metadata_all_partitions \
                     else self.update_metadata_partitions
+                sent.setdefault(len(partitions), []).append(b)
                 channels.send(b, self._update_metadata(b, partitions), UpdateMetadataResponse,
                               UPDATE_METADATA_VERSION)
+        for count, brokers in sent.items():
+            state_change.info("sending UpdateMetadata request to brokers %s for %d partitions", brokers, count)
         for b, partitions in self.stop_replica.items():
             if b in ctx.live_brokers:
+                state_change.info("sending StopReplica request to broker %d for %d partitions (%d to delete)", b,
+                                  len(partitions), sum(partitions.values()))
                 channels.send(b, self._stop_replica(b, partitions), StopReplicaResponse, STOP_REPLICA_VERSION,
                               stop_replica_callback)

@@ -409,6 +409,21 @@ class KafkaController(LeadershipMoves, Reassignments):
     def _write_state(self, tp, compute) -> z.LeaderAndIsr | None:
         return self._write_states({tp: compute}).get(tp)
 
+    def unclean_leader_election_enabled(self, topic: str | None = None) -> None:
+        """unclean.leader.election.enable was turned on dynamically for a topic (or as the broker default, None):
+        offline partitions get a leader now rather than at the next broker change (Kafka's
+        enableTopicUncleanLeaderElection / enableDefaultUncleanLeaderElection)."""
+        self.enqueue(self._process_unclean_enabled, topic)
+
+    def _process_unclean_enabled(self, topic: str | None):
+        if not self.active:
+            return
+        offline = [tp for tp in self.ctx.assignments if (topic is None or tp[0] == topic) and self._needs_leader(tp)]
+        if offline:
+            batch = RequestBatch(self.ctx)
+            self._elect_partitions(batch, offline)
+            batch.send(self.channels, self._on_stop_replica_response)
+
     # ---- brokers -----------------------------------------------------------------------------------------
     def _process_broker_change(self):
         if not self.active:
@@ -534,6 +549,8 @@ class KafkaController(LeadershipMoves, Reassignments):
                 state = self.zk.get_partition_state(*tp)
                 if state is not None:
                     ctx.partition_states[tp] = state
+                    state_change.info("partition %s-%d: leader %d changed the isr to %s (leader epoch %d)", *tp,
+                                      state.leader, state.isr, state.leader_epoch)
         known = [tp for tp in changed if tp in ctx.partition_states]
         if known:
             batch = RequestBatch(ctx)

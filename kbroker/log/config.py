@@ -197,6 +197,12 @@ class LogConfig:
         out.update(self.passthrough)
         return out
 
+    def overrides(self) -> dict[str, str]:
+        """The topic's own settings, as /config/topics holds them: what to rebuild this config from over new
+        broker defaults (LogConfig.from_props(new_broker_values, config.overrides()))."""
+        props = self.as_props()
+        return {**{name: props[name] for name in self.overridden}, **self.passthrough}
+
     @property
     def delete(self) -> bool:
         return "delete" in self.cleanup_policy

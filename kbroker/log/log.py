@@ -27,6 +27,7 @@ import os
 import re
 import shutil
 import struct
+import time
 import uuid
 from bisect import bisect_right
 from typing import Callable
@@ -82,6 +83,9 @@ def log_delete_dir_name(tp: TopicPartition) -> str:
 
 
 class Log:
+    # Called with the seconds each flush took (the broker's log flush histogram); None: not timed.
+    flush_observer: Callable[[float], None] | None = None
+
     def __init__(self, dir: str, config: LogConfig, recovery_point: int = 0, log_start_offset: int = 0,
                  clock: Clock | None = None, *, had_clean_shutdown: bool = False,
                  run_blocking: RunBlocking | None = None):
@@ -439,7 +443,10 @@ class Log:
                 segment.flush()
             if new_files:
                 fsync_dir(self.dir)
+        started = time.perf_counter()
         self._run_blocking(work)
+        if self.flush_observer is not None:
+            self.flush_observer(time.perf_counter() - started)
         if self._truncations == truncations and offset > self.recovery_point:
             self.recovery_point = offset
             self.last_flush_time = self._clock.now_ms()

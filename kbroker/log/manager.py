@@ -146,6 +146,19 @@ class LogManager:
             if t == topic:
                 log.update_config(config)
 
+    def reconfigure_defaults(self, broker_values: Mapping) -> None:
+        """The broker's defaults of topic configs changed (a dynamic broker config): every log takes them, except
+        for what its topic overrides (Kafka's DynamicLogConfig.reconfigure)."""
+        self.default_config = LogConfig.from_props(broker_values)
+        self._topic_configs = {topic: LogConfig.from_props(broker_values, config.overrides())
+                               for topic, config in self._topic_configs.items()}
+        rebuilt: dict[str, LogConfig] = {}
+        for (topic, _), log in self._logs.items():
+            # A log's own config knows its topic's overrides (also for logs created with an explicit config).
+            if topic not in rebuilt:
+                rebuilt[topic] = LogConfig.from_props(broker_values, log.config.overrides())
+            log.update_config(rebuilt[topic])
+
     def delete_log(self, tp: TopicPartition) -> Log | None:
         """Take the log out: rename its directory `<topic>-<partition>.<uuid>-delete` now and delete it after
         file.delete.delay.ms (Kafka's asyncDelete). Returns the removed log."""

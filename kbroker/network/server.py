@@ -4,6 +4,11 @@ Per connection, requests are read and answered strictly in order (Kafka's guaran
 the kernel buffers what it sent ahead. Framing follows Kafka's NetworkReceive: a 4-byte size then the
 request; a size below zero or above socket.request.max.bytes closes the connection, as does a request that
 cannot be parsed. A failure on one connection never reaches the others.
+
+Connection limits, read at each accept so dynamic changes apply at once: max.connections.per.ip (with
+max.connections.per.ip.overrides "host:count,...") and max.connections (not counting the inter-broker
+listener, which Kafka protects). A connection over a limit is closed at once; Kafka closes it too for the
+per-IP limit but makes it wait in the accept queue for the broker-wide one.
 """
 from __future__ import annotations
 
@@ -80,6 +85,8 @@ class SocketServer:
         self.bound_ports: dict[str, int] = {}
         self.listeners = listeners
         self.connections: set = set()
+        self.per_ip: dict[str, int] = {}
+        self.counted = 0   # connections counted against max.connections
 
     def bind(self) -> None:
         """Bind every listener now (so a clash fails startup before anything is registered)."""
@@ -108,13 +115,39 @@ class SocketServer:
             # As Kafka: no Nagle delay on responses (a response's last partial segment would otherwise wait
             # for the client's delayed ACK, ~40 ms).
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            ip = address[0]
+            counted = listener_name != self.broker.config.inter_broker_listener
+            refusal = self._over_limit(ip, counted)
+            if refusal:
+                log.warning("closing connection from %s:%s: %s", ip, address[1], refusal)
+                sock.close()
+                return
             self.connections.add(sock)
+            self.per_ip[ip] = self.per_ip.get(ip, 0) + 1
+            self.counted += counted
             try:
                 self._serve(sock, address, listener_name)
             finally:
                 self.connections.discard(sock)
+                self.counted -= counted
+                self.per_ip[ip] -= 1
+                if not self.per_ip[ip]:
+                    del self.per_ip[ip]
                 sock.close()
         return handle
+
+    def _over_limit(self, ip: str, counted: bool) -> str | None:
+        cfg = self.broker.config
+        limit = cfg["max.connections.per.ip"]
+        for item in (cfg["max.connections.per.ip.overrides"] or "").split(","):
+            host, _, count = item.strip().rpartition(":")
+            if host == ip and count.strip().isdigit():
+                limit = int(count)
+        if self.per_ip.get(ip, 0) >= limit:
+            return f"too many connections from this address (max.connections.per.ip={limit})"
+        if counted and self.counted >= cfg["max.connections"]:
+            return f"too many connections (max.connections={cfg['max.connections']})"
+        return None
 
     def _serve(self, sock, address, listener_name: str) -> None:
         while True:

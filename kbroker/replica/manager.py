@@ -14,6 +14,10 @@ its state on the leader, which may advance the high watermark and complete waiti
 
 ISR: a task shrinks the ISR of led partitions every replica.lag.time.max.ms / 2; expansions happen on follower
 fetches. Both write the state znode (zkVersion-checked) and, batched, an /isr_change_notification entry.
+
+Metrics (kbroker.metrics): per topic, produce requests, failures, bytes and records in and conversions of the
+appends to partitions led here (coordinator appends included, as Kafka); ISR shrinks and expands; the flush
+time of every hosted log. A topic's series go when its last partition here is deleted.
 """
 from __future__ import annotations
 
@@ -26,6 +30,7 @@ import gevent.event
 from zk import znodes as z
 from zk.admin import INTERNAL_TOPICS
 from ..log.config import LogConfig
+from ..metrics import BrokerMetrics
 from ..protocol.errors import Errors, KafkaError
 from ..purgatory.delayed import DelayedOperation, DelayedOperationPurgatory
 from ..records.validator import RecordValidationError
@@ -106,13 +111,15 @@ class DelayedProduce(DelayedOperation):
 
 
 class ReplicaManager:
-    def __init__(self, broker_id: int, config, log_manager, zk, clock, metadata_cache):
+    def __init__(self, broker_id: int, config, log_manager, zk, clock, metadata_cache,
+                 metrics: BrokerMetrics | None = None):
         self.broker_id = broker_id
         self.config = config
         self.log_manager = log_manager
         self.zk = zk
         self.clock = clock
         self.metadata_cache = metadata_cache  # tells partitions led elsewhere from unknown ones
+        self.metrics = metrics or BrokerMetrics()
         self.broker_epoch = -1
         self.controller_epoch = 0
         self.partitions: dict[tuple[str, int], Partition] = {}
@@ -192,8 +199,10 @@ class ReplicaManager:
             if current is None:
                 config = configs.get(tp[0]) or configs.setdefault(tp[0], self.log_config(tp[0]))
                 self.log_manager.update_topic_config(tp[0], config)
-                current = Partition(tp[0], tp[1], self.broker_id, self.log_manager.get_or_create_log(tp, config),
-                                    self.clock, self.write_isr, self.config["replica.lag.time.max.ms"])
+                partition_log = self.log_manager.get_or_create_log(tp, config)
+                partition_log.flush_observer = self.metrics.log_flush.observe
+                current = Partition(tp[0], tp[1], self.broker_id, partition_log, self.clock, self.write_isr,
+                                    self.config["replica.lag.time.max.ms"])
                 self.partitions[tp] = current
             # Stop fetching first, then take the new state (as Kafka's makeLeaders / makeFollowers).
             self.fetchers.remove_partition(tp)
@@ -236,6 +245,8 @@ class ReplicaManager:
         removed = self.partitions.pop(tp, None)
         if delete:
             self.log_manager.delete_log(tp)
+            if removed is not None and not any(t == topic for t, _ in self.partitions):
+                self.metrics.remove_topic(topic)
         elif removed is not None:
             removed.leader = -1
         self._complete_delayed(tp)
@@ -259,6 +270,10 @@ class ReplicaManager:
                               partition.index, partition.zk_version, new_isr)
             return False
         partition.zk_version = version
+        if len(new_isr) < len(partition.isr):
+            self.metrics.isr_shrinks += 1
+        else:
+            self.metrics.isr_expands += 1
         self._isr_changes.add(partition.tp)
         return True
 
@@ -308,15 +323,24 @@ class ReplicaManager:
         results = {}
         appended = {}
         for tp, records in entries.items():
+            stats = None
             try:
                 if tp[0] in INTERNAL_TOPICS and not internal:
                     raise KafkaError(Errors.INVALID_TOPIC_EXCEPTION, f"Cannot append to internal topic {tp[0]}")
-                r = self.leader_partition(tp).append_as_leader(records, produce_version, acks)
+                partition = self.leader_partition(tp)
+                stats = self.metrics.topic(tp[0])
+                stats.produce_requests += 1
+                r = partition.append_as_leader(records, produce_version, acks)
+                stats.bytes_in += len(records)
+                stats.messages_in += r.record_count
+                stats.produce_conversions += r.converted_count
                 results[tp] = (Errors.NONE, r.first_offset, r.log_append_time, r.log_start_offset, None, [])
                 if r.last_offset >= 0:
                     appended[tp] = r.last_offset
                 self.fetch_purgatory.check_and_complete(tp)
             except KafkaError as e:
+                if stats is not None:
+                    stats.failed_produce_requests += 1
                 if not isinstance(e, RecordValidationError) and e.code not in (
                         Errors.NOT_LEADER_OR_FOLLOWER, Errors.UNKNOWN_TOPIC_OR_PARTITION):
                     log.info("produce to %s-%d failed: %s: %s", tp[0], tp[1], e.code.name, e)

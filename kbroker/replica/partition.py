@@ -49,6 +49,8 @@ class AppendResult:
     last_offset: int
     log_append_time: int
     log_start_offset: int
+    record_count: int = 0       # records appended (0 for a retried duplicate)
+    converted_count: int = 0    # of those, records converted to the log's message format
 
 
 @dataclass
@@ -153,7 +155,9 @@ class Partition:
                                            b.first_offset, b.last_offset, now)
         self.maybe_increment_high_watermark()
         log.maybe_flush()
-        return AppendResult(info.first_offset, info.last_offset, info.log_append_time, log.log_start_offset)
+        converted = info.record_count if info.source_magic != self.records_config.magic else 0
+        return AppendResult(info.first_offset, info.last_offset, info.log_append_time, log.log_start_offset,
+                            info.record_count, converted)
 
     def _check_producers(self, info):
         """Sequence checks for idempotent batches; the original metadata when the batch is a retry."""

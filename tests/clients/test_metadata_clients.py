@@ -126,6 +126,8 @@ def test_kafka_python_negotiates_from_api_versions(cluster):
         consumer.close()
 
 
+@pytest.mark.xfail(strict=True, reason="kafka-python 3.0.12 describe_cluster() pops 'endpoint_type' from the "
+                   "DescribeCluster response, which v0 (the only version Kafka 2.8 serves) lacks: KeyError")
 def test_kafka_python_admin_client_describe_cluster_and_list_topics(cluster, ports):
     from kafka import KafkaAdminClient
     admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap, request_timeout_ms=10000)

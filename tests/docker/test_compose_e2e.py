@@ -104,6 +104,7 @@ def test_entrypoint_runs_compose_brokers_from_env_only(zk_connect, tmp_path):
                 "KAFKA_LOG_DIRS": str(tmp_path / f"kafka-{n}" / "data"),
                 "KAFKA_ZOOKEEPER_SESSION_TIMEOUT_MS": "6000",
                 "KAFKA_CONTROLLED_SHUTDOWN_RETRY_BACKOFF_MS": "200",
+                "KAFKA_METRICS_PORT": str(free_port()),   # compose gives each container 9404
             })
             assert env["KAFKA_BROKER_ID"] == str(n)
             env["KBROKER_CONFIG_DIR"] = str(tmp_path / f"kafka-{n}" / "etc")  # where the empty file goes

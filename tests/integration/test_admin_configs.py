@@ -83,14 +83,18 @@ def test_topic_configs_with_admin_clients(cluster_factory):
     assert _znode(c.zk, "/config/topics/cfg")["config"] == {"max.message.bytes": "2000"}
     assert list(_notifications(c.zk).values()).count({"version": 2, "entity_path": "topics/cfg"}) == 2
 
-    # Errors: bad value names the key and writes nothing; unknown topic; APPEND on a non-list; broker alter.
+    # Errors: a bad value names the key and writes nothing (Kafka 2.8: INVALID_REQUEST, its ConfigException),
+    # an unknown name is INVALID_CONFIG; unknown topic; APPEND on a non-list.
     _, err = _one(admin.alter_configs([ConfigResource(ResourceType.TOPIC, "cfg",
                                                       set_config={"retention.ms": "soon"})], request_timeout=20))
-    assert err.code() == 40 and "retention.ms" in err.str()
+    assert err.code() == 42 and "retention.ms" in err.str() and "ConfigResource(type=TOPIC, name='cfg')" in err.str()
+    _, err = _one(admin.alter_configs([ConfigResource(ResourceType.TOPIC, "cfg",
+                                                      set_config={"retention.msx": "1"})], request_timeout=20))
+    assert err.code() == 40 and "Unknown topic config name: retention.msx" in err.str()
     inc = [ConfigEntry("segment.ms", "-5", incremental_operation=AlterConfigOpType.SET)]
     _, err = _one(admin.incremental_alter_configs([ConfigResource(ResourceType.TOPIC, "cfg",
                                                                   incremental_configs=inc)], request_timeout=20))
-    assert err.code() == 40 and "segment.ms" in err.str()
+    assert err.code() == 42 and "segment.ms" in err.str()
     inc = [ConfigEntry("retention.ms", "1", incremental_operation=AlterConfigOpType.APPEND)]
     _, err = _one(admin.incremental_alter_configs([ConfigResource(ResourceType.TOPIC, "cfg",
                                                                   incremental_configs=inc)], request_timeout=20))

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 
-import pytest
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 

@@ -9,7 +9,6 @@ probed with small frames); every test opens its own connections.
 """
 from __future__ import annotations
 
-import os
 import random
 import socket
 import struct

@@ -8,7 +8,6 @@ import signal
 import subprocess
 import time
 
-import pytest
 from click.testing import CliRunner
 from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 

@@ -6,6 +6,7 @@ produced and committed, and checked against kafka-python's own view (end_offsets
 committed), never against kadmin itself."""
 from __future__ import annotations
 
+import json
 import re
 import time
 
@@ -24,9 +25,9 @@ HEADER = ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LA
           "CLIENT-ID"]
 
 
-def kadmin(*args, bootstrap=None, zookeeper=None):
+def kadmin(*args, bootstrap=None, zookeeper=None, output="table"):
     opts = (["--bootstrap-server", bootstrap] if bootstrap else []) + (["--zookeeper", zookeeper] if zookeeper else [])
-    return CliRunner().invoke(cli, opts + [str(a) for a in args], catch_exceptions=False)
+    return CliRunner().invoke(cli, opts + ["--output", output] + [str(a) for a in args], catch_exceptions=False)
 
 
 def ok(result) -> str:
@@ -160,6 +161,16 @@ def test_groups_lifecycle_list_describe_reset_delete(cluster_factory):
         # --zookeeper alone gives the same numbers
         zk_rows = describe_rows(ok(kadmin("groups", "describe", group, zookeeper=cluster.zk_connect)))
         assert {p: (x["CURRENT-OFFSET"], x["LOG-END-OFFSET"], x["LAG"]) for p, x in zk_rows.items()} == expected
+        # --output json: the same document either way, numbers as numbers, null for '-'
+        described = json.loads(ok(kadmin("groups", "describe", group, bootstrap=bs, output="json")))
+        assert described == json.loads(ok(kadmin("groups", "describe", group, zookeeper=cluster.zk_connect,
+                                                 output="json")))
+        (g,) = described["groups"]
+        assert (g["group"], g["state"]) == (group, "Stable")
+        assert {o["partition"]: (o["current_offset"], o["log_end_offset"], o["lag"]) for o in g["offsets"]} == \
+            {0: (4, 15, 11), 1: (12, 12, 0), 2: (None, 8, None)}
+        assert all(set(o) == {"topic", "partition", "current_offset", "log_end_offset", "lag", "consumer_id", "host",
+                              "client_id"} and o["client_id"] == client for o in g["offsets"])
 
         members = table(ok(kadmin("groups", "describe", group, "--members", "--verbose", bootstrap=bs)))
         assert members == [["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "ASSIGNMENT"],
@@ -219,6 +230,10 @@ def test_groups_lifecycle_list_describe_reset_delete(cluster_factory):
     # --shift-by from the committed offsets
     r = kadmin("groups", "reset-offsets", group, "--all-topics", "--shift-by", -2, "--dry-run", bootstrap=bs)
     assert reset_rows(ok(r), group, topic) == {0: 5, 1: 0, 2: 6}
+    r = kadmin("groups", "reset-offsets", group, "--all-topics", "--shift-by", -2, "--dry-run", bootstrap=bs,
+               output="json")
+    assert json.loads(ok(r)) == {"executed": False, "groups": [{"group": group, "offsets": [
+        {"topic": topic, "partition": p, "new_offset": o} for p, o in ((0, 5), (1, 0), (2, 6))]}]}
 
     # --to-datetime: the first record stamped at or after the time (record i carries BASE_TS + i s); a time after
     # a partition's last record gives its log end. Checked against kafka-python's offsets_for_times.
@@ -260,21 +275,24 @@ def test_groups_lifecycle_list_describe_reset_delete(cluster_factory):
     assert group not in listed and fresh not in listed
     one_error(kadmin("groups", "describe", group, bootstrap=bs), f"Consumer group '{group}' does not exist.")
     assert committed(bs, group, topic) == {0: None, 1: None, 2: None}
-    one_error(kadmin("groups", "delete", group, bootstrap=bs),
-              f"Group '{group}' could not be deleted due to: GROUP_ID_NOT_FOUND (The group id does not exist.)")
+    r = kadmin("groups", "delete", group, bootstrap=bs, output="json")
+    assert r.exit_code == 1 and json.loads(r.stdout) == {"deleted": [], "failed": [{"group": group,
+                                                                                  "error": "GROUP_ID_NOT_FOUND"}]}
+    assert r.stderr == (f"Error: Group '{group}' could not be deleted due to: GROUP_ID_NOT_FOUND (The group id does "
+                        "not exist.)\n")
 
 
 def test_groups_errors_and_usage(cluster_factory, zk_connect):
     # ZooKeeper without registered brokers: nothing to bootstrap from
     r = kadmin("groups", "list", zookeeper=zk_connect)
-    assert r.exit_code == 1 and r.stdout == ""
+    assert r.exit_code == 3 and r.stdout == ""
     assert re.fullmatch(r"Error: No brokers are registered in ZooKeeper at .*\n", r.stderr), r.stderr
     # nothing listening
     from tests.conftest import free_port
     port = free_port()
     one_error(kadmin("groups", "list", bootstrap=f"127.0.0.1:{port}"),
               f"No broker of 127.0.0.1:{port} could be reached (Cannot connect to 127.0.0.1:{port}: "
-              "Connection refused).")
+              "Connection refused).", code=3)
     # usage errors: exit 2, one line
     for args, fragment in [
         (["groups", "list"], "--bootstrap-server HOST:PORT is required"),
@@ -292,9 +310,6 @@ def test_groups_errors_and_usage(cluster_factory, zk_connect):
         (["--bootstrap-server", "h:1", "groups", "reset-offsets", "g", "--topic", "t", "--to-latest", "--execute",
           "--dry-run"], "only one of --execute and --dry-run"),
         (["--bootstrap-server", "h:1", "groups", "list", "--state", "bogus"], "Invalid state list 'bogus'"),
-        # the other commands keep refusing --bootstrap-server until they have Admin API paths
-        (["--bootstrap-server", "h:1", "list-topics"], "--bootstrap-server (the Kafka Admin API path) is not "
-                                                       "available yet"),
     ]:
         r = CliRunner().invoke(cli, args, catch_exceptions=False)
         assert (r.exit_code, r.stdout) == (2, ""), (args, r.exit_code, r.stdout, r.stderr)
@@ -307,7 +322,7 @@ def test_groups_errors_and_usage(cluster_factory, zk_connect):
     one_error(kadmin("groups", "describe", "ghost", bootstrap=bs), "Consumer group 'ghost' does not exist.")
     r = kadmin("groups", "reset-offsets", "ghost", "--topic", "no-such-topic", "--to-earliest", bootstrap=bs)
     assert r.exit_code == 1 and r.stdout == ""
-    assert r.stderr.splitlines()[-1] == "Error: Topic 'no-such-topic' does not exist."
+    assert r.stderr.splitlines()[-1] == "Error: Topic 'no-such-topic' does not exist. (UNKNOWN_TOPIC_OR_PARTITION)"
     assert ok(kadmin("groups", "list", bootstrap=bs)) == ""
 
 

@@ -16,7 +16,7 @@ import uuid
 
 import pytest
 
-from kafka.protocol.api_header import RequestHeader, ResponseClassRegistry
+from kafka.protocol.api_header import RequestHeader
 from kafka.protocol.metadata import MetadataResponse
 
 from kbroker.protocol.interbroker import (

@@ -1,0 +1,36 @@
+"""DescribeCluster (key 60), v0 (flexible): the cluster id, the controller and the live brokers (KIP-700,
+new in Kafka 2.8), served from the metadata cache as Kafka 2.8's KafkaApis.handleDescribeCluster.
+
+Brokers are the live ones with an endpoint on the listener the request came in on (id, host, port, rack), as
+in Metadata; the controller id is -1 while none is known. Cluster authorized operations: "not requested"
+(INT32_MIN) unless include_cluster_authorized_operations; when asked, every operation Kafka supports on the
+CLUSTER resource, since without an authorizer Kafka allows them all. The error code is always NONE (the only
+error Kafka could give, CLUSTER_AUTHORIZATION_FAILED, needs ACLs).
+
+kafka-python's class also defines v1-v2 (endpoint type, fenced brokers: KRaft only); Kafka 2.8 serves v0.
+"""
+from __future__ import annotations
+
+from kafka.protocol.admin import DescribeClusterRequest, DescribeClusterResponse
+
+from ..protocol.errors import Errors
+
+API_KEY = 60
+MIN_VERSION, MAX_VERSION = 0, 0
+REQUEST, RESPONSE = DescribeClusterRequest, DescribeClusterResponse
+Broker = RESPONSE.DescribeClusterBroker
+
+# AclOperation codes Kafka supports on the CLUSTER resource (AclEntry.supportedOperations): CREATE, ALTER,
+# DESCRIBE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE
+CLUSTER_OPERATIONS = frozenset({5, 7, 8, 9, 10, 11, 12})
+
+
+def handle(request, ctx):
+    cache = ctx.broker.metadata_cache
+    ops = set(CLUSTER_OPERATIONS) if request.include_cluster_authorized_operations else None  # None: INT32_MIN
+    return RESPONSE(version=ctx.api_version, throttle_time_ms=0, error_code=Errors.NONE, error_message=None,
+                    cluster_id=ctx.broker.cluster_id,
+                    controller_id=cache.controller_id if cache.controller_id is not None else -1,
+                    brokers=[Broker(broker_id=i, host=h, port=p, rack=r)
+                             for i, h, p, r in cache.alive_brokers(ctx.listener)],
+                    authorized_operations=ops)

@@ -1,0 +1,165 @@
+"""The Prometheus endpoint (metrics.port) and the state-change and request logs, as a user of a 3-broker
+cluster sees them: scrape after real clients produced and fetched, then after a follower died."""
+from __future__ import annotations
+
+import glob
+import os
+import re
+import urllib.request
+
+import pytest
+from click.testing import CliRunner
+from confluent_kafka import Producer
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from prometheus_client.parser import text_string_to_metric_families
+
+from admin_cli.main import cli as kadmin
+from tests.conftest import free_port
+from tests.integration.conftest import wait_until
+
+TOPIC = "m"
+
+
+def scrape(broker) -> dict:
+    """{(sample name, frozenset of labels): value} from the broker's /metrics."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{broker.metrics_port}/metrics", timeout=5) as r:
+        assert r.status == 200
+        text = r.read().decode()
+    return {(s.name, frozenset(s.labels.items())): s.value
+            for family in text_string_to_metric_families(text) for s in family.samples}
+
+
+def value(samples, name, **labels) -> float:
+    return samples.get((name, frozenset(labels.items())), 0.0)
+
+
+def by_label(samples, name, label, **match) -> dict:
+    """{label value: sample value} of the samples of `name` whose other labels match."""
+    out = {}
+    for (n, labels), v in samples.items():
+        d = dict(labels)
+        if n == name and label in d and all(d.get(k) == w for k, w in match.items()):
+            out[d[label]] = v
+    return out
+
+
+def consume_all(bootstrap, n, **kwargs) -> list:
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
+                             consumer_timeout_ms=3000, **kwargs)
+    tp = TopicPartition(TOPIC, 0)
+    consumer.assign([tp])
+    consumer.seek_to_beginning(tp)
+    out = []
+    for r in consumer:
+        out.append(r.value)
+        if len(out) == n:
+            break
+    consumer.close()
+    return out
+
+
+def text(path) -> str:
+    with open(path, errors="replace") as f:
+        return f.read()
+
+
+@pytest.fixture
+def cluster(cluster_factory):
+    c = cluster_factory()
+    for i in (1, 2, 3):
+        port = free_port()
+        b = c.add(i, start=False, **{"metrics.port": port, "replica.lag.time.max.ms": 1000})
+        b.metrics_port = port
+        # Broker 1 also writes Kafka's request log.
+        b.start(*(["--logger", "kafka.request.logger=DEBUG"] if i == 1 else []))
+    c.wait_registered([1, 2, 3])
+    return c
+
+
+def test_metrics_and_logs_after_traffic_and_a_dead_follower(cluster):
+    c = cluster
+    leader, logs = c.brokers[1], {i: os.path.join(b.dir, "logs") for i, b in c.brokers.items()}
+    result = CliRunner().invoke(kadmin, ["--zookeeper", c.zk_connect, "create-topic", TOPIC, "--replica-assignment",
+                                         "1:2:3", "--config", "flush.messages=1"])
+    assert result.exit_code == 0, result.output
+    wait_until(lambda: (s := c.zk.get_partition_state(TOPIC, 0)) and sorted(s.isr) == [1, 2, 3], message="online")
+
+    # Produce 50 records (librdkafka, v2 batches), read them back with a current kafka-python consumer.
+    p = Producer({"bootstrap.servers": c.bootstrap, "acks": "all", "linger.ms": 5})
+    for i in range(50):
+        p.produce(TOPIC, value=b"v%03d" % i, partition=0)
+    assert p.flush(20) == 0
+    assert len(consume_all(c.bootstrap, 50)) == 50
+    segment = glob.glob(os.path.join(leader.dir, "data", f"{TOPIC}-0", "*.log"))[0]
+    log_bytes = os.path.getsize(segment)
+
+    s = scrape(leader)
+    assert value(s, "kafka_server_brokertopicmetrics_messagesin_total", topic=TOPIC) == 50
+    assert value(s, "kafka_server_brokertopicmetrics_bytesin_total", topic=TOPIC) == log_bytes
+    assert value(s, "kafka_server_brokertopicmetrics_bytesout_total", topic=TOPIC) == log_bytes
+    assert value(s, "kafka_server_brokertopicmetrics_fetchmessageconversions_total", topic=TOPIC) == 0
+    assert value(s, "kafka_server_brokertopicmetrics_replicationbytesout_total") >= 2 * log_bytes
+    produce_counts = by_label(s, "kafka_network_requestmetrics_requests_total", "version", request="Produce")
+    assert produce_counts and all(int(v) >= 3 for v in produce_counts)   # v2 batches need Produce v3+
+    for v, n in produce_counts.items():
+        assert n >= 1
+        assert value(s, "kafka_network_requestmetrics_totaltime_seconds_count", request="Produce", version=v) == n
+        assert value(s, "kafka_network_requestmetrics_totaltime_seconds_bucket", request="Produce", version=v,
+                     le="+Inf") == n
+    assert by_label(s, "kafka_network_requestmetrics_requests_total", "version", request="FetchConsumer")
+    assert by_label(s, "kafka_network_requestmetrics_requests_total", "version", request="FetchFollower")
+    assert value(s, "kafka_log_logflushstats_logflushtime_seconds_count") >= 1   # flush.messages=1
+    wait_until(lambda: value(scrape(leader), "kafka_server_replicamanager_underreplicatedpartitions") == 0,
+               timeout=10, message="no under-replicated partition")
+    assert value(s, "kafka_server_replicamanager_leadercount") >= 1
+    assert value(s, "kafka_server_delayedoperationpurgatory_purgatorysize", delayedOperation="Produce") == 0
+    everyone = {i: scrape(b) for i, b in c.brokers.items()}
+    assert sum(value(x, "kafka_controller_kafkacontroller_activecontrollercount") for x in everyone.values()) == 1
+    controller = c.zk.get_controller_id()
+    assert value(everyone[controller], "kafka_controller_kafkacontroller_activecontrollercount") == 1
+    assert value(everyone[controller], "kafka_controller_kafkacontroller_offlinepartitionscount") == 0
+    assert value(everyone[controller], "kafka_controller_kafkacontroller_globaltopiccount") >= 1
+
+    # The request log counts the same Produce requests, with their versions.
+    request_log = text(os.path.join(logs[1], "kafka-request.log"))
+    for v, n in produce_counts.items():
+        pattern = rf"Completed request: Produce v{v} correlation_id=\d+ client_id=rdkafka from [\d.]+:\d+ on PLAINTEXT "
+        assert len(re.findall(pattern, request_log)) == n
+
+    # An 0.10 client: its produce (magic 1) is converted up to the log's v2, its fetch (v2) down to magic 1.
+    old = KafkaProducer(bootstrap_servers=leader.bootstrap, api_version=(0, 10), acks="all")
+    for i in range(10):
+        old.send(TOPIC, value=b"old%d" % i, partition=0)
+    old.flush(20)
+    old.close()
+    assert len(consume_all(leader.bootstrap, 60, api_version=(0, 10))) == 60
+    s = scrape(leader)
+    assert value(s, "kafka_server_brokertopicmetrics_messagesin_total", topic=TOPIC) == 60
+    assert value(s, "kafka_server_brokertopicmetrics_producemessageconversions_total", topic=TOPIC) == 10
+    assert value(s, "kafka_server_brokertopicmetrics_fetchmessageconversions_total", topic=TOPIC) == 60
+    assert by_label(s, "kafka_network_requestmetrics_requests_total", "version", request="Produce").get("2")
+    assert by_label(s, "kafka_network_requestmetrics_requests_total", "version", request="FetchConsumer").get("2")
+
+    # A follower dies: the leader shrinks the ISR within replica.lag.time.max.ms.
+    c.brokers[3].kill9()
+    wait_until(lambda: value(s := scrape(leader), "kafka_server_replicamanager_underreplicatedpartitions") >= 1
+               and value(s, "kafka_server_replicamanager_isrshrinks_total") >= 1, timeout=10,
+               message="under-replicated partition and an ISR shrink")
+
+    # The state-change log of each broker has its own file: the leader's LeaderAndIsr handling and ISR shrink,
+    # the controller's election and the requests it sent.
+    leader_log = text(os.path.join(logs[1], "state-change.log"))
+    assert re.search(rf"handling LeaderAndIsr request v\d+ correlation id \d+ from controller {controller}", leader_log)
+    assert f"partition {TOPIC}-0: leader (leader 1" in leader_log
+    assert f"partition {TOPIC}-0: shrinking ISR, out of sync: [3]" in leader_log
+    controller_log = text(os.path.join(logs[controller], "state-change.log"))
+    assert f"broker {controller} elected controller" in controller_log
+    assert "sending LeaderAndIsr request to broker 1 with 1 become-leader" in controller_log
+    assert not os.path.exists(os.path.join(logs[2], "kafka-request.log"))   # request log off by default
+
+    # A broker whose metrics.port is taken refuses to start (before registering), naming the setting.
+    clash = c.add(4, start=False, **{"metrics.port": leader.metrics_port})
+    clash.start()
+    assert clash.proc.wait(30) == 1
+    assert "cannot bind metrics.port" in clash.log()
+    assert 4 not in c.zk.get_broker_ids()

@@ -1,0 +1,58 @@
+"""Dynamic broker configs: which names may change, how values are checked, and the precedence a broker applies
+(its own dynamic value over the cluster default over server.properties)."""
+import pytest
+
+from kbroker.config import BrokerConfig
+from kbroker.log.config import LogConfig
+from zk.admin_errors import InvalidConfigValueError
+from zk.broker_config import entity_name, parse_entity_name, validate_broker_config
+
+
+def test_validation_names_the_key():
+    assert validate_broker_config({"log.retention.ms": "1000", "log.cleanup.policy": "compact,delete",
+                                   "unclean.leader.election.enable": "TRUE"}) == {
+        "log.retention.ms": 1000, "log.cleanup.policy": ["compact", "delete"], "unclean.leader.election.enable": True}
+    with pytest.raises(InvalidConfigValueError, match=r"Cannot update these configs dynamically: Set\(broker.id\)"):
+        validate_broker_config({"broker.id": "3"})
+    with pytest.raises(InvalidConfigValueError, match="log.message.format.version"):
+        validate_broker_config({"log.message.format.version": "2.8"})   # excluded, as in Kafka
+    with pytest.raises(InvalidConfigValueError, match="Invalid value soon for configuration log.retention.ms"):
+        validate_broker_config({"log.retention.ms": "soon"})
+    with pytest.raises(InvalidConfigValueError, match="min.insync.replicas: Value must be at least 1"):
+        validate_broker_config({"min.insync.replicas": "0"})
+    with pytest.raises(InvalidConfigValueError, match="compression.type"):
+        validate_broker_config({"compression.type": "brotli"})
+
+
+def test_entity_names():
+    assert entity_name(None) == "<default>" and entity_name(2) == "2"
+    assert parse_entity_name("<default>") is None and parse_entity_name("7") == 7
+    with pytest.raises(ValueError):
+        parse_entity_name("x")
+
+
+def test_precedence_and_invalid_entries_left_out():
+    cfg = BrokerConfig({"zookeeper.connect": "zk", "broker.id": "1", "log.retention.hours": "5",
+                        "min.insync.replicas": "2"})
+    changed, problems = cfg.apply_dynamic({"log.retention.ms": "1000", "min.insync.replicas": "3",
+                                           "broker.id": "9"},
+                                          {"min.insync.replicas": "4", "message.max.bytes": "many"})
+    assert changed == {"log.retention.ms", "min.insync.replicas"}
+    assert cfg["min.insync.replicas"] == 4 and cfg.log_retention_ms == 1000 and cfg.broker_id == 1
+    assert len(problems) == 2 and any("broker.id" in p for p in problems) and any("message.max.bytes" in p
+                                                                                 for p in problems)
+    assert cfg.dynamic_broker == {"min.insync.replicas": "4"}
+    log_config = LogConfig.from_props(cfg.values)
+    assert (log_config.retention_ms, log_config.min_insync_replicas) == (1000, 4)
+    # Removing the dynamic values restores the static ones.
+    changed, _ = cfg.apply_dynamic({}, {})
+    assert changed == {"log.retention.ms", "min.insync.replicas"}
+    assert cfg["min.insync.replicas"] == 2 and cfg.log_retention_ms == 5 * 3600_000
+
+
+def test_log_config_rebuilt_over_new_defaults_keeps_topic_overrides():
+    topic = LogConfig.from_props({"log.retention.ms": 1000}, {"segment.bytes": "2000", "cleanup.policy": "compact",
+                                                              "delete.retention.ms": "5"})
+    rebuilt = LogConfig.from_props({"log.retention.ms": 9000, "log.segment.bytes": 50000}, topic.overrides())
+    assert (rebuilt.retention_ms, rebuilt.segment_bytes, rebuilt.cleanup_policy) == (9000, 2000, ("compact",))
+    assert rebuilt.passthrough == {"delete.retention.ms": "5"}

@@ -1,0 +1,66 @@
+"""The metrics' pure parts: histogram buckets, the exposition of one broker's registry, and `kbroker start`'s
+--logger parsing."""
+from __future__ import annotations
+
+import logging
+
+import click
+import pytest
+from prometheus_client import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from kbroker.cli import parse_logger_levels
+from kbroker.metrics import BrokerMetrics, Histogram
+
+
+def samples(metrics: BrokerMetrics) -> dict:
+    text = generate_latest(metrics.registry).decode()
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for f in text_string_to_metric_families(text) for s in f.samples}
+
+
+def test_histogram_buckets_are_cumulative_and_inclusive():
+    h = Histogram((0.1, 1.0))
+    for v in (0.05, 0.1, 0.5, 1.0, 7.0):
+        h.observe(v)
+    assert h.buckets() == [("0.1", 2), ("1.0", 4), ("+Inf", 5)]   # le: value <= bound
+    assert h.count == 5 and h.sum == pytest.approx(8.65)
+
+
+def test_exposition_of_a_broker_registry():
+    m = BrokerMetrics()
+    stats = m.topic("orders")
+    stats.messages_in += 3
+    stats.bytes_in += 120
+    m.request_done("Produce", 9, 0.002)
+    m.request_done("Produce", 9, 0.5)
+    m.request_done("FetchConsumer", 11, 0.0001)
+    m.isr_shrinks += 1
+    s = samples(m)
+    assert s[("kafka_server_brokertopicmetrics_messagesin_total", (("topic", "orders"),))] == 3
+    assert s[("kafka_server_brokertopicmetrics_bytesin_total", (("topic", "orders"),))] == 120
+    produce = (("request", "Produce"), ("version", "9"))
+    assert s[("kafka_network_requestmetrics_requests_total", produce)] == 2
+    assert s[("kafka_network_requestmetrics_totaltime_seconds_count", produce)] == 2
+    assert s[("kafka_network_requestmetrics_totaltime_seconds_sum", produce)] == pytest.approx(0.502)
+    assert s[("kafka_network_requestmetrics_totaltime_seconds_bucket", (("le", "0.0025"), *produce))] == 1
+    assert s[("kafka_server_replicamanager_isrshrinks_total", ())] == 1
+    # Without a server the state gauges read zero rather than failing the scrape.
+    assert s[("kafka_controller_kafkacontroller_activecontrollercount", ())] == 0
+    assert s[("kafka_server_replicamanager_underreplicatedpartitions", ())] == 0
+    m.remove_topic("orders")
+    assert not any(labels == (("topic", "orders"),) for _, labels in samples(m))
+
+
+def test_registries_are_per_broker():
+    a, b = BrokerMetrics(), BrokerMetrics()
+    a.topic("t").messages_in += 1
+    assert ("kafka_server_brokertopicmetrics_messagesin_total", (("topic", "t"),)) not in samples(b)
+
+
+def test_logger_levels():
+    assert parse_logger_levels(["kafka.request.logger=DEBUG,state-change=WARN", "", "kbroker.replica=trace"]) == {
+        "kafka.request.logger": logging.DEBUG, "state-change": logging.WARNING, "kbroker.replica": logging.DEBUG}
+    for bad in ("kafka.request.logger", "x=LOUD", "=DEBUG"):
+        with pytest.raises(click.BadParameter):
+            parse_logger_levels([bad])
