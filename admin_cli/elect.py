@@ -201,10 +201,13 @@ def elect_preferred(zk: KafkaZkClient, partitions: list[TopicPartition], timeout
             time.sleep(poll_interval)
     after = _leaders(zk, partitions)
     registered = set(zk.get_broker_ids())
+    deleting = set(zk.get_topic_deletions())
     result = ElectionResult()
     for tp in partitions:
         want, old, new = preferred[tp], before[tp], after[tp]
-        if new is None or want is None:
+        if tp[0] in deleting:   # the controller skips them, as the ElectLeaders API answers
+            result.failed[tp] = (error_name(17), "The topic is being deleted")
+        elif new is None or want is None:
             result.failed[tp] = (NOT_AVAILABLE, "The partition has no leader and ISR state yet (the controller "
                                                 "has not initialised it).")
         elif new.leader == want:

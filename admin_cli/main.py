@@ -197,8 +197,11 @@ def cli(ctx, zookeeper, bootstrap_server, output, zk_timeout, request_timeout):
     kafka-reassign-partitions.sh, kafka-leader-election.sh and kafka-consumer-groups.sh do.
 
     Give --zookeeper or --bootstrap-server: every command works either way and shows the same thing for the
-    same cluster state (groups always talk to the brokers, found through ZooKeeper if need be). With both on
-    the command line kadmin refuses; --bootstrap-server wins over KADMIN_ZOOKEEPER from the environment.
+    same cluster state (groups always talk to the brokers, found through ZooKeeper if need be). What only
+    ZooKeeper holds shows only with --zookeeper: topics marked for deletion, configs of a broker that is not
+    running. Refusals carry the error each path gets from Kafka (a bad config value: INVALID_CONFIG through
+    ZooKeeper, INVALID_REQUEST from the brokers). With both on the command line kadmin refuses;
+    --bootstrap-server wins over KADMIN_ZOOKEEPER from the environment.
 
     Tables are for people; --output json prints one JSON document per command instead. Errors are one line on
     stderr, with Kafka's error name when the cluster gave one. Waits (reassign, elect-leaders, --wait) show

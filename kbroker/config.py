@@ -9,10 +9,11 @@ unchanged; gevent has no use for them.
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from zk.broker_config import DYNAMIC_BROKER_CONFIGS
+from zk.broker_config import DYNAMIC_BROKER_CONFIGS, THREAD_COUNTS
 
 
 class ConfigError(ValueError):
@@ -71,8 +72,8 @@ SETTINGS: dict[str, Setting] = {
     "metrics.port": _s("int", -1, (lambda v: -1 <= v <= 65535, "a port, 0 (any free port) or -1 (off)")),
     "metrics.host": _s("string", "0.0.0.0"),
     # versions
-    "inter.broker.protocol.version": _s("string", "2.8"),
-    "log.message.format.version": _s("string", "2.8"),
+    "inter.broker.protocol.version": _s("string", "2.8-IV1"),
+    "log.message.format.version": _s("string", "2.8-IV1"),
     # logs
     "log.dirs": _s("list"),
     "log.dir": _s("string", "/tmp/kafka-logs"),
@@ -107,7 +108,7 @@ SETTINGS: dict[str, Setting] = {
     "log.cleaner.backoff.ms": _s("long", 15000),
     "log.cleaner.io.buffer.size": _s("int", 512 * 1024, _at_least(0)),
     "log.cleaner.io.buffer.load.factor": _s("double", 0.9),
-    "log.cleaner.io.max.bytes.per.second": _s("double", float(2 ** 63 - 1)),
+    "log.cleaner.io.max.bytes.per.second": _s("double", sys.float_info.max),
     "log.cleaner.min.compaction.lag.ms": _s("long", 0, _at_least(0)),
     "log.cleaner.max.compaction.lag.ms": _s("long", 2 ** 63 - 1, _at_least(1)),
     "log.message.timestamp.type": _s("string", "CreateTime", _one_of("CreateTime", "LogAppendTime")),
@@ -305,10 +306,13 @@ class BrokerConfig:
         self.dynamic_default: dict[str, str] = {}   # the entries of /config/brokers/<default> in effect
         self.dynamic_broker: dict[str, str] = {}    # the entries of /config/brokers/<id> in effect
 
-    def apply_dynamic(self, default: dict[str, str], per_broker: dict[str, str]) -> tuple[set[str], list[str]]:
+    def apply_dynamic(self, default: dict[str, str], per_broker: dict[str, str],
+                      running: bool = False) -> tuple[set[str], list[str]]:
         """Layer the dynamic configs over the static values in place (this broker's own over the cluster
         default over server.properties), as Kafka's DynamicBrokerConfig does. An entry that is not a dynamic
-        setting or does not convert is left out, as Kafka drops invalid dynamic configs. Returns (the names
+        setting or does not convert is left out, as Kafka drops invalid dynamic configs; on a running broker a
+        thread count that would fall below half or rise above double its current value keeps its current
+        value (the check AlterConfigs makes, for changes written straight to ZooKeeper). Returns (the names
         whose effective value changed, a message per entry left out)."""
         problems: list[str] = []
 
@@ -326,8 +330,21 @@ class BrokerConfig:
                 out[key] = raw
             return out
 
-        self.dynamic_default = usable(default, "/config/brokers/<default>")
-        self.dynamic_broker = usable(per_broker, f"/config/brokers/{self.broker_id}")
+        new_default = usable(default, "/config/brokers/<default>")
+        new_broker = usable(per_broker, f"/config/brokers/{self.broker_id}")
+        if running:
+            for key in THREAD_COUNTS:
+                raw = new_broker.get(key, new_default.get(key))
+                value = self.static_values[key] if raw is None else _convert(key, SETTINGS[key], raw)
+                current = self.values[key]
+                if value != current and not (max(1, current // 2) <= value <= current * 2):
+                    problems.append(f"{key}={value} ignored: a running broker's thread count changes to between "
+                                    f"half and double its current value {current}")
+                    for new, old in ((new_default, self.dynamic_default), (new_broker, self.dynamic_broker)):
+                        new.pop(key, None)
+                        if key in old:
+                            new[key] = old[key]
+        self.dynamic_default, self.dynamic_broker = new_default, new_broker
         effective = dict(self.static_values)
         for key, raw in {**self.dynamic_default, **self.dynamic_broker}.items():
             effective[key] = _convert(key, SETTINGS[key], raw)

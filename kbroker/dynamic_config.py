@@ -47,12 +47,13 @@ class DynamicConfigManager:
         self.controller = None
         self.last_executed = -1
 
-    def load_broker_configs(self) -> set[str]:
-        """Read /config/brokers/<default> and /config/brokers/<id> into the broker's settings; before the logs
-        load, so they start with the dynamic defaults. Returns the names whose value changed."""
+    def load_broker_configs(self, running: bool = False) -> set[str]:
+        """Read /config/brokers/<default> and /config/brokers/<id> into the broker's settings: at start-up
+        before the logs load, so they start with the dynamic defaults, then on each change (running). Returns
+        the names whose value changed."""
         default = self.zk.get_entity_config("brokers", DEFAULT_ENTITY)
         own = self.zk.get_entity_config("brokers", str(self.broker_id))
-        changed, problems = self.config.apply_dynamic(default, own)
+        changed, problems = self.config.apply_dynamic(default, own, running)
         for problem in problems:
             log.error("dynamic broker config %s", problem)
         return changed
@@ -64,7 +65,7 @@ class DynamicConfigManager:
         names = self.zk.get_config_change_notifications(watch=self._on_change)
         if names:
             self.last_executed = max(_sequence(n) for n in names)
-        self._reconfigure(self.load_broker_configs())
+        self._reconfigure(self.load_broker_configs(running=True))
 
     def _on_change(self, _event) -> None:
         # A kazoo watch callback: only hand the work to a greenlet.
@@ -100,7 +101,7 @@ class DynamicConfigManager:
             self._apply_topic(name)
         elif kind == "brokers":
             if name in (DEFAULT_ENTITY, str(self.broker_id)):
-                changed = self.load_broker_configs()
+                changed = self.load_broker_configs(running=True)
                 self._reconfigure(changed)
                 log.info("applied dynamic config change of broker entity %s: %s", name,
                          ", ".join(f"{k}={self.config.values[k]}" for k in sorted(changed)) or "nothing changed")

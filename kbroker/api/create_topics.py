@@ -50,7 +50,7 @@ class _Refused(Exception):
 def _plan(zk, cfg, topic, brokers) -> tuple[dict[int, list[int]], dict[str, str]]:
     """Check one topic as ZkAdminManager.createTopics does; returns (assignment, configs) or raises."""
     name = topic.name
-    if zk.topic_exists(name):
+    if name and zk.topic_exists(name):   # "" would look up /brokers/topics itself
         raise _Refused(Errors.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
     configs = list(topic.configs or [])
     null_configs = [c.name for c in configs if c.value is None]

@@ -103,7 +103,10 @@ class LeadershipMoves:
         for tp in wanted:
             replicas = ctx.assignments.get(tp)
             state = ctx.partition_states.get(tp)
-            if replicas is None or state is None or tp[0] in ctx.topics_to_delete:
+            if tp[0] in ctx.topics_to_delete and replicas is not None:
+                outcome[tp] = (Errors.INVALID_TOPIC, "The topic is being deleted")
+                continue
+            if replicas is None or state is None:
                 outcome[tp] = (Errors.UNKNOWN_TOPIC_OR_PARTITION, "The partition does not exist.")
                 continue
             if election_type == PREFERRED:

@@ -136,6 +136,11 @@ def test_raw_requests_and_kafka_python_admin(cluster3):
     assert (d.error_code, d.num_partitions, d.replication_factor) == (0, 1, 1)
     assert [(x.name, x.value, x.config_source) for x in d.configs] == [("retention.ms", "1000", 1)]
     assert not c.zk.topic_exists("dup")
+    # An empty name is an illegal name (it once looked up /brokers/topics itself and answered "already exists").
+    empty = CreateTopicsRequest(version=5, topics=[T(name="", num_partitions=1, replication_factor=1, assignments=[],
+                                                     configs=[])], timeout_ms=15000, validate_only=False)
+    (t,) = send(ctl, empty, CreateTopicsResponse, 5).topics
+    assert (t.error_code, t.error_message) == (17, "Topic name is illegal, it can't be empty.")
     # Not the controller: NOT_CONTROLLER (41) for each topic.
     r = send(other, req, CreateTopicsResponse, 5)
     assert {t.error_code for t in r.topics} == {41}
@@ -157,3 +162,24 @@ def test_raw_requests_and_kafka_python_admin(cluster3):
     for b in c.brokers.values():
         wait_until(lambda: metadata(b.bootstrap, ["kp-topic"]).topics[0].error_code == 3,
                    message=f"kp-topic gone from broker {b.id}'s cache")
+
+    # A topic whose deletion waits (a replica on broker 9, which does not exist): elections refuse it with
+    # INVALID_TOPIC_EXCEPTION "The topic is being deleted", through the API and through kadmin in both modes.
+    from click.testing import CliRunner
+    from kafka.protocol.admin import ElectLeadersRequest, ElectLeadersResponse
+    from admin_cli.main import cli as kadmin
+    from zk import admin as zk_admin
+    zk_admin.create_topic_with_assignment(c.zk, "doomed", {0: [1, 9]})
+    wait_until(lambda: c.zk.get_partition_state("doomed", 0), message="doomed has a leader")
+    c.zk.create_delete_topic_marker("doomed")
+    wait_until(lambda: "doomed" in c.zk.get_topic_deletions(), message="doomed marked")
+    req = ElectLeadersRequest(version=1, election_type=0, timeout_ms=10000, topic_partitions=[
+        ElectLeadersRequest.TopicPartitions(topic="doomed", partitions=[0])])
+    (topic,) = send(ctl, req, ElectLeadersResponse, 1).replica_election_results
+    (p,) = topic.partition_result
+    assert (p.error_code, p.error_message) == (17, "The topic is being deleted")
+    for mode in (["--zookeeper", c.zk_connect], ["--bootstrap-server", c.bootstrap]):
+        result = CliRunner().invoke(kadmin, [*mode, "--output", "json", "elect-leaders", "--preferred",
+                                             "--topic", "doomed"])
+        assert result.exit_code == 1, result.output
+        assert '"error": "INVALID_TOPIC"' in result.output and "The topic is being deleted" in result.output

@@ -56,3 +56,17 @@ def test_log_config_rebuilt_over_new_defaults_keeps_topic_overrides():
     rebuilt = LogConfig.from_props({"log.retention.ms": 9000, "log.segment.bytes": 50000}, topic.overrides())
     assert (rebuilt.retention_ms, rebuilt.segment_bytes, rebuilt.cleanup_policy) == (9000, 2000, ("compact",))
     assert rebuilt.passthrough == {"delete.retention.ms": "5"}
+
+
+def test_running_broker_keeps_thread_counts_outside_half_to_double():
+    cfg = BrokerConfig({"zookeeper.connect": "zk", "broker.id": "1", "log.cleaner.threads": "2"})
+    cfg.apply_dynamic({}, {"log.cleaner.threads": "100"})          # at start-up: taken as it is
+    assert cfg["log.cleaner.threads"] == 100
+    cfg = BrokerConfig({"zookeeper.connect": "zk", "broker.id": "1", "log.cleaner.threads": "2"})
+    changed, problems = cfg.apply_dynamic({"num.io.threads": "16"}, {"log.cleaner.threads": "4"}, running=True)
+    assert changed == {"num.io.threads", "log.cleaner.threads"} and not problems
+    changed, problems = cfg.apply_dynamic({"num.io.threads": "16"}, {"log.cleaner.threads": "100"}, running=True)
+    assert not changed and cfg["log.cleaner.threads"] == 4 and cfg.dynamic_broker == {"log.cleaner.threads": "4"}
+    assert len(problems) == 1 and "log.cleaner.threads=100" in problems[0]
+    changed, problems = cfg.apply_dynamic({}, {}, running=True)   # back to static 2 and 8: within the range
+    assert changed == {"num.io.threads", "log.cleaner.threads"} and not problems

@@ -13,7 +13,7 @@ def broker(**props):
 
 def test_kafka_defaults():
     config = LogConfig.from_props(broker(), {})
-    assert config == LogConfig(message_format_version="2.8")      # kbroker.config's default
+    assert config == LogConfig()      # kbroker.config's default is LogConfig's: 2.8-IV1, as Kafka
     assert (config.segment_bytes, config.segment_ms, config.segment_index_bytes) == (1073741824, 604800000, 10485760)
     assert (config.retention_ms, config.retention_bytes, config.file_delete_delay_ms) == (604800000, -1, 60000)
     assert (config.max_message_bytes, config.index_interval_bytes) == (1048588, 4096)
