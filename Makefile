@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 DATA   ?= .kbroker
 
-.PHONY: up down status test system-deps
+.PHONY: up down status test system-deps pipeline
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -13,7 +13,7 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 $(VENV)/.installed-test: $(VENV)/.installed
-	$(PY) -m pip install -q -e '.[test]'
+	$(PY) -m pip install -q -e '.[test,spark]'
 	touch $@
 
 # Debian's ZooKeeper server and kcat, installed only when missing (root, or sudo).
@@ -38,3 +38,7 @@ status: $(VENV)/.installed
 
 test: $(VENV)/.installed-test system-deps
 	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+# examples/pipeline.py against `make up`'s cluster (needs the Spark extra, installed with the test extras)
+pipeline: $(VENV)/.installed-test
+	$(PY) examples/pipeline.py
