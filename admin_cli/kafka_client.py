@@ -465,14 +465,19 @@ class AdminClient:
 
     # ---- topics -------------------------------------------------------------------------------------------
 
-    def create_topic(self, name: str, partitions: int, replication_factor: int,
+    def create_topic(self, name: str, partitions: int | None, replication_factor: int | None,
                      assignment: dict[int, list[int]] | None, config: dict[str, str]) -> tuple[int, int]:
-        """CreateTopics to the controller with timeout 0: the broker writes the topic and answers at once
+        """CreateTopics to the controller with timeout 0 (None partitions or replication factor: the brokers'
+        defaults, sent as -1): the broker writes the topic and answers at once
         (REQUEST_TIMED_OUT then only means "leaders not elected yet", as Kafka's ZkAdminManager answers a zero
         timeout). Returns (partitions, replication factor); KafkaAdminError with the broker's message."""
         Topic = CreateTopicsRequest.CreatableTopic
-        topic = Topic(name=name, num_partitions=-1 if assignment else partitions,
-                      replication_factor=-1 if assignment else replication_factor,
+        if not assignment and (partitions is None or replication_factor is None):
+            # Learn the defaults the controller would apply (a validate-only v5 answer carries them), so the
+            # result can say what was created: a real creation with timeout 0 answers before it knows.
+            partitions, replication_factor = self._validate_create(name, partitions, replication_factor, config)
+        topic = Topic(name=name, num_partitions=-1 if assignment or partitions is None else partitions,
+                      replication_factor=-1 if assignment or replication_factor is None else replication_factor,
                       assignments=[Topic.CreatableReplicaAssignment(partition_index=p, broker_ids=list(r))
                                    for p, r in sorted((assignment or {}).items())],
                       configs=[Topic.CreatableTopicConfig(name=k, value=v) for k, v in config.items()])
@@ -490,6 +495,27 @@ class AdminClient:
         if assignment:
             return len(assignment), len(next(iter(assignment.values())))
         if getattr(result, "num_partitions", -1) > 0:
+            return result.num_partitions, result.replication_factor
+        return partitions, replication_factor
+
+    def _validate_create(self, name: str, partitions: int | None, replication_factor: int | None,
+                         config: dict[str, str]) -> tuple[int | None, int | None]:
+        Topic = CreateTopicsRequest.CreatableTopic
+        topic = Topic(name=name, num_partitions=-1 if partitions is None else partitions,
+                      replication_factor=-1 if replication_factor is None else replication_factor, assignments=[],
+                      configs=[Topic.CreatableTopicConfig(name=k, value=v) for k, v in config.items()])
+
+        def build(c):
+            return CreateTopicsRequest(version=c.version_for(CreateTopicsRequest, 1), topics=[topic], timeout_ms=0,
+                                       validate_only=True)
+        r = self._send_controller(build, lambda r: any(t.error_code == NOT_CONTROLLER for t in r.topics),
+                                  self._deadline(), f"create topic '{name}'")
+        (result,) = [t for t in r.topics if t.name == name] or [None]
+        if result is None:
+            raise KafkaAdminError(f"The controller did not answer for topic '{name}'.")
+        if result.error_code != 0:
+            raise refused(result.error_message, result.error_code, f"Topic '{name}' could not be created.")
+        if getattr(result, "num_partitions", -1) > 0:   # v5+
             return result.num_partitions, result.replication_factor
         return partitions, replication_factor
 

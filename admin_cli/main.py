@@ -248,8 +248,10 @@ def _wait_timeout_option(default: float, what: str):
 
 @cli.command("create-topic")
 @click.argument("name")
-@click.option("--partitions", type=click.IntRange(min=1), help="Number of partitions.")
-@click.option("--replication-factor", type=click.IntRange(1, 32767), help="Replicas per partition.")
+@click.option("--partitions", type=click.IntRange(min=1),
+              help="Number of partitions (through --bootstrap-server: num.partitions when omitted).")
+@click.option("--replication-factor", type=click.IntRange(1, 32767),
+              help="Replicas per partition (through --bootstrap-server: default.replication.factor when omitted).")
 @click.option("--replica-assignment", metavar="B:B,B:B,...",
               help="Explicit replicas: partitions separated by ',', broker ids by ':' (first = preferred "
                    "leader). Replaces --partitions and --replication-factor.")
@@ -276,9 +278,10 @@ def create_topic(ctx, name, partitions, replication_factor, replica_assignment, 
             assignment = parse_replica_assignment(replica_assignment)
         except ValueError as e:
             raise click.BadParameter(str(e), param_hint="--replica-assignment") from None
-    elif partitions is None or replication_factor is None:
-        raise click.UsageError("--partitions and --replication-factor are required "
-                               "(unless --replica-assignment is given).")
+    elif (partitions is None or replication_factor is None) and not ctx.find_object(_Settings).bootstrap_server:
+        raise click.UsageError("--partitions and --replication-factor are required with --zookeeper (unless "
+                               "--replica-assignment is given); through --bootstrap-server they default to the "
+                               "brokers' num.partitions and default.replication.factor.")
     if zk_admin.has_collision_chars(name):
         click.echo("WARNING: topics with a period ('.') or underscore ('_') could collide in metric names. "
                    "To avoid issues it is best to use either, but not both.", err=True)
@@ -867,6 +870,24 @@ def groups_delete(ctx, group_ids, all_groups, timeout):
     if result.failed:
         ctx.exit(EXIT_REFUSED)
 
+
+def _set_output(ctx: click.Context, _param, value) -> None:
+    if value is not None:
+        ctx.find_object(_Settings).out = Output(value == "json")
+
+
+def _accept_output_anywhere(command: click.Command) -> None:
+    """-o/--output also after the command's name (`kadmin list-topics -o json`), as users type it."""
+    if isinstance(command, click.Group):
+        for sub in command.commands.values():
+            _accept_output_anywhere(sub)
+    elif command is not cli:
+        command.params.append(click.Option(["-o", "--output"], type=click.Choice(["table", "json"]),
+                                           expose_value=False, callback=_set_output,
+                                           help="As kadmin's -o/--output, given after the command."))
+
+
+_accept_output_anywhere(cli)
 
 if __name__ == "__main__":
     cli()

@@ -85,6 +85,10 @@ def test_round_trip_create_list_describe_delete(zk_connect, zk_client):
         assert kadmin(zk_connect, "create-topic", name, "--partitions", 2, "--replication-factor", 2).exit_code == 0
     r = kadmin(zk_connect, "list-topics")
     assert (r.exit_code, r.stdout) == (0, "alpha\nbeta\ngamma\n")
+    # -o/--output also after the command's name
+    for args in (["-o", "json", "list-topics"], ["list-topics", "-o", "json"], ["list-topics", "--output=json"]):
+        r = kadmin(zk_connect, *args)
+        assert r.exit_code == 0 and [t["name"] for t in json.loads(r.stdout)["topics"]] == ["alpha", "beta", "gamma"]
 
     # The controller's part, simulated: state for partition 0 only, and the backfilled topic id.
     assignment = zk_client.get_topic_assignment("beta")

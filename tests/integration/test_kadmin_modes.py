@@ -98,6 +98,11 @@ def test_topics_same_both_ways(cluster):
     assert len(r.stderr.splitlines()) == 1 and "leaders" in r.stderr     # one progress line, not a terminal
     state = doc(c, "bs", "describe-topic", b)["topics"][0]
     assert all(p["leader"] is not None for p in state["partitions"])
+    # Through the brokers --partitions/--replication-factor default to num.partitions/default.replication.factor
+    # (as kafka-topics.sh --bootstrap-server); with --zookeeper they are required (as kafka-topics.sh --zookeeper).
+    d = unique("modes-defaults")
+    assert doc(c, "bs", "create-topic", d)["partitions"] == 1
+    assert kadmin(c, "zk", "create-topic", unique("modes-nodefaults")).exit_code == 2
 
     described = settled(c, a)
     (t,) = described["topics"]
