@@ -55,5 +55,7 @@ def handle(request, ctx):
     if error:
         return RESPONSE(version=version, error_code=error)
     states, ids = _states(request, version)
-    broker.metadata_cache.update(request.controller_id, _brokers(request, version), states, ids)
+    deleted = broker.metadata_cache.update(request.controller_id, _brokers(request, version), states, ids)
+    if deleted:   # partitions of deleted topics: their committed offsets go too (Kafka's handleDeletedPartitions)
+        broker.group_coordinator.handle_deleted_partitions(deleted)
     return RESPONSE(version=version, error_code=Errors.NONE)

@@ -751,6 +751,15 @@ class GroupCoordinator:
                      ", ".join(g.group_id for g in eligible), removed)
         return errors
 
+    def handle_deleted_partitions(self, partitions: list) -> None:
+        """Partitions of deleted topics (UpdateMetadata marked them): every group loaded here forgets its offsets
+        for them, tombstones included, as Kafka's GroupCoordinator.handleDeletedPartitions does."""
+        removed = self.manager.cleanup_group_metadata(self.manager.current_groups(),
+                                                      lambda g: g.remove_offsets(partitions))
+        if removed:
+            log.info("Removed %d offsets associated with deleted partitions: %s.", removed,
+                     ", ".join(f"{t}-{p}" for t, p in partitions))
+
     def handle_delete_offsets(self, group_id: str, partitions: list):
         """(group error, {tp: error})."""
         error = self.validate_group_status(group_id, "OffsetDelete")

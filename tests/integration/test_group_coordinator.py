@@ -377,3 +377,39 @@ def test_api_versions_advertises_kafka_2_8_group_ranges(two_brokers):
     assert {k: ranges.get(k) for k in (8, 9, 10, 11, 12, 13, 14, 15, 16, 42, 47)} == {
         8: (0, 8), 9: (0, 7), 10: (0, 3), 11: (0, 7), 12: (0, 4), 13: (0, 4), 14: (0, 5), 15: (0, 5), 16: (0, 4),
         42: (0, 2), 47: (0, 0)}
+
+
+def test_offsets_of_a_deleted_topic_are_removed(cluster_factory):
+    """Kafka's handleDeletedPartitions: once UpdateMetadata says a topic is deleted, the coordinator drops the
+    groups' offsets for it and writes tombstones, so they do not come back when the coordinator reloads."""
+    from confluent_kafka import Consumer, TopicPartition
+    from zk import admin as zk_admin
+    c = cluster_factory(1, **{"offsets.topic.replication.factor": 1, "offsets.topic.num.partitions": 2})
+    for name in ("gone", "kept"):
+        zk_admin.create_topic(c.zk, name, 1, 1)
+        wait_until(lambda: c.zk.get_partition_state(name, 0), message=f"{name} has a leader")
+
+    def committed(topics):
+        consumer = Consumer({"bootstrap.servers": c.bootstrap, "group.id": "g-del", "enable.auto.commit": False})
+        try:
+            return {tp.topic: tp.offset for tp in consumer.committed([TopicPartition(t, 0) for t in topics],
+                                                                     timeout=20)}
+        finally:
+            consumer.close()
+
+    consumer = Consumer({"bootstrap.servers": c.bootstrap, "group.id": "g-del", "enable.auto.commit": False})
+    try:
+        consumer.commit(offsets=[TopicPartition("gone", 0, 5), TopicPartition("kept", 0, 7)], asynchronous=False)
+    finally:
+        consumer.close()
+    assert committed(["gone", "kept"]) == {"gone": 5, "kept": 7}
+
+    c.zk.create_delete_topic_marker("gone")
+    wait_until(lambda: not c.zk.topic_exists("gone"), message="gone deleted")
+    wait_until(lambda: committed(["gone", "kept"]) == {"gone": -1001, "kept": 7},
+               message="the offsets of the deleted topic removed")
+    assert "Removed 1 offsets associated with deleted partitions: gone-0" in c.brokers[1].log()
+    c.brokers[1].terminate()
+    c.brokers[1].start()
+    c.wait_registered([1])
+    assert committed(["gone", "kept"]) == {"gone": -1001, "kept": 7}   # the tombstone was written
