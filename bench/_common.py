@@ -654,8 +654,25 @@ class BenchCluster:
             time.sleep(0.05)
         else:
             raise RuntimeError(f"broker did not register within 30 s:\n{self.broker_log_tail()}")
+        self._wait_metadata(deadline)
         log(f"ZooKeeper {self.zk.connect} and broker pid {self.proc.pid} on {self.bootstrap} up in "
             f"{time.monotonic() - t0:.1f} s (data in {self.root})")
+
+    def _wait_metadata(self, deadline: float) -> None:
+        """Until the broker lists itself in Metadata: it registers before the controller's first UpdateMetadata
+        reaches it, and a Metadata answer listing no broker makes librdkafka's AdminClient wait for minutes."""
+        from kafka.protocol.metadata import MetadataRequest, MetadataResponse
+        from kbroker.network.client import BrokerClient
+        client = BrokerClient("127.0.0.1", self.port, "bench")
+        try:
+            while time.monotonic() < deadline:
+                answer = client.send(MetadataRequest(version=1, topics=[]), MetadataResponse, 1)
+                if answer.brokers and answer.controller_id >= 0:
+                    return
+                time.sleep(0.02)
+        finally:
+            client.close()
+        raise RuntimeError(f"Metadata still lists no broker after 30 s:\n{self.broker_log_tail()}")
 
     def broker_log_tail(self, n: int = 30) -> str:
         try:
