@@ -135,17 +135,28 @@ _data_dir = click.option("--data-dir", default=DEFAULT_DIR, show_default=True,
 @_data_dir
 @click.option("--zk-port", default=2181, show_default=True)
 @click.option("--base-port", default=9092, show_default=True, help="Broker N listens on base-port + N - 1.")
-def cluster_up(brokers, data_dir, zk_port, base_port):
+@click.option("--metrics-port", type=click.IntRange(1, 65535),
+              help="Broker N serves Prometheus metrics on metrics-port + N - 1 (default: no metrics).")
+@click.option("--override", "overrides", multiple=True, metavar="KEY=VALUE",
+              help="A broker setting for every broker (repeatable), e.g. log.retention.hours=1.")
+def cluster_up(brokers, data_dir, zk_port, base_port, metrics_port, overrides):
     """Start ZooKeeper and the brokers; print the bootstrap servers."""
     from . import cluster as dev_cluster
+    for item in overrides:
+        if "=" not in item or not item.split("=", 1)[0].strip():
+            raise click.BadParameter(f"{item!r} is not KEY=VALUE", param_hint="--override")
     try:
-        state = dev_cluster.up(data_dir, brokers, zk_port, base_port)
+        state = dev_cluster.up(data_dir, brokers, zk_port, base_port, overrides=overrides,
+                               metrics_port=metrics_port)
     except dev_cluster.ClusterError as e:
         click.echo(f"error: {e}", err=True)
         sys.exit(1)
     click.echo(f"zookeeper.connect  {state['zookeeper']['connect']}")
     click.echo("bootstrap.servers  " + ",".join(f"127.0.0.1:{b['port']}" for b in state["brokers"]))
     click.echo(f"logs               {data_dir}/logs")
+    if metrics_port is not None:
+        click.echo("metrics            " + ",".join(f"http://127.0.0.1:{b['metrics_port']}/metrics"
+                                                  for b in state["brokers"]))
 
 
 @cluster.command("down")

@@ -67,7 +67,10 @@ def broker_properties(broker_id: int, port: int, log_dir: str, zk_connect: str, 
     ])
 
 
-def up(data_dir: str, brokers: int, zk_port: int, base_port: int, timeout: float = 60.0) -> dict:
+def up(data_dir: str, brokers: int, zk_port: int, base_port: int, timeout: float = 60.0,
+       overrides: tuple[str, ...] = (), metrics_port: int | None = None) -> dict:
+    """ZooKeeper and `brokers` brokers in the background. overrides: KEY=VALUE settings for every broker;
+    metrics_port: broker N serves Prometheus metrics on metrics_port + N - 1."""
     data_dir = os.path.abspath(data_dir)
     state = _read_state(data_dir)
     if state is not None and any(_alive(p["pid"]) for p in [state["zookeeper"], *state["brokers"]]):
@@ -88,12 +91,15 @@ def up(data_dir: str, brokers: int, zk_port: int, base_port: int, timeout: float
         broker_dir = os.path.join(data_dir, f"broker-{n}")
         os.makedirs(broker_dir, exist_ok=True)
         props = os.path.join(broker_dir, "server.properties")
+        extra = list(overrides) + ([f"metrics.port={metrics_port + n - 1}"] if metrics_port is not None else [])
         with open(props, "w") as f:
             f.write(broker_properties(n, port, os.path.join(broker_dir, "data"), zk.connect, brokers))
+            f.writelines(f"{item.strip()}\n" for item in extra)   # later lines win, as in Kafka's file
         with open(os.path.join(logs, f"broker-{n}.log"), "ab") as log:
             proc = subprocess.Popen([sys.executable, "-m", "kbroker.cli", "start", props], stdout=log,
                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
-        state["brokers"].append({"id": n, "pid": proc.pid, "port": port, "config": props})
+        state["brokers"].append({"id": n, "pid": proc.pid, "port": port, "config": props,
+                                 "metrics_port": None if metrics_port is None else metrics_port + n - 1})
     _write_state(data_dir, state)
     _wait_ready(zk.connect, brokers, state, logs, timeout)
     return state

@@ -36,13 +36,19 @@ def run(*args, timeout=90):
 
 def test_cluster_up_status_down(tmp_path):
     data = str(tmp_path / "cluster")
-    zk_port, base = free_port(), consecutive_free_ports(3)
+    zk_port, base, metrics = free_port(), consecutive_free_ports(3), consecutive_free_ports(3)
     up = run("cluster", "up", "--brokers", "3", "--data-dir", data, "--zk-port", str(zk_port),
-             "--base-port", str(base))
+             "--base-port", str(base), "--metrics-port", str(metrics), "--override", "log.retention.hours=5")
     try:
         assert up.returncode == 0, up.stderr
         assert f"bootstrap.servers  127.0.0.1:{base},127.0.0.1:{base + 1},127.0.0.1:{base + 2}" in up.stdout
         assert f"zookeeper.connect  127.0.0.1:{zk_port}" in up.stdout
+        assert f"http://127.0.0.1:{metrics + 2}/metrics" in up.stdout
+        import urllib.request
+        scraped = urllib.request.urlopen(f"http://127.0.0.1:{metrics + 2}/metrics", timeout=10).read().decode()
+        assert "kafka_controller_kafkacontroller_activecontrollercount" in scraped
+        with open(os.path.join(data, "broker-3", "server.properties")) as f:
+            assert f.read().splitlines()[-2:] == ["log.retention.hours=5", f"metrics.port={metrics + 2}"]
 
         status = run("cluster", "status", "--data-dir", data)
         assert status.returncode == 0
