@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .admin_errors import InvalidConfigError, InvalidConfigValueError
-from .topic_config import all_of, at_least, one_of, parse_value
+from .topic_config import all_of, at_least, checked_value, one_of
 
 if TYPE_CHECKING:  # kbroker.config imports this module before gevent patches the standard library for kazoo
     from .client import KafkaZkClient
@@ -101,15 +101,7 @@ def parse_dynamic_value(name: str, raw: str):
     """The typed value of one dynamic broker config; InvalidConfigError naming the key."""
     if name not in DYNAMIC_BROKER_CONFIGS:
         raise InvalidConfigValueError(f"Cannot update these configs dynamically: Set({name})")
-    kind, check = DYNAMIC_BROKER_CONFIGS[name]
-    try:
-        value = parse_value(kind, raw)
-    except ValueError as e:
-        raise InvalidConfigValueError(f"Invalid value {raw} for configuration {name}: {e}") from None
-    reason = check(value) if check else None
-    if reason:
-        raise InvalidConfigValueError(f"Invalid value {raw} for configuration {name}: {reason}")
-    return value
+    return checked_value(name, *DYNAMIC_BROKER_CONFIGS[name], raw)
 
 
 def validate_broker_config(config: dict[str, str]) -> dict:

@@ -126,23 +126,25 @@ def parse_value(kind: str, raw: str):
     return v
 
 
+def checked_value(name: str, kind: str, check, raw: str):
+    """raw parsed as `kind` and passed through `check`; InvalidConfigValueError naming the key otherwise."""
+    try:
+        value = parse_value(kind, raw)
+    except ValueError as e:
+        raise InvalidConfigValueError(f"Invalid value {raw} for configuration {name}: {e}") from None
+    reason = check(value) if check else None
+    if reason:
+        raise InvalidConfigValueError(f"Invalid value {raw} for configuration {name}: {reason}")
+    return value
+
+
 def validate_topic_config(config: dict[str, str]) -> None:
     """Raise AdminError for an unknown name, a value of the wrong type or out of range, or
     min.compaction.lag.ms > max.compaction.lag.ms (Kafka's LogConfig.validate)."""
     for name in config:
         if name not in TOPIC_CONFIGS:
             raise InvalidConfigError(f"Unknown topic config name: {name}")
-    values = {}
-    for name, raw in config.items():
-        kind, check = TOPIC_CONFIGS[name]
-        try:
-            value = parse_value(kind, raw)
-        except ValueError as e:
-            raise InvalidConfigValueError(f"Invalid value {raw} for configuration {name}: {e}") from None
-        reason = check(value) if check else None
-        if reason:
-            raise InvalidConfigValueError(f"Invalid value {raw} for configuration {name}: {reason}")
-        values[name] = value
+    values = {name: checked_value(name, *TOPIC_CONFIGS[name], raw) for name, raw in config.items()}
     low, high = values.get("min.compaction.lag.ms", 0), values.get("max.compaction.lag.ms", LONG_RANGE[1])
     if low > high:
         raise InvalidConfigError(f"Conflicting topic configs: min.compaction.lag.ms ({low}) > "
