@@ -5,11 +5,18 @@ Runs its own ZooKeeper and three broker processes (`kbroker cluster up` in a tem
 prints a table. Figures are wall-clock on this machine; the anchors (Kafka 1.1 with 10K partitions: controlled
 shutdown ≈3 s, failover ≈3 s) are printed beside them.
 
-    .venv/bin/python -m bench.cluster [--partitions 10000] [--records 200000]
+    .venv/bin/python -m bench.cluster [--partitions 10000] [--records 200000] [--py-spy DIR]
+
+Before each timed phase the cluster is let settle: every live broker serves (Metadata) the leaders and ISRs
+ZooKeeper holds, so a phase does not pay for the brokers still applying the previous one. Each phase's leader
+wait polls one partition (the controller writes its states in partition order) and then checks them all, so
+the bench's own ZooKeeper reads stay light. With --py-spy, every broker that lives through a phase is profiled
+during it (DIR/<phase>-broker-<id>.txt, collapsed stacks by default).
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import re
 import shutil
@@ -28,7 +35,9 @@ from kbroker import cluster as dev_cluster  # noqa: E402
 from zk import admin as zk_admin  # noqa: E402
 from zk.client import KafkaZkClient  # noqa: E402
 
-from bench._common import free_port  # noqa: E402
+from kafka.protocol.metadata import MetadataRequest, MetadataResponse  # noqa: E402
+
+from bench._common import KafkaConn, PySpy, free_port  # noqa: E402
 
 
 def consecutive_ports(n: int) -> int:
@@ -80,10 +89,72 @@ def states(zk, topic, partitions):
     return zk.get_partition_states([(topic, p) for p in range(partitions)])
 
 
-def log_time(path: str, pattern: str) -> float | None:
-    """Time (epoch seconds) of the last log line matching pattern."""
+def served(port: int, topic: str) -> dict[int, tuple[int, list[int]]]:
+    """{partition: (leader, isr)} as one broker's metadata cache serves them (Metadata v1)."""
+    conn = KafkaConn("127.0.0.1", port, "bench-cluster", 30)
+    try:
+        body = MetadataRequest(version=1, topics=[MetadataRequest.MetadataRequestTopic(name=topic)]).encode(version=1)
+        frame = conn.request(MetadataRequest.API_KEY, 1, bytes(body))
+    finally:
+        conn.close()
+    response = MetadataResponse.decode(memoryview(frame)[4:], version=1)   # after the correlation id
+    return {p.partition_index: (p.leader_id, sorted(p.isr_nodes)) for t in response.topics for p in t.partitions}
+
+
+def settle(zk, brokers, topic: str, partitions: int, timeout: float = 900) -> float:
+    """Wait until every broker serves the leaders and ISRs ZooKeeper holds; returns (time.monotonic) when the
+    brokers were asked the last time, so the check's own ZooKeeper read does not count."""
+    def agree():
+        # A Metadata answer for 10K partitions costs a broker ~0.1 s: ask one at a time, every second, and read
+        # ZooKeeper only once the brokers agree.
+        asked = time.monotonic()
+        first = served(brokers[0]["port"], topic)
+        if any(served(b["port"], topic) != first for b in brokers[1:]):
+            return False
+        want = {tp[1]: (s.leader, sorted(s.isr)) for tp, s in states(zk, topic, partitions).items() if s}
+        return len(want) == partitions and first == want and asked
+    return wait(agree, timeout, 1.0)
+
+
+def wait_new_leaders(zk, tps, gone: set[int], timeout: float) -> float:
+    """Until none of tps is led by a broker in `gone` (or has no leader): poll the last partition, then check
+    all. Returns (time.monotonic) when the last partition was seen with a new leader, so the check of all the
+    others (a read of thousands of znodes) does not count."""
+    remaining = sorted(tps)
+    deadline = time.monotonic() + timeout
+    while True:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{len(remaining)} partitions still without a new leader")
+        last = zk.get_partition_state(*remaining[-1])
+        seen = time.monotonic()
+        if last is not None and last.leader not in gone and last.leader >= 0:
+            remaining = [tp for tp, s in zk.get_partition_states(remaining).items()
+                         if s is None or s.leader in gone or s.leader < 0]
+            if not remaining:
+                return seen
+        else:
+            time.sleep(0.02)
+
+
+PROFILE_SUFFIX = {"raw": "txt", "speedscope": "json", "flamegraph": "svg"}
+
+
+def profiled(args, phase: str, brokers) -> contextlib.ExitStack:
+    """py-spy on each broker during a phase (nothing without --py-spy)."""
+    stack = contextlib.ExitStack()
+    if args.py_spy:
+        for b in brokers:
+            out = os.path.join(args.py_spy, f"{phase}-broker-{b['id']}.{PROFILE_SUFFIX[args.py_spy_format]}")
+            stack.enter_context(PySpy(b["pid"], out, args.py_spy_format, rate=100))
+    return stack
+
+
+def log_time(path: str, pattern: str, since: int = 0) -> float | None:
+    """Time (epoch seconds) of the last log line matching pattern, from byte offset `since` on (broker logs grow
+    large: polling them whole would load the box during the phase being timed)."""
     found = None
     with open(path, errors="replace") as f:
+        f.seek(since)
         for line in f:
             if re.search(pattern, line):
                 m = re.match(r"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3})\]", line)
@@ -97,7 +168,13 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=10000, help="partitions of the scale test (RF 2)")
     parser.add_argument("--records", type=int, default=200000, help="records per acks run (100 bytes each)")
     parser.add_argument("--keep", action="store_true", help="keep the cluster's temp directory")
+    parser.add_argument("--py-spy", metavar="DIR", default=None,
+                        help="profile the brokers during each phase into DIR (py-spy in the venv)")
+    parser.add_argument("--py-spy-format", default="raw", choices=sorted(PROFILE_SUFFIX),
+                        help="raw: collapsed stacks; speedscope keeps the samples' order (a timeline)")
     args = parser.parse_args()
+    if args.py_spy:
+        os.makedirs(args.py_spy, exist_ok=True)
 
     data = tempfile.mkdtemp(prefix="kbroker-bench-cluster-")
     zk_port, base = free_port(), consecutive_ports(3)
@@ -123,23 +200,28 @@ def main() -> None:
         t_states = time.monotonic() - t0
         wait(lambda: all(s and s.leader >= 0 and len(s.isr) == 2 for s in states(zk, "scale", n).values()), 900, 1)
         t_online = time.monotonic() - t0
+        t_served = settle(zk, state["brokers"], "scale", n) - t0
         rows.append((f"create {n} partitions: state znodes written (s)", f"{t_states:.2f}", ""))
         rows.append((f"create {n} partitions: every one has a leader (s)", f"{t_online:.1f}", ""))
+        rows.append((f"create {n} partitions: every broker serves them (s)", f"{t_served:.1f}", ""))
 
         controller = zk.get_controller_id()
         victim = next(b for b in state["brokers"] if b["id"] != controller)
         led = [p for p, s in states(zk, "scale", n).items() if s.leader == victim["id"]]
-        os.kill(victim["pid"], signal.SIGKILL)
-        t_kill = time.monotonic()
-        wait(lambda: victim["id"] not in zk.get_broker_ids(), 60, 0.02)
-        t_gone = time.monotonic() - t_kill
-        wait(lambda: all(s.leader not in (victim["id"], -1)
-                         for s in zk.get_partition_states(led).values()), 600, 0.05)
-        t_reelect = time.monotonic() - t_kill
+        survivors = [b for b in state["brokers"] if b is not victim]
+        with profiled(args, "kill", survivors):
+            os.kill(victim["pid"], signal.SIGKILL)
+            t_kill = time.monotonic()
+            wait(lambda: victim["id"] not in zk.get_broker_ids(), 60, 0.02)
+            t_gone = time.monotonic() - t_kill
+            t_reelect = wait_new_leaders(zk, led, {victim["id"]}, 600) - t_kill
+            t_served = settle(zk, survivors, "scale", n) - t_kill
         rows.append((f"kill -9 of a broker leading {len(led)}: its znode gone (s)", f"{t_gone:.2f}",
                      "session timeout 6 s"))
         rows.append((f"kill -9: all {len(led)} have new leaders (s)", f"{t_reelect:.2f}",
                      f"{t_reelect - t_gone:.2f} s after the znode went (target: timeout + 1 s)"))
+        rows.append(("  ... and the survivors serve the new leaders and ISRs (s)", f"{t_served:.2f}",
+                     f"{t_served - t_gone:.2f} s after the znode went"))
 
         # Restart it, let it catch up and take back its preferred leaderships.
         log_dir = os.path.join(data, "logs")
@@ -153,26 +235,33 @@ def main() -> None:
                                 b'{"topic":"scale","partition":%d}' % p for p in range(n)) + b"]}")
         wait(lambda: zk.exists("/admin/preferred_replica_election") is None, 600, 0.2)
         led = [p for p, s in states(zk, "scale", n).items() if s.leader == victim["id"]]
+        settle(zk, state["brokers"], "scale", n)
 
         # 3. Controlled shutdown of that broker (SIGTERM → leaders moved → process exits).
-        t0 = time.time()
-        os.kill(victim["pid"], signal.SIGTERM)
-        proc.wait(600)
-        t_exit = time.time() - t0
-        moved = log_time(os.path.join(log_dir, f"broker-{victim['id']}.log"), "controlled shutdown succeeded")
+        victim_log = os.path.join(log_dir, f"broker-{victim['id']}.log")
+        since = os.path.getsize(victim_log)
+        with profiled(args, "shutdown", state["brokers"]):
+            t0 = time.time()
+            os.kill(victim["pid"], signal.SIGTERM)
+            proc.wait(600)
+            t_exit = time.time() - t0
+        moved = log_time(victim_log, "controlled shutdown succeeded", since)
         rows.append((f"controlled shutdown of a broker leading {len(led)}: leaders moved (s)",
                      f"{moved - t0:.2f}" if moved else "failed", "Kafka 1.1: ≈3 s for 10K leaders"))
         rows.append(("  ... and the process exited (s)", f"{t_exit:.2f}", "includes flushing every log"))
 
         # 4. Controller failover: kill -9 the controller, time until the new one has loaded its context.
+        settle(zk, survivors, "scale", n)
         controller = zk.get_controller_id()
         ctrl = next(b for b in state["brokers"] if b["id"] == controller)
-        os.kill(ctrl["pid"], signal.SIGKILL)
-        t0 = time.time()
-        new = wait(lambda: (c := zk.get_controller_id()) not in (None, controller) and c, 120, 0.02)
-        path = os.path.join(log_dir, f"broker-{new}.log")
-        ready = wait(lambda: (t := log_time(path, rf"controller {new} ready")) and t > t0 and t, 600, 0.2)
-        elected = log_time(path, rf"broker {new} elected controller")
+        sizes = {b["id"]: os.path.getsize(os.path.join(log_dir, f"broker-{b['id']}.log")) for b in survivors}
+        with profiled(args, "failover", [b for b in survivors if b is not ctrl]):
+            os.kill(ctrl["pid"], signal.SIGKILL)
+            t0 = time.time()
+            new = wait(lambda: (c := zk.get_controller_id()) not in (None, controller) and c, 120, 0.02)
+            path = os.path.join(log_dir, f"broker-{new}.log")
+            ready = wait(lambda: log_time(path, rf"controller {new} ready", sizes[new]), 600, 0.2)
+        elected = log_time(path, rf"broker {new} elected controller", sizes[new])
         rows.append((f"controller failover with {n + 3} partitions: context load (s)", f"{ready - elected:.2f}",
                      "Kafka 1.1 halved its ≈(O(partitions)) load; anchor 3 s"))
         zk.close()

@@ -6,7 +6,8 @@ A response callback, if any, gets the decoded response; it must only enqueue a c
 
 RequestBatch collects what one controller event decided (Kafka's ControllerBrokerRequestBatch) and sends it
 as at most one LeaderAndIsr, one UpdateMetadata and one StopReplica per broker, in the 2.8 versions
-(LeaderAndIsr v5, UpdateMetadata v7, StopReplica v3).
+(LeaderAndIsr v5, UpdateMetadata v7, StopReplica v3). The UpdateMetadata partition states are built once for
+all brokers, and every request is built before any is queued.
 """
 from __future__ import annotations
 
@@ -122,65 +123,68 @@ class RequestBatch:
                 self.stop_replica.setdefault(b, {})[tp] = delete
 
     # ---- building -----------------------------------------------------------------------------------------
-    def _partition_state_fields(self, tp):
-        ctx = self.ctx
-        state = ctx.partition_states[tp]
-        deleting = tp[0] in ctx.topics_being_deleted
-        return dict(partition_index=tp[1], controller_epoch=state.controller_epoch,
-                    leader=LEADER_DURING_DELETE if deleting else state.leader,
-                    leader_epoch=state.leader_epoch, isr=list(state.isr), zk_version=state.zk_version,
-                    replicas=list(ctx.assignments[tp]))
+    # Every request of a batch is built before any is queued: a channel (and, for the controller's own broker,
+    # the LeaderAndIsr handling) starts only once the controller is done, instead of interleaving with it.
 
     def _leader_and_isr(self, broker_id, partitions):
+        """(request, become-leader count, partition count)."""
         ctx = self.ctx
         R = LeaderAndIsrRequest
+        PartitionState = R.LeaderAndIsrPartitionState
         by_topic: dict = {}
         leaders = set()
-        for i, (tp, is_new) in enumerate(sorted(partitions.items())):
-            if i % 500 == 499:
-                gevent.sleep(0)   # large batches: keep the hub (ZooKeeper pings, requests) responsive
-            if tp not in ctx.partition_states:
+        leading = 0
+        for tp, is_new in sorted(partitions.items()):
+            state = ctx.partition_states.get(tp)
+            if state is None:
                 continue
-            fields = self._partition_state_fields(tp)
-            leaders.add(fields["leader"])
-            by_topic.setdefault(tp[0], []).append(R.LeaderAndIsrPartitionState(
-                adding_replicas=[], removing_replicas=[], is_new=is_new, **fields))
+            leader = LEADER_DURING_DELETE if tp[0] in ctx.topics_being_deleted else state.leader
+            leaders.add(leader)
+            leading += leader == broker_id
+            by_topic.setdefault(tp[0], []).append(PartitionState(
+                partition_index=tp[1], controller_epoch=state.controller_epoch, leader=leader,
+                leader_epoch=state.leader_epoch, isr=list(state.isr), zk_version=state.zk_version,
+                replicas=list(ctx.assignments[tp]), adding_replicas=[], removing_replicas=[], is_new=is_new))
         live_leaders = []
         for b in sorted(leaders):
             info = ctx.live_brokers.get(b)
             ep = info.endpoint(ctx.inter_broker_listener) if info else None
             if ep is not None:
                 live_leaders.append(R.LeaderAndIsrLiveLeader(broker_id=b, host_name=ep.host, port=ep.port))
-        return R(version=LEADER_AND_ISR_VERSION, controller_id=ctx.broker_id, controller_epoch=ctx.epoch,
-                 broker_epoch=ctx.live_brokers[broker_id].epoch, type=0,
-                 topic_states=[R.LeaderAndIsrTopicState(topic_name=t, topic_id=topic_id_to_uuid(ctx.topic_ids.get(t)),
-                                                        partition_states=ps) for t, ps in by_topic.items()],
-                 live_leaders=live_leaders)
+        request = R(version=LEADER_AND_ISR_VERSION, controller_id=ctx.broker_id, controller_epoch=ctx.epoch,
+                    broker_epoch=ctx.live_brokers[broker_id].epoch, type=0,
+                    topic_states=[R.LeaderAndIsrTopicState(topic_name=t, topic_id=topic_id_to_uuid(ctx.topic_ids.get(t)),
+                                                           partition_states=ps) for t, ps in by_topic.items()],
+                    live_leaders=live_leaders)
+        return request, leading, sum(len(ps) for ps in by_topic.values())
 
-    def _update_metadata(self, broker_id, partitions):
+    def _update_metadata_topic_states(self, partitions) -> list:
+        """The partition states of an UpdateMetadata; built once per batch and shared by every broker's request."""
         ctx = self.ctx
         R = UpdateMetadataRequest
+        PartitionState = R.UpdateMetadataPartitionState
+        live = ctx.live_brokers
         by_topic: dict = {}
-        for i, tp in enumerate(sorted(partitions)):
-            if i % 500 == 499:
-                gevent.sleep(0)
-            if tp not in ctx.partition_states:
+        for tp in sorted(partitions):
+            state = ctx.partition_states.get(tp)
+            if state is None:
                 continue
-            fields = self._partition_state_fields(tp)
-            offline = [r for r in ctx.assignments[tp] if r not in ctx.live_brokers]
-            by_topic.setdefault(tp[0], []).append(R.UpdateMetadataPartitionState(offline_replicas=offline, **fields))
-        brokers = []
-        for b in sorted(ctx.live_brokers.values(), key=lambda b: b.id):
-            brokers.append(R.UpdateMetadataBroker(id=b.id, rack=b.rack, endpoints=[
-                R.UpdateMetadataBroker.UpdateMetadataEndpoint(
-                    port=e.port, host=e.host, listener=e.listener,
-                    security_protocol=SECURITY_PROTOCOL_IDS.get(e.security_protocol, 0))
-                for e in b.endpoints]))
-        return R(version=UPDATE_METADATA_VERSION, controller_id=ctx.broker_id, controller_epoch=ctx.epoch,
-                 broker_epoch=ctx.live_brokers[broker_id].epoch,
-                 topic_states=[R.UpdateMetadataTopicState(topic_name=t, topic_id=topic_id_to_uuid(ctx.topic_ids.get(t)),
-                                                          partition_states=ps) for t, ps in by_topic.items()],
-                 live_brokers=brokers)
+            replicas = ctx.assignments[tp]
+            by_topic.setdefault(tp[0], []).append(PartitionState(
+                partition_index=tp[1], controller_epoch=state.controller_epoch,
+                leader=LEADER_DURING_DELETE if tp[0] in ctx.topics_being_deleted else state.leader,
+                leader_epoch=state.leader_epoch, isr=list(state.isr), zk_version=state.zk_version,
+                replicas=list(replicas), offline_replicas=[r for r in replicas if r not in live]))
+        return [R.UpdateMetadataTopicState(topic_name=t, topic_id=topic_id_to_uuid(ctx.topic_ids.get(t)),
+                                           partition_states=ps) for t, ps in by_topic.items()]
+
+    def _live_brokers(self) -> list:
+        R = UpdateMetadataRequest
+        return [R.UpdateMetadataBroker(id=b.id, rack=b.rack, endpoints=[
+            R.UpdateMetadataBroker.UpdateMetadataEndpoint(
+                port=e.port, host=e.host, listener=e.listener,
+                security_protocol=SECURITY_PROTOCOL_IDS.get(e.security_protocol, 0))
+            for e in b.endpoints]) for b in sorted(self.ctx.live_brokers.values(), key=lambda b: b.id)]
 
     def _stop_replica(self, broker_id, partitions):
         ctx = self.ctx
@@ -197,28 +201,38 @@ class RequestBatch:
 
     def send(self, channels: ControllerChannelManager, stop_replica_callback=None) -> None:
         ctx = self.ctx
+        out = []   # (broker, request, response class, version, callback), queued once all are built
         for b, partitions in self.leader_and_isr.items():
             if b in ctx.live_brokers:
-                request = self._leader_and_isr(b, partitions)
-                leading = sum(1 for t in request.topic_states for s in t.partition_states if s.leader == b)
-                total = sum(len(t.partition_states) for t in request.topic_states)
+                request, leading, total = self._leader_and_isr(b, partitions)
                 state_change.info("sending LeaderAndIsr request to broker %d with %d become-leader and %d "
                                   "become-follower partitions (controller epoch %d)", b, leading, total - leading,
                                   ctx.epoch)
-                channels.send(b, request, LeaderAndIsrResponse, LEADER_AND_ISR_VERSION)
+                out.append((b, request, LeaderAndIsrResponse, LEADER_AND_ISR_VERSION, None))
+                gevent.sleep(0)
         sent: dict[int, list[int]] = {}   # partition count -> brokers, for the state-change log
+        built: dict[bool, list] = {}      # every partition or not -> topic states
+        live_brokers = self._live_brokers()
+        R = UpdateMetadataRequest
         for b in sorted(self.update_metadata_brokers):
             if b in ctx.live_brokers:
-                partitions = set(ctx.partition_states) if b in self.update_metadata_all_partitions \
-                    else self.update_metadata_partitions
+                everything = b in self.update_metadata_all_partitions
+                partitions = ctx.partition_states if everything else self.update_metadata_partitions
+                if everything not in built:
+                    built[everything] = self._update_metadata_topic_states(partitions)
+                    gevent.sleep(0)
                 sent.setdefault(len(partitions), []).append(b)
-                channels.send(b, self._update_metadata(b, partitions), UpdateMetadataResponse,
-                              UPDATE_METADATA_VERSION)
+                out.append((b, R(version=UPDATE_METADATA_VERSION, controller_id=ctx.broker_id,
+                                 controller_epoch=ctx.epoch, broker_epoch=ctx.live_brokers[b].epoch,
+                                 topic_states=built[everything], live_brokers=live_brokers),
+                            UpdateMetadataResponse, UPDATE_METADATA_VERSION, None))
         for count, brokers in sent.items():
             state_change.info("sending UpdateMetadata request to brokers %s for %d partitions", brokers, count)
         for b, partitions in self.stop_replica.items():
             if b in ctx.live_brokers:
                 state_change.info("sending StopReplica request to broker %d for %d partitions (%d to delete)", b,
                                   len(partitions), sum(partitions.values()))
-                channels.send(b, self._stop_replica(b, partitions), StopReplicaResponse, STOP_REPLICA_VERSION,
-                              stop_replica_callback)
+                out.append((b, self._stop_replica(b, partitions), StopReplicaResponse, STOP_REPLICA_VERSION,
+                            stop_replica_callback))
+        for b, request, response_class, version, callback in out:
+            channels.send(b, request, response_class, version, callback)

@@ -15,6 +15,7 @@ removes the topic's znodes.
 """
 from __future__ import annotations
 
+import gc
 import logging
 from dataclasses import dataclass, field
 
@@ -232,17 +233,19 @@ class KafkaController(LeadershipMoves, Reassignments):
                                                  self.config["controller.socket.timeout.ms"])
         self._write_feature_znode()
         # Notifications from before this controller are stale: the full context read below covers them.
-        for child in self.zk.get_isr_change_notifications(watch=self._on_isr_changes):
-            self._fenced_delete(f"{z.IsrChangeNotificationZNode.path}/{child}")
+        self.zk.delete_isr_change_notifications_fenced(self.zk.get_isr_change_notifications(watch=self._on_isr_changes),
+                                                       ctx.epoch_zk_version)
         # Watch before reading, so a broker registering meanwhile still triggers a BrokerChange.
         self.zk.get_broker_ids(watch=self._on_brokers)
         for b in self.zk.get_all_brokers().values():
             self._add_live_broker(b)
+        loaded = {}
         for topic in self.zk.get_all_topics(watch=self._on_topics):
-            self._load_topic(topic)
+            self._load_topic(topic, loaded)
         for tp, state in self.zk.get_partition_states(ctx.assignments).items():
             if state is not None:
                 ctx.partition_states[tp] = state
+        gc.freeze()   # the context just read lives as long as this controller: out of the collector's full passes
         batch = RequestBatch(ctx)
         batch.add_update_metadata(ctx.live_brokers, None)
         # Replica state machine startup: every live replica learns its partitions' leadership.
@@ -254,8 +257,7 @@ class KafkaController(LeadershipMoves, Reassignments):
         self._remove_offline_replicas_from_isr(batch, set(offline))
         batch.send(self.channels, self._on_stop_replica_response)
         self._process_topic_deletion()
-        self._resume_reassignments({t: a for t in sorted(ctx.topics())
-                                    if (a := self.zk.get_topic_assignment(t)) is not None})
+        self._resume_reassignments({t: a for t, a in sorted(loaded.items()) if t in ctx.topic_ids})
         self._process_preferred_election_znode()
         if self.config["auto.leader.rebalance.enable"]:
             self.active_tasks.append(gevent.spawn(self._auto_rebalance_loop))
@@ -284,12 +286,15 @@ class KafkaController(LeadershipMoves, Reassignments):
         self.ctx.live_brokers[info.id] = info
         self.channels.add_broker(info)
 
-    def _load_topic(self, topic: str) -> list[tuple[str, int]]:
-        """Read a topic's assignment (and watch it); backfill its topic id. Returns partitions new to us."""
+    def _load_topic(self, topic: str, loaded: dict | None = None) -> list[tuple[str, int]]:
+        """Read a topic's assignment (and watch it); backfill its topic id. Returns partitions new to us; the
+        assignment read goes into `loaded` if given."""
         ctx = self.ctx
         assignment = self.zk.get_topic_assignment(topic, watch=self._on_topic)
         if assignment is None:
             return []
+        if loaded is not None:
+            loaded[topic] = assignment
         if assignment.topic_id is None:
             assignment.topic_id = z.new_base64_uuid()
             self.zk.set_topic_assignment_fenced(topic, assignment, ctx.epoch_zk_version)
@@ -394,13 +399,15 @@ class KafkaController(LeadershipMoves, Reassignments):
                     proposals[tp] = z.LeaderAndIsr(decided[0], current.leader_epoch + 1, list(decided[1]), ctx.epoch,
                                                    current.zk_version)
             versions = self.zk.update_partition_states_fenced(proposals, ctx.epoch_zk_version) if proposals else {}
-            pending = {}
+            conflicts = []
             for tp, version in versions.items():
-                if version is not None:
-                    proposals[tp].zk_version = version
-                    ctx.partition_states[tp] = written[tp] = proposals[tp]
+                if version is None:
+                    conflicts.append(tp)
                     continue
-                fresh = self.zk.get_partition_state(*tp)
+                proposals[tp].zk_version = version
+                ctx.partition_states[tp] = written[tp] = proposals[tp]
+            pending = {}
+            for tp, fresh in self.zk.get_partition_states(conflicts).items():
                 if fresh is not None:
                     ctx.partition_states[tp] = fresh
                     pending[tp] = computes[tp]
@@ -541,24 +548,19 @@ class KafkaController(LeadershipMoves, Reassignments):
             return
         ctx = self.ctx
         names = self.zk.get_isr_change_notifications(watch=self._on_isr_changes)
-        changed = set()
-        for name in names:
-            changed |= self.zk.read_isr_change_notification(name)
-        for tp in sorted(changed):
-            if tp in ctx.assignments:
-                state = self.zk.get_partition_state(*tp)
-                if state is not None:
-                    ctx.partition_states[tp] = state
-                    state_change.info("partition %s-%d: leader %d changed the isr to %s (leader epoch %d)", *tp,
-                                      state.leader, state.isr, state.leader_epoch)
+        changed = self.zk.read_isr_change_notifications(names)
+        for tp, state in self.zk.get_partition_states([tp for tp in changed if tp in ctx.assignments]).items():
+            if state is not None:
+                ctx.partition_states[tp] = state
+                state_change.info("partition %s-%d: leader %d changed the isr to %s (leader epoch %d)", *tp,
+                                  state.leader, state.isr, state.leader_epoch)
         known = [tp for tp in changed if tp in ctx.partition_states]
         if known:
             batch = RequestBatch(ctx)
             batch.add_update_metadata(ctx.live_brokers, known)
             batch.send(self.channels, self._on_stop_replica_response)
             self._maybe_complete_reassignments(known)
-        for name in names:
-            self._fenced_delete(f"{z.IsrChangeNotificationZNode.path}/{name}")
+        self.zk.delete_isr_change_notifications_fenced(names, ctx.epoch_zk_version)
 
     # ---- topic deletion ----------------------------------------------------------------------------------
     def _process_topic_deletion(self):

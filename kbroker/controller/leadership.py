@@ -99,7 +99,7 @@ class LeadershipMoves:
         ctx = self.ctx
         wanted = sorted(ctx.assignments) if partitions is None else list(partitions)
         eligible = set(ctx.live_brokers) - ctx.shutting_down
-        outcome, batch = {}, RequestBatch(ctx)
+        outcome, computes, batch = {}, {}, RequestBatch(ctx)
         for tp in wanted:
             replicas = ctx.assignments.get(tp)
             state = ctx.partition_states.get(tp)
@@ -129,7 +129,11 @@ class LeadershipMoves:
                         return None
                     chosen = election.offline_partition_leader(replicas, current.isr, eligible, True)
                     return None if chosen is None else chosen[:2]
-            new = self._write_state(tp, choose)
+            computes[tp] = choose
+            outcome[tp] = None   # decided below, with every other write of this election
+        written = self._write_states(computes)
+        for tp in computes:
+            new = written.get(tp)
             if new is None:
                 error = Errors.PREFERRED_LEADER_NOT_AVAILABLE if election_type == PREFERRED \
                     else Errors.ELIGIBLE_LEADERS_NOT_AVAILABLE
@@ -137,7 +141,7 @@ class LeadershipMoves:
                 continue
             state_change.info("partition %s-%d: %s election made %d leader (epoch %d)", *tp,
                               "preferred" if election_type == PREFERRED else "unclean", new.leader, new.leader_epoch)
-            batch.add_leader_and_isr(replicas, tp)
+            batch.add_leader_and_isr(ctx.assignments[tp], tp)
             outcome[tp] = (Errors.NONE, None)
         batch.add_update_metadata(ctx.live_brokers, [])
         batch.send(self.channels, self._on_stop_replica_response)

@@ -207,8 +207,8 @@ class ReplicaFetcherManager:
         self.remove_partition(tp)
         fetcher = self.fetchers.get(leader_id)
         if fetcher is not None and (fetcher.client.host, fetcher.client.port) != (host, port):
-            fetcher.shutdown()
             del self.fetchers[leader_id]
+            fetcher.shutdown()
             fetcher = None
         if fetcher is None:
             fetcher = self.fetchers[leader_id] = ReplicaFetcher(self.manager, leader_id, host, port)
@@ -220,9 +220,10 @@ class ReplicaFetcherManager:
 
     def shutdown_idle(self) -> None:
         for leader_id, fetcher in list(self.fetchers.items()):
-            if not fetcher.partitions:
-                fetcher.shutdown()
+            if not fetcher.partitions and self.fetchers.get(leader_id) is fetcher:
+                # Out of the table first: shutdown() yields, and another request may look at it meanwhile.
                 del self.fetchers[leader_id]
+                fetcher.shutdown()
 
     def shutdown(self) -> None:
         for fetcher in self.fetchers.values():

@@ -82,3 +82,23 @@ def test_unreachable_zookeeper_fails_within_timeout():
     with pytest.raises(ZkError, match=f"127.0.0.1:{port}"):
         KafkaZkClient(f"127.0.0.1:{port}", 2000, 1000).start()
     assert time.monotonic() - start < 15
+
+
+def test_state_writes_grouped_in_multis_report_only_the_conflicts(zk_client):
+    zk_client.create_top_level_paths()
+    _, version = zk_client.register_controller_and_increment_epoch(1)
+    n = 250   # several multis of writes
+    zk_client.create_topic_assignment("t", z.TopicAssignment({p: [1] for p in range(n)}))
+    states = {("t", p): z.LeaderAndIsr(1, 0, [1], 1) for p in range(n)}
+    zk_client.create_partition_states_fenced(states, version)
+    # A leader rewrote partitions 3 and 7 (in one multi) and 120 behind the controller's back.
+    for p in (3, 7, 120):
+        assert zk_client.update_leader_and_isr("t", p, z.LeaderAndIsr(1, 0, [1], 1, 0)) == 1
+    result = zk_client.update_partition_states_fenced({tp: z.LeaderAndIsr(1, 1, [1], 1, 0) for tp in states}, version)
+    assert {tp for tp, v in result.items() if v is None} == {("t", 3), ("t", 7), ("t", 120)}
+    assert all(v == 1 for v in result.values() if v is not None) and len(result) == n
+    # Many states read at once (multiRead under the chroot); a missing one reads as None.
+    read = zk_client.get_partition_states([("t", p) for p in range(n + 1)])
+    assert read[("t", n)] is None
+    assert (read[("t", 3)].leader_epoch, read[("t", 3)].zk_version) == (0, 1)
+    assert (read[("t", 4)].leader_epoch, read[("t", 4)].zk_version) == (1, 1)
