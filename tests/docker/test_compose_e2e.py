@@ -4,13 +4,22 @@
   entrypoint) for three brokers whose environment is the compose file's, with hosts, ports, log dirs and
   zookeeper.connect moved onto this machine: proves the brokers start from KAFKA_* variables alone, that
   docker/healthcheck.py calls them healthy, and that a client on the EXTERNAL listeners produces and consumes.
-* test_compose_cluster_end_to_end: builds the image with the `docker` SDK, runs `docker compose up -d`,
-  produces and consumes against localhost:9092 with confluent-kafka, and tears everything down. Skipped, with
-  the reason printed, when the SDK is missing or no Docker engine is reachable.
+* test_compose_cluster_end_to_end: builds the image with the `docker` SDK, runs `docker compose up --wait`,
+  produces and consumes against localhost:9092 with confluent-kafka, then fails a broker over: `docker kill`
+  of the leader of a topic's partition 0 (leaders move, acks=all writes go on), a restart of that container
+  (`restart: unless-stopped` does not restart a killed one) and its rejoin (registered again, back in every
+  ISR, all records readable); and tears everything down. Skipped, with the reason printed, when the SDK is
+  missing or no Docker engine is reachable.
+
+  With KBROKER_DOCKER_ENGINE set to a script that runs a command next to a Docker engine (CI sets it to
+  ../shared/tools/docker-engine.sh when it can run it: root, network namespaces), the test runs itself again
+  through that script, in a separate pytest process inside the engine's network namespace, and passes only
+  when that run passed.
 """
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -175,7 +184,101 @@ def _compose(*args: str, check: bool = True, timeout: float = 600) -> subprocess
                            *args], cwd=ROOT, capture_output=True, text=True, check=check, timeout=timeout)
 
 
+def _admin(bootstrap: str):
+    from confluent_kafka.admin import AdminClient
+    return AdminClient({"bootstrap.servers": bootstrap})
+
+
+def _partitions(admin, topic: str) -> dict[int, tuple[int, list[int]]]:
+    """partition -> (leader, isr) as the cluster's Metadata reports them."""
+    meta = admin.list_topics(topic, timeout=10).topics[topic]
+    assert meta.error is None, meta.error
+    return {p: (m.leader, sorted(m.isrs)) for p, m in meta.partitions.items()}
+
+
+def _registered() -> list[int] | None:
+    """The broker ids under /brokers/ids, as zkCli.sh in the ZooKeeper container lists them."""
+    out = _compose("exec", "-T", "zookeeper", "zkCli.sh", "ls", "/brokers/ids", check=False).stdout
+    lists = re.findall(r"^\[([0-9, ]*)\]$", out, re.M)
+    return sorted(int(i) for i in lists[-1].replace(",", " ").split()) if lists else None
+
+
+def _produce(bootstrap: str, topic: str, start: int, count: int, timeout: float = 120.0) -> None:
+    from confluent_kafka import Producer
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
+                         "message.timeout.ms": int(timeout * 1000)})
+    errors = []
+    for i in range(start, start + count):
+        producer.produce(topic, key=f"k{i}".encode(), value=f"v{i}".encode(),
+                         on_delivery=lambda err, msg: err and errors.append(err))
+        producer.poll(0)
+    assert producer.flush(timeout) == 0 and not errors, errors
+
+
+def _consume_all(bootstrap: str, topic: str, count: int, timeout: float = 120.0) -> set[str]:
+    from confluent_kafka import Consumer
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{uuid.uuid4().hex[:8]}",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer.subscribe([topic])
+    values: set[str] = set()
+    deadline = time.monotonic() + timeout
+    try:
+        while len(values) < count and time.monotonic() < deadline:
+            msg = consumer.poll(1.0)
+            if msg is not None:
+                assert msg.error() is None, msg.error()
+                values.add(msg.value().decode())
+    finally:
+        consumer.close()
+    return values
+
+
+def fail_over_and_rejoin(services: dict) -> None:
+    """Kill the broker leading partition 0 of a new topic, check the survivors take over and keep accepting
+    acks=all writes, start the killed container again and check the broker rejoins: registered, back in the
+    ISR of every partition (caught up), every record readable."""
+    bootstrap = "localhost:9092,localhost:9093,localhost:9094"
+    admin = _admin(bootstrap)
+    topic = f"failover-{uuid.uuid4().hex[:8]}"
+    _produce(bootstrap, topic, 0, 1000)
+    before = _wait(lambda: (p := _partitions(admin, topic)) and all(len(isr) == 3 for _, isr in p.values()) and p,
+                   60, f"three in-sync replicas for {topic}")
+    victim = before[0][0]
+    container = services[f"kafka-{victim}"]
+    container.kill()
+
+    after = _wait(lambda: (p := _partitions(admin, topic)) and all(
+        leader not in (-1, victim) and victim not in isr for leader, isr in p.values()) and p,
+        90, f"new leaders without broker {victim}")
+    assert after[0][0] != victim
+    assert victim not in _registered()
+    _produce(bootstrap, topic, 1000, 1000)                    # min.insync.replicas 2: two brokers suffice
+
+    container.start()                                         # `restart: unless-stopped` leaves a killed one
+    _wait(lambda: _registered() == [1, 2, 3], 90, f"broker {victim} registered again")
+    _wait(lambda: all(victim in isr for _, isr in _partitions(admin, topic).values()), 120,
+          f"broker {victim} back in the ISR of every partition of {topic}")
+    assert _consume_all(bootstrap, topic, 2000) == {f"v{i}" for i in range(2000)}
+
+
+def _run_inside_engine(engine: str) -> None:
+    """This test again, in its own pytest process that `engine` runs next to a Docker engine."""
+    env = {k: v for k, v in os.environ.items() if k != "KBROKER_DOCKER_ENGINE"}
+    env["PROJ"] = ROOT                                        # the checkout whose wheels the script serves
+    node = f"{os.path.relpath(__file__, ROOT)}::test_compose_cluster_end_to_end"
+    started = time.monotonic()
+    run = subprocess.run([engine, sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", node],
+                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=1200)
+    print(run.stdout[-20000:], run.stderr[-5000:], sep="\n")
+    print(f"docker e2e through {engine}: {time.monotonic() - started:.0f} s")
+    assert run.returncode == 0 and re.search(r"\b1 passed\b", run.stdout), f"{engine} run failed (rc {run.returncode})"
+
+
 def test_compose_cluster_end_to_end():
+    engine = os.environ.get("KBROKER_DOCKER_ENGINE")
+    if engine:
+        _run_inside_engine(engine)
+        return
     client = _docker_client_or_skip()
     try:
         client.images.build(path=ROOT, dockerfile="Dockerfile", tag=IMAGE, rm=True)
@@ -189,9 +292,9 @@ def test_compose_cluster_end_to_end():
                 container.reload()
                 assert container.attrs["State"]["Health"]["Status"] == "healthy", name
                 assert container.attrs["Config"]["User"] == "kbroker"
-            ids = _compose("exec", "-T", "zookeeper", "zkCli.sh", "ls", "/brokers/ids").stdout
-            assert "[1, 2, 3]" in ids, ids
+            assert _registered() == [1, 2, 3]
             produce_and_consume("localhost:9092", timeout=120)
+            fail_over_and_rejoin(services)
         except Exception:
             print(_compose("logs", "--no-color", check=False).stdout[-20000:])
             raise
