@@ -401,16 +401,20 @@ class KafkaController:
         self.batch.send()
 
     def _on_broker_startup(self, new: list[int]) -> None:
+        """Every broker learns of the new ones, which get every partition's metadata; their replicas go
+        Online (except those of topics being deleted, which the deletion handles), then new and offline
+        partitions elect leaders."""
         ctx = self.ctx
         new_set = set(new)
         self.batch.add_update_metadata([b for b in ctx.live_brokers if b not in new_set], [])
         self.batch.add_update_metadata(new, None)
         self.replicas.handle_state_changes(
-            [(*tp, r) for tp, replicas in ctx.assignments.items() if tp in ctx.partition_states
+            [(*tp, r) for tp, replicas in ctx.assignments.items()
+             if tp in ctx.partition_states and tp[0] not in ctx.topics_being_deleted
              for r in replicas if r in new_set], ReplicaState.ONLINE)
         self.partitions.trigger_online_state_change()
         self.batch.send()
-        self.topic_deletion.resume()
+        self.topic_deletion.resume(new_set)
 
     # ---- topics ------------------------------------------------------------------------------------------
     def _process_topic_change(self):

@@ -2,9 +2,9 @@
 
 A marked topic is deleted once every replica's broker is live (until then its offline replicas are
 ReplicaDeletionIneligible): brokers first learn its partitions are being deleted (UpdateMetadata with leader
--2), then every replica gets StopReplica with deletion (ReplicaDeletionStarted). When all replicas have
-answered (ReplicaDeletionSuccessful), the topic's znodes and its marker are deleted (fenced) and it is
-forgotten. With delete.topic.enable=false, markers are removed and nothing is deleted.
+-2), then every replica gets StopReplica with deletion (ReplicaDeletionStarted; sent again to a broker that
+restarts before answering). When all replicas have answered (ReplicaDeletionSuccessful), the topic's znodes
+and its marker are deleted (fenced) and it is forgotten. With delete.topic.enable=false, markers are removed and nothing is deleted.
 """
 from __future__ import annotations
 
@@ -43,9 +43,18 @@ class TopicDeletionManager:
         ctx.topics_to_delete |= marked
         self.resume()
 
-    def resume(self) -> None:
-        """Start deleting the queued topics whose replicas are all on live brokers."""
+    def resume(self, restarted=()) -> None:
+        """Start deleting the queued topics whose replicas are all on live brokers. Brokers that restarted
+        lost the StopReplica requests their replicas were waiting on (their channels went): sent again."""
         ctx = self.ctx
+        retry = sorted(r for r, s in ctx.replica_deletion_states.items()
+                       if s is ReplicaState.DELETION_STARTED and r[2] in restarted)
+        for t, p, b in retry:
+            self.batch.add_stop_replica([b], (t, p), delete=True)
+        if retry:
+            state_change.info("retrying the deletion of %d replicas on restarted brokers %s", len(retry),
+                              sorted(restarted))
+            self.batch.send()
         for topic in sorted(ctx.topics_to_delete - ctx.topics_being_deleted):
             replicas = ctx.replicas_of(topic)
             offline = [r for r in replicas if r[2] not in ctx.live_brokers]

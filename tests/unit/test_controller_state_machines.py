@@ -231,3 +231,40 @@ def test_controlled_shutdown_moves_replicated_leaders_and_does_not_count_single_
     result = AsyncResult()
     controller._process_controlled_shutdown(3, 103, result)
     assert result.get(timeout=1) == (Errors.NONE, [("t", 0)])
+
+
+def test_topic_deletion_waits_for_offline_replicas_then_completes_when_all_answered():
+    from kbroker.controller.topic_deletion import TopicDeletionManager
+
+    class DeletingZk(FakeZk):
+        deleted = []
+
+        def delete_topic_fenced(self, topic, epoch_zk_version):
+            self.deleted.append(topic)
+
+    class Response:
+        error_code = 0
+
+        def __init__(self, *partitions):
+            self.partition_errors = [type("E", (), {"topic_name": "t", "partition_index": p, "error_code": 0})()
+                                     for p in partitions]
+    tps = {("t", 0): [1, 2], ("t", 1): [2, 3]}
+    ctx, _, batch, _, rsm = setup(live=(1, 2), assignments=tps, states={("t", 0): (1, [1, 2]), ("t", 1): (2, [2])})
+    zk = DeletingZk()
+    deletion = TopicDeletionManager(ctx, zk, rsm, batch, enabled=True)
+    ctx.topics_to_delete.add("t")
+    deletion.resume()
+    assert ctx.replica_state(("t", 1, 3)) is S.DELETION_INELIGIBLE and not ctx.topics_being_deleted
+    ctx.live_brokers[3] = broker(3)
+    rsm.handle_state_changes([("t", 1, 3)], S.ONLINE)             # broker 3 came back
+    deletion.resume({3})
+    assert ctx.topics_being_deleted == {"t"}
+    assert batch.channels.sent and {b for b, kind, _ in batch.channels.sent if kind == "StopReplicaRequest"} == {1, 2, 3}
+    deletion.on_stop_replica_response(2, Response(0, 1))
+    deletion.on_stop_replica_response(1, Response(0))
+    assert zk.deleted == [] and ctx.replica_state(("t", 1, 3)) is S.DELETION_STARTED
+    batch.channels.sent.clear()
+    deletion.resume({3})                                           # 3 restarted again before answering
+    assert [(b, kind) for b, kind, _ in batch.channels.sent] == [(3, "StopReplicaRequest")]
+    deletion.on_stop_replica_response(3, Response(1))
+    assert zk.deleted == ["t"] and "t" not in ctx.topics() and not ctx.replica_deletion_states
