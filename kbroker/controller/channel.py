@@ -12,6 +12,7 @@ all brokers, and every request is built before any is queued.
 from __future__ import annotations
 
 import logging
+
 import gevent
 from gevent.queue import Queue
 

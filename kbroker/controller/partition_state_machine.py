@@ -8,7 +8,8 @@ States are derived from the context (context.py). The transitions that act:
   get LeaderAndIsr:
     OfflineElection (a dead or missing leader; unclean per topic config, or forced by ElectLeaders type 1),
     ReassignmentElection (completing a reassignment), PreferredElection, ControlledShutdownElection;
-- to Offline: nothing is written (a dead leader is replaced by the election that follows).
+- to Offline and to NonExistent: nothing to do; a partition is Offline as soon as its leader's broker is gone
+  (the election that follows replaces it) and NonExistent once its topic is forgotten.
 A partition of a topic queued for deletion is never elected. All writes of one call are pipelined.
 """
 from __future__ import annotations
@@ -25,12 +26,7 @@ from .leader_and_isr import LeaderAndIsrWriter
 
 state_change = logging.getLogger("state-change")
 
-VALID_PREVIOUS = {
-    PartitionState.NEW: {PartitionState.NON_EXISTENT},
-    PartitionState.ONLINE: {PartitionState.NEW, PartitionState.ONLINE, PartitionState.OFFLINE},
-    PartitionState.OFFLINE: {PartitionState.NEW, PartitionState.ONLINE, PartitionState.OFFLINE},
-    PartitionState.NON_EXISTENT: {PartitionState.OFFLINE},
-}
+ONLINE_FROM = {PartitionState.NEW, PartitionState.ONLINE, PartitionState.OFFLINE}   # valid previous states
 
 
 @dataclass(frozen=True)
@@ -62,16 +58,16 @@ class PartitionStateMachine:
         self.batch = batch
         self.unclean_election_enabled = unclean_election_enabled
 
-    def valid(self, partitions, target: PartitionState) -> list:
-        """The partitions that may move to target; the others are logged, as Kafka does, and left out."""
+    def _valid(self, partitions) -> list:
+        """The partitions that may go Online; the others (NonExistent) are logged, as Kafka does, and left out."""
         ok = []
         for tp in partitions:
             current = self.ctx.partition_state(tp)
-            if current in VALID_PREVIOUS[target]:
+            if current in ONLINE_FROM:
                 ok.append(tp)
             else:
                 state_change.error("partition %s-%d: invalid transition from %s to %s", *tp, current.value,
-                                   target.value)
+                                   PartitionState.ONLINE.value)
         return ok
 
     def trigger_online_state_change(self, partitions=None) -> None:
@@ -85,7 +81,7 @@ class PartitionStateMachine:
         """Move the partitions to Online with the strategy; {tp: its new LeaderAndIsr, or None if no leader
         could be elected} for the partitions whose transition is valid."""
         ctx = self.ctx
-        partitions = self.valid(partitions, PartitionState.ONLINE)
+        partitions = self._valid(partitions)
         new = [tp for tp in partitions if tp not in ctx.partition_states]
         existing = [tp for tp in partitions if tp in ctx.partition_states]
         results = self._initialize(new) if new else {}
