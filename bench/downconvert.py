@@ -33,7 +33,8 @@ def in_process(records: int, value_size: int, repeat: int) -> list[list]:
     import gc
     import kbroker.server  # noqa: F401  (a broker-like heap for the GC)
     from aiokafka.record._crecords import DefaultRecordBatch, LegacyRecordBatchBuilder
-    from kbroker.records.batches import CREATE_TIME, build_legacy, v2_records
+    from kbroker.records.batches import CREATE_TIME, v2_records
+    from kbroker.records.builder import build_legacy
     from kbroker.records.convert import down_convert
     batch = build_v2_batch(records, value_size)
     # a fetch's worth of batches: the GC cost shows over many batches, not one

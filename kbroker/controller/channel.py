@@ -12,7 +12,6 @@ all brokers, and every request is built before any is queued.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
 
 import gevent
 from gevent.queue import Queue
@@ -92,15 +91,22 @@ class ControllerChannelManager:
             self.remove_broker(broker_id)
 
 
-@dataclass
 class RequestBatch:
-    """What one controller event wants sent; ctx is the ControllerContext."""
-    ctx: object
-    leader_and_isr: dict = field(default_factory=dict)    # broker -> {(t, p): is_new}
-    update_metadata_brokers: set = field(default_factory=set)
-    update_metadata_partitions: set = field(default_factory=set)
-    update_metadata_all_partitions: set = field(default_factory=set)  # brokers that get every partition
-    stop_replica: dict = field(default_factory=dict)      # broker -> {(t, p): delete}
+    """What one controller event wants sent (Kafka's ControllerBrokerRequestBatch): the controller's one batch,
+    filled by its state machines during an event and emptied by send()."""
+
+    def __init__(self, ctx, channels: ControllerChannelManager, stop_replica_callback=None):
+        self.ctx = ctx                    # the ControllerContext
+        self.channels = channels
+        self.stop_replica_callback = stop_replica_callback
+        self.clear()
+
+    def clear(self) -> None:
+        self.leader_and_isr: dict = {}                      # broker -> {(t, p): is_new}
+        self.update_metadata_brokers: set = set()
+        self.update_metadata_partitions: set = set()
+        self.update_metadata_all_partitions: set = set()    # brokers that get every partition
+        self.stop_replica: dict = {}                        # broker -> {(t, p): delete}
 
     def add_leader_and_isr(self, brokers, tp, is_new=False):
         for b in brokers:
@@ -199,7 +205,7 @@ class RequestBatch:
                  broker_epoch=ctx.live_brokers[broker_id].epoch,
                  topic_states=[R.StopReplicaTopicState(topic_name=t, partition_states=ps) for t, ps in by_topic.items()])
 
-    def send(self, channels: ControllerChannelManager, stop_replica_callback=None) -> None:
+    def send(self) -> None:
         ctx = self.ctx
         out = []   # (broker, request, response class, version, callback), queued once all are built
         for b, partitions in self.leader_and_isr.items():
@@ -233,6 +239,7 @@ class RequestBatch:
                 state_change.info("sending StopReplica request to broker %d for %d partitions (%d to delete)", b,
                                   len(partitions), sum(partitions.values()))
                 out.append((b, self._stop_replica(b, partitions), StopReplicaResponse, STOP_REPLICA_VERSION,
-                            stop_replica_callback))
+                            self.stop_replica_callback))
+        self.clear()
         for b, request, response_class, version, callback in out:
-            channels.send(b, request, response_class, version, callback)
+            self.channels.send(b, request, response_class, version, callback)

@@ -1,7 +1,10 @@
 """KafkaController: runs on every broker; the one elected through ZooKeeper manages partition leadership.
 
 One event queue drained by one greenlet (Kafka's ControllerEventManager): ZooKeeper watches and broker
-responses only enqueue events, all state changes happen here, in order, without locks.
+responses only enqueue events, all state changes happen here, in order, without locks. The class is the event
+loop and the event handlers; what they change lives in the ControllerContext (context.py), and they change
+it through the partition and replica state machines, the topic deletion manager and the reassignments, each
+built once with its collaborators (context, ZooKeeper writer, the one RequestBatch).
 
 Election: an exists watch on /controller; when it is absent, one multi creates the ephemeral /controller and
 bumps /controller_epoch with a version check (zk.client.register_controller_and_increment_epoch). Every
@@ -11,13 +14,20 @@ As active controller it watches /brokers/ids, /brokers/topics (and each topic), 
 reacts as Kafka 2.8 does: new partitions get a leader and ISR written to their state znode and pushed with
 LeaderAndIsr + UpdateMetadata; a dead broker's partitions get new leaders from the live ISR (leader_epoch + 1),
 its replicas leave the ISR of the partitions it followed; topic deletion stops and deletes the replicas, then
-removes the topic's znodes.
+removes the topic's znodes. It also moves leadership on purpose:
+- controlled shutdown (ControlledShutdown request): partitions the broker leads get a new leader from the
+  live ISR other than it; it leaves the ISR of partitions it follows (and stops fetching them); the answer
+  lists the replicated partitions it still leads (a single replica cannot move, and does not count, as in
+  Kafka). Until it is gone, the broker is never chosen as a leader;
+- preferred election (/admin/preferred_replica_election, ElectLeaders type 0, auto.leader.rebalance.enable):
+  the first assigned replica leads again if it is live and in the ISR;
+- unclean election (ElectLeaders type 1): a partition without a leader takes the first live assigned
+  replica, in sync or not.
 """
 from __future__ import annotations
 
 import gc
 import logging
-from dataclasses import dataclass, field
 
 import gevent
 from gevent.queue import Queue
@@ -25,53 +35,37 @@ from kazoo.exceptions import ConnectionLoss, SessionExpiredError
 
 from zk import znodes as z
 from zk.client import ControllerMovedError, KafkaZkClient
-from . import election
+from ..protocol.errors import Errors
 from .channel import ControllerChannelManager, RequestBatch
-from .leadership import LeadershipMoves
+from .context import ControllerContext, ReplicaState
+from .leader_and_isr import LeaderAndIsrWriter
+from .partition_state_machine import (ControlledShutdownElection, OfflineElection, PartitionStateMachine,
+                                      PreferredElection)
 from .reassignment import Reassignments
+from .replica_state_machine import ReplicaStateMachine
+from .topic_deletion import TopicDeletionManager
 
 log = logging.getLogger("kbroker.controller")
 state_change = logging.getLogger("state-change")
 
-
-@dataclass
-class ControllerContext:
-    broker_id: int
-    inter_broker_listener: str
-    epoch: int = 0
-    epoch_zk_version: int = 0
-    live_brokers: dict = field(default_factory=dict)       # id -> BrokerInfo (epoch = czxid)
-    assignments: dict = field(default_factory=dict)        # (topic, partition) -> replicas
-    partition_states: dict = field(default_factory=dict)   # (topic, partition) -> LeaderAndIsr
-    topic_ids: dict = field(default_factory=dict)          # topic -> base64 topic id
-    topics_to_delete: set = field(default_factory=set)
-    topics_being_deleted: set = field(default_factory=set)
-    pending_deletion_replicas: dict = field(default_factory=dict)  # topic -> {(partition, broker)}
-    shutting_down: set = field(default_factory=set)         # brokers in controlled shutdown: never leaders
-    reassignments: dict = field(default_factory=dict)       # (topic, partition) -> (target, original replicas)
-    znode_reassignments: set = field(default_factory=set)   # those listed in /admin/reassign_partitions
-
-    def eligible_leaders(self) -> set[int]:
-        return set(self.live_brokers) - self.shutting_down
-
-    def topics(self) -> set[str]:
-        return {t for t, _ in self.assignments}
-
-    def partitions_of(self, topic: str) -> list[tuple[str, int]]:
-        return sorted(tp for tp in self.assignments if tp[0] == topic)
-
-    def clear(self):
-        keep = (self.broker_id, self.inter_broker_listener)
-        self.__init__(*keep)
+PREFERRED, UNCLEAN = 0, 1
 
 
-class KafkaController(LeadershipMoves, Reassignments):
+class KafkaController:
     def __init__(self, broker_id: int, zk: KafkaZkClient, config, inter_broker_listener: str):
         self.broker_id = broker_id
         self.zk = zk
         self.config = config
         self.ctx = ControllerContext(broker_id, inter_broker_listener)
-        self.channels: ControllerChannelManager | None = None
+        self.channels = ControllerChannelManager(broker_id, inter_broker_listener,
+                                                 config["controller.socket.timeout.ms"])
+        self.batch = RequestBatch(self.ctx, self.channels, self._on_stop_replica_response)
+        writer = LeaderAndIsrWriter(self.ctx, zk)
+        self.partitions = PartitionStateMachine(self.ctx, writer, self.batch, self._unclean_election_enabled)
+        self.replicas = ReplicaStateMachine(self.ctx, writer, self.batch)
+        self.topic_deletion = TopicDeletionManager(self.ctx, zk, self.replicas, self.batch,
+                                                   bool(config["delete.topic.enable"]))
+        self.reassignments = Reassignments(self.ctx, zk, self.partitions, self.replicas, self.batch)
         self.active = False
         self.queue: Queue = Queue()
         self.worker = None
@@ -103,8 +97,10 @@ class KafkaController(LeadershipMoves, Reassignments):
 
     def _process(self, fn, args) -> None:
         """Run one event; like Kafka's retryRequestsUntilConnected, a lost connection retries the event once
-        ZooKeeper is back, and a lost session resigns (the broker re-registers and re-elects)."""
+        ZooKeeper is back, and a lost session resigns (the broker re-registers and re-elects). Requests a
+        failed event left in the batch are dropped."""
         while True:
+            self.batch.clear()
             try:
                 fn(*args)
                 return
@@ -131,7 +127,7 @@ class KafkaController(LeadershipMoves, Reassignments):
                     self._resign()
                 return
 
-    # ---- watches (they only enqueue) ---------------------------------------------------------------------
+    # ---- watches and responses (they only enqueue) -------------------------------------------------------
     def _on_controller_znode(self, event):
         if event.type == "DELETED":
             self.enqueue(self._process_reelect)
@@ -153,6 +149,37 @@ class KafkaController(LeadershipMoves, Reassignments):
 
     def _on_isr_changes(self, _event):
         self.enqueue(self._process_isr_change_notification)
+
+    def _on_reassign_znode(self, _event) -> None:
+        self.enqueue(self._process_reassign_znode)
+
+    def _on_preferred_election_znode(self, _event) -> None:
+        self.enqueue(self._process_preferred_election_znode)
+
+    def _on_stop_replica_response(self, broker_id, response):
+        self.enqueue(self._process_stop_replica_response, broker_id, response)
+
+    # ---- requests from the broker's API handlers (they only enqueue; result is set by the event) ----------
+    def controlled_shutdown(self, broker_id: int, broker_epoch: int, result) -> None:
+        """Handle a ControlledShutdown request; sets result to (error, remaining partitions)."""
+        self.enqueue(self._process_controlled_shutdown, broker_id, broker_epoch, result)
+
+    def elect_leaders(self, election_type: int, partitions, result) -> None:
+        """ElectLeaders: partitions None means all; sets result to {tp: (error, message)}."""
+        self.enqueue(self._process_elect_leaders, election_type, partitions, result)
+
+    def alter_reassignments(self, plan: dict, result) -> None:
+        """AlterPartitionReassignments: plan {tp: replicas or None (cancel)}; sets result to {tp: (error, msg)}."""
+        self.enqueue(self._process_alter_reassignments, plan, result)
+
+    def list_reassignments(self, partitions, result) -> None:
+        self.enqueue(self._process_list_reassignments, partitions, result)
+
+    def unclean_leader_election_enabled(self, topic: str | None = None) -> None:
+        """unclean.leader.election.enable was turned on dynamically for a topic (or as the broker default, None):
+        offline partitions get a leader now rather than at the next broker change (Kafka's
+        enableTopicUncleanLeaderElection / enableDefaultUncleanLeaderElection)."""
+        self.enqueue(self._process_unclean_enabled, topic)
 
     # ---- election ----------------------------------------------------------------------------------------
     def _process_startup(self):
@@ -214,9 +241,8 @@ class KafkaController(LeadershipMoves, Reassignments):
         for task in self.active_tasks:
             task.kill(block=False)
         self.active_tasks = []
-        if self.channels is not None:
-            self.channels.shutdown()
-            self.channels = None
+        self.channels.shutdown()
+        self.batch.clear()
         self.ctx.clear()
 
     def _trigger_controller_move(self):
@@ -229,8 +255,6 @@ class KafkaController(LeadershipMoves, Reassignments):
     def _on_controller_failover(self):
         ctx = self.ctx
         self.active = True
-        self.channels = ControllerChannelManager(self.broker_id, ctx.inter_broker_listener,
-                                                 self.config["controller.socket.timeout.ms"])
         self._write_feature_znode()
         # Notifications from before this controller are stale: the full context read below covers them.
         self.zk.delete_isr_change_notifications_fenced(self.zk.get_isr_change_notifications(watch=self._on_isr_changes),
@@ -246,18 +270,19 @@ class KafkaController(LeadershipMoves, Reassignments):
             if state is not None:
                 ctx.partition_states[tp] = state
         gc.freeze()   # the context just read lives as long as this controller: out of the collector's full passes
-        batch = RequestBatch(ctx)
-        batch.add_update_metadata(ctx.live_brokers, None)
-        # Replica state machine startup: every live replica learns its partitions' leadership.
-        for tp, replicas in ctx.assignments.items():
-            if tp in ctx.partition_states:
-                batch.add_leader_and_isr(replicas, tp)
-        offline = [tp for tp in ctx.assignments if self._needs_leader(tp)]
-        self._elect_partitions(batch, offline)
-        self._remove_offline_replicas_from_isr(batch, set(offline))
-        batch.send(self.channels, self._on_stop_replica_response)
+        self.batch.add_update_metadata(ctx.live_brokers, None)
+        # Replica state machine startup: every live replica learns its partitions' leadership; then the
+        # partition state machine's: new and offline partitions get leaders; then offline replicas leave ISRs.
+        self.replicas.handle_state_changes(
+            [(*tp, r) for tp, replicas in ctx.assignments.items() if tp in ctx.partition_states
+             for r in replicas if r in ctx.live_brokers], ReplicaState.ONLINE)
+        offline = {tp for tp in ctx.assignments if self._needs_leader(tp)}
+        self.partitions.trigger_online_state_change(offline)
+        self._offline_replicas_leave_isr(skip=offline)
+        self.batch.send()
         self._process_topic_deletion()
-        self._resume_reassignments({t: a for t, a in sorted(loaded.items()) if t in ctx.topic_ids})
+        self.reassignments.resume({t: a for t, a in sorted(loaded.items()) if t in ctx.topic_ids},
+                                  self._on_reassign_znode)
         self._process_preferred_election_znode()
         if self.config["auto.leader.rebalance.enable"]:
             self.active_tasks.append(gevent.spawn(self._auto_rebalance_loop))
@@ -308,68 +333,9 @@ class KafkaController(LeadershipMoves, Reassignments):
             ctx.assignments[tp] = list(replicas)
         return sorted(new)
 
-    # ---- partition state machine -------------------------------------------------------------------------
     def _needs_leader(self, tp) -> bool:
         state = self.ctx.partition_states.get(tp)
         return state is None or state.leader not in self.ctx.live_brokers
-
-    def _elect_partitions(self, batch: RequestBatch, partitions) -> None:
-        """New partitions get their first leader; offline ones a leader from the live ISR. All state znode
-        writes of one call go to ZooKeeper pipelined."""
-        ctx = self.ctx
-        live = ctx.eligible_leaders()
-        unclean: dict[str, bool] = {}
-        created, computes, outcomes = {}, {}, {}
-        for tp in partitions:
-            if tp[0] in ctx.topics_to_delete:
-                continue
-            replicas = ctx.assignments[tp]
-            if tp not in ctx.partition_states:
-                chosen = election.new_partition_leader(replicas, live)
-                if chosen is None:
-                    state_change.warning("partition %s-%d: no live replica among %s; it stays new", *tp, replicas)
-                    continue
-                created[tp] = z.LeaderAndIsr(chosen[0], 0, chosen[1], ctx.epoch)
-                continue
-            if tp[0] not in unclean:
-                unclean[tp[0]] = self._unclean_election_enabled(tp[0])
-            outcome = outcomes[tp] = {}
-
-            def elect(current, replicas=replicas, allow_unclean=unclean[tp[0]], outcome=outcome):
-                if current.leader in live:
-                    # A leader's ISR write raced us and that leader is alive: nothing to elect.
-                    outcome["chosen"] = (current.leader, current.isr, False)
-                    return None
-                chosen = election.offline_partition_leader(replicas, current.isr, live, allow_unclean)
-                outcome["chosen"] = chosen
-                if chosen is None:
-                    return None if current.leader == election.NO_LEADER else (election.NO_LEADER, current.isr)
-                return chosen[0], chosen[1]
-            computes[tp] = elect
-        if created:
-            self.zk.create_partition_states_fenced(created, ctx.epoch_zk_version)
-            for tp, state in sorted(created.items()):
-                ctx.partition_states[tp] = state
-                state_change.info("partition %s-%d: online with leader %d, isr %s (new partition)", *tp,
-                                  state.leader, state.isr)
-                batch.add_leader_and_isr(ctx.assignments[tp], tp, is_new=True)
-        self._write_states(computes)
-        for tp, outcome in outcomes.items():
-            chosen = outcome.get("chosen")
-            if chosen is None:
-                state_change.warning("partition %s-%d: no live in-sync replica among isr %s; it stays offline",
-                                     *tp, ctx.partition_states[tp].isr)
-                batch.add_update_metadata(ctx.live_brokers, [tp])
-                continue
-            leader, _, was_unclean = chosen
-            new = ctx.partition_states[tp]
-            if was_unclean:
-                state_change.warning("partition %s-%d: UNCLEAN leader election: %d becomes leader although it was "
-                                     "not in the ISR; records it did not have are lost", *tp, leader)
-            state_change.info("partition %s-%d: new leader %d (epoch %d), isr %s%s", *tp, new.leader,
-                              new.leader_epoch, new.isr, " (unclean election)" if was_unclean else "")
-            batch.add_leader_and_isr(ctx.assignments[tp], tp)
-        batch.add_update_metadata(ctx.live_brokers, [])
 
     def _unclean_election_enabled(self, topic: str) -> bool:
         value = self.zk.get_entity_config("topics", topic).get("unclean.leader.election.enable")
@@ -377,59 +343,23 @@ class KafkaController(LeadershipMoves, Reassignments):
             return bool(self.config["unclean.leader.election.enable"])
         return value.lower() == "true"
 
-    def _write_states(self, computes: dict) -> dict:
-        """For each partition, write compute(current state) -> (leader, isr) with the leader epoch bumped (fenced,
-        expected version = partition epoch), all pipelined. On a version conflict (a leader changed its ISR
-        meanwhile) re-read and recompute, as Kafka's partition state machine retries. Partitions whose compute
-        declines (returns None) are left out of the result {tp: new state}."""
+    def _offline_replicas_leave_isr(self, skip: set) -> None:
+        """Replicas on brokers that are not live go Offline (they leave the ISRs they are in), except in the
+        partitions in skip and those of topics being deleted."""
         ctx = self.ctx
-        written = {}
-        # Decide on what ZooKeeper holds now (leaders change ISRs behind the controller's back), as Kafka's
-        # elections read the partition states first.
-        for tp, fresh in self.zk.get_partition_states(computes).items():
-            if fresh is not None:
-                ctx.partition_states[tp] = fresh
-        pending = {tp: c for tp, c in computes.items() if tp in ctx.partition_states}
-        while pending:
-            proposals = {}
-            for tp, compute in pending.items():
-                current = ctx.partition_states[tp]
-                decided = compute(current)
-                if decided is not None:
-                    proposals[tp] = z.LeaderAndIsr(decided[0], current.leader_epoch + 1, list(decided[1]), ctx.epoch,
-                                                   current.zk_version)
-            versions = self.zk.update_partition_states_fenced(proposals, ctx.epoch_zk_version) if proposals else {}
-            conflicts = []
-            for tp, version in versions.items():
-                if version is None:
-                    conflicts.append(tp)
-                    continue
-                proposals[tp].zk_version = version
-                ctx.partition_states[tp] = written[tp] = proposals[tp]
-            pending = {}
-            for tp, fresh in self.zk.get_partition_states(conflicts).items():
-                if fresh is not None:
-                    ctx.partition_states[tp] = fresh
-                    pending[tp] = computes[tp]
-        return written
-
-    def _write_state(self, tp, compute) -> z.LeaderAndIsr | None:
-        return self._write_states({tp: compute}).get(tp)
-
-    def unclean_leader_election_enabled(self, topic: str | None = None) -> None:
-        """unclean.leader.election.enable was turned on dynamically for a topic (or as the broker default, None):
-        offline partitions get a leader now rather than at the next broker change (Kafka's
-        enableTopicUncleanLeaderElection / enableDefaultUncleanLeaderElection)."""
-        self.enqueue(self._process_unclean_enabled, topic)
+        live = ctx.live_brokers
+        self.replicas.handle_state_changes(
+            [(*tp, r) for tp, state in ctx.partition_states.items()
+             if tp not in skip and tp[0] not in ctx.topics_being_deleted for r in state.isr if r not in live],
+            ReplicaState.OFFLINE)
 
     def _process_unclean_enabled(self, topic: str | None):
         if not self.active:
             return
         offline = [tp for tp in self.ctx.assignments if (topic is None or tp[0] == topic) and self._needs_leader(tp)]
         if offline:
-            batch = RequestBatch(self.ctx)
-            self._elect_partitions(batch, offline)
-            batch.send(self.channels, self._on_stop_replica_response)
+            self.partitions.trigger_online_state_change(offline)
+            self.batch.send()
 
     # ---- brokers -----------------------------------------------------------------------------------------
     def _process_broker_change(self):
@@ -456,49 +386,35 @@ class KafkaController(LeadershipMoves, Reassignments):
             self._on_broker_startup(sorted(new + bounced))
 
     def _on_broker_failure(self, dead: list[int]) -> None:
+        """The partitions they led go Offline and elect a new leader from the live ISR; their replicas go
+        Offline (they leave the ISR of the partitions they followed)."""
         ctx = self.ctx
         for b in dead:
             ctx.live_brokers.pop(b, None)
             ctx.shutting_down.discard(b)
             self.channels.remove_broker(b)
         dead_set = set(dead)
-        batch = RequestBatch(ctx)
-        # 1. Partitions they led elect a new leader from the live ISR.
-        led = [tp for tp, s in ctx.partition_states.items() if s.leader in dead_set]
-        self._elect_partitions(batch, led)
-        # 2. Their replicas leave the ISR of the partitions they followed.
-        self._remove_offline_replicas_from_isr(batch, set(led))
-        batch.add_update_metadata(ctx.live_brokers, [])
-        batch.send(self.channels, self._on_stop_replica_response)
-
-    def _remove_offline_replicas_from_isr(self, batch: RequestBatch, skip: set) -> None:
-        """Replicas on brokers that are not live leave the ISR (OfflineReplica), except the last member."""
-        ctx = self.ctx
-
-        def shrink(current):
-            leader, isr = current.leader, current.isr
-            for r in [r for r in current.isr if r not in ctx.live_brokers]:
-                leader, isr = election.remove_replica_from_isr(leader, isr, r)
-            return None if (leader, isr) == (current.leader, current.isr) else (leader, isr)
-        affected = [tp for tp, state in ctx.partition_states.items()
-                    if tp not in skip and tp[0] not in ctx.topics_being_deleted
-                    and any(r not in ctx.live_brokers for r in state.isr)]
-        for tp, new in sorted(self._write_states({tp: shrink for tp in affected}).items()):
-            state_change.info("partition %s-%d: isr %s after its offline replicas left it", *tp, new.isr)
-            batch.add_leader_and_isr(ctx.assignments[tp], tp)
+        led = {tp for tp, s in ctx.partition_states.items() if s.leader in dead_set}
+        self.partitions.trigger_online_state_change(led)
+        self._offline_replicas_leave_isr(skip=led)
+        self.batch.add_update_metadata(ctx.live_brokers, [])
+        self.batch.send()
 
     def _on_broker_startup(self, new: list[int]) -> None:
+        """Every broker learns of the new ones, which get every partition's metadata; their replicas go
+        Online (except those of topics being deleted, which the deletion handles), then new and offline
+        partitions elect leaders."""
         ctx = self.ctx
-        batch = RequestBatch(ctx)
         new_set = set(new)
-        batch.add_update_metadata([b for b in ctx.live_brokers if b not in new_set], [])
-        batch.add_update_metadata(new, None)
-        for tp, replicas in ctx.assignments.items():
-            if tp in ctx.partition_states and new_set.intersection(replicas):
-                batch.add_leader_and_isr([r for r in replicas if r in new_set], tp)
-        self._elect_partitions(batch, [tp for tp in ctx.assignments if self._needs_leader(tp)])
-        batch.send(self.channels, self._on_stop_replica_response)
-        self._resume_topic_deletion()
+        self.batch.add_update_metadata([b for b in ctx.live_brokers if b not in new_set], [])
+        self.batch.add_update_metadata(new, None)
+        self.replicas.handle_state_changes(
+            [(*tp, r) for tp, replicas in ctx.assignments.items()
+             if tp in ctx.partition_states and tp[0] not in ctx.topics_being_deleted
+             for r in replicas if r in new_set], ReplicaState.ONLINE)
+        self.partitions.trigger_online_state_change()
+        self.batch.send()
+        self.topic_deletion.resume(new_set)
 
     # ---- topics ------------------------------------------------------------------------------------------
     def _process_topic_change(self):
@@ -507,7 +423,7 @@ class KafkaController(LeadershipMoves, Reassignments):
         ctx = self.ctx
         topics = set(self.zk.get_all_topics(watch=self._on_topics))
         for gone in ctx.topics() - topics:
-            self._forget_topic(gone)
+            ctx.forget_topic(gone)
         new_partitions = []
         for topic in sorted(topics - ctx.topics()):
             new_partitions += self._load_topic(topic)
@@ -523,22 +439,8 @@ class KafkaController(LeadershipMoves, Reassignments):
 
     def _on_new_partitions(self, partitions):
         state_change.info("new partitions %s", ", ".join(f"{t}-{p}" for t, p in partitions))
-        batch = RequestBatch(self.ctx)
-        self._elect_partitions(batch, partitions)
-        batch.send(self.channels, self._on_stop_replica_response)
-
-    def _forget_topic(self, topic: str):
-        ctx = self.ctx
-        for tp in ctx.partitions_of(topic):
-            ctx.assignments.pop(tp, None)
-            ctx.partition_states.pop(tp, None)
-        ctx.topic_ids.pop(topic, None)
-        for tp in [tp for tp in ctx.reassignments if tp[0] == topic]:
-            del ctx.reassignments[tp]
-            ctx.znode_reassignments.discard(tp)
-        ctx.topics_to_delete.discard(topic)
-        ctx.topics_being_deleted.discard(topic)
-        ctx.pending_deletion_replicas.pop(topic, None)
+        self.partitions.trigger_online_state_change(partitions)
+        self.batch.send()
 
     # ---- ISR changes made by leaders ---------------------------------------------------------------------
     def _process_isr_change_notification(self):
@@ -556,66 +458,131 @@ class KafkaController(LeadershipMoves, Reassignments):
                                   state.leader, state.isr, state.leader_epoch)
         known = [tp for tp in changed if tp in ctx.partition_states]
         if known:
-            batch = RequestBatch(ctx)
-            batch.add_update_metadata(ctx.live_brokers, known)
-            batch.send(self.channels, self._on_stop_replica_response)
-            self._maybe_complete_reassignments(known)
+            self.batch.add_update_metadata(ctx.live_brokers, known)
+            self.batch.send()
+            self.reassignments.maybe_complete(known)
         self.zk.delete_isr_change_notifications_fenced(names, ctx.epoch_zk_version)
 
     # ---- topic deletion ----------------------------------------------------------------------------------
     def _process_topic_deletion(self):
         if not self.active:
             return
-        ctx = self.ctx
-        marked = set(self.zk.get_topic_deletions(watch=self._on_deletions))
-        unknown = marked - ctx.topics()
-        if unknown:
-            self.zk.delete_topic_deletion_markers_fenced(sorted(unknown), ctx.epoch_zk_version)
-        marked -= unknown
-        if not self.config["delete.topic.enable"]:
-            if marked:
-                log.info("delete.topic.enable is false: ignoring deletion of %s", sorted(marked))
-                self.zk.delete_topic_deletion_markers_fenced(sorted(marked), ctx.epoch_zk_version)
-            return
-        ctx.topics_to_delete |= marked
-        self._resume_topic_deletion()
-
-    def _resume_topic_deletion(self):
-        ctx = self.ctx
-        for topic in sorted(ctx.topics_to_delete - ctx.topics_being_deleted):
-            replicas = {(p, r) for (t, p) in ctx.partitions_of(topic) for r in ctx.assignments[(t, p)]}
-            if any(r not in ctx.live_brokers for _, r in replicas):
-                log.info("deletion of topic %s waits for its offline replicas", topic)
-                continue
-            state_change.info("deleting topic %s", topic)
-            ctx.topics_being_deleted.add(topic)
-            ctx.pending_deletion_replicas[topic] = set(replicas)
-            batch = RequestBatch(ctx)
-            # Brokers first learn the partitions are being deleted (leader -2), then replicas are stopped.
-            batch.add_update_metadata(ctx.live_brokers, ctx.partitions_of(topic))
-            for tp in ctx.partitions_of(topic):
-                batch.add_stop_replica(ctx.assignments[tp], tp, delete=True)
-            batch.send(self.channels, self._on_stop_replica_response)
-            if not replicas:
-                self._complete_topic_deletion(topic)
-
-    def _on_stop_replica_response(self, broker_id, response):
-        self.enqueue(self._process_stop_replica_response, broker_id, response)
+        self.topic_deletion.mark(set(self.zk.get_topic_deletions(watch=self._on_deletions)))
 
     def _process_stop_replica_response(self, broker_id, response):
-        ctx = self.ctx
-        if not self.active or response.error_code:
-            return
-        for e in response.partition_errors:
-            pending = ctx.pending_deletion_replicas.get(e.topic_name)
-            if pending is not None and not e.error_code:
-                pending.discard((e.partition_index, broker_id))
-        for topic, pending in list(ctx.pending_deletion_replicas.items()):
-            if not pending and topic in ctx.topics_being_deleted:
-                self._complete_topic_deletion(topic)
+        if self.active:
+            self.topic_deletion.on_stop_replica_response(broker_id, response)
 
-    def _complete_topic_deletion(self, topic: str):
+    # ---- reassignments -----------------------------------------------------------------------------------
+    def _process_reassign_znode(self) -> None:
+        if self.active:
+            self.reassignments.process_znode(self._on_reassign_znode)
+
+    def _process_alter_reassignments(self, plan: dict, result) -> None:
+        result.set(self.reassignments.start(plan, from_znode=False) if self.active else None)
+
+    def _process_list_reassignments(self, partitions, result) -> None:
+        result.set(self.reassignments.list(partitions) if self.active else None)
+
+    # ---- controlled shutdown -----------------------------------------------------------------------------
+    def _process_controlled_shutdown(self, broker_id: int, broker_epoch: int, result) -> None:
         ctx = self.ctx
-        self.zk.delete_topic_fenced(topic, ctx.epoch_zk_version)
-        self._forget_topic(topic)
-        state_change.info("deletion of topic %s completed", topic)
+        if not self.active:
+            result.set((Errors.NOT_CONTROLLER, []))
+            return
+        info = ctx.live_brokers.get(broker_id)
+        if info is None:
+            result.set((Errors.BROKER_NOT_AVAILABLE, []))
+            return
+        if broker_epoch != -1 and broker_epoch < info.epoch:
+            result.set((Errors.STALE_BROKER_EPOCH, []))
+            return
+        ctx.shutting_down.add(broker_id)
+        state_change.info("controlled shutdown of broker %d: moving its leaders away", broker_id)
+        # A partition with a single replica has nowhere to move: it is left alone and not reported.
+        to_act_on = [tp for tp, replicas in ctx.assignments.items()
+                     if broker_id in replicas and len(replicas) > 1 and tp in ctx.partition_states
+                     and tp[0] not in ctx.topics_being_deleted]
+        self.partitions.elect([tp for tp in to_act_on if ctx.partition_states[tp].leader == broker_id],
+                              ControlledShutdownElection())
+        self.replicas.handle_state_changes(
+            [(*tp, broker_id) for tp in to_act_on if ctx.partition_states[tp].leader != broker_id],
+            ReplicaState.OFFLINE)
+        self.batch.add_update_metadata(ctx.live_brokers, [])
+        self.batch.send()
+        result.set((Errors.NONE, sorted(self._replicated_partitions_led_by(broker_id))))
+
+    def _replicated_partitions_led_by(self, broker_id: int) -> list:
+        """What a broker in controlled shutdown still leads (Kafka's replicatedPartitionsBrokerLeads)."""
+        ctx = self.ctx
+        return [tp for tp, s in ctx.partition_states.items() if s.leader == broker_id and len(ctx.assignments[tp]) > 1]
+
+    # ---- preferred and unclean elections -----------------------------------------------------------------
+    def _process_elect_leaders(self, election_type: int, partitions, result) -> None:
+        result.set(self._elect_leaders_now(election_type, partitions) if self.active else None)
+
+    def _elect_leaders_now(self, election_type: int, partitions) -> dict:
+        ctx = self.ctx
+        wanted = sorted(ctx.assignments) if partitions is None else list(partitions)
+        eligible = ctx.eligible_leaders()
+        outcome, to_elect = {}, []
+        for tp in wanted:
+            replicas = ctx.assignments.get(tp)
+            state = ctx.partition_states.get(tp)
+            if tp[0] in ctx.topics_to_delete and replicas is not None:
+                outcome[tp] = (Errors.INVALID_TOPIC, "The topic is being deleted")
+            elif replicas is None or state is None:
+                outcome[tp] = (Errors.UNKNOWN_TOPIC_OR_PARTITION, "The partition does not exist.")
+            elif state.leader == replicas[0] if election_type == PREFERRED else state.leader in eligible:
+                outcome[tp] = (Errors.ELECTION_NOT_NEEDED, "Leader election not needed for topic partition.")
+            else:
+                to_elect.append(tp)
+                outcome[tp] = None   # decided below, with every other write of this election
+        strategy = PreferredElection() if election_type == PREFERRED else OfflineElection(allow_unclean=True)
+        for tp, new in self.partitions.elect(to_elect, strategy).items():
+            if new is None:
+                error = Errors.PREFERRED_LEADER_NOT_AVAILABLE if election_type == PREFERRED \
+                    else Errors.ELIGIBLE_LEADERS_NOT_AVAILABLE
+                outcome[tp] = (error, f"Failed to elect leader for partition {tp[0]}-{tp[1]}")
+            else:
+                outcome[tp] = (Errors.NONE, None)
+        self.batch.send()
+        return outcome
+
+    def _process_preferred_election_znode(self) -> None:
+        if not self.active:
+            return
+        data, stat = self.zk.get(z.PreferredReplicaElectionZNode.path, watch=self._on_preferred_election_znode)
+        if stat is None:
+            return
+        partitions = z.PreferredReplicaElectionZNode.decode(data) if data else None
+        self._elect_leaders_now(PREFERRED, partitions)
+        self._fenced_delete(z.PreferredReplicaElectionZNode.path)
+
+    # ---- auto rebalance ----------------------------------------------------------------------------------
+    def _auto_rebalance_loop(self) -> None:
+        interval = self.config["leader.imbalance.check.interval.seconds"]
+        while True:
+            gevent.sleep(interval)
+            self.enqueue(self._check_leader_imbalance)
+
+    def _check_leader_imbalance(self) -> None:
+        """Per broker: if more than leader.imbalance.per.broker.percentage of the partitions it prefers to lead
+        are led elsewhere, elect it back where it is in sync (Kafka's checkAndTriggerAutoLeaderRebalance)."""
+        ctx = self.ctx
+        if not self.active:
+            return
+        threshold = self.config["leader.imbalance.per.broker.percentage"] / 100.0
+        by_preferred: dict[int, list] = {}
+        for tp, replicas in ctx.assignments.items():
+            if tp in ctx.partition_states and tp[0] not in ctx.topics_to_delete:
+                by_preferred.setdefault(replicas[0], []).append(tp)
+        for broker, tps in sorted(by_preferred.items()):
+            if broker not in ctx.live_brokers or broker in ctx.shutting_down:
+                continue
+            imbalanced = [tp for tp in tps if ctx.partition_states[tp].leader != broker]
+            if imbalanced and len(imbalanced) / len(tps) > threshold:
+                log.info("leader imbalance of broker %d is %.0f%%: electing preferred leaders", broker,
+                         100.0 * len(imbalanced) / len(tps))
+                self._elect_leaders_now(PREFERRED, [tp for tp in imbalanced
+                                        if broker in ctx.partition_states[tp].isr])

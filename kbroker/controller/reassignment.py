@@ -1,12 +1,14 @@
-"""Partition reassignment (KIP-455 as Kafka 2.8's controller runs it), a mixin of KafkaController.
+"""Partition reassignment (KIP-455 as Kafka 2.8's controller runs it), over the controller's context and state
+machines.
 
 Started by /admin/reassign_partitions (the legacy znode) or AlterPartitionReassignments. For a partition
 moving from original replicas ORS to target replicas TRS:
 1. the topic znode lists RS = TRS + (ORS - TRS), with adding (TRS - ORS) and removing (ORS - TRS) replicas;
    the leader epoch is bumped and LeaderAndIsr goes to RS, so the new replicas start fetching;
-2. once every target replica is in the ISR (checked when leaders report ISR changes): the leader moves to
-   the first live in-sync target replica if it is not one already (else the epoch is bumped), the removed
-   replicas leave the ISR and are stopped and deleted, the topic znode lists TRS only, the partition leaves
+2. once every target replica is in the ISR (checked when leaders report ISR changes): the reassignment
+   election (the leader moves to the first live in-sync target replica if it is not one already, else the
+   epoch is bumped; the removed replicas leave the ISR), the removed replicas go Offline, through deletion to
+   NonExistent (StopReplica with deletion), the topic znode lists TRS only, the partition leaves
    /admin/reassign_partitions (deleted when empty), and every broker gets UpdateMetadata.
 Cancelling (AlterPartitionReassignments with null replicas) reassigns back to the original replicas.
 A new controller resumes reassignments from the topic znodes' adding/removing sets and the admin znode.
@@ -16,59 +18,51 @@ from __future__ import annotations
 import logging
 
 from zk import znodes as z
-from zk.client import ControllerMovedError
+from zk.client import ControllerMovedError, KafkaZkClient
 from ..protocol.errors import Errors
 from .channel import RequestBatch
+from .context import ControllerContext, ReplicaState
+from .partition_state_machine import PartitionStateMachine, ReassignmentElection
+from .replica_state_machine import ReplicaStateMachine
 
 state_change = logging.getLogger("state-change")
 
 
 class Reassignments:
-    # ---- entry points -------------------------------------------------------------------------------------
-    def _on_reassign_znode(self, _event) -> None:
-        self.enqueue(self._process_reassign_znode)
+    def __init__(self, ctx: ControllerContext, zk: KafkaZkClient, partitions: PartitionStateMachine,
+                 replicas: ReplicaStateMachine, batch: RequestBatch):
+        self.ctx = ctx
+        self.zk = zk
+        self.partitions = partitions
+        self.replicas = replicas
+        self.batch = batch
 
-    def _process_reassign_znode(self) -> None:
-        if not self.active:
-            return
-        data, stat = self.zk.get(z.ReassignPartitionsZNode.path, watch=self._on_reassign_znode)
+    # ---- entry points -------------------------------------------------------------------------------------
+    def process_znode(self, watch) -> None:
+        """/admin/reassign_partitions changed (or a new controller reads it); watch is re-set on it."""
+        data, stat = self.zk.get(z.ReassignPartitionsZNode.path, watch=watch)
         if stat is None:
             return
         plan = z.ReassignPartitionsZNode.decode(data) if data else {}
-        results = self._start_reassignments(plan, from_znode=True)
+        results = self.start(plan, from_znode=True)
         failed = [tp for tp, (error, _) in results.items() if error]
         if failed:
             state_change.warning("reassignment of %s refused: %s", failed,
                                  {f"{t}-{p}": results[(t, p)][1] for t, p in failed})
             self._update_reassign_znode(remove=failed)
 
-    def alter_reassignments(self, plan: dict, result) -> None:
-        """AlterPartitionReassignments: plan {tp: replicas or None (cancel)}; sets result to {tp: (error, msg)}."""
-        self.enqueue(self._process_alter_reassignments, plan, result)
-
-    def _process_alter_reassignments(self, plan: dict, result) -> None:
-        if not self.active:
-            result.set(None)
-            return
-        result.set(self._start_reassignments(plan, from_znode=False))
-
-    def list_reassignments(self, partitions, result) -> None:
-        self.enqueue(self._process_list_reassignments, partitions, result)
-
-    def _process_list_reassignments(self, partitions, result) -> None:
-        if not self.active:
-            result.set(None)
-            return
-        ctx = self.ctx
+    def list(self, partitions) -> dict:
+        """ListPartitionReassignments: {tp: (replicas, adding, removing)}."""
         out = {}
-        for tp, (target, original) in ctx.reassignments.items():
+        for tp, (target, original) in self.ctx.reassignments.items():
             if partitions is None or tp in partitions:
                 full = target + [r for r in original if r not in target]
                 out[tp] = (full, [r for r in target if r not in original], [r for r in original if r not in target])
-        result.set(out)
+        return out
 
     # ---- phase 1 ------------------------------------------------------------------------------------------
-    def _start_reassignments(self, plan: dict, from_znode: bool) -> dict:
+    def start(self, plan: dict, from_znode: bool) -> dict:
+        """Start (or cancel: replicas None) reassignments {tp: replicas}; {tp: (error, message)}."""
         ctx = self.ctx
         results = {}
         for tp, target in sorted(plan.items()):
@@ -97,14 +91,12 @@ class Reassignments:
                 ctx.znode_reassignments.add(tp)
             state_change.info("reassigning partition %s-%d: %s -> %s", *tp, original, target)
             self._write_topic_assignment(tp[0])
-            batch = RequestBatch(ctx)
-            full = ctx.assignments[tp]
-            if self._bump_epoch(tp):
-                batch.add_leader_and_isr(full, tp, is_new=False)
-            batch.add_update_metadata(ctx.live_brokers, [tp])
-            batch.send(self.channels, self._on_stop_replica_response)
+            if self.partitions.bump_leader_epoch(tp) is not None:
+                self.replicas.handle_state_changes([(*tp, r) for r in ctx.assignments[tp]], ReplicaState.ONLINE)
+            self.batch.add_update_metadata(ctx.live_brokers, [tp])
+            self.batch.send()
             results[tp] = (Errors.NONE, None)
-        self._maybe_complete_reassignments(list(plan))
+        self.maybe_complete(list(plan))
         return results
 
     def _check_target(self, target) -> str | None:
@@ -134,11 +126,9 @@ class Reassignments:
         assignment = z.TopicAssignment(partitions, ctx.topic_ids.get(topic), adding, removing)
         self.zk.set_topic_assignment_fenced(topic, assignment, ctx.epoch_zk_version)
 
-    def _bump_epoch(self, tp) -> bool:
-        return self._write_state(tp, lambda current: (current.leader, current.isr)) is not None
-
     # ---- phase 2 ------------------------------------------------------------------------------------------
-    def _maybe_complete_reassignments(self, partitions) -> None:
+    def maybe_complete(self, partitions) -> None:
+        """Complete the reassignments of these partitions whose target replicas are all in sync."""
         ctx = self.ctx
         for tp in partitions:
             ongoing = ctx.reassignments.get(tp)
@@ -151,31 +141,19 @@ class Reassignments:
 
     def _complete_reassignment(self, tp, target, original) -> None:
         ctx = self.ctx
-        eligible = ctx.eligible_leaders()
-        removing = [r for r in original if r not in target]
-        batch = RequestBatch(ctx)
-
-        def finish(current):
-            isr = [r for r in current.isr if r not in removing] or list(current.isr)
-            leader = current.leader
-            if leader not in target or leader not in eligible or leader not in isr:
-                candidates = [r for r in target if r in isr and r in eligible]
-                if not candidates:
-                    return None
-                leader = candidates[0]
-            return leader, isr
-        new = self._write_state(tp, finish)
+        removing = [(*tp, r) for r in original if r not in target]
+        new = self.partitions.elect([tp], ReassignmentElection()).get(tp)
         if new is None:
             state_change.warning("partition %s-%d: no live in-sync target replica to lead; reassignment waits", *tp)
             return
+        for state in (ReplicaState.OFFLINE, ReplicaState.DELETION_STARTED, ReplicaState.DELETION_SUCCESSFUL,
+                      ReplicaState.NON_EXISTENT):
+            self.replicas.handle_state_changes(removing, state)
         del ctx.reassignments[tp]
         ctx.assignments[tp] = list(target)
         self._write_topic_assignment(tp[0])
-        batch.add_leader_and_isr(target, tp)
-        for r in removing:
-            batch.add_stop_replica([r], tp, delete=True)
-        batch.add_update_metadata(ctx.live_brokers, [tp])
-        batch.send(self.channels, self._on_stop_replica_response)
+        self.batch.add_update_metadata(ctx.live_brokers, [tp])
+        self.batch.send()
         state_change.info("partition %s-%d: reassignment to %s completed (leader %d)", *tp, target, new.leader)
         if tp in ctx.znode_reassignments:
             ctx.znode_reassignments.discard(tp)
@@ -194,15 +172,15 @@ class Reassignments:
                 self.zk.fenced(self.ctx.epoch_zk_version, lambda t: t.set_data(
                     z.ReassignPartitionsZNode.path, z.ReassignPartitionsZNode.encode(plan)))
             else:
-                self._fenced_delete(z.ReassignPartitionsZNode.path)
+                self.zk.fenced(self.ctx.epoch_zk_version, lambda t: t.delete(z.ReassignPartitionsZNode.path))
         except ControllerMovedError:
             raise
         except Exception:
             pass
 
     # ---- failover -----------------------------------------------------------------------------------------
-    def _resume_reassignments(self, topic_assignments: dict) -> None:
-        """Rebuild ongoing reassignments from the topic znodes, then take in the admin znode."""
+    def resume(self, topic_assignments: dict, watch) -> None:
+        """Rebuild ongoing reassignments from the topic znodes, then take in the admin znode (watched)."""
         ctx = self.ctx
         for topic, assignment in topic_assignments.items():
             for p, adding in assignment.adding_replicas.items():
@@ -216,5 +194,5 @@ class Reassignments:
                 if p not in assignment.adding_replicas and removing:
                     full = assignment.partitions.get(p, [])
                     ctx.reassignments[(topic, p)] = ([r for r in full if r not in removing], list(full))
-        self._maybe_complete_reassignments(list(ctx.reassignments))
-        self._process_reassign_znode()
+        self.maybe_complete(list(ctx.reassignments))
+        self.process_znode(watch)

@@ -28,7 +28,8 @@ import gevent
 import gevent.queue
 
 from ..protocol.errors import Errors, KafkaError
-from ..records.batches import CREATE_TIME, build_v2, legacy_records, v2_records
+from ..records.batches import CREATE_TIME, legacy_records, v2_records
+from ..records.builder import build_v2
 from ..records.entries import CONTROL_MASK, TRANSACTIONAL_MASK, V2_HEADER, CorruptEntry, iter_entries
 from .group import CommitRecordMetadataAndOffset, GroupMetadata, GroupState
 from .schemas import (GROUP_METADATA_TOPIC, GroupMetadataKey, GroupRecord, MemberRecord, OffsetAndMetadata,

@@ -1,18 +1,9 @@
-"""The log cleaner: compaction of the logs whose cleanup.policy includes `compact` (Kafka's LogCleaner,
-LogCleanerManager and Cleaner).
+"""The log cleaner: compaction of the logs whose cleanup.policy includes `compact` (Kafka's LogCleaner and
+Cleaner; which logs to clean and the checkpoints are its manager's, cleaner_manager.py).
 
-A compacted log keeps, for every key, at least its latest record. It is split at the cleaner checkpoint (the
-`cleaner-offset-checkpoint` of its log dir, Kafka's offset checkpoint format) into a clean section (already
-compacted) and a dirty section. The dirty section ends at the first uncleanable offset: the smallest of the
-active segment's base offset, the high watermark (no transactions yet, so it is the last stable offset) and
-the base offset of the first dirty segment whose largest timestamp is within min.compaction.lag.ms of now.
-
-Selection (`LogCleaner.clean_logs`, called by the broker every log.cleaner.backoff.ms): the compacted logs
-whose dirty ratio (cleanable bytes / (clean + cleanable bytes)) is above min.cleanable.dirty.ratio, or that
-have cleanable bytes and a dirty segment whose first batch is older than max.compaction.lag.ms, are cleaned
-dirtiest first, each at most once per call.
-
-Cleaning one log:
+A compacted log keeps, for every key, at least its latest record. Every log.cleaner.backoff.ms the broker
+calls `LogCleaner.clean_logs`: the manager picks the dirtiest logs, each at most once per round, and the
+executor (`Cleaner`) cleans each:
 1. Off the gevent hub (run_blocking): build the map key -> latest offset of the dirty section. The map holds at
    most log.cleaner.dedupe.buffer.size / 24 * log.cleaner.io.buffer.load.factor keys (the entries Kafka's map
    of 24-byte slots holds); when it is full the dirty section ends at the first record that did not fit, and
@@ -22,35 +13,26 @@ Cleaning one log:
    whose log and index sizes sum to at most segment.bytes / segment.index.bytes and whose offsets fit the
    first one's 4-byte relative offsets: Kafka's groupSegmentsBySize); each group is recopied off the hub into
    one `<base>.log.cleaned` segment keeping a record only if it has a key, no later offset of its key is in
-   the map, and it is not a tombstone (null value) past its retention. A v2 batch whose records all stay is
-   copied as is; one that lost some is rebuilt with its original base offset, last offset delta, producer id
-   and epoch, base sequence, partition leader epoch, attributes and compression (the first timestamp becomes
-   the first kept record's, as in Kafka); an emptied batch is kept as an empty batch (header only, same
-   offsets and sequence numbers) when it is its producer's last batch, so the idempotent producer state
-   survives a reload, and dropped otherwise. v0/v1 messages are kept or dropped whole; a compressed wrapper
-   that lost some inner messages is rebuilt with its codec.
+   the map, and it is not a tombstone (null value) past its retention (the manager's delete horizon). A v2
+   batch whose records all stay is copied as is; one that lost some is rebuilt with its original base offset,
+   last offset delta, producer id and epoch, base sequence, partition leader epoch, attributes and
+   compression (the first timestamp becomes the first kept record's, as in Kafka); an emptied batch is kept
+   as an empty batch (header only, same offsets and sequence numbers) when it is its producer's last batch,
+   so the idempotent producer state survives a reload, and dropped otherwise. v0/v1 messages are kept or
+   dropped whole; a compressed wrapper that lost some inner messages is rebuilt with its codec. Batches are
+   built by records/builder.py.
 3. Back on the hub, each cleaned segment is swapped in (Log.replace_segments: `.cleaned` -> `.swap`, old
    segments `.deleted`, `.swap` -> final; a crash in between is repaired when the log is loaded), unless the
    log was truncated, deleted, renamed or lost one of those segments meanwhile: then the cleaning is aborted
    and its files removed. After the last group the checkpoint moves to the end of the dirty section.
 
-Tombstones and transaction markers stay at least delete.retention.ms after they entered the clean section
-(measured per offset, not per segment, so merging segments never keeps them forever as Kafka 2.8 could): a
-cleaning that ends at offset E at time T records (E, T); a tombstone below the largest E recorded at least
-delete.retention.ms ago is removed. After a restart, the offsets below the checkpoint count as cleaned when
-the newest clean segment was written (its modification time, which the cleaner sets from its clock).
-A transaction marker (control batch) is removed only past that horizon and when no data of its transaction
-is left before it. (kbroker has no transactions yet: aborted data is not removed, and the high watermark
-stands for the last stable offset.)
+A transaction marker (control batch) is removed only past the delete horizon and when no data of its
+transaction is left before it. (kbroker has no transactions yet: aborted data is not removed, and the high
+watermark stands for the last stable offset.)
 
 Retention and compaction: Log.delete_old_segments applies retention.ms / retention.bytes only to logs whose
 policy includes `delete`, so `compact` logs are only compacted and `compact,delete` logs get both; while a log
 is being cleaned LogManager.cleanup_logs skips it, and the cleaner applies its retention right after.
-
-Topic settings: min.cleanable.dirty.ratio, delete.retention.ms, min.compaction.lag.ms and
-max.compaction.lag.ms come from the topic's overrides (LogConfig.passthrough), else from the broker's
-log.cleaner.min.cleanable.ratio, log.cleaner.delete.retention.ms, log.cleaner.min.compaction.lag.ms and
-log.cleaner.max.compaction.lag.ms (CleanerConfig).
 """
 from __future__ import annotations
 
@@ -58,207 +40,28 @@ import logging
 import os
 import struct
 import time
-import weakref
 from dataclasses import dataclass
 from typing import Callable, Mapping, Sequence
 
-from aiokafka.record._crecords import DefaultRecordBatchBuilder
-
 from ..clock import Clock
-from ..records.batches import LOG_APPEND_TIME, CREATE_TIME, build_legacy, legacy_message, legacy_records, \
-    set_v2_crc, v2_records
-from ..records.compression import NONE, compress
-from ..records.entries import (COMPRESSION_MASK, CONTROL_MASK, LOG_OVERHEAD, TIMESTAMP_TYPE_MASK_V1,
-                               TIMESTAMP_TYPE_MASK_V2, TRANSACTIONAL_MASK, V2_HEADER, V2_HEADER_SIZE, CorruptEntry,
-                               Entry, read_entry)
-from .checkpoint import OffsetCheckpointFile, fsync_dir
-from .config import MAX_LONG, LogConfig
-from .errors import CorruptCheckpoint
+from ..records.batches import legacy_records, v2_records
+from ..records.builder import empty_v2_batch, rebuild_legacy, rebuild_v2
+from ..records.entries import CONTROL_MASK, LOG_OVERHEAD, TRANSACTIONAL_MASK, V2_HEADER, V2_HEADER_SIZE, \
+    CorruptEntry, Entry, read_entry
+from .checkpoint import fsync_dir
+from .cleaner_manager import CleanerConfig, CleaningAborted, LogCleanerManager, LogToClean
 from .index import MAX_RELATIVE_OFFSET
 from .log import Log, RunBlocking, TopicPartition
 from .segment import LogSegment
 
 logger = logging.getLogger("kbroker.log.cleaner")
 
-CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
-MAP_ENTRY_BYTES = 24                 # Kafka's SkimpyOffsetMap slot: 16-byte MD5 of the key + 8-byte offset
 _DECOMPRESSION_LIMIT = 2 ** 31 - 1   # data in the log was validated when appended
-_NO_LIMIT = 2 ** 31 - 1
 _SIZE = struct.Struct(">qi")
 _INT64 = struct.Struct(">q")
 
 
-class CleaningAborted(Exception):
-    """The log changed under the cleaner (truncated, deleted, renamed) or the cleaner is shutting down."""
-
-
-# ---- configuration ------------------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class CleanerConfig:
-    """The broker's log.cleaner.* settings; the last four are the defaults of the topic configs."""
-    enable: bool = True
-    threads: int = 1
-    dedupe_buffer_size: int = 128 * 1024 * 1024
-    io_buffer_size: int = 512 * 1024
-    io_buffer_load_factor: float = 0.9
-    backoff_ms: int = 15000
-    delete_retention_ms: int = 86400000
-    min_cleanable_ratio: float = 0.5
-    min_compaction_lag_ms: int = 0
-    max_compaction_lag_ms: int = MAX_LONG
-
-    @classmethod
-    def from_broker(cls, values: Mapping) -> "CleanerConfig":
-        """From BrokerConfig.values (Kafka's names); absent settings keep their defaults."""
-        names = {"enable": "log.cleaner.enable", "threads": "log.cleaner.threads",
-                 "dedupe_buffer_size": "log.cleaner.dedupe.buffer.size",
-                 "io_buffer_size": "log.cleaner.io.buffer.size",
-                 "io_buffer_load_factor": "log.cleaner.io.buffer.load.factor",
-                 "backoff_ms": "log.cleaner.backoff.ms",
-                 "delete_retention_ms": "log.cleaner.delete.retention.ms",
-                 "min_cleanable_ratio": "log.cleaner.min.cleanable.ratio",
-                 "min_compaction_lag_ms": "log.cleaner.min.compaction.lag.ms",
-                 "max_compaction_lag_ms": "log.cleaner.max.compaction.lag.ms"}
-        return cls(**{attr: values[name] for attr, name in names.items() if values.get(name) is not None})
-
-    @property
-    def enabled(self) -> bool:
-        return self.enable and self.threads > 0
-
-    @property
-    def max_map_entries(self) -> int:
-        """How many keys the offset map holds (Kafka: the dedupe buffer of one thread, 24 bytes a slot, filled
-        up to the load factor)."""
-        per_thread = self.dedupe_buffer_size // max(1, self.threads)
-        return max(1, int(per_thread // MAP_ENTRY_BYTES * self.io_buffer_load_factor))
-
-    @property
-    def read_chunk(self) -> int:
-        """Bytes read at a time (Kafka gives half the I/O buffer to reads); a larger entry is read whole."""
-        return max(4096, self.io_buffer_size // 2)
-
-
-@dataclass(frozen=True)
-class CompactionSettings:
-    """A log's compaction settings: its topic's overrides, else the broker's defaults."""
-    delete_retention_ms: int
-    min_cleanable_ratio: float
-    min_compaction_lag_ms: int
-    max_compaction_lag_ms: int
-
-
-def compaction_settings(config: LogConfig, defaults: CleanerConfig) -> CompactionSettings:
-    overrides = config.passthrough
-
-    def get(name: str, parse, default):
-        raw = overrides.get(name)
-        if raw is None:
-            return default
-        try:
-            return parse(str(raw).strip())
-        except ValueError:
-            logger.warning("ignoring invalid topic config %s=%r; using %r", name, raw, default)
-            return default
-    return CompactionSettings(get("delete.retention.ms", int, defaults.delete_retention_ms),
-                              get("min.cleanable.dirty.ratio", float, defaults.min_cleanable_ratio),
-                              get("min.compaction.lag.ms", int, defaults.min_compaction_lag_ms),
-                              get("max.compaction.lag.ms", int, defaults.max_compaction_lag_ms))
-
-
-# ---- which part of a log is cleanable -----------------------------------------------------------------------
-
-@dataclass
-class LogToClean:
-    log: Log
-    first_dirty_offset: int
-    first_uncleanable_offset: int
-    clean_bytes: int
-    cleanable_bytes: int
-    needs_compaction_now: bool = False
-    settings: CompactionSettings | None = None
-
-    @property
-    def topic_partition(self) -> TopicPartition:
-        return self.log.topic_partition
-
-    @property
-    def total_bytes(self) -> int:
-        return self.clean_bytes + self.cleanable_bytes
-
-    @property
-    def cleanable_ratio(self) -> float:
-        return self.cleanable_bytes / self.total_bytes if self.total_bytes else 0.0
-
-
-_first_batch_timestamps: "weakref.WeakKeyDictionary[LogSegment, int]" = weakref.WeakKeyDictionary()
-
-
-def first_batch_timestamp(segment: LogSegment) -> int:
-    """The max timestamp of the segment's first entry (Kafka's getFirstBatchTimestamp), -1 if none."""
-    cached = _first_batch_timestamps.get(segment)
-    if cached is not None:
-        return cached
-    ts = -1
-    if segment.size:
-        info = segment.read(segment.base_offset, V2_HEADER_SIZE, min_one_message=False)
-        head = info.records.read() if info is not None else b""
-        if len(head) > 16:
-            magic = head[16]
-            if magic == 2 and len(head) >= V2_HEADER_SIZE:
-                ts = _INT64.unpack_from(head, 35)[0]
-            elif magic == 1 and len(head) >= 26:
-                ts = _INT64.unpack_from(head, 18)[0]
-        _first_batch_timestamps[segment] = ts
-    return ts
-
-
-def cleanable_offsets(log: Log, checkpoint_offset: int | None, settings: CompactionSettings,
-                      now_ms: int) -> tuple[int, int, bool]:
-    """(first dirty offset, first uncleanable offset, needs compaction now) as Kafka's
-    LogCleanerManager.cleanableOffsets: the checkpoint, reset to the log start offset when it is below it or
-    beyond the log end; the dirty section stops at the active segment, the high watermark and the first dirty
-    segment within min.compaction.lag.ms; max.compaction.lag.ms forces a cleaning when a dirty segment's first
-    batch is older than that."""
-    start = log.log_start_offset
-    first_dirty = start if checkpoint_offset is None else checkpoint_offset
-    if first_dirty < start or first_dirty > log.log_end_offset:
-        first_dirty = start
-    segments = log.segments
-    dirty_non_active = [s for s, nxt in zip(segments, segments[1:]) if nxt.base_offset > first_dirty]
-    uncleanable = min(segments[-1].base_offset, log.high_watermark)
-    if settings.min_compaction_lag_ms > 0:
-        for segment in dirty_non_active:
-            if segment.largest_timestamp > now_ms - settings.min_compaction_lag_ms:
-                uncleanable = min(uncleanable, segment.base_offset)
-                break
-    needs_now = False
-    if 0 <= settings.max_compaction_lag_ms < MAX_LONG:
-        stamps = [t for t in (first_batch_timestamp(s) for s in dirty_non_active
-                              if s.base_offset < uncleanable) if t > 0]
-        needs_now = bool(stamps) and min(stamps) < now_ms - settings.max_compaction_lag_ms
-    return first_dirty, uncleanable, needs_now
-
-
-def _segments_overlapping(segments: Sequence[LogSegment], start: int, end: int) -> list[LogSegment]:
-    """The segments holding offsets in [start, end) (Kafka's logSegments(from, to))."""
-    out = []
-    for i, segment in enumerate(segments):
-        nxt = segments[i + 1].base_offset if i + 1 < len(segments) else None
-        if segment.base_offset >= end:
-            break
-        if nxt is None or nxt > start:
-            out.append(segment)
-    return out
-
-
-def log_to_clean(log: Log, checkpoint_offset: int | None, settings: CompactionSettings, now_ms: int) -> LogToClean:
-    first_dirty, uncleanable, needs_now = cleanable_offsets(log, checkpoint_offset, settings, now_ms)
-    segments = log.segments
-    clean_bytes = sum(s.size for s in segments if s.base_offset < first_dirty)
-    cleanable_bytes = sum(s.size for s in _segments_overlapping(segments, first_dirty, max(first_dirty, uncleanable)))
-    return LogToClean(log, first_dirty, uncleanable, clean_bytes, cleanable_bytes, needs_now, settings)
-
+# ---- segment groups -----------------------------------------------------------------------------------------
 
 def group_segments_by_size(segments: Sequence[LogSegment], next_offsets: Sequence[int], max_size: int,
                            max_index_size: int) -> list[list[LogSegment]]:
@@ -518,43 +321,7 @@ class _GroupCleaner:
         original = memoryview(buf)[pos:pos + entry.size]
         if len(kept) == len(records):
             return original
-        wrapper, _ = legacy_message(memoryview(buf), pos, pos + entry.size, check_crc=False)
-        log_append = wrapper.magic == 1 and wrapper.attributes & TIMESTAMP_TYPE_MASK_V1
-        return build_legacy(kept, magic=wrapper.magic, codec=wrapper.attributes & COMPRESSION_MASK,
-                            timestamp_type=LOG_APPEND_TIME if log_append else CREATE_TIME,
-                            log_append_time=wrapper.timestamp)
-
-
-def rebuild_v2(records, base_offset: int, last_offset_delta: int, leader_epoch: int, attributes: int,
-               max_timestamp: int, producer_id: int, producer_epoch: int, base_sequence: int) -> bytearray:
-    """A v2 batch of the kept records that keeps the original batch's offsets (base offset and last offset
-    delta), producer fields, partition leader epoch, attributes and compression."""
-    builder = DefaultRecordBatchBuilder(2, NONE, 1 if attributes & TRANSACTIONAL_MASK else 0, producer_id,
-                                        producer_epoch, base_sequence, _NO_LIMIT)
-    for r in records:
-        builder.append(r.offset - base_offset, r.timestamp, r.key, r.value, r.headers or [])
-    out = builder.build()
-    codec = attributes & COMPRESSION_MASK
-    if codec != NONE:
-        out[V2_HEADER_SIZE:] = compress(codec, bytes(out[V2_HEADER_SIZE:]), 2)
-    struct.pack_into(">qii", out, 0, base_offset, len(out) - LOG_OVERHEAD, leader_epoch)
-    struct.pack_into(">hi", out, 21, attributes, last_offset_delta)
-    if attributes & TIMESTAMP_TYPE_MASK_V2:
-        _INT64.pack_into(out, 35, max_timestamp)
-    set_v2_crc(out, 0, len(out))
-    return out
-
-
-def empty_v2_batch(base_offset: int, last_offset_delta: int, leader_epoch: int, attributes: int,
-                   timestamp: int, producer_id: int, producer_epoch: int, base_sequence: int) -> bytearray:
-    """A v2 batch header with no records keeping the offsets and producer fields (Kafka's writeEmptyHeader):
-    uncompressed, not a control batch, both timestamps the original max timestamp."""
-    out = bytearray(V2_HEADER_SIZE)
-    V2_HEADER.pack_into(out, 0, base_offset, V2_HEADER_SIZE - LOG_OVERHEAD, leader_epoch, 2, 0,
-                        attributes & (TIMESTAMP_TYPE_MASK_V2 | TRANSACTIONAL_MASK), last_offset_delta, timestamp,
-                        timestamp, producer_id, producer_epoch, base_sequence, 0)
-    set_v2_crc(out, 0, len(out))
-    return out
+        return rebuild_legacy(kept, buf, pos, entry.size)
 
 
 def _entry_summary(data) -> tuple[int, int]:
@@ -596,217 +363,42 @@ class _SegmentWriter:
             self.max_ts, self.max_ts_offset = -1, -1
 
 
-# ---- the cleaner ---------------------------------------------------------------------------------------------------
+# ---- the executor ---------------------------------------------------------------------------------------------
 
-class LogCleaner:
-    def __init__(self, log_dirs: Sequence[str], config: CleanerConfig | None = None, clock: Clock | None = None,
-                 run_blocking: RunBlocking | None = None,
-                 live_logs: Callable[[], Mapping[TopicPartition, Log]] | None = None):
-        """live_logs() gives the logs to consider (the LogManager's); run_blocking(fn) runs fn off the hub."""
-        self.config = config or CleanerConfig()
-        self._clock = clock or Clock()
-        self._run_blocking: RunBlocking = run_blocking or (lambda fn: fn())
-        self._live_logs = live_logs
-        self._checkpoints: dict[str, dict[TopicPartition, int]] = {}
-        self._dirty_checkpoints: set[str] = set()
-        self._marks: dict[TopicPartition, list[tuple[int, int]]] = {}   # (end offset, time cleaned)
-        self.in_progress: set[TopicPartition] = set()
-        self.uncleanable: set[TopicPartition] = set()
-        self.last_stats: dict[TopicPartition, CleanerStats] = {}
-        self._running = False
-        self._stopped = False
-        for d in log_dirs:
-            self._checkpoint_of_dir(os.path.abspath(d))
+class Cleaner:
+    """Cleans one log (Kafka's Cleaner), with the manager's checkpoints, marks and live checks."""
 
-    # ---- checkpoints ------------------------------------------------------------------------------------------
+    def __init__(self, manager: LogCleanerManager, clock: Clock, run_blocking: RunBlocking):
+        self.manager = manager
+        self._clock = clock
+        self._run_blocking = run_blocking
 
-    def _checkpoint_of_dir(self, log_dir: str) -> dict[TopicPartition, int]:
-        offsets = self._checkpoints.get(log_dir)
-        if offsets is None:
-            try:
-                offsets = OffsetCheckpointFile(os.path.join(log_dir, CLEANER_OFFSET_CHECKPOINT)).read()
-            except CorruptCheckpoint as e:
-                logger.warning("error reading %s of log dir %s, ignoring it: %s", CLEANER_OFFSET_CHECKPOINT,
-                               log_dir, e)
-                offsets = {}
-            self._checkpoints[log_dir] = offsets
-        return offsets
-
-    def checkpoint_offset(self, log: Log) -> int | None:
-        """The first dirty offset recorded for the log, if any."""
-        return self._checkpoint_of_dir(log.parent_dir).get(log.topic_partition)
-
-    def _write_checkpoint(self, log_dir: str) -> None:
-        offsets = dict(self._checkpoint_of_dir(log_dir))
-        path = os.path.join(log_dir, CLEANER_OFFSET_CHECKPOINT)
-        self._dirty_checkpoints.discard(log_dir)
-        self._run_blocking(lambda: OffsetCheckpointFile(path).write(offsets) if os.path.isdir(log_dir) else None)
-
-    def write_checkpoints(self, only_changed: bool = False) -> None:
-        for log_dir in list(self._dirty_checkpoints if only_changed else self._checkpoints):
-            try:
-                self._write_checkpoint(log_dir)
-            except OSError:
-                logger.exception("error writing %s in %s", CLEANER_OFFSET_CHECKPOINT, log_dir)
-
-    # ---- the logs' lives ----------------------------------------------------------------------------------------
-
-    def attach(self, log: Log) -> None:
-        """Follow the log's truncations: the checkpoint and the clean marks never stay beyond its end."""
-        if self._on_truncation not in log.truncation_listeners:
-            log.truncation_listeners.append(self._on_truncation)
-
-    def _on_truncation(self, log: Log, end_offset: int) -> None:
-        tp = log.topic_partition
-        offsets = self._checkpoint_of_dir(log.parent_dir)
-        if tp in offsets and offsets[tp] > end_offset:
-            offsets[tp] = end_offset
-            self._dirty_checkpoints.add(log.parent_dir)
-        marks = self._marks.get(tp)
-        if marks:
-            self._marks[tp] = [(min(end, end_offset), t) for end, t in marks]
-        self.uncleanable.discard(tp)
-
-    def forget(self, log: Log) -> None:
-        """The log is gone (deleted): drop its checkpoint entry and state."""
-        tp = log.topic_partition
-        offsets = self._checkpoint_of_dir(log.parent_dir)
-        if offsets.pop(tp, None) is not None:
-            self._dirty_checkpoints.add(log.parent_dir)
-        self._marks.pop(tp, None)
-        self.uncleanable.discard(tp)
-        self.last_stats.pop(tp, None)
-
-    def shutdown(self) -> None:
-        """Stop: a cleaning under way is abandoned before its next swap."""
-        self._stopped = True
-
-    # ---- selection ----------------------------------------------------------------------------------------------
-
-    def settings_for(self, log: Log) -> CompactionSettings:
-        return compaction_settings(log.config, self.config)
-
-    def cleanable(self, log: Log, now_ms: int | None = None) -> LogToClean:
-        now_ms = self._clock.now_ms() if now_ms is None else now_ms
-        return log_to_clean(log, self.checkpoint_offset(log), self.settings_for(log), now_ms)
-
-    def grab_filthiest_log(self, exclude=()) -> LogToClean | None:
-        """The compacted log with the highest dirty ratio among those above their min.cleanable.dirty.ratio or
-        due by max.compaction.lag.ms, not being cleaned, not in exclude."""
-        now = self._clock.now_ms()
-        best = None
-        for tp, log in list(self._live_logs().items() if self._live_logs is not None else ()):
-            if not log.config.compact or tp in self.in_progress or tp in exclude or tp in self.uncleanable:
-                continue
-            if not log.segments:
-                continue
-            candidate = self.cleanable(log, now)
-            if candidate.cleanable_bytes <= 0:
-                continue
-            if not (candidate.needs_compaction_now
-                    or candidate.cleanable_ratio > candidate.settings.min_cleanable_ratio):
-                continue
-            if best is None or candidate.cleanable_ratio > best.cleanable_ratio:
-                best = candidate
-        return best
-
-    def clean_logs(self) -> int:
-        """One round of the cleaner (the broker calls it every log.cleaner.backoff.ms): clean the filthiest
-        logs, each at most once; returns how many were cleaned."""
-        if self._running or self._stopped or not self.config.enabled:
-            return 0
-        self._running = True
-        try:
-            if self._dirty_checkpoints:
-                self.write_checkpoints(only_changed=True)
-            done: set[TopicPartition] = set()
-            cleaned = 0
-            while not self._stopped:
-                candidate = self.grab_filthiest_log(done)
-                if candidate is None:
-                    break
-                tp = candidate.topic_partition
-                done.add(tp)
-                try:
-                    if self._clean(candidate) is not None:
-                        cleaned += 1
-                except Exception:
-                    logger.exception("%s: unexpected error while cleaning; the log is marked uncleanable",
-                                     candidate.log.name)
-                    self.uncleanable.add(tp)
-                log = candidate.log
-                if log.config.delete and self._is_live(log) and not self._stopped:
-                    try:
-                        log.delete_old_segments()
-                    except Exception:
-                        logger.exception("%s error while applying retention", log.name)
-            return cleaned
-        finally:
-            self._running = False
-
-    def clean(self, log: Log) -> CleanerStats | None:
-        """Clean the log now, whatever its dirty ratio (when it has a cleanable section): the stats, or None
-        when there was nothing to clean or the cleaning was aborted."""
-        if log.topic_partition in self.in_progress:
-            return None
-        candidate = self.cleanable(log)
-        if candidate.cleanable_bytes <= 0:
-            return None
-        return self._clean(candidate)
-
-    # ---- one cleaning -------------------------------------------------------------------------------------------
-
-    def _delete_horizon(self, log: Log, first_dirty: int, settings: CompactionSettings, now: int) -> int:
-        """Tombstones and markers below the returned offset are past delete.retention.ms in the clean section."""
-        tp = log.topic_partition
-        marks = self._marks.get(tp)
-        if marks is None:
-            segments = log.segments
-            clean = [s for s in segments[:-1] if s.base_offset < first_dirty]
-            marks = []
-            if clean and first_dirty > log.log_start_offset:
-                try:
-                    marks = [(first_dirty, max(s.last_modified_ms for s in clean))]
-                except OSError:
-                    marks = []
-            self._marks[tp] = marks
-        limit = now - settings.delete_retention_ms
-        horizon = max((end for end, t in marks if t <= limit), default=0)
-        return min(horizon, first_dirty)
-
-    def _add_mark(self, tp: TopicPartition, end_offset: int, now: int, settings: CompactionSettings) -> None:
-        marks = self._marks.setdefault(tp, [])
-        marks.append((end_offset, now))
-        limit = now - settings.delete_retention_ms
-        expired = [m for m in marks if m[1] <= limit]
-        if len(expired) > 1:
-            newest = max(expired)
-            self._marks[tp] = [newest] + [m for m in marks if m[1] > limit]
-
-    def _clean(self, candidate: LogToClean) -> CleanerStats | None:
+    def clean(self, candidate: LogToClean) -> CleanerStats | None:
+        manager = self.manager
+        config = manager.config
         log = candidate.log
         tp = log.topic_partition
-        settings = candidate.settings or self.settings_for(log)
+        settings = candidate.settings or manager.settings_for(log)
         started = time.monotonic()
         now = self._clock.now_ms()
         first_dirty = candidate.first_dirty_offset
         upper = max(first_dirty, candidate.first_uncleanable_offset)
         stats = CleanerStats(first_dirty_offset=first_dirty)
-        self.in_progress.add(tp)
+        manager.in_progress.add(tp)
         truncations, log_path = log.truncation_count, log.dir
         segments = log.segments
         sources: list[_Source] = []
 
         def check() -> None:
-            if self._stopped or log.truncation_count != truncations or log.dir != log_path:
+            if manager.stopped or log.truncation_count != truncations or log.dir != log_path:
                 raise CleaningAborted()
         try:
             sources = [_Source(segment, segment.log_path, segment.size) for segment in segments]
-            stats.delete_horizon_offset = self._delete_horizon(log, first_dirty, settings, now)
+            stats.delete_horizon_offset = manager.delete_horizon(log, first_dirty, settings, now)
             offset_map, end_offset, producers = self._run_blocking(
-                lambda: _build_offset_map(sources, first_dirty, upper, self.config.max_map_entries,
-                                          self.config.read_chunk, check, stats))
-            self._check_live(log, check)
+                lambda: _build_offset_map(sources, first_dirty, upper, config.max_map_entries, config.read_chunk,
+                                          check, stats))
+            manager.check_live(log, check)
             stats.end_offset, stats.map_size, stats.map_full = end_offset, len(offset_map.offsets), offset_map.full
             if end_offset <= first_dirty:
                 logger.warning("%s: the offset map could not hold a single key; not cleaning", log.name)
@@ -820,12 +412,12 @@ class LogCleaner:
             group_cleaner = _GroupCleaner(offset_map, stats.delete_horizon_offset, producers, stats)
             index_interval = log.config.index_interval_bytes
             for group in groups:
-                self._check_live(log, check)
+                manager.check_live(log, check)
                 group_sources = [by_segment[id(s)] for s in group]
                 cleaned = self._run_blocking(
                     lambda: self._clean_group(log, group_sources, group_cleaner, index_interval, now, check, stats))
                 try:
-                    self._check_live(log, check)
+                    manager.check_live(log, check)
                     present = {id(s) for s in log.segments}
                     if any(id(s) not in present for s in group):
                         raise CleaningAborted()
@@ -835,13 +427,12 @@ class LogCleaner:
                 log.replace_segments(cleaned, group)
                 stats.groups += 1
             self._run_blocking(lambda: fsync_dir(log.dir))
-            self._check_live(log, check)
+            manager.check_live(log, check)
             log.delete_pending_segments()       # the replaced ones whose file.delete.delay.ms is 0
-            self._checkpoint_of_dir(log.parent_dir)[tp] = end_offset
-            self._write_checkpoint(log.parent_dir)
-            self._add_mark(tp, end_offset, now, settings)
+            manager.update_checkpoint(log, end_offset)
+            manager.add_mark(tp, end_offset, now, settings)
             stats.elapsed_ms = (time.monotonic() - started) * 1000
-            self.last_stats[tp] = stats
+            manager.last_stats[tp] = stats
             logger.info("%s cleaned: dirty section [%d, %d) (%s), %d keys mapped, %d groups, %d bytes -> %d bytes, "
                         "%d records -> %d (%d keyless, %d tombstones, %d markers removed, %d empty batches kept), "
                         "%.0f ms", log.name, first_dirty, end_offset, "map full" if stats.map_full else "complete",
@@ -855,20 +446,10 @@ class LogCleaner:
             return None
         except CorruptEntry as e:
             logger.error("%s: corrupt entry found while cleaning (%s); the log is marked uncleanable", log.name, e)
-            self.uncleanable.add(tp)
+            manager.uncleanable.add(tp)
             return None
         finally:
-            self.in_progress.discard(tp)
-
-    def _is_live(self, log: Log) -> bool:
-        """The log still has segments and (with live_logs) is still the partition's log."""
-        return bool(log.segments) and (self._live_logs is None
-                                       or self._live_logs().get(log.topic_partition) is log)
-
-    def _check_live(self, log: Log, check: Callable[[], None]) -> None:
-        check()
-        if not self._is_live(log):
-            raise CleaningAborted()
+            manager.in_progress.discard(tp)
 
     def _clean_group(self, log: Log, sources: Sequence[_Source], group_cleaner: _GroupCleaner, index_interval: int,
                      now: int, check: Callable[[], None], stats: CleanerStats) -> LogSegment:
@@ -882,7 +463,7 @@ class LogCleaner:
                 stats.bytes_read += src.size
                 fd = src.open()
                 try:
-                    for buf, entry in read_entries(fd, src.size, self.config.read_chunk, check):
+                    for buf, entry in read_entries(fd, src.size, self.manager.config.read_chunk, check):
                         out = group_cleaner.filter(buf, entry)
                         if out is not None:
                             writer.add(out)
@@ -899,11 +480,93 @@ class LogCleaner:
             raise
 
 
-def cleaner_checkpoint_path(log_dir: str) -> str:
-    return os.path.join(log_dir, CLEANER_OFFSET_CHECKPOINT)
+# ---- the cleaner ----------------------------------------------------------------------------------------------
 
+class LogCleaner:
+    """What the LogManager runs: rounds of cleaning, and the manager's checkpoints and state."""
 
-__all__ = ["CLEANER_OFFSET_CHECKPOINT", "CleanerConfig", "CleanerStats", "CleaningAborted", "CompactionSettings",
-           "LogCleaner", "LogToClean", "cleanable_offsets", "cleaner_checkpoint_path", "compaction_settings",
-           "empty_v2_batch", "first_batch_timestamp", "group_segments_by_size", "log_to_clean",
-           "read_entries", "rebuild_v2"]
+    def __init__(self, log_dirs: Sequence[str], config: CleanerConfig | None = None, clock: Clock | None = None,
+                 run_blocking: RunBlocking | None = None,
+                 live_logs: Callable[[], Mapping[TopicPartition, Log]] | None = None):
+        """live_logs() gives the logs to consider (the LogManager's); run_blocking(fn) runs fn off the hub."""
+        clock = clock or Clock()
+        run_blocking = run_blocking or (lambda fn: fn())
+        self.manager = LogCleanerManager(log_dirs, config or CleanerConfig(), clock, run_blocking, live_logs)
+        self.cleaner = Cleaner(self.manager, clock, run_blocking)
+        self._running = False
+
+    @property
+    def config(self) -> CleanerConfig:
+        return self.manager.config
+
+    @config.setter
+    def config(self, config: CleanerConfig) -> None:
+        self.manager.config = config
+
+    @property
+    def in_progress(self) -> set[TopicPartition]:
+        return self.manager.in_progress
+
+    def checkpoint_offset(self, log: Log) -> int | None:
+        return self.manager.checkpoint_offset(log)
+
+    def write_checkpoints(self, only_changed: bool = False) -> None:
+        self.manager.write_checkpoints(only_changed)
+
+    def attach(self, log: Log) -> None:
+        self.manager.attach(log)
+
+    def forget(self, log: Log) -> None:
+        self.manager.forget(log)
+
+    def settings_for(self, log: Log):
+        return self.manager.settings_for(log)
+
+    def shutdown(self) -> None:
+        """Stop: a cleaning under way is abandoned before its next swap."""
+        self.manager.stopped = True
+
+    def clean_logs(self) -> int:
+        """One round of the cleaner (the broker calls it every log.cleaner.backoff.ms): clean the filthiest
+        logs, each at most once; returns how many were cleaned."""
+        manager = self.manager
+        if self._running or manager.stopped or not manager.config.enabled:
+            return 0
+        self._running = True
+        try:
+            if manager.checkpoints_changed:
+                manager.write_checkpoints(only_changed=True)
+            done: set[TopicPartition] = set()
+            cleaned = 0
+            while not manager.stopped:
+                candidate = manager.grab_filthiest_log(done)
+                if candidate is None:
+                    break
+                tp = candidate.topic_partition
+                done.add(tp)
+                try:
+                    if self.cleaner.clean(candidate) is not None:
+                        cleaned += 1
+                except Exception:
+                    logger.exception("%s: unexpected error while cleaning; the log is marked uncleanable",
+                                     candidate.log.name)
+                    manager.uncleanable.add(tp)
+                log = candidate.log
+                if log.config.delete and manager.is_live(log) and not manager.stopped:
+                    try:
+                        log.delete_old_segments()
+                    except Exception:
+                        logger.exception("%s error while applying retention", log.name)
+            return cleaned
+        finally:
+            self._running = False
+
+    def clean(self, log: Log) -> CleanerStats | None:
+        """Clean the log now, whatever its dirty ratio (when it has a cleanable section): the stats, or None
+        when there was nothing to clean or the cleaning was aborted."""
+        if log.topic_partition in self.manager.in_progress:
+            return None
+        candidate = self.manager.cleanable(log)
+        if candidate.cleanable_bytes <= 0:
+            return None
+        return self.cleaner.clean(candidate)

@@ -3,7 +3,7 @@ segment's base offset, with its `.index` and `.timeindex` (Kafka's LogSegment).
 
 Appends take bytes whose offsets are already assigned; reads hand back a FileSlice (fd, position, length) for
 sendfile. Entries are found by reading their headers from the file (records.entries parses them); only a
-timestamp search looks inside one batch, with kafka-python's record readers.
+timestamp search looks inside one batch, with records.batches' decoders (aiokafka's C reader for v2).
 """
 from __future__ import annotations
 
@@ -12,9 +12,8 @@ import os
 import struct
 from typing import Iterator, NamedTuple
 
-from kafka.record.memory_records import MemoryRecords
-
 from ..clock import Clock
+from ..records.batches import legacy_records, v2_records
 from ..records.entries import LOG_OVERHEAD, V2_HEADER_SIZE, CorruptEntry, Entry, crc_valid, read_entry
 from .errors import CorruptIndex, InvalidOffset
 from .index import NO_TIMESTAMP, OffsetIndex, TimeIndex, TimestampOffset
@@ -28,6 +27,7 @@ SWAP_SUFFIX = ".swap"
 
 _SCAN_CHUNK = 8192
 _PARTITION_LEADER_EPOCH = struct.Struct(">i")   # at byte 12 of a v2 batch
+_DECOMPRESSION_LIMIT = 2 ** 31 - 1               # data in the log was validated when appended
 
 
 def filename_prefix(offset: int) -> str:
@@ -436,12 +436,15 @@ class LogSegment:
 
 
 def _search_batch(data: bytes, timestamp: int, starting_offset: int) -> OffsetAndTimestamp | None:
-    batch = MemoryRecords(data).next_batch()
+    """The first record of the entry in data at or after starting_offset with a timestamp >= timestamp."""
     epoch = None
     if data[16] == 2:
+        records = v2_records(data, 0, len(data), _DECOMPRESSION_LIMIT)
         epoch = _PARTITION_LEADER_EPOCH.unpack_from(data, 12)[0]
         epoch = epoch if epoch >= 0 else None
-    for record in batch:
-        if record.timestamp is not None and record.timestamp >= timestamp and record.offset >= starting_offset:
+    else:
+        records = legacy_records(data, 0, len(data), _DECOMPRESSION_LIMIT)
+    for record in records:
+        if record.timestamp >= timestamp and record.offset >= starting_offset:
             return OffsetAndTimestamp(record.offset, record.timestamp, epoch)
     return None

@@ -1,9 +1,9 @@
-"""Record-level work on whole entries: decode the records of a v2 batch or of a v0/v1 message (inflating a
-compressed one within a byte limit), and build v2 batches or v0/v1 message sets from records.
+"""Record-level reading of whole entries: decode the records of a v2 batch or of a v0/v1 message (inflating a
+compressed one within a byte limit); building them is builder.py.
 
-Validation and conversion need this whenever the header alone is not enough. Per-record encoding and
-decoding of v2 records and of v0/v1 messages is aiokafka's C code (`aiokafka.record._crecords`); compression
-and every header and wrapper field are written here, so the framing is Kafka's (see compression.py).
+Validation, conversion and the log cleaner need this whenever the header alone is not enough. Per-record
+decoding of v2 records is aiokafka's C code (`aiokafka.record._crecords`); v0/v1 messages are parsed here
+(their layout is a dozen fixed fields), so corrupt input gets Kafka's errors.
 
 Records are objects with offset, timestamp, key, value and headers (a list of (str, bytes | None)): decoded
 v2 records are aiokafka DefaultRecord objects (under a LogAppendTime batch the timestamp is the batch's
@@ -17,17 +17,16 @@ from typing import NamedTuple
 
 import crc32c
 from aiokafka.errors import CorruptRecordException
-from aiokafka.record._crecords import DefaultRecordBatch, DefaultRecordBatchBuilder, LegacyRecordBatchBuilder
+from aiokafka.record._crecords import DefaultRecordBatch
 
 from ..protocol.errors import Errors, KafkaError
-from .compression import NONE, ZSTD, compress, decompress
+from .compression import NONE, ZSTD, decompress
 from .entries import (COMPRESSION_MASK, LEGACY_HEADER, LEGACY_MIN_SIZE, LOG_OVERHEAD,
-                      MAGIC_OFFSET, NO_TIMESTAMP, TIMESTAMP_TYPE_MASK_V1, TIMESTAMP_TYPE_MASK_V2,
-                      TRANSACTIONAL_MASK, V2_ATTRIBUTES_OFFSET, V2_CRC_OFFSET, V2_HEADER_SIZE)
+                      MAGIC_OFFSET, NO_TIMESTAMP, TIMESTAMP_TYPE_MASK_V1, V2_ATTRIBUTES_OFFSET, V2_CRC_OFFSET,
+                      V2_HEADER_SIZE)
 
 CREATE_TIME, LOG_APPEND_TIME = 0, 1
 MIN_V2_RECORD_SIZE = 7          # length, attributes, timestampDelta, offsetDelta, key, value, headers: 1 byte each
-_NO_LIMIT = 2 ** 31 - 1         # builders' batch size: never refuse a record
 V2_MAX_TIMESTAMP_OFFSET = 35    # maxTimestamp in a v2 header
 _COUNT_OFFSET = 57              # recordCount in a v2 header
 
@@ -151,96 +150,7 @@ def legacy_records(buf, pos: int, size: int, limit: int) -> list[LegacyRecord]:
                          m.key, m.value, m.magic, m.attributes) for m in messages]
 
 
-# building --------------------------------------------------------------------------------------------
-
-def build_v2(records, *, first_offset: int | None = None, codec: int, timestamp_type: int, log_append_time: int,
-             producer_id: int = -1, producer_epoch: int = -1, base_sequence: int = -1,
-             transactional: bool = False, partition_leader_epoch: int = -1) -> bytearray:
-    """One v2 batch holding `records`, at their own offsets or renumbered from first_offset, compressed with
-    `codec` (kept even if larger, as Kafka does). Under LogAppendTime the records keep their timestamps and
-    maxTimestamp is log_append_time."""
-    builder = DefaultRecordBatchBuilder(2, NONE, int(transactional), producer_id, producer_epoch,
-                                        base_sequence, _NO_LIMIT)
-    append = builder.append
-    if first_offset is None:
-        first_offset = records[0].offset
-        for r in records:
-            append(r.offset - first_offset, r.timestamp, r.key, r.value, r.headers or [])
-    else:
-        for delta, r in enumerate(records):
-            append(delta, r.timestamp, r.key, r.value, r.headers or [])
-    out = builder.build()
-    if codec != NONE:
-        out[V2_HEADER_SIZE:] = compress(codec, memoryview(out)[V2_HEADER_SIZE:], 2)
-    attributes = codec | (TRANSACTIONAL_MASK if transactional else 0)
-    if timestamp_type == LOG_APPEND_TIME:
-        attributes |= TIMESTAMP_TYPE_MASK_V2
-        struct.pack_into(">q", out, V2_MAX_TIMESTAMP_OFFSET, log_append_time)
-    struct.pack_into(">qii", out, 0, first_offset, len(out) - LOG_OVERHEAD, partition_leader_epoch)
-    struct.pack_into(">h", out, V2_ATTRIBUTES_OFFSET, attributes)
-    set_v2_crc(out, 0, len(out))
-    return out
-
-
-def build_legacy(records, *, first_offset: int | None = None, magic: int, codec: int, timestamp_type: int,
-                 log_append_time: int) -> bytearray:
-    """v0/v1 messages for `records` (at their own offsets or renumbered from first_offset): one message each,
-    or one `codec` wrapper whose inner offsets are relative (v1) or absolute (v0) and whose offset is the
-    last record's. Under LogAppendTime (v1) every message carries log_append_time and the timestamp-type
-    bit; headers are dropped."""
-    log_append = magic == 1 and timestamp_type == LOG_APPEND_TIME
-    relative = codec != NONE and magic == 1
-    renumber = first_offset is not None
-    shift = 0 if renumber else records[0].offset if relative else 0
-    start = 0 if relative else first_offset
-    builder = LegacyRecordBatchBuilder(magic, NONE, _NO_LIMIT)
-    append = builder.append
-    max_timestamp = NO_TIMESTAMP
-    for i, r in enumerate(records):
-        timestamp = r.timestamp
-        if log_append:
-            timestamp = log_append_time
-        elif timestamp > max_timestamp:
-            max_timestamp = timestamp
-        append(start + i if renumber else r.offset - shift, timestamp, r.key, r.value)
-    out = builder.build()
-    if log_append:
-        _stamp_log_append_time(out)
-    if codec == NONE:
-        return out
-    attributes = codec
-    if log_append:
-        attributes |= TIMESTAMP_TYPE_MASK_V1
-        max_timestamp = log_append_time
-    last = first_offset + len(records) - 1 if renumber else records[-1].offset
-    return legacy_wrapper(last, magic, attributes, max_timestamp, compress(codec, out, magic))
-
-
-def legacy_wrapper(offset: int, magic: int, attributes: int, timestamp: int, value: bytes) -> bytearray:
-    """A v0/v1 message with a null key and `value` (a compressed wrapper)."""
-    head = 2 + (8 if magic == 1 else 0)
-    out = bytearray(LOG_OVERHEAD + 4 + head + 8 + len(value))
-    struct.pack_into(">qiIbb", out, 0, offset, len(out) - LOG_OVERHEAD, 0, magic, attributes)
-    p = MAGIC_OFFSET + 2
-    if magic == 1:
-        struct.pack_into(">q", out, p, timestamp)
-        p += 8
-    struct.pack_into(">ii", out, p, -1, len(value))
-    out[p + 8:] = value
-    set_legacy_crc(out, 0, len(out))
-    return out
-
-
-def _stamp_log_append_time(buf: bytearray) -> None:
-    """Set the LogAppendTime bit of every v1 message in buf (their timestamps are already set)."""
-    pos = 0
-    while pos < len(buf):
-        (size,) = struct.unpack_from(">i", buf, pos + 8)
-        end = pos + LOG_OVERHEAD + size
-        buf[pos + MAGIC_OFFSET + 1] |= TIMESTAMP_TYPE_MASK_V1
-        set_legacy_crc(buf, pos, end)
-        pos = end
-
+# checksums (written by the builders, and by validation when it rewrites a header in place) -------------
 
 def set_v2_crc(buf, pos: int, end: int) -> None:
     struct.pack_into(">I", buf, pos + V2_CRC_OFFSET,

@@ -18,7 +18,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 
 from ..protocol.errors import Errors, KafkaError
-from .batches import CREATE_TIME, LOG_APPEND_TIME, build_legacy, legacy_records, v2_records
+from .batches import CREATE_TIME, LOG_APPEND_TIME, legacy_records, v2_records
+from .builder import build_legacy
 from .compression import NONE, ZSTD
 from .entries import CONTROL_MASK, TIMESTAMP_TYPE_MASK_V1, TIMESTAMP_TYPE_MASK_V2, CorruptEntry, Entry, iter_entries
 from .validator import DEFAULT_DECOMPRESSION_LIMIT

@@ -28,9 +28,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from ..protocol.errors import Errors, KafkaError
-from .batches import (CREATE_TIME, LOG_APPEND_TIME, MIN_V2_RECORD_SIZE, V2_MAX_TIMESTAMP_OFFSET, build_legacy,
-                      build_v2, check_v2_framing, invalid, legacy_message, legacy_records, set_legacy_crc,
-                      set_v2_crc, v2_records)
+from .batches import (CREATE_TIME, LOG_APPEND_TIME, MIN_V2_RECORD_SIZE, V2_MAX_TIMESTAMP_OFFSET, check_v2_framing,
+                      invalid, legacy_message, legacy_records, set_legacy_crc, set_v2_crc, v2_records)
+from .builder import build_legacy, build_v2
 from .compression import NONE, ZSTD, codec_id
 from .entries import (COMPRESSION_MASK, CONTROL_MASK, MAGIC_OFFSET, NO_TIMESTAMP,
                       TIMESTAMP_TYPE_MASK_V1, TIMESTAMP_TYPE_MASK_V2, TRANSACTIONAL_MASK, V2_ATTRIBUTES_OFFSET,

@@ -166,6 +166,19 @@ def test_restarted_broker_gets_its_partitions_back_into_metadata(cluster3):
     assert sorted(len(p.replica_nodes) for p in m.topics[0].partitions) == [3, 3, 3]
 
 
+def test_controlled_shutdown_ignores_single_replica_partitions(cluster3):
+    # Three partitions of one replica each: every broker leads one that cannot move. As in Kafka, the controller
+    # leaves them out of the partitions the broker "still leads", so the first controlled shutdown succeeds.
+    c = cluster3
+    create_topic(c, "solo", 3, 1)
+    wait_topic(c, c.brokers[1], "solo", 3)
+    b3 = c.brokers[3]
+    assert 3 in [leader for leader, _, _ in leaders(metadata(b3.bootstrap, ["solo"]), "solo").values()]
+    assert b3.terminate() == 0
+    assert "controlled shutdown succeeded" in b3.log()
+    assert "controlled shutdown attempt" not in b3.log()
+
+
 def test_duplicate_broker_id_refused(cluster_factory):
     c = cluster_factory(1)
     first = c.brokers[1]

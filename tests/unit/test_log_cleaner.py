@@ -13,8 +13,8 @@ from aiokafka.record.legacy_records import LegacyRecordBatchBuilder
 
 from kbroker.clock import MockClock
 from kbroker.log.checkpoint import OffsetCheckpointFile
-from kbroker.log.cleaner import (CLEANER_OFFSET_CHECKPOINT, CleanerConfig, LogCleaner, cleanable_offsets,
-                                 compaction_settings, group_segments_by_size)
+from kbroker.log.cleaner import Cleaner, LogCleaner, group_segments_by_size
+from kbroker.log.cleaner_manager import CLEANER_OFFSET_CHECKPOINT, CleanerConfig, cleanable_offsets, compaction_settings
 from kbroker.log.config import LogConfig
 from kbroker.log.log import Log
 from kbroker.log.manager import LogManager
@@ -637,12 +637,12 @@ def test_manager_cleans_the_dirtiest_logs_first_and_skips_clean_enough_ones(tmp_
     fill_dups(c, 50, 3)
     fill_dups(d, 50, 4)
     order = []
-    original = LogCleaner._clean
+    original = Cleaner.clean
 
     def spy(self, candidate):
         order.append((candidate.topic_partition[0], round(candidate.cleanable_ratio, 2)))
         return original(self, candidate)
-    monkeypatch.setattr(LogCleaner, "_clean", spy)
+    monkeypatch.setattr(Cleaner, "clean", spy)
     assert lm.clean_logs() == 3
     assert [t for t, _ in order] and {t for t, _ in order} == {"a", "b", "c"}
     assert len(records_of(d)) == 200

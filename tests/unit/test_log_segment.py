@@ -7,6 +7,9 @@ import struct
 from kbroker.clock import MockClock
 from kbroker.log.index import OffsetPosition, TimestampOffset
 from kbroker.log.segment import LogSegment, OffsetAndTimestamp
+from kbroker.records.batches import CREATE_TIME, LOG_APPEND_TIME
+from kbroker.records.builder import build_v2
+from kbroker.records.compression import GZIP, NONE
 
 from .test_log_batches import T0, legacy_compressed_v1, legacy_messages, v2_batch
 
@@ -174,6 +177,22 @@ def test_find_offset_by_timestamp_inside_a_compressed_v1_wrapper(tmp_path):
     assert seg.find_offset_by_timestamp(T0 + 15) == OffsetAndTimestamp(102, T0 + 20, None)
     assert seg.largest_timestamp == T0 + 40 and seg.read_next_offset() == 105
     assert seg.recover() == 0
+
+
+def test_find_offset_by_timestamp_inside_compressed_and_log_append_time_v2_batches(tmp_path):
+    class Record:
+        def __init__(self, offset, timestamp):
+            self.offset, self.timestamp, self.key, self.value, self.headers = offset, timestamp, None, b"v", []
+    seg = segment(tmp_path, 0)
+    zipped = build_v2([Record(i, T0 + 10 * i) for i in range(5)], codec=GZIP, timestamp_type=CREATE_TIME,
+                      log_append_time=-1, partition_leader_epoch=3)
+    seg.append(4, T0 + 40, 4, zipped)
+    # under LogAppendTime every record has the batch's time
+    stamped = build_v2([Record(5 + i, T0 + i) for i in range(3)], codec=NONE, timestamp_type=LOG_APPEND_TIME,
+                       log_append_time=T0 + 1000)
+    seg.append(7, T0 + 1000, 7, stamped)
+    assert seg.find_offset_by_timestamp(T0 + 15) == OffsetAndTimestamp(2, T0 + 20, 3)
+    assert seg.find_offset_by_timestamp(T0 + 41) == OffsetAndTimestamp(5, T0 + 1000, None)
 
 
 def test_largest_timestamp_from_the_time_index_or_a_scan_or_the_mtime(tmp_path):

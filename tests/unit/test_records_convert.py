@@ -6,7 +6,8 @@ import time
 import pytest
 
 from kbroker.protocol.errors import Errors, KafkaError
-from kbroker.records.batches import LOG_APPEND_TIME, build_v2, set_v2_crc
+from kbroker.records.batches import LOG_APPEND_TIME, set_v2_crc
+from kbroker.records.builder import build_v2
 from kbroker.records.compression import GZIP, LZ4, NONE, SNAPPY, ZSTD
 from kbroker.records.convert import down_convert, magic_for_fetch_version
 from kbroker.records.entries import iter_entries

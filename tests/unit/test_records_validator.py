@@ -6,8 +6,8 @@ import time
 import pytest
 
 from kbroker.protocol.errors import Errors, KafkaError
-from kbroker.records.batches import (LOG_APPEND_TIME, build_legacy, build_v2, legacy_wrapper, set_legacy_crc,
-                                     set_v2_crc)
+from kbroker.records.batches import LOG_APPEND_TIME, set_legacy_crc, set_v2_crc
+from kbroker.records.builder import build_legacy, build_v2, legacy_wrapper
 from kbroker.records.compression import GZIP, LZ4, NONE, SNAPPY, ZSTD, codec_id, compress
 from kbroker.records.entries import V2_HEADER, iter_entries
 from kbroker.records.validator import (BatchInfo, RecordsConfig, RecordValidationError, magic_for_format_version,

@@ -88,3 +88,20 @@ def test_replica_leaving_isr_keeps_the_last_member():
     assert election.remove_replica_from_isr(1, [1, 2, 3], 2) == (1, [1, 3])
     assert election.remove_replica_from_isr(1, [1, 2], 1) == (election.NO_LEADER, [2])
     assert election.remove_replica_from_isr(1, [1], 1) == (election.NO_LEADER, [1])
+
+
+def test_reassignment_leader_keeps_a_good_leader_else_takes_the_first_in_sync_target():
+    # Moving [1, 2] -> [2, 3]: 1 leaves the ISR; leader 1 is not a target, so 2 (first in-sync target) leads.
+    assert election.reassignment_leader([2, 3], [1], 1, [1, 2, 3], {1, 2, 3}) == (2, [2, 3])
+    assert election.reassignment_leader([3, 2], [1], 2, [1, 2, 3], {1, 2, 3}) == (2, [2, 3])
+    assert election.reassignment_leader([2, 3], [1], 1, [1], {1, 2, 3}) is None        # no target in sync
+
+
+def test_preferred_and_controlled_shutdown_leaders():
+    assert election.preferred_replica_leader([1, 2], 2, [2, 1], {1, 2}) == (1, [2, 1])
+    assert election.preferred_replica_leader([1, 2], 1, [1, 2], {1, 2}) is None        # already leads
+    assert election.preferred_replica_leader([1, 2], 2, [2], {1, 2}) is None           # not in sync
+    assert election.preferred_replica_leader([1, 2], 2, [2, 1], {2}) is None           # not eligible
+    assert election.controlled_shutdown_leader([1, 2, 3], 1, [1, 3, 2], 1, {2, 3}) == (2, [3, 2])
+    assert election.controlled_shutdown_leader([1, 2], 1, [1], 1, {2}) is None         # nobody in sync
+    assert election.controlled_shutdown_leader([1, 2], 2, [1, 2], 1, {2}) is None      # 1 does not lead

@@ -1,0 +1,70 @@
+"""The controller's reads and writes of partition state znodes (leader, ISR, leader epoch), for both state
+machines.
+
+Every write is fenced by the controller epoch's zkVersion and pipelined: a whole event's partitions go to
+ZooKeeper as few multis (zk.client.create_partition_states_fenced / update_partition_states_fenced), never
+one round trip per partition. Updates are compare-and-set on each znode's version (the partition epoch):
+leaders change their ISR behind the controller's back, so a conflict re-reads and decides again, as Kafka's
+partition state machine retries.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+from zk import znodes as z
+from zk.client import KafkaZkClient
+from .context import ControllerContext
+
+# current state -> (leader, isr), or None to leave the partition as it is
+Decide = Callable[[z.LeaderAndIsr], "tuple[int, list[int]] | None"]
+
+
+class LeaderAndIsrWriter:
+    def __init__(self, ctx: ControllerContext, zk: KafkaZkClient):
+        self.ctx = ctx
+        self.zk = zk
+
+    def refresh(self, partitions) -> list:
+        """Read the state znodes of the partitions into the context; returns those that exist."""
+        found = []
+        if not partitions:
+            return found
+        for tp, fresh in self.zk.get_partition_states(partitions).items():
+            if fresh is not None:
+                self.ctx.partition_states[tp] = fresh
+                found.append(tp)
+        return found
+
+    def create(self, states: dict) -> None:
+        """The first state znodes of new partitions {tp: LeaderAndIsr}."""
+        self.zk.create_partition_states_fenced(states, self.ctx.epoch_zk_version)
+        self.ctx.partition_states.update(states)
+
+    def update(self, decisions: dict[tuple, Decide]) -> dict:
+        """For each partition, write decide(current state) -> (leader, isr) with the leader epoch bumped
+        (expected version = partition epoch). Partitions whose decision declines (None) are left out of the
+        result {tp: new state}."""
+        ctx = self.ctx
+        written = {}
+        if not decisions:
+            return written
+        # Decide on what ZooKeeper holds now, as Kafka's elections read the partition states first.
+        pending = {tp: decisions[tp] for tp in self.refresh(decisions) if tp in ctx.partition_states}
+        while pending:
+            proposals = {}
+            for tp, decide in pending.items():
+                current = ctx.partition_states[tp]
+                decided = decide(current)
+                if decided is not None:
+                    proposals[tp] = z.LeaderAndIsr(decided[0], current.leader_epoch + 1, list(decided[1]), ctx.epoch,
+                                                   current.zk_version)
+            versions = self.zk.update_partition_states_fenced(proposals, ctx.epoch_zk_version) if proposals else {}
+            conflicts = []
+            for tp, version in versions.items():
+                if version is None:
+                    conflicts.append(tp)
+                    continue
+                proposals[tp].zk_version = version
+                ctx.partition_states[tp] = written[tp] = proposals[tp]
+            pending = {tp: decisions[tp] for tp in self.refresh(conflicts)}
+        return written

@@ -1,0 +1,191 @@
+"""The partition state machine (Kafka's ZkPartitionStateMachine): NonExistent -> New -> Online <-> Offline.
+
+States are derived from the context (context.py). The transitions that act:
+- to Online from New: the first leader and ISR (election.new_partition_leader) are created in the state
+  znodes, and the replicas get LeaderAndIsr with is_new;
+- to Online from Offline or Online: a leader is elected by one of Kafka's strategies (election.py), written
+  with the leader epoch bumped (fenced, compare-and-set on the partition epoch), and the partition's replicas
+  get LeaderAndIsr:
+    OfflineElection (a dead or missing leader; unclean per topic config, or forced by ElectLeaders type 1),
+    ReassignmentElection (completing a reassignment), PreferredElection, ControlledShutdownElection;
+- to Offline and to NonExistent: nothing to do; a partition is Offline as soon as its leader's broker is gone
+  (the election that follows replaces it) and NonExistent once its topic is forgotten.
+A partition of a topic queued for deletion is never elected. All writes of one call are pipelined.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Callable
+
+from zk import znodes as z
+from . import election
+from .channel import RequestBatch
+from .context import ControllerContext, PartitionState
+from .leader_and_isr import LeaderAndIsrWriter
+
+state_change = logging.getLogger("state-change")
+
+ONLINE_FROM = {PartitionState.NEW, PartitionState.ONLINE, PartitionState.OFFLINE}   # valid previous states
+
+
+@dataclass(frozen=True)
+class OfflineElection:
+    allow_unclean: bool | None = None      # None: the topic's unclean.leader.election.enable
+
+
+@dataclass(frozen=True)
+class ReassignmentElection:
+    pass
+
+
+@dataclass(frozen=True)
+class PreferredElection:
+    pass
+
+
+@dataclass(frozen=True)
+class ControlledShutdownElection:
+    pass
+
+
+class PartitionStateMachine:
+    def __init__(self, ctx: ControllerContext, writer: LeaderAndIsrWriter, batch: RequestBatch,
+                 unclean_election_enabled: Callable[[str], bool]):
+        """unclean_election_enabled(topic) reads the topic's unclean.leader.election.enable."""
+        self.ctx = ctx
+        self.writer = writer
+        self.batch = batch
+        self.unclean_election_enabled = unclean_election_enabled
+
+    def _valid(self, partitions) -> list:
+        """The partitions that may go Online; the others (NonExistent) are logged, as Kafka does, and left out."""
+        ok = []
+        for tp in partitions:
+            current = self.ctx.partition_state(tp)
+            if current in ONLINE_FROM:
+                ok.append(tp)
+            else:
+                state_change.error("partition %s-%d: invalid transition from %s to %s", *tp, current.value,
+                                   PartitionState.ONLINE.value)
+        return ok
+
+    def trigger_online_state_change(self, partitions=None) -> None:
+        """New and Offline partitions (of those given, else all) not queued for deletion become Online."""
+        ctx = self.ctx
+        candidates = ctx.assignments if partitions is None else partitions
+        self.elect([tp for tp in candidates if tp[0] not in ctx.topics_to_delete
+                    and ctx.partition_state(tp) in (PartitionState.NEW, PartitionState.OFFLINE)], OfflineElection())
+
+    def elect(self, partitions, strategy) -> dict:
+        """Move the partitions to Online with the strategy; {tp: its new LeaderAndIsr, or None if no leader
+        could be elected} for the partitions whose transition is valid."""
+        ctx = self.ctx
+        partitions = self._valid(partitions)
+        new = [tp for tp in partitions if tp not in ctx.partition_states]
+        existing = [tp for tp in partitions if tp in ctx.partition_states]
+        results = self._initialize(new) if new else {}
+        if existing:
+            results.update(self._elect_existing(existing, strategy))
+        self.batch.add_update_metadata(ctx.live_brokers, [])
+        return results
+
+    def _initialize(self, partitions) -> dict:
+        ctx = self.ctx
+        live = ctx.eligible_leaders()
+        created, results = {}, {}
+        for tp in partitions:
+            chosen = election.new_partition_leader(ctx.assignments[tp], live)
+            if chosen is None:
+                state_change.warning("partition %s-%d: no live replica among %s; it stays new", *tp,
+                                     ctx.assignments[tp])
+                results[tp] = None
+                continue
+            created[tp] = z.LeaderAndIsr(chosen[0], 0, chosen[1], ctx.epoch)
+        if created:
+            self.writer.create(created)
+            for tp, state in sorted(created.items()):
+                state_change.info("partition %s-%d: online with leader %d, isr %s (new partition)", *tp,
+                                  state.leader, state.isr)
+                self.batch.add_leader_and_isr(ctx.assignments[tp], tp, is_new=True)
+                results[tp] = state
+        return results
+
+    def _elect_existing(self, partitions, strategy) -> dict:
+        ctx = self.ctx
+        eligible = ctx.eligible_leaders()
+        unclean_elected: set = set()
+        unclean_topics: dict[str, bool] = {}
+        decisions = {}
+        for tp in partitions:
+            replicas = ctx.assignments[tp]
+            if isinstance(strategy, OfflineElection):
+                allow = strategy.allow_unclean
+                if allow is None:
+                    if tp[0] not in unclean_topics:
+                        unclean_topics[tp[0]] = self.unclean_election_enabled(tp[0])
+                    allow = unclean_topics[tp[0]]
+                decisions[tp] = self._offline_decision(tp, replicas, eligible, allow, unclean_elected)
+            elif isinstance(strategy, ReassignmentElection):
+                target, original = ctx.reassignments[tp]
+                removing = [r for r in original if r not in target]
+                decisions[tp] = lambda s, t=target, rm=removing: election.reassignment_leader(t, rm, s.leader, s.isr,
+                                                                                              eligible)
+            elif isinstance(strategy, PreferredElection):
+                decisions[tp] = lambda s, a=replicas: election.preferred_replica_leader(a, s.leader, s.isr, eligible)
+            else:
+                decisions[tp] = lambda s, a=replicas: self._controlled_shutdown_decision(a, s, eligible)
+        written = self.writer.update(decisions)
+        results = {}
+        for tp in partitions:
+            state = ctx.partition_states.get(tp)
+            if isinstance(strategy, OfflineElection):
+                # Also a success when a leader's write raced us and that leader is alive: nothing to elect.
+                elected = state is not None and state.leader in eligible
+            else:
+                elected = tp in written
+            if not elected:
+                if isinstance(strategy, OfflineElection):
+                    state_change.warning("partition %s-%d: no live in-sync replica among isr %s; it stays offline",
+                                         *tp, state.isr if state else [])
+                    self.batch.add_update_metadata(ctx.live_brokers, [tp])
+                results[tp] = None
+                continue
+            if tp in unclean_elected:
+                state_change.warning("partition %s-%d: UNCLEAN leader election: %d becomes leader although it was "
+                                     "not in the ISR; records it did not have are lost", *tp, state.leader)
+            state_change.info("partition %s-%d: new leader %d (epoch %d), isr %s (%s)%s", *tp, state.leader,
+                              state.leader_epoch, state.isr, type(strategy).__name__,
+                              " (unclean election)" if tp in unclean_elected else "")
+            recipients = ctx.assignments[tp]
+            if isinstance(strategy, ControlledShutdownElection):
+                recipients = [r for r in recipients if r not in ctx.shutting_down]
+            elif isinstance(strategy, ReassignmentElection):
+                recipients = ctx.reassignments[tp][0]
+            self.batch.add_leader_and_isr(recipients, tp)
+            results[tp] = state
+        return results
+
+    @staticmethod
+    def _offline_decision(tp, replicas, eligible, allow_unclean, unclean_elected: set):
+        def decide(current):
+            unclean_elected.discard(tp)
+            if current.leader in eligible:
+                return None
+            chosen = election.offline_partition_leader(replicas, current.isr, eligible, allow_unclean)
+            if chosen is None:
+                return None if current.leader == election.NO_LEADER else (election.NO_LEADER, current.isr)
+            if chosen[2]:
+                unclean_elected.add(tp)
+            return chosen[0], chosen[1]
+        return decide
+
+    def _controlled_shutdown_decision(self, replicas, current, eligible):
+        """The leader is a shutting-down broker: elect another (Kafka's controlled-shutdown strategy)."""
+        if current.leader not in self.ctx.shutting_down:
+            return None
+        return election.controlled_shutdown_leader(replicas, current.leader, current.isr, current.leader, eligible)
+
+    def bump_leader_epoch(self, tp) -> z.LeaderAndIsr | None:
+        """Same leader and ISR, leader epoch + 1 (replicas were added or removed by a reassignment)."""
+        return self.writer.update({tp: lambda s: (s.leader, s.isr)}).get(tp)

@@ -1,0 +1,96 @@
+"""The replica state machine (Kafka's ZkReplicaStateMachine) over (topic, partition, broker) replicas.
+
+States are derived from the context (context.py) except the three deletion states, which it stores. The
+transitions that act:
+- to Online: the replica's broker gets LeaderAndIsr for its partition (once the partition has a leader);
+- to Offline: the replica leaves the ISR of its partition (fenced, pipelined; never the last member, never a
+  live leader, which needs an election instead), the partition's other replicas get LeaderAndIsr, and a live
+  replica (controlled shutdown) gets StopReplica without deletion;
+- to ReplicaDeletionStarted: StopReplica with deletion. Unlike Kafka, a live replica of a topic being deleted
+  goes there directly, without an Offline step and its ISR write: the partitions are leaderless (-2) anyway;
+- to ReplicaDeletionSuccessful when its broker answered; ReplicaDeletionIneligible while its broker is down;
+- to NonExistent: the replica is forgotten (its topic or reassignment completed).
+"""
+from __future__ import annotations
+
+import logging
+
+from . import election
+from .channel import RequestBatch
+from .context import ControllerContext, ReplicaState
+from .leader_and_isr import LeaderAndIsrWriter
+
+state_change = logging.getLogger("state-change")
+
+S = ReplicaState
+VALID_PREVIOUS = {
+    S.ONLINE: {S.NEW, S.ONLINE, S.OFFLINE, S.DELETION_INELIGIBLE},
+    S.OFFLINE: {S.NEW, S.ONLINE, S.OFFLINE, S.DELETION_INELIGIBLE},
+    S.DELETION_STARTED: {S.ONLINE, S.OFFLINE, S.DELETION_INELIGIBLE},
+    S.DELETION_SUCCESSFUL: {S.DELETION_STARTED},
+    S.DELETION_INELIGIBLE: {S.ONLINE, S.OFFLINE, S.DELETION_STARTED, S.DELETION_INELIGIBLE},
+    S.NON_EXISTENT: {S.DELETION_SUCCESSFUL},
+}
+_STORED = (S.DELETION_STARTED, S.DELETION_SUCCESSFUL, S.DELETION_INELIGIBLE)
+
+
+class ReplicaStateMachine:
+    def __init__(self, ctx: ControllerContext, writer: LeaderAndIsrWriter, batch: RequestBatch):
+        self.ctx = ctx
+        self.writer = writer
+        self.batch = batch
+
+    def handle_state_changes(self, replicas, target: ReplicaState) -> list:
+        """Move the replicas to target; returns those whose transition was valid (the others are logged)."""
+        ctx = self.ctx
+        valid = []
+        for replica in replicas:
+            current = ctx.replica_state(replica)
+            if current in VALID_PREVIOUS[target]:
+                valid.append(replica)
+            else:
+                state_change.error("replica %d of partition %s-%d: invalid transition from %s to %s", replica[2],
+                                   replica[0], replica[1], current.value, target.value)
+        if target is S.ONLINE:
+            for t, p, b in valid:
+                ctx.replica_deletion_states.pop((t, p, b), None)
+                if (t, p) in ctx.partition_states:
+                    self.batch.add_leader_and_isr([b], (t, p))
+        elif target is S.OFFLINE:
+            for replica in valid:
+                ctx.replica_deletion_states.pop(replica, None)
+            self._go_offline(valid)
+        elif target is S.DELETION_STARTED:
+            for t, p, b in valid:
+                self.batch.add_stop_replica([b], (t, p), delete=True)
+        elif target is S.NON_EXISTENT:
+            for replica in valid:
+                ctx.replica_deletion_states.pop(replica, None)
+        if target in _STORED:
+            for replica in valid:
+                ctx.replica_deletion_states[replica] = target
+        return valid
+
+    def _go_offline(self, replicas) -> None:
+        ctx = self.ctx
+        by_partition: dict[tuple, set] = {}
+        for t, p, b in replicas:
+            by_partition.setdefault((t, p), set()).add(b)
+        live = ctx.live_brokers
+
+        def leave_isr(offline):
+            def decide(current):
+                leader, isr = current.leader, current.isr
+                for r in [r for r in isr if r in offline and not (r == leader and r in live)]:
+                    leader, isr = election.remove_replica_from_isr(leader, isr, r)
+                return None if (leader, isr) == (current.leader, current.isr) else (leader, isr)
+            return decide
+        decisions = {tp: leave_isr(offline) for tp, offline in by_partition.items()
+                     if tp in ctx.partition_states and not offline.isdisjoint(ctx.partition_states[tp].isr)}
+        written = self.writer.update(decisions) if decisions else {}
+        for tp, new in sorted(written.items()):
+            state_change.info("partition %s-%d: isr %s after replicas %s went offline", *tp, new.isr,
+                              sorted(by_partition[tp]))
+            self.batch.add_leader_and_isr([r for r in ctx.assignments[tp] if r not in by_partition[tp]], tp)
+        for tp, offline in by_partition.items():
+            self.batch.add_stop_replica(offline, tp, delete=False)
