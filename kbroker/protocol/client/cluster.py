@@ -20,7 +20,8 @@ from kafka.protocol.metadata import ApiVersionsRequest, FindCoordinatorRequest, 
 
 from ..errors import Errors, KafkaError, error_name
 from .connection import Connection
-from .errors import COORDINATOR_ERRORS, COORDINATOR_MOVED, RETRIABLE, ConnectionLost, TimedOut, Unreachable
+from .errors import (COORDINATOR_ERRORS, COORDINATOR_MOVED, RETRIABLE, ConnectionLost, TimedOut, Unreachable,
+                     error_text)
 
 RETRY_BACKOFF = 0.1
 LATEST, EARLIEST = -1, -2          # ListOffsets timestamps
@@ -171,7 +172,7 @@ class ClusterClient:
                 raise
             if r.error_code:
                 c.close()
-                raise KafkaError(r.error_code, f"ApiVersions to {c.address} failed: {error_name(r.error_code)}")
+                raise KafkaError(r.error_code, f"ApiVersions to {c.address} failed: {error_text(r.error_code)}")
             c.versions = {k.api_key: (k.min_version, k.max_version) for k in r.api_keys}
             self.connections[address] = c
         return c
@@ -312,7 +313,7 @@ class ClusterClient:
                 return broker
             if r.error_code not in COORDINATOR_ERRORS:
                 raise KafkaError(r.error_code, f"Cannot find the coordinator of group '{group}': "
-                                               f"{error_name(r.error_code)}")
+                                               f"{error_text(r.error_code)}")
             self.backoff(deadline, f"the coordinator of group '{group}' ({error_name(r.error_code)})")
 
     def known_coordinator(self, group: str) -> Broker | None:

@@ -8,7 +8,9 @@ for the coordinator ones after a coordinator lookup) until the call's deadline.
 """
 from __future__ import annotations
 
-from ..errors import Errors, KafkaError
+import kafka.errors as kerrors
+
+from ..errors import Errors, KafkaError, error_name
 
 
 class Unreachable(KafkaError):
@@ -41,3 +43,10 @@ RETRIABLE = frozenset({
     Errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND, Errors.KAFKA_STORAGE_ERROR, Errors.NOT_CONTROLLER,
     Errors.FENCED_LEADER_EPOCH, Errors.UNKNOWN_LEADER_EPOCH, Errors.OFFSET_NOT_AVAILABLE,
 }) | COORDINATOR_ERRORS
+
+
+def error_text(code: int) -> str:
+    """'NON_EMPTY_GROUP (The group is not empty.)': the name and kafka-python's description of the code."""
+    desc = getattr(kerrors.for_code(code), "description", "") if code != -1 else \
+        "The server experienced an unexpected error when processing the request."
+    return f"{error_name(code)} ({desc.rstrip('.')}.)" if desc else error_name(code)
