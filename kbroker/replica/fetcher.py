@@ -143,8 +143,7 @@ class ReplicaFetcher:
                     isolation_level=0, session_id=0, session_epoch=-1,
                     topics=[R.FetchTopic(topic=t, partitions=ps) for t, ps in by_topic.items()],
                     forgotten_topics_data=[], rack_id="")
-        self.client.submit(request, decode=False)
-        response = decode_fetch_response(self.client.receive(), FETCH_VERSION)
+        response = decode_fetch_response(self.client.send(request, decode=False), FETCH_VERSION)
         for topic, partitions in response.topics:
             for p in partitions:
                 tp = (topic, p.partition)

@@ -15,11 +15,14 @@ import time
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from kafka.protocol.consumer import ListOffsetsRequest
+from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
 from kafka.protocol.metadata import ApiVersionsRequest, FindCoordinatorRequest, MetadataRequest
+from kafka.protocol.producer import InitProducerIdRequest, ProduceRequest
 
 from ..errors import Errors, KafkaError, error_name
+from ..hotpath import FetchPartitionData, decode_fetch_response
 from .connection import Connection
+from .requests import fetch_request, produce_request
 from .errors import (COORDINATOR_ERRORS, COORDINATOR_MOVED, RETRIABLE, ConnectionLost, TimedOut, Unreachable,
                      error_text)
 
@@ -182,13 +185,16 @@ class ClusterClient:
         if c is not None:
             c.close()
 
-    def send(self, to: tuple[str, int] | Broker, build, deadline: float):
-        """build(connection) -> request, sent to a broker (at the version build picks with version_for); a
-        connection that fails is dropped, so that a retry opens a new one."""
+    def send(self, to: tuple[str, int] | Broker, build, deadline: float, decode: bool = True):
+        """build(connection) -> request, sent to a broker (at the version build picks with version_for); its
+        response (see Connection.send). A connection that fails is dropped, so that a retry opens a new one."""
         address = to.address if isinstance(to, Broker) else to
         c = self.connection(address, deadline)
+        if c.in_flight:                  # a pipelined request nobody read: its answer would come first
+            self.drop(address)
+            c = self.connection(address, deadline)
         try:
-            return c.send(build(c), self.remaining(deadline))
+            return c.send(build(c), self.remaining(deadline), decode)
         except ConnectionLost:
             self.drop(address)
             raise
@@ -377,3 +383,88 @@ class ClusterClient:
             if pending:
                 self.backoff(deadline, f"the leaders of {','.join(str(tp) for tp in sorted(pending))}")
         return results
+
+    # ---- fetch and produce --------------------------------------------------------------------------------
+    def send_fetch(self, tp: TopicPartition, offset: int, max_bytes: int, max_wait_ms: int = 500) -> tuple | None:
+        """Send a Fetch of tp at offset to its leader without waiting for the answer, so that the broker sends it
+        while the caller works; pass the result to the next fetch() as `sent`. None when it could not be sent
+        for a retriable reason (fetch() then sends it again)."""
+        deadline = self.deadline()
+        try:
+            leader = self.leader(tp, deadline)
+            c = self.connection(leader.address, deadline)
+            version = c.version_for(FetchRequest, 4)
+            c.submit(fetch_request(version, tp.topic, tp.partition, offset, max_bytes, max_wait_ms=max_wait_ms),
+                     decode=False, timeout=self.remaining(deadline))
+        except KafkaError as e:
+            if not is_retriable(e):
+                raise
+            return None
+        return leader.address, tp, offset, version
+
+    def fetch(self, tp: TopicPartition, offset: int, max_bytes: int, max_wait_ms: int = 500,
+              sent: tuple | None = None) -> FetchPartitionData:
+        """One Fetch of tp from its leader at offset (the answer to `sent` when that asked for it); retriable
+        errors are retried, others returned. The records are [one view into the received frame] or []."""
+        if sent is not None:
+            address, sent_tp, sent_offset, version = sent
+            c = self.connections.get(address)
+            if c is None or not c.in_flight or (sent_tp, sent_offset) != (tp, offset):
+                self.drop(address)                  # its answer would be read as the next one's
+            else:
+                try:
+                    fetched = _partition_of(decode_fetch_response(c.receive(), version), tp)
+                    if fetched.error_code not in RETRIABLE:
+                        return fetched
+                except ConnectionLost:
+                    self.drop(address)
+                self.cached = None
+
+        def attempt(deadline):
+            leader = self.leader(tp, deadline)
+            version = self.connection(leader.address, deadline).version_for(FetchRequest, 4)
+            body = self.send(leader, lambda c: fetch_request(version, tp.topic, tp.partition, offset, max_bytes,
+                                                             max_wait_ms=max_wait_ms), deadline, decode=False)
+            fetched = _partition_of(decode_fetch_response(body, version), tp)
+            if fetched.error_code in RETRIABLE:
+                raise KafkaError(fetched.error_code, f"Fetch {tp}: {error_name(fetched.error_code)}")
+            return fetched
+        return self.retrying(f"Fetch {tp} at offset {offset}", attempt)
+
+    def init_producer_id(self) -> tuple[int, int]:
+        """A producer id and epoch for an idempotent producer (InitProducerId, no transactional id)."""
+        def attempt(deadline):
+            r = self.send_any(lambda c: InitProducerIdRequest(version=c.version_for(InitProducerIdRequest),
+                                                              transactional_id=None, transaction_timeout_ms=60000),
+                              deadline)
+            if r.error_code:
+                raise KafkaError(r.error_code, f"InitProducerId: {error_name(r.error_code)}")
+            return r.producer_id, r.producer_epoch
+        return self.retrying("InitProducerId", attempt)
+
+    def produce(self, tp: TopicPartition, records: bytes, acks: int, timeout_ms: int) -> int:
+        """Send one record batch to tp's leader and wait for its acknowledgement; the base offset (-1 for
+        acks=0). Retriable errors resend the same batch (an idempotent batch is then deduplicated)."""
+        def attempt(deadline):
+            r = self.send(self.leader(tp, deadline), lambda c: produce_request(
+                c.version_for(ProduceRequest, 3), tp.topic, tp.partition, records, acks, timeout_ms), deadline)
+            if r is None:
+                return -1
+            p = r.responses[0].partition_responses[0]
+            if p.error_code in (Errors.NONE, Errors.DUPLICATE_SEQUENCE_NUMBER):
+                return p.base_offset
+            message = getattr(p, "error_message", None)
+            raise KafkaError(p.error_code, f"Produce {tp}: {error_name(p.error_code)}"
+                                           f"{f' ({message})' if message else ''}")
+        return self.retrying(f"Produce {tp}", attempt)
+
+
+def _partition_of(response, tp: TopicPartition) -> FetchPartitionData:
+    """tp's part of a decoded Fetch response (a top-level error, or tp missing, stands for the partition)."""
+    if response.error_code:
+        return FetchPartitionData(tp.partition, response.error_code)
+    for name, partitions in response.topics:
+        for p in partitions:
+            if name == tp.topic and p.partition == tp.partition:
+                return p
+    return FetchPartitionData(tp.partition, Errors.UNKNOWN_TOPIC_OR_PARTITION)

@@ -88,9 +88,9 @@ class Connection:
         return top
 
     # ---- sending and receiving ----------------------------------------------------------------------------
-    def send(self, request, timeout: float | None = None):
-        """Send one request and wait for its decoded response (None when it expects none)."""
-        if not self.submit(request, timeout=timeout):
+    def send(self, request, timeout: float | None = None, decode: bool = True):
+        """Send one request and wait for its response (None when it expects none; see submit for decode)."""
+        if not self.submit(request, decode=decode, timeout=timeout):
             return None
         return self.receive(timeout)
 
