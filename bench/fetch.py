@@ -25,7 +25,7 @@ import time
 if __package__ in (None, ""):          # `python bench/fetch.py`
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench._common import (MiB, BenchCluster, CpuMeter, KafkaConn, ProcessCpu, PySpy, RawProducer, build_v2_batch,
+from bench._common import (MiB, BenchCluster, Connection, CpuMeter, ProcessCpu, PySpy, RawProducer, build_v2_batch,
                            common_args, fetch_all, fmt_rate, high_watermark, log, print_table,
                            sendfile_loopback_limit, sendfile_request_response_limit)
 
@@ -114,7 +114,7 @@ def main(argv=None) -> None:
             f"{sum(sizes) / MiB:.0f} MiB")
 
         best = None
-        conn = KafkaConn("127.0.0.1", cluster.port, client_id="bench-fetch")
+        conn = Connection("127.0.0.1", cluster.port, "bench-fetch", 60.0)
         for r in range(args.rounds):
             cpu, client_cpu = CpuMeter(cluster.pid).start(), ProcessCpu().start()
             with PySpy(cluster.pid, args.py_spy if r == 0 else None, args.py_spy_format):
