@@ -18,7 +18,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 
-from .header import MalformedRequest, read_uvarint
+from .header import MalformedRequest, read_uvarint, skip_tagged_fields
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
@@ -31,18 +31,29 @@ def _need(buf, pos, n):
         raise MalformedRequest("message body is truncated")
 
 
-def _string(buf, pos, compact):
+def _sized(buf, pos, compact, width):
+    """A length-prefixed field (int16/int32 length by `width`, or a compact uvarint length + 1) as a view of
+    `buf`; None when null."""
     if compact:
         n, pos = read_uvarint(buf, pos)
         n -= 1
     else:
-        _need(buf, pos, 2)
-        n = _I16.unpack_from(buf, pos)[0]
-        pos += 2
+        _need(buf, pos, width.size)
+        n = width.unpack_from(buf, pos)[0]
+        pos += width.size
     if n < 0:
         return None, pos
     _need(buf, pos, n)
-    return bytes(buf[pos:pos + n]).decode("utf-8"), pos + n
+    return buf[pos:pos + n], pos + n
+
+
+def _string(buf, pos, compact):
+    raw, pos = _sized(buf, pos, compact, _I16)
+    return (None if raw is None else bytes(raw).decode("utf-8")), pos
+
+
+def _bytes(buf, pos, compact):
+    return _sized(buf, pos, compact, _I32)
 
 
 def _array_len(buf, pos, compact):
@@ -51,30 +62,6 @@ def _array_len(buf, pos, compact):
         return n - 1, pos
     _need(buf, pos, 4)
     return _I32.unpack_from(buf, pos)[0], pos + 4
-
-
-def _bytes(buf, pos, compact):
-    if compact:
-        n, pos = read_uvarint(buf, pos)
-        n -= 1
-    else:
-        _need(buf, pos, 4)
-        n = _I32.unpack_from(buf, pos)[0]
-        pos += 4
-    if n < 0:
-        return None, pos
-    _need(buf, pos, n)
-    return buf[pos:pos + n], pos + n
-
-
-def _skip_tags(buf, pos):
-    count, pos = read_uvarint(buf, pos)
-    for _ in range(count):
-        _, pos = read_uvarint(buf, pos)
-        size, pos = read_uvarint(buf, pos)
-        _need(buf, pos, size)
-        pos += size
-    return pos
 
 
 def uvarint(n: int) -> bytes:
@@ -134,13 +121,13 @@ def decode_produce_request(body: memoryview, version: int) -> ProduceRequestData
             index = _I32.unpack_from(body, pos)[0]
             records, pos = _bytes(body, pos + 4, compact)
             if compact:
-                pos = _skip_tags(body, pos)
+                pos = skip_tagged_fields(body, pos)
             topic.partitions.append(ProducePartition(index, records))
         if compact:
-            pos = _skip_tags(body, pos)
+            pos = skip_tagged_fields(body, pos)
         topics.append(topic)
     if compact:
-        pos = _skip_tags(body, pos)
+        pos = skip_tagged_fields(body, pos)
     return ProduceRequestData(txn, acks, timeout, topics)
 
 
@@ -268,7 +255,7 @@ def decode_fetch_response(body: memoryview, version: int) -> FetchResponseData:
                         p.aborted_transactions.append(struct.unpack_from(">qq", body, pos))
                         pos += 16
                         if flexible:
-                            pos = _skip_tags(body, pos)
+                            pos = skip_tagged_fields(body, pos)
             if version >= 11:
                 _need(body, pos, 4)
                 p.preferred_read_replica = _I32.unpack_from(body, pos)[0]
@@ -276,11 +263,11 @@ def decode_fetch_response(body: memoryview, version: int) -> FetchResponseData:
             records, pos = _bytes(body, pos, flexible)
             p.records = [] if records is None else [records]
             if flexible:
-                pos = _skip_tags(body, pos)
+                pos = skip_tagged_fields(body, pos)
             partitions.append(p)
         if flexible:
-            pos = _skip_tags(body, pos)
+            pos = skip_tagged_fields(body, pos)
         topics.append((name, partitions))
     if flexible:
-        _skip_tags(body, pos)
+        skip_tagged_fields(body, pos)
     return FetchResponseData(throttle, error_code, session_id, topics)

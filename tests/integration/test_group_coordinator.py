@@ -20,11 +20,11 @@ from kafka.protocol.metadata import MetadataRequest
 from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest
 from kbroker.coordinator.schemas import (GroupMetadataKey, OffsetKey, partition_for, read_group_value, read_key,
                                          read_offset_value)
-from kbroker.protocol.client import Connection, KafkaError
+from kbroker.protocol.client import KafkaError
 from kbroker.protocol.errors import Errors
 from kbroker.records.batches import v2_records
 from kbroker.records.entries import iter_entries
-from tests.clients._util import create_topic
+from tests.clients._util import create_topic, raw_request as call
 from tests.integration.conftest import Cluster, wait_until
 
 OFFSETS = "__consumer_offsets"
@@ -33,16 +33,6 @@ FAST = {"group.initial.rebalance.delay.ms": 0, "group.min.session.timeout.ms": 1
 
 
 # ---- raw protocol -----------------------------------------------------------------------------------------------
-
-def call(bootstrap: str, request, timeout: float = 20.0):
-    """One request on a fresh connection (any version, flexible or not); the decoded response."""
-    host, port = bootstrap.rsplit(":", 1)
-    conn = Connection(host, int(port), "group-test", timeout)
-    try:
-        return conn.send(request)
-    finally:
-        conn.close()
-
 
 def subscription(*topics: str) -> bytes:
     out = struct.pack(">hi", 0, len(topics))
