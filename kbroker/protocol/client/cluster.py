@@ -107,7 +107,8 @@ def parse_bootstrap(servers: str) -> list[tuple[str, int]]:
 
 
 def is_retriable(e: KafkaError) -> bool:
-    return isinstance(e, Unreachable) or e.code in RETRIABLE
+    """A lost connection or a RETRIABLE code; never a deadline that has passed."""
+    return not isinstance(e, TimedOut) and (isinstance(e, Unreachable) or e.code in RETRIABLE)
 
 
 class ClusterClient:
