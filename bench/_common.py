@@ -299,11 +299,7 @@ def fetch_partition(conn: Connection, version: int, topic: str, partition: int, 
     zero-copy decoder, so the client costs far less than the broker)."""
     body = conn.send(fetch_request(version, topic, partition, offset, partition_max, max_bytes, max_wait_ms),
                      decode=False)
-    response = decode_fetch_response(body, version)
-    if response.error_code:
-        return FetchPartitionData(partition, response.error_code)
-    (_, (p,)), = response.topics
-    return p
+    return decode_fetch_response(body, version).partition(topic, partition)
 
 
 @dataclass

@@ -18,6 +18,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 
+from .errors import Errors
 from .header import MalformedRequest, read_uvarint, skip_tagged_fields
 
 _I16 = struct.Struct(">h")
@@ -210,6 +211,17 @@ class FetchResponseData:
     error_code: int
     session_id: int
     topics: list[tuple[str, list[FetchPartitionData]]]
+
+    def partition(self, topic: str, partition: int) -> FetchPartitionData:
+        """One partition's answer; a top-level error, or the partition missing (UNKNOWN_TOPIC_OR_PARTITION),
+        stands in for it."""
+        if self.error_code:
+            return FetchPartitionData(partition, self.error_code)
+        for name, partitions in self.topics:
+            for p in partitions:
+                if name == topic and p.partition == partition:
+                    return p
+        return FetchPartitionData(partition, Errors.UNKNOWN_TOPIC_OR_PARTITION)
 
 
 def decode_fetch_response(body: memoryview, version: int) -> FetchResponseData:

@@ -414,7 +414,7 @@ class ClusterClient:
                 self.drop(address)                  # its answer would be read as the next one's
             else:
                 try:
-                    fetched = _partition_of(decode_fetch_response(c.receive(), version), tp)
+                    fetched = decode_fetch_response(c.receive(), version).partition(*tp)
                     if fetched.error_code not in RETRIABLE:
                         return fetched
                 except ConnectionLost:
@@ -426,7 +426,7 @@ class ClusterClient:
             version = self.connection(leader.address, deadline).version_for(FetchRequest, 4)
             body = self.send(leader, lambda c: fetch_request(version, tp.topic, tp.partition, offset, max_bytes,
                                                              max_wait_ms=max_wait_ms), deadline, decode=False)
-            fetched = _partition_of(decode_fetch_response(body, version), tp)
+            fetched = decode_fetch_response(body, version).partition(*tp)
             if fetched.error_code in RETRIABLE:
                 raise KafkaError(fetched.error_code, f"Fetch {tp}: {error_name(fetched.error_code)}")
             return fetched
@@ -459,13 +459,3 @@ class ClusterClient:
                                            f"{f' ({message})' if message else ''}")
         return self.retrying(f"Produce {tp}", attempt)
 
-
-def _partition_of(response, tp: TopicPartition) -> FetchPartitionData:
-    """tp's part of a decoded Fetch response (a top-level error, or tp missing, stands for the partition)."""
-    if response.error_code:
-        return FetchPartitionData(tp.partition, response.error_code)
-    for name, partitions in response.topics:
-        for p in partitions:
-            if name == tp.topic and p.partition == tp.partition:
-                return p
-    return FetchPartitionData(tp.partition, Errors.UNKNOWN_TOPIC_OR_PARTITION)
