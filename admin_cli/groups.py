@@ -17,9 +17,9 @@ import re
 import time
 from dataclasses import dataclass
 
-from kbroker.protocol.client import Errors, KafkaError
+from kbroker.protocol.client import EARLIEST, LATEST, Errors, KafkaError, TopicPartition, error_name
 
-from .kafka_client import EARLIEST, LATEST, UNKNOWN_OFFSET, AdminClient, GroupDescription, TopicPartition, error_name
+from .kafka_client import UNKNOWN_OFFSET, AdminClient, GroupDescription
 from .output import Output, table
 
 MISSING = "-"

@@ -19,12 +19,8 @@ from kafka.protocol.admin.groups import DeleteGroupsRequest, DescribeGroupsReque
 from kafka.protocol.consumer import OffsetCommitRequest, OffsetFetchRequest
 from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment
 
-from kbroker.protocol.client import (COORDINATOR_ERRORS, EARLIEST, LATEST, Broker, ClusterClient, Errors, KafkaError,
-                                     Metadata, TimedOut, TopicPartition, Unreachable, error_name, error_text,
-                                     parse_bootstrap)
-
-__all__ = ["AdminClient", "KafkaError", "TimedOut", "Unreachable", "TopicPartition", "Metadata", "EARLIEST", "LATEST",
-           "error_name", "error_text", "parse_bootstrap"]
+from kbroker.protocol.client import (COORDINATOR_ERRORS, Broker, ClusterClient, Errors, KafkaError, Metadata, TimedOut,
+                                     TopicPartition, error_name, error_text)
 
 # Config resource types and the config sources of DescribeConfigs v1+.
 TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4

@@ -349,7 +349,7 @@ def fetch_all(conn: Connection, version: int, topic: str, partition: int, end_of
 
 class RawProducer:
     """`connections` threads, each with its own connection and partition (i % partitions), each keeping
-    `depth` Produce v8 requests in flight with the same pre-built frame (the broker assigns the offsets)."""
+    `depth` Produce v8 requests in flight with the same body, encoded once (the broker assigns the offsets)."""
 
     def __init__(self, port: int, topic: str, partitions: int, batch: bytes, records_per_batch: int,
                  connections: int, depth: int):

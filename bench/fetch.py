@@ -5,8 +5,9 @@ in the same run.
 2. Limit: a trivial server os.sendfile's the partition's segment file(s) (10 MiB per call, like one fetch
    partition) to a loopback client that reads and discards the bytes.
 3. kbroker: raw Fetch v11 requests (max_bytes 50 MiB, partition max 10 MiB, one request in flight on one
-   connection) read the partition from offset 0 to the end; the client reads each response into a reusable
-   buffer and walks only the batch headers to find the next offset. MB/s and the ratio to the limit.
+   connection) read the partition from offset 0 to the end; the client decodes each response without
+   copying the records (the protocol client's zero-copy decoder) and walks only the batch headers to find
+   the next offset. MB/s and the ratio to the limit.
 4. A librdkafka consumer (confluent-kafka, assign() from offset 0, no group) reads the same partition, and a
    second partition of 100-byte records (the record size of anchors.md's consumer figures): records/s.
 
