@@ -268,10 +268,10 @@ class XXHashShim:
 
 # ---- raw requests --------------------------------------------------------------------------------------------
 
-def raw_request(bootstrap: str, request, timeout: float = 15.0):
+def raw_request(bootstrap: str, request, timeout: float = 15.0, client_id: str = "clients-test-raw"):
     """Send one request (its version set) on a fresh connection of the protocol client; its decoded answer."""
     host, port = bootstrap.rsplit(":", 1)
-    conn = Connection(host, int(port), "clients-test-raw", timeout)
+    conn = Connection(host, int(port), client_id, timeout)
     try:
         return conn.send(request)
     finally:

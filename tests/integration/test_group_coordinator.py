@@ -4,6 +4,7 @@ NOT_COORDINATOR routing, acks=-1 commits that time out while the ISR lags, and g
 offsets log after a restart (whose records are checked byte for byte against Kafka's formats)."""
 from __future__ import annotations
 
+import functools
 import glob
 import os
 import signal
@@ -24,7 +25,7 @@ from kbroker.protocol.client import KafkaError
 from kbroker.protocol.errors import Errors
 from kbroker.records.batches import v2_records
 from kbroker.records.entries import iter_entries
-from tests.clients._util import create_topic, raw_request as call
+from tests.clients._util import create_topic, raw_request
 from tests.integration.conftest import Cluster, wait_until
 
 OFFSETS = "__consumer_offsets"
@@ -33,6 +34,9 @@ FAST = {"group.initial.rebalance.delay.ms": 0, "group.min.session.timeout.ms": 1
 
 
 # ---- raw protocol -----------------------------------------------------------------------------------------------
+
+call = functools.partial(raw_request, client_id="group-test")
+
 
 def subscription(*topics: str) -> bytes:
     out = struct.pack(">hi", 0, len(topics))
