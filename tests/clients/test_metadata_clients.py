@@ -95,7 +95,7 @@ def test_kafka_python_consumer_sees_topic_and_partitions(cluster, ports, api_ver
 def test_kafka_python_negotiates_from_api_versions(cluster):
     """With api_version=None the client asks ApiVersions and picks versions from the ranges we advertise."""
     from kafka import KafkaConsumer
-    from kafka.protocol.metadata import ApiVersionsRequest
+    from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest
     consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap, api_version=None, request_timeout_ms=10000)
     try:
         consumer.topics()

@@ -124,6 +124,8 @@ class Connection:
 
     def receive(self, timeout: float | None = None):
         """The response to the oldest request in flight: decoded, or its body as a memoryview (decode=False)."""
+        if not self._in_flight:
+            raise KafkaError(Errors.INVALID_REQUEST, f"no request to {self.address} awaits an answer")
         correlation_id, request, decode = self._in_flight[0]
         try:
             self.sock.settimeout(timeout or self.timeout)
