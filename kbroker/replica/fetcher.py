@@ -6,9 +6,9 @@ ends in the leader's log, and truncates everything after that (no divergent suff
 change). Then it fetches from its log end offset (Fetch v11: long-polling with replica.fetch.wait.max.ms and
 replica.fetch.min.bytes), checks each entry's CRC, appends with the leader's offsets and takes the leader's
 high watermark (capped by its own log end offset). Fetch responses are decoded by protocol.hotpath, so the
-records appended are slices of the received frame, never copied. OFFSET_OUT_OF_RANGE (the leader's log moved under it, as
-after an unclean election or DeleteRecords) truncates to where the leader's log is. Errors and lost
-connections back off replica.fetch.backoff.ms and retry; leadership changes come from the controller.
+records appended are slices of the received frame, never copied. OFFSET_OUT_OF_RANGE (the leader's log moved
+under it, as after an unclean election or DeleteRecords) truncates to where the leader's log is. Errors and
+lost connections back off replica.fetch.backoff.ms and retry; leadership changes come from the controller.
 """
 from __future__ import annotations
 
