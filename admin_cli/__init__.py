@@ -3,8 +3,9 @@
 With `--zookeeper` the topic, config, reassignment and election commands write ZooKeeper exactly as Kafka 2.8's
 `--zookeeper` tools (AdminZkClient) do, so a Kafka broker, a kbroker broker or `zkCli.sh` sees the same znodes,
 and wait for the controller where Kafka's tools do. With `--bootstrap-server` they use the brokers' Admin APIs
-(admin_cli.kafka_client) as Kafka's AdminClient does. `groups` (kafka-consumer-groups.sh) always speaks the
-Kafka protocol, since consumer groups live in the group coordinators, not in ZooKeeper.
+(admin_cli.kafka_client, over the project's protocol client kbroker.protocol.client) as Kafka's AdminClient
+does. `groups` (kafka-consumer-groups.sh) always speaks the Kafka protocol, since consumer groups live in the
+group coordinators, not in ZooKeeper.
 
 Each command module (topics, configs, reassign, elect, cluster, groups) builds one result object from either
 source and renders it (admin_cli.output: rich tables, or --output json); admin_cli.errors holds the exit

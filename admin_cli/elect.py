@@ -23,9 +23,10 @@ from kazoo.exceptions import NodeExistsError
 from zk import znodes as z
 from zk.admin_errors import AdminError, UnknownTopicError
 from zk.client import KafkaZkClient
+from kbroker.protocol.client import error_name
 
 from .errors import WaitTimedOut
-from .kafka_client import PREFERRED, AdminClient, error_name
+from .kafka_client import PREFERRED, AdminClient
 from .output import Output
 from .reassign import TopicPartition, _is_int, tp_name
 

@@ -17,7 +17,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 from zk.admin_errors import AdminError
 from zk.client import ZkError
 
-from .kafka_client import KafkaAdminError, TimedOut, Unreachable, error_name
+from kbroker.protocol.client import KafkaError, TimedOut, Unreachable, error_name
 
 EXIT_OK, EXIT_REFUSED, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
 
@@ -39,7 +39,7 @@ def describe_failure(e: Exception, zookeeper: str | None = None) -> tuple[str, i
         return (f"{e} ({error_name(code)})" if code > 0 else str(e)), EXIT_REFUSED
     if isinstance(e, (Unreachable, TimedOut)):
         return str(e), EXIT_UNREACHABLE
-    if isinstance(e, KafkaAdminError):
+    if isinstance(e, KafkaError):
         return str(e), EXIT_REFUSED
     if isinstance(e, ZK_ERRORS):
         status = EXIT_UNREACHABLE if isinstance(e, _ZK_UNREACHABLE) else EXIT_REFUSED

@@ -17,8 +17,9 @@ import re
 import time
 from dataclasses import dataclass
 
-from .kafka_client import (EARLIEST, LATEST, UNKNOWN_OFFSET, AdminClient, GroupDescription, KafkaAdminError,
-                           TopicPartition, error_name)
+from kbroker.protocol.client import EARLIEST, LATEST, Errors, KafkaError, TopicPartition, error_name
+
+from .kafka_client import UNKNOWN_OFFSET, AdminClient, GroupDescription
 from .output import Output, table
 
 MISSING = "-"
@@ -93,13 +94,14 @@ def _cell(v) -> str:
 
 
 def describe_consumer_group(admin: AdminClient, group: str) -> GroupDescription:
-    """The group's description; KafkaAdminError when it does not exist (state Dead) or is not a consumer
+    """The group's description; KafkaError when it does not exist (state Dead) or is not a consumer
     group."""
     desc = admin.describe_group(group)
     if desc.state == "Dead":
-        raise KafkaAdminError(f"Consumer group '{group}' does not exist.")
+        raise KafkaError(Errors.GROUP_ID_NOT_FOUND, f"Consumer group '{group}' does not exist.")
     if desc.protocol_type not in CONSUMER_PROTOCOL_TYPES:
-        raise KafkaAdminError(f"Group '{group}' is not a consumer group (protocol type '{desc.protocol_type}').")
+        raise KafkaError(Errors.INCONSISTENT_GROUP_PROTOCOL,
+                         f"Group '{group}' is not a consumer group (protocol type '{desc.protocol_type}').")
     return desc
 
 
@@ -304,7 +306,7 @@ def parse_topic_arg(arg: str) -> tuple[str, list[int] | None]:
 def partitions_to_reset(admin: AdminClient, group: str, topic_args: list[str], all_topics: bool
                         ) -> list[TopicPartition]:
     """--all-topics: the partitions the group has committed offsets for; --topic: the named partitions, or every
-    partition of the topic (KafkaAdminError for an unknown topic)."""
+    partition of the topic (KafkaError for an unknown topic)."""
     if all_topics:
         return sorted(admin.committed_offsets(group), key=_tp_key)
     parsed = [parse_topic_arg(a) for a in topic_args]
@@ -318,7 +320,7 @@ def partitions_to_reset(admin: AdminClient, group: str, topic_args: list[str], a
 
 
 def _offsets(admin: AdminClient, tps: list[TopicPartition], spec: int, what: str) -> dict[TopicPartition, int]:
-    """ListOffsets for each partition; KafkaAdminError when one cannot be had."""
+    """ListOffsets for each partition; KafkaError when one cannot be had."""
     if not tps:
         return {}
     found = admin.list_offsets({tp: spec for tp in tps})
@@ -326,7 +328,7 @@ def _offsets(admin: AdminClient, tps: list[TopicPartition], spec: int, what: str
     for tp in tps:
         code, offset = found[tp]
         if code != 0:
-            raise KafkaAdminError(f"Error getting {what} offset of topic partition: {tp} ({error_name(code)})")
+            raise KafkaError(code, f"Error getting {what} offset of topic partition: {tp} ({error_name(code)})")
         out[tp] = offset
     return out
 
@@ -360,7 +362,8 @@ def _by_timestamp(admin: AdminClient, tps: list[TopicPartition], timestamp: int)
     for tp in tps:
         code, offset = found[tp]
         if code != 0:
-            raise KafkaAdminError(f"Error getting offset by timestamp of topic partition: {tp} ({error_name(code)})")
+            raise KafkaError(code, f"Error getting offset by timestamp of topic partition: {tp} "
+                                   f"({error_name(code)})")
         if offset == UNKNOWN_OFFSET:
             none.append(tp)
         else:
@@ -386,8 +389,8 @@ def prepare_reset(admin: AdminClient, group: str, tps: list[TopicPartition], spe
     if spec.kind == "shift-by":
         missing = [tp for tp in tps if tp not in committed]
         if missing:
-            raise KafkaAdminError(f"Cannot shift offset for partition {missing[0]} since there is no current "
-                                  "committed offset")
+            raise KafkaError(Errors.OFFSET_NOT_AVAILABLE, f"Cannot shift offset for partition {missing[0]} since "
+                                                          "there is no current committed offset")
         return _check_range(admin, {tp: committed[tp] + spec.value for tp in tps}, warn)
     if spec.kind == "to-current":
         out = {tp: committed[tp] for tp in tps if tp in committed}
@@ -443,14 +446,14 @@ class GroupsDeleted:
 
 
 def commit_reset(admin: AdminClient, group: str, plan: dict[TopicPartition, int]) -> None:
-    """Commit the new offsets; KafkaAdminError naming the partitions the coordinator refused."""
+    """Commit the new offsets; KafkaError naming the partitions the coordinator refused."""
     errors = admin.commit_offsets(group, plan)
     failed = {tp: code for tp, code in errors.items() if code}
     missing = [tp for tp in plan if tp not in errors]
     if failed:
         detail = ", ".join(f"{tp}: {error_name(failed[tp])}" for tp in sorted(failed, key=_tp_key))
-        raise KafkaAdminError(f"Committing the new offsets of group '{group}' failed for {len(failed)} of "
-                              f"{len(plan)} partition(s) ({detail}).")
+        raise KafkaError(next(iter(failed.values())), f"Committing the new offsets of group '{group}' failed for "
+                                                      f"{len(failed)} of {len(plan)} partition(s) ({detail}).")
     if missing:
-        raise KafkaAdminError(f"The coordinator of group '{group}' did not answer for "
-                              f"{', '.join(map(str, missing))}.")
+        raise KafkaError(Errors.UNKNOWN_SERVER_ERROR, f"The coordinator of group '{group}' did not answer for "
+                                                      f"{', '.join(map(str, missing))}.")

@@ -27,6 +27,7 @@ from zk import admin as zk_admin
 from zk.admin_errors import AdminError
 from zk.assignment import parse_replica_assignment
 from zk.client import KafkaZkClient, ZkError
+from kbroker.protocol.client import Errors, KafkaError, TimedOut, Unreachable, error_text, parse_bootstrap
 
 from . import cluster as cluster_ops
 from . import configs as config_ops
@@ -35,8 +36,7 @@ from . import groups as group_ops
 from . import reassign as reassign_ops
 from . import topics as topic_ops
 from .errors import EXIT_REFUSED, EXIT_UNREACHABLE, ZK_ERRORS, WaitTimedOut, describe_failure
-from .kafka_client import (PREFERRED, UNCLEAN, AdminClient, KafkaAdminError, TimedOut, Unreachable, error_text,
-                           parse_bootstrap)
+from .kafka_client import PREFERRED, UNCLEAN, AdminClient
 from .output import Output, progress
 
 # kazoo logs every failed connection attempt; with no logging configured Python would print those on stderr.
@@ -741,7 +741,7 @@ def groups_describe(ctx, group_ids, all_groups, offsets_view, members_view, stat
                 rows = group_ops.collect_offsets(admin, desc) if view == "offsets" else None
             except (Unreachable, TimedOut):
                 raise
-            except KafkaAdminError as e:
+            except KafkaError as e:
                 _error(str(e))
                 failed += 1
                 continue
@@ -831,18 +831,18 @@ def groups_reset_offsets(ctx, group_ids, all_groups, topics, all_topics, to_earl
             try:
                 desc = admin.describe_group(group)
                 if desc.protocol_type not in group_ops.CONSUMER_PROTOCOL_TYPES and desc.state != "Dead":
-                    raise KafkaAdminError(f"Group '{group}' is not a consumer group (protocol type "
-                                          f"'{desc.protocol_type}').")
+                    raise KafkaError(Errors.INCONSISTENT_GROUP_PROTOCOL, f"Group '{group}' is not a consumer group "
+                                                                         f"(protocol type '{desc.protocol_type}').")
                 if desc.state not in ("Empty", "Dead"):
-                    raise KafkaAdminError(f"Assignments can only be reset if the group '{group}' is inactive, but "
-                                          f"the current state is {desc.state}.")
+                    raise KafkaError(Errors.NON_EMPTY_GROUP, f"Assignments can only be reset if the group '{group}' "
+                                                             f"is inactive, but the current state is {desc.state}.")
                 tps = group_ops.partitions_to_reset(admin, group, list(topics), all_topics)
                 plan = group_ops.prepare_reset(admin, group, tps, spec, warn)
                 if execute:
                     group_ops.commit_reset(admin, group, plan)
             except (Unreachable, TimedOut):
                 raise
-            except KafkaAdminError as e:
+            except KafkaError as e:
                 _error(str(e))
                 failed += 1
                 continue

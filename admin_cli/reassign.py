@@ -25,8 +25,9 @@ from kazoo.exceptions import NodeExistsError
 from zk import znodes as z
 from zk.admin_errors import AdminError, InvalidReplicaAssignmentError, UnknownTopicError
 from zk.client import KafkaZkClient
+from kbroker.protocol.client import error_name
 
-from .kafka_client import AdminClient, error_name
+from .kafka_client import AdminClient
 from .output import Output
 
 TopicPartition = tuple[str, int]

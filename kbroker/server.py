@@ -46,10 +46,10 @@ from .log.log import parse_topic_partition
 from .log.manager import LogManager
 from .metadata_cache import MetadataCache
 from .metrics import BrokerMetrics
-from .network.client import BrokerClient, BrokerConnectionError
 from .network.server import SocketServer
+from .protocol.client import Connection, KafkaError
 from .protocol.errors import Errors
-from .protocol.interbroker import ControlledShutdownRequest, ControlledShutdownResponse
+from .protocol.interbroker import ControlledShutdownRequest
 from .replica.manager import ReplicaManager
 
 log = logging.getLogger("kbroker.server")
@@ -344,13 +344,12 @@ class KafkaServer:
                 info = self.zk.get_broker(controller) if controller is not None else None
                 ep = info.endpoint(cfg.inter_broker_listener) if info else None
                 if ep is None:
-                    raise BrokerConnectionError("no controller is known")
-                client = BrokerClient(ep.host, ep.port, f"broker-{self.broker_id}-controlled-shutdown",
-                                      cfg["controller.socket.timeout.ms"] / 1000.0)
+                    raise KafkaError(Errors.NOT_CONTROLLER, "no controller is known")
+                client = Connection(ep.host, ep.port, f"broker-{self.broker_id}-controlled-shutdown",
+                                    cfg["controller.socket.timeout.ms"] / 1000.0)
                 try:
                     response = client.send(ControlledShutdownRequest(version=3, broker_id=self.broker_id,
-                                                                     broker_epoch=self.broker_epoch),
-                                           ControlledShutdownResponse, 3)
+                                                                     broker_epoch=self.broker_epoch))
                 finally:
                     client.close()
                 if response.error_code == Errors.NONE and not response.remaining_partitions:
@@ -359,7 +358,7 @@ class KafkaServer:
                 log.warning("controlled shutdown attempt %d: %s, partitions still led here: %s", attempt,
                             Errors(response.error_code).name,
                             ", ".join(f"{p.topic_name}-{p.partition_index}" for p in response.remaining_partitions))
-            except (BrokerConnectionError, ZkError, KazooException, OSError) as e:
+            except (KafkaError, ZkError, KazooException, OSError) as e:
                 log.warning("controlled shutdown attempt %d failed: %r", attempt, e)
             if attempt < retries:
                 gevent.sleep(backoff / 1000.0)

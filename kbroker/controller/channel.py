@@ -17,7 +17,7 @@ import gevent
 from gevent.queue import Queue
 
 from ..metadata_cache import topic_id_to_uuid
-from ..network.client import BrokerClient, BrokerConnectionError
+from ..protocol.client import Connection, KafkaError
 from ..protocol.interbroker import (LeaderAndIsrRequest, LeaderAndIsrResponse, StopReplicaRequest,
                                     StopReplicaResponse, UpdateMetadataRequest, UpdateMetadataResponse)
 
@@ -34,18 +34,18 @@ class _BrokerChannel:
     def __init__(self, broker_id: int, host: str, port: int, controller_id: int, timeout_s: float):
         self.broker_id = broker_id
         self.queue: Queue = Queue()
-        self.client = BrokerClient(host, port, f"controller-{controller_id}-to-broker-{broker_id}", timeout_s)
+        self.client = Connection(host, port, f"controller-{controller_id}-to-broker-{broker_id}", timeout_s)
         self.greenlet = gevent.spawn(self._run)
 
     def _run(self):
         backoff = 0.05
         while True:
-            request, response_class, version, callback = self.queue.get()
+            request, _response_class, _version, callback = self.queue.get()   # request carries its version
             while True:
                 try:
-                    response = self.client.send(request, response_class, version)
+                    response = self.client.send(request)
                     break
-                except (BrokerConnectionError, OSError) as e:
+                except KafkaError as e:
                     log.info("request %s to broker %d failed (%s); retrying", request.name, self.broker_id, e)
                     gevent.sleep(backoff)
                     backoff = min(backoff * 2, 1.0)

@@ -1,7 +1,8 @@
 """Kafka's error codes (as of 2.8) and the typed exception that carries one.
 
 Inside the broker an error is raised as KafkaError(Errors.X, message); the API module that catches it puts
-the code into the response. Names and numbers are Kafka's, so logs read like Kafka's.
+the code into the response. The protocol client (`kbroker.protocol.client`) raises the same type for every
+call that fails. Names and numbers are Kafka's, so logs read like Kafka's.
 """
 from enum import IntEnum
 
@@ -108,9 +109,22 @@ class Errors(IntEnum):
     UNKNOWN_TOPIC_ID = 100
 
 
-class KafkaError(Exception):
-    """An error that maps to a Kafka error code at the protocol edge."""
+def error_name(code: int) -> str:
+    """'NON_EMPTY_GROUP' for 68; 'error 1234' for a code Kafka 2.8 does not define."""
+    try:
+        return Errors(code).name
+    except ValueError:
+        return f"error {code}"
 
-    def __init__(self, code: Errors, message: str = ""):
-        super().__init__(message or code.name)
+
+class KafkaError(Exception):
+    """An error that maps to a Kafka error code at the protocol edge (an Errors member, or the plain int a
+    broker answered when Kafka 2.8 has no name for it)."""
+
+    def __init__(self, code: Errors | int, message: str = ""):
+        super().__init__(message or error_name(code))
         self.code = code
+
+    @property
+    def name(self) -> str:
+        return error_name(self.code)

@@ -87,6 +87,10 @@ def response_header(correlation_id: int, flexible: bool) -> bytes:
 
 def request_header(api_key: int, api_version: int, correlation_id: int, client_id: str | None,
                    flexible: bool) -> bytes:
+    """The request header a client sends (v1, or v2 when flexible; v0 without a client id for ControlledShutdown
+    v0, as parse_request_header_v1 reads it)."""
+    if (api_key, api_version) == (CONTROLLED_SHUTDOWN_KEY, 0):
+        return struct.pack(">hhi", api_key, api_version, correlation_id)
     cid = client_id.encode() if client_id is not None else None
     out = struct.pack(">hhih", api_key, api_version, correlation_id, -1 if cid is None else len(cid))
     if cid:

@@ -1,11 +1,13 @@
-"""Hand-written codecs for the two hot paths: Produce requests in, Fetch responses out.
+"""Hand-written codecs for the two hot paths: Produce requests in, Fetch responses out (and back in).
 
 Why by hand: a produce request is mostly record bytes, and the library's decoder copies them; here each
 partition's records stay a memoryview into the request frame, so the v2 append path can patch offsets in
 place and write the same bytes. A fetch response is mostly log bytes; it is built as a list of pieces, small
 encoded headers plus FileSlices that the network layer sends with os.sendfile, so record bytes never pass
 through user space (a file slice is any object with `fd`, `position` and `length`, as the log's FileSlice).
-Both are checked byte for byte against kafka-python's schema codecs in the tests.
+A fetch response read by a client (the replica fetchers, Spark, the benchmarks) is decoded the same way round:
+each partition's records are one memoryview slice of the received frame, never copied. All three are checked
+against kafka-python's schema codecs in the tests (byte for byte, or field for field in every version).
 
 Produce request v0-v9 (v3+ transactional_id; v9+ flexible: compact strings/arrays and tagged fields).
 Fetch response v0-v12 (v1+ throttle; v4+ last stable offset and aborted transactions; v5+ log start offset;
@@ -16,7 +18,8 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 
-from .header import MalformedRequest, read_uvarint
+from .errors import Errors
+from .header import MalformedRequest, read_uvarint, skip_tagged_fields
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
@@ -26,21 +29,32 @@ _I64 = struct.Struct(">q")
 # ---- primitives ----------------------------------------------------------------------------------------------
 def _need(buf, pos, n):
     if pos + n > len(buf):
-        raise MalformedRequest("request body is truncated")
+        raise MalformedRequest("message body is truncated")
 
 
-def _string(buf, pos, compact):
+def _sized(buf, pos, compact, width):
+    """A length-prefixed field (int16/int32 length by `width`, or a compact uvarint length + 1) as a view of
+    `buf`; None when null."""
     if compact:
         n, pos = read_uvarint(buf, pos)
         n -= 1
     else:
-        _need(buf, pos, 2)
-        n = _I16.unpack_from(buf, pos)[0]
-        pos += 2
+        _need(buf, pos, width.size)
+        n = width.unpack_from(buf, pos)[0]
+        pos += width.size
     if n < 0:
         return None, pos
     _need(buf, pos, n)
-    return bytes(buf[pos:pos + n]).decode("utf-8"), pos + n
+    return buf[pos:pos + n], pos + n
+
+
+def _string(buf, pos, compact):
+    raw, pos = _sized(buf, pos, compact, _I16)
+    return (None if raw is None else bytes(raw).decode("utf-8")), pos
+
+
+def _bytes(buf, pos, compact):
+    return _sized(buf, pos, compact, _I32)
 
 
 def _array_len(buf, pos, compact):
@@ -49,30 +63,6 @@ def _array_len(buf, pos, compact):
         return n - 1, pos
     _need(buf, pos, 4)
     return _I32.unpack_from(buf, pos)[0], pos + 4
-
-
-def _bytes(buf, pos, compact):
-    if compact:
-        n, pos = read_uvarint(buf, pos)
-        n -= 1
-    else:
-        _need(buf, pos, 4)
-        n = _I32.unpack_from(buf, pos)[0]
-        pos += 4
-    if n < 0:
-        return None, pos
-    _need(buf, pos, n)
-    return buf[pos:pos + n], pos + n
-
-
-def _skip_tags(buf, pos):
-    count, pos = read_uvarint(buf, pos)
-    for _ in range(count):
-        _, pos = read_uvarint(buf, pos)
-        size, pos = read_uvarint(buf, pos)
-        _need(buf, pos, size)
-        pos += size
-    return pos
 
 
 def uvarint(n: int) -> bytes:
@@ -132,13 +122,13 @@ def decode_produce_request(body: memoryview, version: int) -> ProduceRequestData
             index = _I32.unpack_from(body, pos)[0]
             records, pos = _bytes(body, pos + 4, compact)
             if compact:
-                pos = _skip_tags(body, pos)
+                pos = skip_tagged_fields(body, pos)
             topic.partitions.append(ProducePartition(index, records))
         if compact:
-            pos = _skip_tags(body, pos)
+            pos = skip_tagged_fields(body, pos)
         topics.append(topic)
     if compact:
-        pos = _skip_tags(body, pos)
+        pos = skip_tagged_fields(body, pos)
     return ProduceRequestData(txn, acks, timeout, topics)
 
 
@@ -213,3 +203,83 @@ def encode_fetch_response(version: int, throttle_ms: int, error_code: int, sessi
         head += b"\x00"          # response tagged fields
     pieces.append(bytes(head))
     return pieces
+
+
+@dataclass
+class FetchResponseData:
+    throttle_ms: int
+    error_code: int
+    session_id: int
+    topics: list[tuple[str, list[FetchPartitionData]]]
+
+    def partition(self, topic: str, partition: int) -> FetchPartitionData:
+        """One partition's answer; a top-level error, or the partition missing (UNKNOWN_TOPIC_OR_PARTITION),
+        stands in for it."""
+        if self.error_code:
+            return FetchPartitionData(partition, self.error_code)
+        for name, partitions in self.topics:
+            for p in partitions:
+                if name == topic and p.partition == partition:
+                    return p
+        return FetchPartitionData(partition, Errors.UNKNOWN_TOPIC_OR_PARTITION)
+
+
+def decode_fetch_response(body: memoryview, version: int) -> FetchResponseData:
+    """Decode a Fetch response body (after the response header); each partition's records are [a view into
+    `body`] ([] when null), so encode_fetch_response of the result gives the same bytes back."""
+    flexible = version >= 12
+    pos = throttle = session_id = error_code = 0
+    if version >= 1:
+        _need(body, pos, 4)
+        throttle = _I32.unpack_from(body, pos)[0]
+        pos += 4
+    if version >= 7:
+        _need(body, pos, 6)
+        error_code, session_id = struct.unpack_from(">hi", body, pos)
+        pos += 6
+    n_topics, pos = _array_len(body, pos, flexible)
+    if n_topics > len(body):
+        raise MalformedRequest("bad topic count")
+    topics = []
+    for _ in range(max(n_topics, 0)):
+        name, pos = _string(body, pos, flexible)
+        n_parts, pos = _array_len(body, pos, flexible)
+        if n_parts > len(body):
+            raise MalformedRequest("bad partition count")
+        partitions = []
+        for _ in range(max(n_parts, 0)):
+            _need(body, pos, 14)
+            p = FetchPartitionData(*struct.unpack_from(">ihq", body, pos))
+            pos += 14
+            if version >= 4:
+                _need(body, pos, 8)
+                p.last_stable_offset = _I64.unpack_from(body, pos)[0]
+                pos += 8
+                if version >= 5:
+                    _need(body, pos, 8)
+                    p.log_start_offset = _I64.unpack_from(body, pos)[0]
+                    pos += 8
+                n_aborted, pos = _array_len(body, pos, flexible)
+                if n_aborted >= 0:
+                    _need(body, pos, 16 * n_aborted)
+                    p.aborted_transactions = []
+                    for _ in range(n_aborted):
+                        p.aborted_transactions.append(struct.unpack_from(">qq", body, pos))
+                        pos += 16
+                        if flexible:
+                            pos = skip_tagged_fields(body, pos)
+            if version >= 11:
+                _need(body, pos, 4)
+                p.preferred_read_replica = _I32.unpack_from(body, pos)[0]
+                pos += 4
+            records, pos = _bytes(body, pos, flexible)
+            p.records = [] if records is None else [records]
+            if flexible:
+                pos = skip_tagged_fields(body, pos)
+            partitions.append(p)
+        if flexible:
+            pos = skip_tagged_fields(body, pos)
+        topics.append((name, partitions))
+    if flexible:
+        skip_tagged_fields(body, pos)
+    return FetchResponseData(throttle, error_code, session_id, topics)

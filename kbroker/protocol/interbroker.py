@@ -62,7 +62,6 @@ __all__ = [
     'ControlledShutdownRequest', 'ControlledShutdownResponse',
     'AlterIsrRequest', 'AlterIsrResponse',
     'INTER_BROKER_REQUESTS', 'INTER_BROKER_RESPONSES',
-    'encode_framed_request',
 ]
 
 
@@ -269,17 +268,3 @@ for _key, _cls in INTER_BROKER_RESPONSES.items():
     if ResponseClassRegistry._response_class_registry.get(_key) != _cls:
         ResponseClassRegistry.register_response_class(weakref.proxy(_cls))
 del _key, _cls
-
-
-def encode_framed_request(request, correlation_id=0, client_id='kbroker', version=None):
-    """Return ``request`` as it goes on the wire: int32 size + request header + body.
-
-    ``version`` defaults to the version the request was built with.  The
-    header's flexibility follows the request version, as in Kafka.
-    """
-    if version is not None:
-        request.API_VERSION = version
-    if request.API_VERSION is None:
-        raise ValueError('Request version is required')
-    request.with_header(correlation_id=correlation_id, client_id=client_id)
-    return request.encode(header=True, framed=True)

@@ -5,9 +5,10 @@ to a fetcher first truncates: it asks the leader, with OffsetForLeaderEpoch, whe
 ends in the leader's log, and truncates everything after that (no divergent suffix survives a leader
 change). Then it fetches from its log end offset (Fetch v11: long-polling with replica.fetch.wait.max.ms and
 replica.fetch.min.bytes), checks each entry's CRC, appends with the leader's offsets and takes the leader's
-high watermark (capped by its own log end offset). OFFSET_OUT_OF_RANGE (the leader's log moved under it, as
-after an unclean election or DeleteRecords) truncates to where the leader's log is. Errors and lost
-connections back off replica.fetch.backoff.ms and retry; leadership changes come from the controller.
+high watermark (capped by its own log end offset). Fetch responses are decoded by protocol.hotpath, so the
+records appended are slices of the received frame, never copied. OFFSET_OUT_OF_RANGE (the leader's log moved
+under it, as after an unclean election or DeleteRecords) truncates to where the leader's log is. Errors and
+lost connections back off replica.fetch.backoff.ms and retry; leadership changes come from the controller.
 """
 from __future__ import annotations
 
@@ -16,11 +17,11 @@ from dataclasses import dataclass
 
 import gevent
 import gevent.event
-from kafka.protocol.consumer import (FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse,
-                                     OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse)
+from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest, OffsetForLeaderEpochRequest
 
-from ..network.client import BrokerClient, BrokerConnectionError
+from ..protocol.client import Connection
 from ..protocol.errors import Errors, KafkaError
+from ..protocol.hotpath import decode_fetch_response
 
 log = logging.getLogger("kbroker.replica.fetcher")
 
@@ -42,8 +43,8 @@ class ReplicaFetcher:
         self.leader_id = leader_id
         cfg = manager.config
         self.broker_id = manager.broker_id
-        self.client = BrokerClient(host, port, f"broker-{self.broker_id}-fetcher-{leader_id}",
-                                   cfg["replica.socket.timeout.ms"] / 1000.0)
+        self.client = Connection(host, port, f"broker-{self.broker_id}-fetcher-{leader_id}",
+                                 cfg["replica.socket.timeout.ms"] / 1000.0)
         self.partitions: dict[tuple[str, int], FetchState] = {}
         self.backoff = cfg["replica.fetch.backoff.ms"] / 1000.0
         self.wakeup = gevent.event.Event()
@@ -71,7 +72,7 @@ class ReplicaFetcher:
                 self._truncate_pending()
                 if not self._fetch_once():
                     gevent.sleep(self.backoff)
-            except (BrokerConnectionError, OSError) as e:
+            except KafkaError as e:   # from the client: the connection is closed, the next round reopens it
                 log.info("fetcher %d -> broker %d: %s; retrying in %gs", self.broker_id, self.leader_id, e,
                          self.backoff)
                 gevent.sleep(self.backoff)
@@ -108,7 +109,7 @@ class ReplicaFetcher:
             return
         request = R(version=OFFSET_FOR_LEADER_EPOCH_VERSION, replica_id=self.broker_id, topics=[
             R.OffsetForLeaderTopic(topic=t, partitions=ps) for t, ps in by_topic.items()])
-        response = self.client.send(request, OffsetForLeaderEpochResponse, OFFSET_FOR_LEADER_EPOCH_VERSION)
+        response = self.client.send(request)
         for t in response.topics:
             for p in t.partitions:
                 tp = (t.topic, p.partition)
@@ -142,10 +143,10 @@ class ReplicaFetcher:
                     isolation_level=0, session_id=0, session_epoch=-1,
                     topics=[R.FetchTopic(topic=t, partitions=ps) for t, ps in by_topic.items()],
                     forgotten_topics_data=[], rack_id="")
-        response = self.client.send(request, FetchResponse, FETCH_VERSION)
-        for t in response.responses:
-            for p in t.partitions:
-                tp = (t.topic, p.partition_index)
+        response = decode_fetch_response(self.client.send(request, decode=False), FETCH_VERSION)
+        for topic, partitions in response.topics:
+            for p in partitions:
+                tp = (topic, p.partition)
                 partition = self._partition(tp)
                 if partition is None:
                     continue
@@ -155,7 +156,7 @@ class ReplicaFetcher:
                     self._fail(tp, Errors(p.error_code))
                 else:
                     try:
-                        partition.append_as_follower(p.records or b"", p.high_watermark)
+                        partition.append_as_follower(p.records[0] if p.records else b"", p.high_watermark)
                     except KafkaError as e:
                         log.error("fetcher %d: cannot append data of %s-%d from broker %d: %s", self.broker_id,
                                   tp[0], tp[1], self.leader_id, e)
@@ -178,7 +179,7 @@ class ReplicaFetcher:
             R.ListOffsetsTopic(name=tp[0], partitions=[R.ListOffsetsTopic.ListOffsetsPartition(
                 partition_index=tp[1], current_leader_epoch=self.partitions[tp].leader_epoch,
                 timestamp=timestamp)])])
-        response = self.client.send(request, ListOffsetsResponse, LIST_OFFSETS_VERSION)
+        response = self.client.send(request)
         p = response.topics[0].partitions[0]
         if p.error_code:
             raise KafkaError(Errors(p.error_code), "ListOffsets from the leader failed")

@@ -28,9 +28,9 @@ from dataclasses import dataclass
 
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
-from ..protocol.errors import Errors
+from ..protocol.errors import Errors, error_name
 from .arrow import Columns, scan
-from .client import EARLIEST, LATEST, KafkaClient, KafkaClientError, TopicPartition
+from .client import EARLIEST, LATEST, KafkaClient, KafkaError, TopicPartition
 from .options import OffsetSpec, OptionError, SourceOptions, Subscription
 
 log = logging.getLogger(__name__)
@@ -89,7 +89,7 @@ def resolve(client: KafkaClient, spec: OffsetSpec, partitions: list[TopicPartiti
     """Offsets of `partitions` for a starting or ending OffsetSpec."""
     which = "startingOffsets" if starting else "endingOffsets"
     if spec.kind in ("earliest", "latest"):
-        return client.list_offsets({tp: EARLIEST if spec.kind == "earliest" else LATEST for tp in partitions})
+        return client.offsets({tp: EARLIEST if spec.kind == "earliest" else LATEST for tp in partitions})
     if spec.kind == "timestamp":
         wanted = {tp: spec.timestamp for tp in partitions}
     else:
@@ -104,16 +104,16 @@ def resolve(client: KafkaClient, spec: OffsetSpec, partitions: list[TopicPartiti
             special = {tp: n for tp, n in given.items() if n in (EARLIEST, LATEST)}
             if any(n < EARLIEST for n in given.values()):
                 raise OptionError(f"Offsets in {which} must be >= -2: {dict((str(k), v) for k, v in given.items())}")
-            return {**given, **client.list_offsets(special)}
+            return {**given, **client.offsets(special)}
         wanted = given
-    found = client.list_offsets(wanted)
+    found = client.offsets(wanted)
     missing = [tp for tp, off in found.items() if off < 0]
     if missing:
         if starting and strategy == "error":
             tp = missing[0]
             raise DataLossError(f"No offset matched from request of topic-partition {tp} and timestamp "
                                 f"{wanted[tp]}.")
-        found.update(client.list_offsets({tp: LATEST for tp in missing}))
+        found.update(client.offsets({tp: LATEST for tp in missing}))
     return found
 
 
@@ -150,8 +150,8 @@ def plan(options: SourceOptions) -> list[OffsetRange]:
             return []
         starts = resolve(client, options.starting, partitions, True, options.by_timestamp_strategy)
         ends = resolve(client, options.ending, partitions, False)
-        latest = client.list_offsets({tp: LATEST for tp in partitions})
-        earliest = client.list_offsets({tp: EARLIEST for tp in partitions})
+        latest = client.offsets({tp: LATEST for tp in partitions})
+        earliest = client.offsets({tp: EARLIEST for tp in partitions})
     ranges = []
     for tp in partitions:
         start, end = starts[tp], min(ends[tp], latest[tp])
@@ -177,7 +177,7 @@ def read_range(client: KafkaClient, r: OffsetRange, options: SourceOptions):
         fetched = client.fetch(tp, offset, options.max_partition_fetch_bytes, sent=sent)
         sent = None
         if fetched.error_code == Errors.OFFSET_OUT_OF_RANGE:
-            earliest = client.list_offsets({tp: EARLIEST})[tp]
+            earliest = client.offsets({tp: EARLIEST})[tp]
             if offset < earliest:
                 report_data_loss(options.fail_on_data_loss,
                                  f"Cannot fetch offset {offset} of {tp}: the earliest offset is {earliest}.")
@@ -187,9 +187,8 @@ def read_range(client: KafkaClient, r: OffsetRange, options: SourceOptions):
                              f"Cannot fetch offset {offset} of {tp}: it is past the end of the partition.")
             return
         if fetched.error_code:
-            raise KafkaClientError(f"Fetch {tp} at offset {offset}: {Errors(fetched.error_code).name}",
-                                   fetched.error_code)
-        records = bytes(fetched.records)
+            raise KafkaError(fetched.error_code, f"Fetch {tp} at offset {offset}: {error_name(fetched.error_code)}")
+        records = bytes(fetched.records[0]) if fetched.records else b""
         entries = scan(records)
         next_offset = entries[-1][2] if entries else -1
         if next_offset <= offset:

@@ -81,14 +81,14 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def _latest(self) -> dict[TopicPartition, int]:
         partitions = subscribed_partitions(self.client, self.options.subscription)
-        return self.client.list_offsets({tp: LATEST for tp in partitions})
+        return self.client.offsets({tp: LATEST for tp in partitions})
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         begin = from_json(start)
         latest = dict(self._target) if self._target is not None else self._latest()
         new = [tp for tp in latest if tp not in begin]
         if new:
-            begin.update(self.client.list_offsets({tp: EARLIEST for tp in new}))
+            begin.update(self.client.offsets({tp: EARLIEST for tp in new}))
         gone = [tp for tp in begin if tp not in latest]
         if gone:
             report_data_loss(self.options.fail_on_data_loss,
@@ -106,7 +106,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         begin, until = from_json(start), from_json(end)
         new = [tp for tp in until if tp not in begin]
         if new:
-            begin.update(self.client.list_offsets({tp: EARLIEST for tp in new}))
+            begin.update(self.client.offsets({tp: EARLIEST for tp in new}))
         return [OffsetRange(tp.topic, tp.partition, begin[tp], e) for tp, e in sorted(until.items()) if e > begin[tp]]
 
     def read(self, partition: InputPartition):

@@ -24,7 +24,8 @@ from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.types import ArrayType, BinaryType, IntegerType, StringType, StructType
 
 from .arrow import HEADER_TYPE
-from .client import KafkaClient, KafkaClientError, TopicPartition
+from ..protocol.errors import Errors
+from .client import KafkaClient, KafkaError, TopicPartition
 from .options import OptionError, SinkOptions
 
 _CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
@@ -78,7 +79,7 @@ class _Producer:
         if n is None:
             n = len(self.client.partitions_of([topic]).get(topic, []))
             if n == 0:
-                raise KafkaClientError(f"Topic {topic} not present in metadata.")
+                raise KafkaError(Errors.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {topic} not present in metadata.")
             self.partition_counts[topic] = n
         return n
 
@@ -98,7 +99,8 @@ class _Producer:
         tp = self.tps.get((topic, partition))
         if tp is None:
             if not 0 <= partition < self.partitions(topic):
-                raise KafkaClientError(f"Partition {partition} of topic {topic} does not exist.")
+                raise KafkaError(Errors.UNKNOWN_TOPIC_OR_PARTITION,
+                                 f"Partition {partition} of topic {topic} does not exist.")
             tp = self.tps[(topic, partition)] = TopicPartition(topic, partition)
         return tp
 

@@ -4,7 +4,6 @@ lz4 framing needs the optional `xxhash` package, which the venv does not have)."
 from __future__ import annotations
 
 import os
-import socket
 import struct
 import time
 import uuid
@@ -13,7 +12,9 @@ from dataclasses import dataclass, field
 from click.testing import CliRunner
 
 from admin_cli.main import cli
-from kafka.protocol.metadata import MetadataRequest, MetadataResponse
+from kafka.protocol.metadata import MetadataRequest
+
+from kbroker.protocol.client import Connection, KafkaError
 from tests.integration.conftest import Cluster, wait_until
 
 
@@ -28,18 +29,7 @@ def now_ms() -> int:
 # ---- topics --------------------------------------------------------------------------------------------------
 
 def raw_metadata(bootstrap: str, topics=None, version: int = 1):
-    host, port = bootstrap.rsplit(":", 1)
-    request = MetadataRequest(version=version, topics=topics)
-    request.with_header(correlation_id=1, client_id="clients-test-wait")
-    with socket.create_connection((host, int(port)), timeout=5) as s:
-        s.sendall(bytes(request.encode(header=True, framed=True)))
-        buf = b""
-        while len(buf) < 4 or len(buf) < 4 + struct.unpack(">i", buf[:4])[0]:
-            chunk = s.recv(65536)
-            if not chunk:
-                raise ConnectionError("closed")
-            buf += chunk
-    return MetadataResponse.decode(buf[8:], version=version)
+    return raw_request(bootstrap, MetadataRequest(version=version, topics=topics), timeout=5)
 
 
 def leaders_known(cluster: Cluster, topic: str, partitions: int) -> bool:
@@ -49,7 +39,7 @@ def leaders_known(cluster: Cluster, topic: str, partitions: int) -> bool:
             continue
         try:
             md = raw_metadata(b.bootstrap, [topic])
-        except OSError:
+        except KafkaError:
             return False
         t = {t.name: t for t in md.topics}.get(topic)
         if t is None or t.error_code != 0 or len(t.partitions) != partitions:
@@ -276,23 +266,16 @@ class XXHashShim:
     xxh32 = _Digest
 
 
-# ---- raw requests (non-flexible versions only) ---------------------------------------------------------------
+# ---- raw requests --------------------------------------------------------------------------------------------
 
-def raw_request(bootstrap: str, request, response_class, timeout: float = 15.0):
-    """Send one request on a fresh connection and decode the answer (response header v0: correlation id only)."""
+def raw_request(bootstrap: str, request, timeout: float = 15.0, client_id: str = "clients-test-raw"):
+    """Send one request (its version set) on a fresh connection of the protocol client; its decoded answer."""
     host, port = bootstrap.rsplit(":", 1)
-    request.with_header(correlation_id=7, client_id="clients-test-raw")
-    with socket.create_connection((host, int(port)), timeout=timeout) as s:
-        s.settimeout(timeout)
-        s.sendall(bytes(request.encode(header=True, framed=True)))
-        buf = b""
-        while len(buf) < 4 or len(buf) < 4 + struct.unpack(">i", buf[:4])[0]:
-            chunk = s.recv(1 << 20)
-            if not chunk:
-                raise ConnectionError(f"connection closed after {len(buf)} bytes")
-            buf += chunk
-    assert struct.unpack(">i", buf[4:8])[0] == 7
-    return response_class.decode(buf[8:], version=request.version)
+    conn = Connection(host, int(port), client_id, timeout)
+    try:
+        return conn.send(request)
+    finally:
+        conn.close()
 
 
 def build_batch(magic: int, codec: int, records: list[Rec]) -> bytes:

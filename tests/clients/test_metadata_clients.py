@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import socket
-import struct
 import subprocess
 import uuid
 from collections import Counter
@@ -17,7 +15,8 @@ import pytest
 from click.testing import CliRunner
 
 from admin_cli.main import cli
-from kafka.protocol.metadata import MetadataRequest, MetadataResponse
+from kbroker.protocol.client import KafkaError
+from tests.clients._util import raw_metadata
 from tests.integration.conftest import Cluster, wait_until
 
 TOPIC = "orders"
@@ -25,26 +24,11 @@ PARTITIONS = 6
 BROKER_IDS = {1, 2, 3}
 
 
-def raw_metadata(bootstrap: str, version: int = 1):
-    host, port = bootstrap.rsplit(":", 1)
-    request = MetadataRequest(version=version, topics=None)
-    request.with_header(correlation_id=1, client_id="test-wait")
-    with socket.create_connection((host, int(port)), timeout=5) as s:
-        s.sendall(bytes(request.encode(header=True, framed=True)))
-        buf = b""
-        while len(buf) < 4 or len(buf) < 4 + struct.unpack(">i", buf[:4])[0]:
-            chunk = s.recv(65536)
-            if not chunk:
-                raise ConnectionError("closed")
-            buf += chunk
-    return MetadataResponse.decode(buf[8:], version=version)
-
-
 def _topic_ready_everywhere(cluster: Cluster) -> bool:
     for b in cluster.brokers.values():
         try:
             md = raw_metadata(b.bootstrap)
-        except OSError:
+        except KafkaError:
             return False
         topics = {t.name: t for t in md.topics}
         if {br.node_id for br in md.brokers} != BROKER_IDS or md.controller_id not in BROKER_IDS:
@@ -111,7 +95,7 @@ def test_kafka_python_consumer_sees_topic_and_partitions(cluster, ports, api_ver
 def test_kafka_python_negotiates_from_api_versions(cluster):
     """With api_version=None the client asks ApiVersions and picks versions from the ranges we advertise."""
     from kafka import KafkaConsumer
-    from kafka.protocol.metadata import ApiVersionsRequest
+    from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest
     consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap, api_version=None, request_timeout_ms=10000)
     try:
         consumer.topics()

@@ -11,14 +11,14 @@ One broker serves the whole module; each test has its own topics.
 """
 from __future__ import annotations
 
-import socket
-import struct
 import threading
 import time
 
 import pytest
 
-from kafka.protocol.consumer import FetchRequest, FetchResponse
+from kafka.protocol.consumer import FetchRequest
+
+from kbroker.protocol.client import Connection
 from tests.clients._util import (ck_consume, create_topic, kp_consume, kp_produce, log_entries, now_ms,
                                  raw_request, sample_records, segment_path, unique)
 
@@ -133,7 +133,7 @@ def test_offsets_for_times_on_magic_0_topic_is_unsupported(cluster1m):
     """Kafka: ListOffsets v1+ by timestamp on a message format v0 topic → UNSUPPORTED_FOR_MESSAGE_FORMAT (43;
     kafka-python then leaves the partition out: None); earliest/latest still work."""
     from kafka import TopicPartition
-    from kafka.protocol.consumer import ListOffsetsRequest, ListOffsetsResponse
+    from kafka.protocol.consumer import ListOffsetsRequest
     bs = cluster1m.bootstrap
     topic = create_topic(cluster1m, unique("fmt-082"), configs={"message.format.version": "0.8.2"})
     kp_produce(bs, topic, sample_records(3, headers=False), enable_idempotence=False)
@@ -150,7 +150,7 @@ def test_offsets_for_times_on_magic_0_topic_is_unsupported(cluster1m):
         req = ListOffsetsRequest(version=version, replica_id=-1, isolation_level=0, topics=[
             LT(name=topic, partitions=[LT.ListOffsetsPartition(partition_index=0, current_leader_epoch=-1,
                                                                timestamp=now_ms() - 100_000)])])
-        (t,) = raw_request(bs, req, ListOffsetsResponse).topics
+        (t,) = raw_request(bs, req).topics
         (p,) = t.partitions
         assert p.error_code == UNSUPPORTED_FOR_MESSAGE_FORMAT, version
 
@@ -300,31 +300,27 @@ def test_confluent_fetch_wakes_on_produce(cluster1m):
 
 def _fetch_request(topic, max_wait_ms, min_bytes, offset=0):
     FT = FetchRequest.FetchTopic
-    req = FetchRequest(version=4, replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=min_bytes, max_bytes=1 << 20,
-                       isolation_level=0, topics=[FT(topic=topic, partitions=[FT.FetchPartition(
-                           partition=0, fetch_offset=offset, partition_max_bytes=1 << 20)])])
-    req.with_header(correlation_id=11, client_id="wait-test")
-    return bytes(req.encode(header=True, framed=True))
+    return FetchRequest(version=4, replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=min_bytes, max_bytes=1 << 20,
+                        isolation_level=0, topics=[FT(topic=topic, partitions=[FT.FetchPartition(
+                            partition=0, fetch_offset=offset, partition_max_bytes=1 << 20)])])
 
 
-def _timed_fetch(bs, frame, during=None):
+def _timed_fetch(bs, request, during=None):
     """Send a fetch, run `during` (in a thread) while it waits; (elapsed seconds, partition response)."""
     host, port = bs.rsplit(":", 1)
-    with socket.create_connection((host, int(port)), timeout=20) as s:
+    conn = Connection(host, int(port), "wait-test", 20)
+    try:
         t0 = time.monotonic()
-        s.sendall(frame)
+        conn.submit(request)
         th = threading.Thread(target=during) if during else None
         if th:
             th.start()
-        buf = b""
-        while len(buf) < 4 or len(buf) < 4 + struct.unpack(">i", buf[:4])[0]:
-            chunk = s.recv(1 << 20)
-            assert chunk, "connection closed"
-            buf += chunk
+        resp = conn.receive()
         elapsed = time.monotonic() - t0
         if th:
             th.join()
-    resp = FetchResponse.decode(buf[8:], version=4)
+    finally:
+        conn.close()
     (t,) = resp.responses
     (part,) = t.partitions
     return elapsed, part

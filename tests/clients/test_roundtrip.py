@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import pytest
 
-from kafka.protocol.consumer import FetchRequest, FetchResponse
-from kafka.protocol.producer import ProduceRequest, ProduceResponse
+from kafka.protocol.consumer import FetchRequest
+from kafka.protocol.producer import ProduceRequest
 from tests.clients._util import (build_batch, ck_consume, create_topic, kp_consume, kp_produce, log_entries,
                                  raw_request, sample_records, segment_path, unique)
 
@@ -244,7 +244,7 @@ def _produce_raw(bs, topic, version, records_bytes):
     TopicData = ProduceRequest.TopicProduceData
     req = ProduceRequest(version=version, transactional_id=None, acks=1, timeout_ms=5000, topic_data=[
         TopicData(name=topic, partition_data=[TopicData.PartitionProduceData(index=0, records=records_bytes)])])
-    resp = raw_request(bs, req, ProduceResponse)
+    resp = raw_request(bs, req)
     (t,) = resp.responses
     (p,) = t.partition_responses
     return p
@@ -258,7 +258,7 @@ def _fetch_raw(bs, topic, version, offset=0):
                                partition=0, current_leader_epoch=-1, fetch_offset=offset, log_start_offset=-1,
                                partition_max_bytes=1 << 20)])],
                        forgotten_topics_data=[], rack_id="")
-    resp = raw_request(bs, req, FetchResponse)
+    resp = raw_request(bs, req)
     (t,) = resp.responses
     (p,) = t.partitions
     return p

@@ -96,20 +96,19 @@ def test_create_and_delete_topics_with_admin_clients(cluster3):
 
 def test_raw_requests_and_kafka_python_admin(cluster3):
     from kafka.admin import KafkaAdminClient, NewTopic as KNewTopic
-    from kafka.protocol.admin import (CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest,
-                                      DeleteTopicsResponse)
-    from kbroker.network.client import BrokerClient
+    from kafka.protocol.admin import CreateTopicsRequest, DeleteTopicsRequest
+    from kbroker.protocol.client import Connection
 
     c = cluster3
     controller = c.zk.get_controller_id()
     other = next(b for i, b in c.brokers.items() if i != controller)
     ctl = c.brokers[controller]
 
-    def send(broker, req, resp, version):
+    def send(broker, req):
         host, port = broker.bootstrap.split(":")
-        client = BrokerClient(host, int(port), "test")
+        client = Connection(host, int(port), "test")
         try:
-            return client.send(req, resp, version)
+            return client.send(req)
         finally:
             client.close()
 
@@ -126,7 +125,7 @@ def test_raw_requests_and_kafka_python_admin(cluster3):
                                                    assignments=[T.CreatableReplicaAssignment(
                                                        partition_index=0, broker_ids=[1])], configs=[])],
                               timeout_ms=15000, validate_only=False)
-    r = send(ctl, req, CreateTopicsResponse, 5)
+    r = send(ctl, req)
     by = {}
     for t in r.topics:
         by.setdefault(t.name, []).append(t)
@@ -139,13 +138,12 @@ def test_raw_requests_and_kafka_python_admin(cluster3):
     # An empty name is an illegal name (it once looked up /brokers/topics itself and answered "already exists").
     empty = CreateTopicsRequest(version=5, topics=[T(name="", num_partitions=1, replication_factor=1, assignments=[],
                                                      configs=[])], timeout_ms=15000, validate_only=False)
-    (t,) = send(ctl, empty, CreateTopicsResponse, 5).topics
+    (t,) = send(ctl, empty).topics
     assert (t.error_code, t.error_message) == (17, "Topic name is illegal, it can't be empty.")
     # Not the controller: NOT_CONTROLLER (41) for each topic.
-    r = send(other, req, CreateTopicsResponse, 5)
+    r = send(other, req)
     assert {t.error_code for t in r.topics} == {41}
-    r = send(other, DeleteTopicsRequest(version=4, topic_names=["defaults"], timeout_ms=1000),
-             DeleteTopicsResponse, 4)
+    r = send(other, DeleteTopicsRequest(version=4, topic_names=["defaults"], timeout_ms=1000))
     assert [(t.name, t.error_code) for t in r.responses] == [("defaults", 41)]
 
     # kafka-python's admin client, creating then deleting.
@@ -166,7 +164,7 @@ def test_raw_requests_and_kafka_python_admin(cluster3):
     # A topic whose deletion waits (a replica on broker 9, which does not exist): elections refuse it with
     # INVALID_TOPIC_EXCEPTION "The topic is being deleted", through the API and through kadmin in both modes.
     from click.testing import CliRunner
-    from kafka.protocol.admin import ElectLeadersRequest, ElectLeadersResponse
+    from kafka.protocol.admin import ElectLeadersRequest
     from admin_cli.main import cli as kadmin
     from zk import admin as zk_admin
     zk_admin.create_topic_with_assignment(c.zk, "doomed", {0: [1, 9]})
@@ -175,7 +173,7 @@ def test_raw_requests_and_kafka_python_admin(cluster3):
     wait_until(lambda: "doomed" in c.zk.get_topic_deletions(), message="doomed marked")
     req = ElectLeadersRequest(version=1, election_type=0, timeout_ms=10000, topic_partitions=[
         ElectLeadersRequest.TopicPartitions(topic="doomed", partitions=[0])])
-    (topic,) = send(ctl, req, ElectLeadersResponse, 1).replica_election_results
+    (topic,) = send(ctl, req).replica_election_results
     (p,) = topic.partition_result
     assert (p.error_code, p.error_message) == (17, "The topic is being deleted")
     for mode in (["--zookeeper", c.zk_connect], ["--bootstrap-server", c.bootstrap]):

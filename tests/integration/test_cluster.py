@@ -9,12 +9,12 @@ import subprocess
 import time
 
 from click.testing import CliRunner
-from kafka.protocol.metadata import MetadataRequest, MetadataResponse
+from kafka.protocol.metadata import MetadataRequest
 
 from admin_cli.main import cli as kadmin
 from kbroker.metadata_cache import uuid_to_topic_id
-from kbroker.network.client import BrokerClient
-from kbroker.protocol.interbroker import UpdateMetadataRequest, UpdateMetadataResponse
+from kbroker.protocol.client import Connection
+from kbroker.protocol.interbroker import UpdateMetadataRequest
 from tests.integration.conftest import SESSION_TIMEOUT_MS, wait_until
 from zk.launcher import ZKCLI
 
@@ -27,12 +27,12 @@ def create_topic(cluster, name, partitions, rf):
 
 def metadata(bootstrap: str, topics=None, version: int = 9):
     host, port = bootstrap.split(":")
-    client = BrokerClient(host, int(port), "test")
+    client = Connection(host, int(port), "test")
     try:
         req = MetadataRequest(version=version, topics=None if topics is None else
                               [MetadataRequest.MetadataRequestTopic(name=t) for t in topics],
                               allow_auto_topic_creation=False)
-        return client.send(req, MetadataResponse, version)
+        return client.send(req)
     finally:
         client.close()
 
@@ -237,11 +237,11 @@ def test_stale_controller_epoch_refused(cluster1):
     b = c.brokers[1]
     wait_until(lambda: metadata(b.bootstrap).controller_id == 1, message="metadata from the controller")
     host, port = b.bootstrap.split(":")
-    client = BrokerClient(host, int(port), "old-controller")
+    client = Connection(host, int(port), "old-controller")
     try:
         req = UpdateMetadataRequest(version=7, controller_id=9, controller_epoch=0, broker_epoch=-1,
                                     topic_states=[], live_brokers=[])
-        resp = client.send(req, UpdateMetadataResponse, 7)
+        resp = client.send(req)
     finally:
         client.close()
     assert resp.error_code == 11  # STALE_CONTROLLER_EPOCH

@@ -8,11 +8,10 @@ import os
 
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
-from kafka.protocol.admin import (DescribeClusterRequest, DescribeClusterResponse, DescribeLogDirsRequest,
-                                  DescribeLogDirsResponse)
-from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
+from kafka.protocol.admin import DescribeClusterRequest, DescribeLogDirsRequest
+from kafka.protocol.metadata import ApiVersionsRequest
 
-from kbroker.network.client import BrokerClient
+from kbroker.protocol.client import Connection
 from tests.integration.conftest import wait_until
 from tests.integration.test_cluster import wait_topic
 from zk import admin as zk_admin
@@ -21,11 +20,11 @@ KAFKA_STORAGE_ERROR = 56
 NOT_REQUESTED = -2 ** 31
 
 
-def _send(broker, request, response_class, version):
+def _send(broker, request):
     host, port = broker.bootstrap.split(":")
-    client = BrokerClient(host, int(port), "test", timeout=10)
+    client = Connection(host, int(port), "test", timeout=10)
     try:
-        return client.send(request, response_class, version)
+        return client.send(request)
     finally:
         client.close()
 
@@ -101,14 +100,14 @@ def test_describe_log_dirs(cluster3):
 
     # v0 (not flexible) over a raw connection, null topics = all; the sizes are the same.
     b1 = c.brokers[1]
-    r = _send(b1, DescribeLogDirsRequest(version=0, topics=None), DescribeLogDirsResponse, 0)
+    r = _send(b1, DescribeLogDirsRequest(version=0, topics=None))
     assert _reported([d.to_dict() for d in r.results]) == _reported(after[1])
 
     # A log dir that is gone (removed under the broker) answers KAFKA_STORAGE_ERROR with no topics.
     data = _data_dir(c.brokers[3])
     os.rename(data, data + ".away")
     try:
-        r = _send(c.brokers[3], DescribeLogDirsRequest(version=1, topics=None), DescribeLogDirsResponse, 1)
+        r = _send(c.brokers[3], DescribeLogDirsRequest(version=1, topics=None))
     finally:
         os.rename(data + ".away", data)
     assert [(d.log_dir, d.error_code, d.topics) for d in r.results] == [(data, KAFKA_STORAGE_ERROR, [])]
@@ -123,19 +122,17 @@ def test_describe_cluster_and_api_versions(cluster3):
 
     # Every broker advertises Kafka 2.8's ranges.
     for b in c.brokers.values():
-        r = _send(b, ApiVersionsRequest(version=3, client_software_name="t", client_software_version="1"),
-                  ApiVersionsResponse, 3)
+        r = _send(b, ApiVersionsRequest(version=3, client_software_name="t", client_software_version="1"))
         ranges = {k.api_key: (k.min_version, k.max_version) for k in r.api_keys}
         assert (ranges[35], ranges[60]) == ((0, 2), (0, 0))
 
     # Raw v0: with and without cluster authorized operations, from a broker that is not the controller.
     other = next(b for i, b in c.brokers.items() if i != controller)
-    wait_until(lambda: _send(other, DescribeClusterRequest(version=0, include_cluster_authorized_operations=False),
-                             DescribeClusterResponse, 0).controller_id == controller,
+    wait_until(lambda: _send(other, DescribeClusterRequest(
+        version=0, include_cluster_authorized_operations=False)).controller_id == controller,
                timeout=10, message="the controller known to every broker")
     for include, ops in ((False, None), (True, {5, 7, 8, 9, 10, 11, 12})):
-        r = _send(other, DescribeClusterRequest(version=0, include_cluster_authorized_operations=include),
-                  DescribeClusterResponse, 0)
+        r = _send(other, DescribeClusterRequest(version=0, include_cluster_authorized_operations=include))
         assert (r.error_code, r.error_message, r.cluster_id, r.controller_id) == \
             (0, None, c.zk.get_cluster_id(), controller)
         assert {x.broker_id: (x.host, x.port) for x in r.brokers} == expected_nodes

@@ -14,7 +14,7 @@ from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, 
 from kafka import KafkaProducer
 from kafka.errors import MessageSizeTooLargeError, NotEnoughReplicasError
 
-from kbroker.network.client import BrokerClient
+from kbroker.protocol.client import Connection, KafkaError
 from tests.integration.conftest import wait_until
 from tests.integration.test_cluster import metadata, zkcli_get
 from zk import admin as zk_admin
@@ -41,14 +41,14 @@ def _describe(admin, name: str) -> dict:
 def _alter_defaults(bootstrap: str, ops: dict) -> tuple[int, str | None]:
     """IncrementalAlterConfigs v1 on the cluster defaults (BROKER resource ""), as Java's AdminClient sends it
     (librdkafka and kafka-python cannot name that resource): (error code, message)."""
-    from kafka.protocol.admin import IncrementalAlterConfigsRequest as Req, IncrementalAlterConfigsResponse as Resp
+    from kafka.protocol.admin import IncrementalAlterConfigsRequest as Req
     host, port = bootstrap.split(",")[0].split(":")
-    client = BrokerClient(host, int(port), "test")
+    client = Connection(host, int(port), "test")
     try:
         resource = Req.AlterConfigsResource(resource_type=4, resource_name="", configs=[
             Req.AlterConfigsResource.AlterableConfig(name=k, config_operation=1 if v is None else 0, value=v)
             for k, v in ops.items()])
-        (result,) = client.send(Req(version=1, resources=[resource], validate_only=False), Resp, 1).responses
+        (result,) = client.send(Req(version=1, resources=[resource], validate_only=False)).responses
     finally:
         client.close()
     return result.error_code, result.error_message
@@ -111,13 +111,13 @@ def test_broker_configs_altered_described_and_applied_live(cluster_factory):
     assert _synonyms(c.bootstrap, "3", "log.retention.ms") == [
         ("log.retention.ms", "7200000", DYN_DEFAULT), ("log.retention.hours", "100", STATIC),
         ("log.retention.hours", "168", DEFAULT)]
-    from kafka.protocol.admin import DescribeConfigsRequest as Req, DescribeConfigsResponse as Resp
-    client = BrokerClient("127.0.0.1", c.brokers[1].port, "test")
+    from kafka.protocol.admin import DescribeConfigsRequest as Req
+    client = Connection("127.0.0.1", c.brokers[1].port, "test")
     try:
         req = Req(version=4, resources=[Req.DescribeConfigsResource(resource_type=4, resource_name="",
                                                                     configuration_keys=None)],
                   include_synonyms=True, include_documentation=False)
-        (result,) = client.send(req, Resp, 4).results
+        (result,) = client.send(req).results
     finally:
         client.close()
     assert {(e.name, e.value, e.config_source, e.read_only) for e in result.configs} == {
@@ -225,18 +225,18 @@ def test_enabling_unclean_election_dynamically_elects_offline_partitions(cluster
 
 
 def test_connection_limit_changes_live(cluster1):
-    from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
+    from kafka.protocol.metadata import ApiVersionsRequest
 
     def answered(n: int) -> int:
         """Open n connections at once; how many answer ApiVersions."""
-        clients = [BrokerClient("127.0.0.1", cluster1.brokers[1].port, "test", timeout=5) for _ in range(n)]
+        clients = [Connection("127.0.0.1", cluster1.brokers[1].port, "test", timeout=5) for _ in range(n)]
         ok = 0
         try:
             for client in clients:
                 try:
-                    client.send(ApiVersionsRequest(version=0), ApiVersionsResponse, 0)
+                    client.send(ApiVersionsRequest(version=0))
                     ok += 1
-                except OSError:
+                except KafkaError:
                     pass
         finally:
             for client in clients:

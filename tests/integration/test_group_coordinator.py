@@ -4,10 +4,10 @@ NOT_COORDINATOR routing, acks=-1 commits that time out while the ISR lags, and g
 offsets log after a restart (whose records are checked byte for byte against Kafka's formats)."""
 from __future__ import annotations
 
+import functools
 import glob
 import os
 import signal
-import socket
 import struct
 import subprocess
 import uuid
@@ -19,13 +19,13 @@ from kafka.protocol.consumer import (HeartbeatRequest, JoinGroupRequest, LeaveGr
                                      OffsetDeleteRequest, OffsetFetchRequest, SyncGroupRequest)
 from kafka.protocol.metadata import MetadataRequest
 from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest
-from kbroker.api import REGISTRY
 from kbroker.coordinator.schemas import (GroupMetadataKey, OffsetKey, partition_for, read_group_value, read_key,
                                          read_offset_value)
+from kbroker.protocol.client import KafkaError
 from kbroker.protocol.errors import Errors
 from kbroker.records.batches import v2_records
 from kbroker.records.entries import iter_entries
-from tests.clients._util import create_topic
+from tests.clients._util import create_topic, raw_request
 from tests.integration.conftest import Cluster, wait_until
 
 OFFSETS = "__consumer_offsets"
@@ -35,23 +35,7 @@ FAST = {"group.initial.rebalance.delay.ms": 0, "group.min.session.timeout.ms": 1
 
 # ---- raw protocol -----------------------------------------------------------------------------------------------
 
-def call(bootstrap: str, request, timeout: float = 20.0):
-    """One request on a fresh connection (any version, flexible or not); the decoded response."""
-    response_class = REGISTRY[request.API_KEY].RESPONSE
-    request.with_header(correlation_id=11, client_id="group-test")
-    host, port = bootstrap.rsplit(":", 1)
-    with socket.create_connection((host, int(port)), timeout=timeout) as s:
-        s.settimeout(timeout)
-        s.sendall(bytes(request.encode(header=True, framed=True)))
-        buf = b""
-        while len(buf) < 4 or len(buf) < 4 + struct.unpack(">i", buf[:4])[0]:
-            chunk = s.recv(1 << 20)
-            if not chunk:
-                raise ConnectionError("connection closed")
-            buf += chunk
-    response = response_class.decode(buf, version=request.API_VERSION, header=True, framed=True)
-    assert response.header.correlation_id == 11
-    return response
+call = functools.partial(raw_request, client_id="group-test")
 
 
 def subscription(*topics: str) -> bytes:
@@ -73,7 +57,7 @@ def coordinator_of(cluster: Cluster, group: str, timeout: float = 30.0):
             if b.alive():
                 try:
                     r = find_coordinator(b.bootstrap, group)
-                except OSError:      # not listening (yet)
+                except KafkaError:   # not listening (yet)
                     continue
                 if r.error_code == 0:
                     return cluster.brokers[r.node_id]

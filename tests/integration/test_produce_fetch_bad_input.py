@@ -6,14 +6,13 @@ there before, and the next good produce gets exactly the old end offset), and le
 
 One 1-broker cluster (auto.create.topics.enable=false) serves most of the module; a 3-broker cluster, started
 only for the tests that need partitions led elsewhere or a bumped leader epoch, serves the rest. Requests are
-kafka-python message classes sent with kbroker's BrokerClient or as raw frames; record batches are built
+kafka-python message classes sent with kbroker's protocol client (a Connection); record batches are built
 with aiokafka's C builders and then patched with struct (v2 header layout below).
 """
 from __future__ import annotations
 
 import gzip
 import random
-import socket
 import struct
 import time
 import uuid
@@ -26,13 +25,12 @@ from aiokafka.record.default_records import DefaultRecordBatchBuilder
 from aiokafka.record.legacy_records import LegacyRecordBatchBuilder
 from aiokafka.record.memory_records import MemoryRecords
 from click.testing import CliRunner
-from kafka.protocol.consumer import FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse
-from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
-from kafka.protocol.producer import (InitProducerIdRequest, InitProducerIdResponse, ProduceRequest,
-                                     ProduceResponse)
+from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
+from kafka.protocol.metadata import ApiVersionsRequest
+from kafka.protocol.producer import InitProducerIdRequest, ProduceRequest
 
 from admin_cli.main import cli as kadmin
-from kbroker.network.client import BrokerClient, BrokerConnectionError
+from kbroker.protocol.client import Connection, ConnectionLost, KafkaError
 from tests.integration.conftest import Cluster, wait_until
 
 # Kafka error codes
@@ -137,9 +135,9 @@ def decode_records(data: bytes) -> list[tuple[int, bytes]]:
 
 # ---- requests ------------------------------------------------------------------------------------------------
 
-def client_for(broker) -> BrokerClient:
+def client_for(broker) -> Connection:
     host, port = broker.bootstrap.rsplit(":", 1)
-    return BrokerClient(host, int(port), "bad-input-test", timeout=TIMEOUT)
+    return Connection(host, int(port), "bad-input-test", timeout=TIMEOUT)
 
 
 def produce_request(topic: str, partition: int, records, version: int, acks: int = 1, partitions=None):
@@ -155,7 +153,7 @@ def produce(broker, topic: str, records, version: int = 7, partition: int = 0, a
     """The partition response of one Produce request (a fresh connection per request)."""
     c = client_for(broker)
     try:
-        resp = c.send(produce_request(topic, partition, records, version, acks), ProduceResponse, version)
+        resp = c.send(produce_request(topic, partition, records, version, acks))
     finally:
         c.close()
     [t] = resp.responses
@@ -180,7 +178,7 @@ def fetch(broker, topic: str, offset: int, version: int = 11, partition: int = 0
     """(error code, high watermark, records bytes) of one partition."""
     c = client_for(broker)
     try:
-        resp = c.send(fetch_request(topic, partition, offset, version, leader_epoch), FetchResponse, version)
+        resp = c.send(fetch_request(topic, partition, offset, version, leader_epoch))
     finally:
         c.close()
     if version >= 7:
@@ -201,7 +199,7 @@ def list_offsets(broker, queries, version: int = 1):
             topics=[R.ListOffsetsTopic(name=t, partitions=ps) for t, ps in by_topic.items()])
     c = client_for(broker)
     try:
-        resp = c.send(req, ListOffsetsResponse, version)
+        resp = c.send(req)
     finally:
         c.close()
     return [(t.name, p) for t in resp.topics for p in t.partitions]
@@ -216,8 +214,7 @@ def latest_offset(broker, topic: str, partition: int = 0) -> int:
 def init_producer_id(broker) -> tuple[int, int]:
     c = client_for(broker)
     try:
-        resp = c.send(InitProducerIdRequest(version=1, transactional_id=None, transaction_timeout_ms=60000),
-                      InitProducerIdResponse, 1)
+        resp = c.send(InitProducerIdRequest(version=1, transactional_id=None, transaction_timeout_ms=60000))
     finally:
         c.close()
     assert resp.error_code == NONE, resp
@@ -235,36 +232,10 @@ def wait_leader(broker, topic: str, partitions=(0,)) -> None:
     def ready():
         try:
             answers = list_offsets(broker, [(topic, p, -1, -1) for p in partitions])
-        except BrokerConnectionError:
+        except KafkaError:
             return False
         return all(p.error_code == NONE for _, p in answers)
     wait_until(ready, 20, message=f"broker {broker.id} to lead {topic} {list(partitions)}")
-
-
-# ---- raw frames (acks=0 has no response, so BrokerClient cannot be used) -----------------------------------
-
-def raw_frame(request, correlation_id: int) -> bytes:
-    request.with_header(correlation_id=correlation_id, client_id="bad-input-test")
-    return bytes(request.encode(header=True, framed=True))
-
-
-def recv_exact(s: socket.socket, n: int) -> bytes:
-    buf = b""
-    while len(buf) < n:
-        chunk = s.recv(n - len(buf))
-        if not chunk:
-            raise ConnectionError(f"connection closed after {len(buf)} of {n} bytes")
-        buf += chunk
-    return buf
-
-
-def api_versions_on(s: socket.socket, correlation_id: int) -> None:
-    s.sendall(raw_frame(ApiVersionsRequest(version=0), correlation_id))
-    (size,) = struct.unpack(">i", recv_exact(s, 4))
-    payload = recv_exact(s, size)
-    (cid,) = struct.unpack_from(">i", payload, 0)
-    assert cid == correlation_id, f"expected the ApiVersions answer ({correlation_id}), got correlation id {cid}"
-    assert ApiVersionsResponse.decode(payload[4:], version=0).error_code == NONE
 
 
 # ---- fixtures ------------------------------------------------------------------------------------------------
@@ -723,7 +694,7 @@ def test_invalid_required_acks(env):
     c = client_for(b)
     try:
         req = produce_request(MAIN, 0, None, 7, acks=2, partitions=[(0, v2_batch([b"acks-2"]))])
-        resp = c.send(req, ProduceResponse, 7)
+        resp = c.send(req)
     finally:
         c.close()
     [p] = resp.responses[0].partition_responses
@@ -736,21 +707,18 @@ def test_acks_0_with_a_bad_batch_closes_the_connection(env):
     acks=0 produce keeps it open (the next request on it is answered, with its own correlation id)."""
     b = env.broker
     before = snapshot(b)
-    host, port = b.bootstrap.rsplit(":", 1)
-    with socket.create_connection((host, int(port)), timeout=TIMEOUT) as s:
-        s.settimeout(TIMEOUT)
-        s.sendall(raw_frame(produce_request(MAIN, 0, v2_batch([b"acks0-good"]), 7, acks=0), 1))
-        api_versions_on(s, 2)
+    c = client_for(b)
+    try:
+        assert not c.submit(produce_request(MAIN, 0, v2_batch([b"acks0-good"]), 7, acks=0))
+        assert c.send(ApiVersionsRequest(version=0)).error_code == NONE
         bad = v2_batch([b"acks0-bad"])
         bad[-1] ^= 0xFF
-        s.sendall(raw_frame(produce_request(MAIN, 0, bad, 7, acks=0), 3))
-        try:
-            data = s.recv(4096)
-        except ConnectionResetError:
-            data = b""
-        except socket.timeout:
-            pytest.fail("the broker kept the connection open after a failed acks=0 produce")
-        assert data == b"", f"expected the connection to be closed, got {data!r}"
+        assert not c.submit(produce_request(MAIN, 0, bad, 7, acks=0))
+        with pytest.raises(ConnectionLost) as closed:
+            c.send(ApiVersionsRequest(version=0))
+        assert "Timed out" not in str(closed.value), "the broker kept the connection open after a failed acks=0 produce"
+    finally:
+        c.close()
     assert latest_offset(b, MAIN) == before.latest + 1, "only the good acks=0 batch may be appended"
     error, _, data = fetch(b, MAIN, before.latest)
     assert error == NONE and decode_records(data) == [(before.latest, b"acks0-good")]
@@ -792,7 +760,7 @@ def test_one_bad_partition_does_not_fail_the_other(env):
             index=0, records=bytes(bad))])])
     c = client_for(b)
     try:
-        resp = c.send(req, ProduceResponse, 7)
+        resp = c.send(req)
     finally:
         c.close()
     got = {t.name: t.partition_responses[0] for t in resp.responses}
@@ -855,7 +823,7 @@ def test_fetch_with_an_unknown_session_id(env):
     req.session_id, req.session_epoch = 123456, 1
     c = client_for(env.broker)
     try:
-        resp = c.send(req, FetchResponse, 11)
+        resp = c.send(req)
     finally:
         c.close()
     assert resp.error_code == 70 and resp.session_id == 0
@@ -891,7 +859,7 @@ def test_fetch_with_stale_and_future_leader_epoch(three):
     def led_by_1():
         try:
             [(_, p)] = list_offsets(b1, [("fence", 0, -1, -1)], version=4)
-        except BrokerConnectionError:
+        except KafkaError:
             return None
         return p if p.error_code == NONE else None
     p = wait_until(led_by_1, 20, message="broker 1 to take over `fence`")

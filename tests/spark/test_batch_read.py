@@ -146,13 +146,13 @@ def test_records_past_the_high_watermark_are_never_returned(spark, kcluster):
         tp = TopicPartition(topic, 0)
         with KafkaClient(kcluster.bootstrap) as client:
             def hw():
-                return client.list_offsets({tp: -1})[tp]
+                return client.offsets({tp: -1})[tp]
             committed = produce(kcluster.bootstrap, topic, [(0, b"k", b"committed", T0, [])], acks="1")
             wait_until(lambda: hw() == 1, 30, message="the follower to fetch the first record")
             produce(kcluster.bootstrap, topic, [(0, b"k", b"uncommitted", T0, [])] * 5, acks="1")
             got = rows_of(reader(spark, kcluster, subscribe=topic, endingOffsets=json.dumps({topic: {"0": 6}})))
             fetched = Columns(False)
-            fetched.add(bytes(client.fetch(tp, 0, 1 << 20).records))
+            fetched.add(bytes(client.fetch(tp, 0, 1 << 20).records[0]))
             assert hw() == 1, "the follower fetched again during the read: the test proves nothing"
         assert [(s.offset, s.value) for s in got] == [(0, b"committed")] == [(s.offset, s.value) for s in committed]
         assert fetched.offsets == [0]
@@ -171,7 +171,7 @@ def test_a_leader_change_mid_read_is_followed(kcluster):
     options = source_options({"kafka.bootstrap.servers": kcluster.bootstrap, "subscribe": topic,
                               "kafka.max.partition.fetch.bytes": "20000"}, streaming=False)
     with KafkaClient(kcluster.bootstrap) as client:
-        leader = client.metadata([topic]).partitions[topic][0]
+        leader = client.metadata([topic]).topics[topic].partitions[0].leader
         batches = read_range(client, OffsetRange(topic, 0, 0, 300), options)
         offsets = next(batches).column("offset").to_pylist()
         assert 0 < len(offsets) < 300
@@ -180,7 +180,7 @@ def test_a_leader_change_mid_read_is_followed(kcluster):
         broker.proc.wait(30)
         for batch in batches:
             offsets += batch.column("offset").to_pylist()
-        assert client.metadata([topic], refresh=True).partitions[topic][0] != leader
+        assert client.metadata([topic]).topics[topic].partitions[0].leader != leader
     broker.start()
     kcluster.wait_registered([1, 2, 3])
     assert offsets == [s.offset for s in sent] == list(range(300))
@@ -189,4 +189,4 @@ def test_a_leader_change_mid_read_is_followed(kcluster):
 
 def leaders_back(kcluster) -> bool:
     with KafkaClient(kcluster.bootstrap) as client:
-        return len(client.metadata(None, refresh=True).brokers) == 3
+        return len(client.metadata(None).brokers) == 3

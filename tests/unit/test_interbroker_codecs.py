@@ -26,8 +26,8 @@ from kbroker.protocol.interbroker import (
     StopReplicaRequest, StopReplicaResponse,
     UpdateMetadataRequest, UpdateMetadataResponse,
     INTER_BROKER_REQUESTS, INTER_BROKER_RESPONSES,
-    encode_framed_request,
 )
+from kbroker.protocol.header import request_header
 
 TOPIC_ID = uuid.UUID('6ba7b810-9dad-11d1-80b4-00c04fd430c8')
 TOPIC_ID2 = uuid.UUID('00112233-4455-6677-8899-aabbccddeeff')
@@ -592,8 +592,19 @@ def test_unknown_tagged_fields_are_skipped_and_kept():
 
 
 # ---------------------------------------------------------------------------
-# Headers and framing
+# Headers and framing (as the protocol client frames requests: protocol.header's request header + the body)
 # ---------------------------------------------------------------------------
+
+def encode_framed_request(request, correlation_id=0, client_id='kbroker', version=None):
+    if version is not None:
+        request.API_VERSION = version
+    if request.API_VERSION is None:
+        raise ValueError('Request version is required')
+    v = request.API_VERSION
+    out = request_header(request.API_KEY, v, correlation_id, client_id, request.flexible_version_q(v)) + \
+        bytes(request.encode(version=v))
+    return i32(len(out)) + out
+
 
 def test_framed_request_flexible_header_v2():
     msg = controlled_shutdown_request(3)
