@@ -18,8 +18,7 @@ from gevent.queue import Queue
 
 from ..metadata_cache import topic_id_to_uuid
 from ..protocol.client import Connection, KafkaError
-from ..protocol.interbroker import (LeaderAndIsrRequest, LeaderAndIsrResponse, StopReplicaRequest,
-                                    StopReplicaResponse, UpdateMetadataRequest, UpdateMetadataResponse)
+from ..protocol.interbroker import LeaderAndIsrRequest, StopReplicaRequest, UpdateMetadataRequest
 
 log = logging.getLogger("kbroker.controller.channel")
 state_change = logging.getLogger("state-change")
@@ -40,7 +39,7 @@ class _BrokerChannel:
     def _run(self):
         backoff = 0.05
         while True:
-            request, _response_class, _version, callback = self.queue.get()   # request carries its version
+            request, callback = self.queue.get()   # the request carries its version
             while True:
                 try:
                     response = self.client.send(request)
@@ -81,10 +80,10 @@ class ControllerChannelManager:
         if channel is not None:
             channel.stop()
 
-    def send(self, broker_id: int, request, response_class, version: int, callback=None) -> None:
+    def send(self, broker_id: int, request, callback=None) -> None:
         channel = self.channels.get(broker_id)
         if channel is not None:
-            channel.queue.put((request, response_class, version, callback))
+            channel.queue.put((request, callback))
 
     def shutdown(self) -> None:
         for broker_id in list(self.channels):
@@ -207,14 +206,14 @@ class RequestBatch:
 
     def send(self) -> None:
         ctx = self.ctx
-        out = []   # (broker, request, response class, version, callback), queued once all are built
+        out = []   # (broker, request, callback), queued once all are built
         for b, partitions in self.leader_and_isr.items():
             if b in ctx.live_brokers:
                 request, leading, total = self._leader_and_isr(b, partitions)
                 state_change.info("sending LeaderAndIsr request to broker %d with %d become-leader and %d "
                                   "become-follower partitions (controller epoch %d)", b, leading, total - leading,
                                   ctx.epoch)
-                out.append((b, request, LeaderAndIsrResponse, LEADER_AND_ISR_VERSION, None))
+                out.append((b, request, None))
                 gevent.sleep(0)
         sent: dict[int, list[int]] = {}   # partition count -> brokers, for the state-change log
         built: dict[bool, list] = {}      # every partition or not -> topic states
@@ -230,16 +229,14 @@ class RequestBatch:
                 sent.setdefault(len(partitions), []).append(b)
                 out.append((b, R(version=UPDATE_METADATA_VERSION, controller_id=ctx.broker_id,
                                  controller_epoch=ctx.epoch, broker_epoch=ctx.live_brokers[b].epoch,
-                                 topic_states=built[everything], live_brokers=live_brokers),
-                            UpdateMetadataResponse, UPDATE_METADATA_VERSION, None))
+                                 topic_states=built[everything], live_brokers=live_brokers), None))
         for count, brokers in sent.items():
             state_change.info("sending UpdateMetadata request to brokers %s for %d partitions", brokers, count)
         for b, partitions in self.stop_replica.items():
             if b in ctx.live_brokers:
                 state_change.info("sending StopReplica request to broker %d for %d partitions (%d to delete)", b,
                                   len(partitions), sum(partitions.values()))
-                out.append((b, self._stop_replica(b, partitions), StopReplicaResponse, STOP_REPLICA_VERSION,
-                            self.stop_replica_callback))
+                out.append((b, self._stop_replica(b, partitions), self.stop_replica_callback))
         self.clear()
-        for b, request, response_class, version, callback in out:
-            self.channels.send(b, request, response_class, version, callback)
+        for b, request, callback in out:
+            self.channels.send(b, request, callback)
