@@ -59,7 +59,7 @@ class FakeChannels:
     def __init__(self):
         self.sent = []
 
-    def send(self, broker_id, request, response_class, version, callback=None):
+    def send(self, broker_id, request, callback=None):
         self.sent.append((broker_id, request.__class__.__name__, request))
 
     def add_broker(self, info):
