@@ -21,6 +21,8 @@ import sys
 
 import click
 
+from zk import LIBRARY_LOGGER as ZK_LIBRARY_LOGGER
+
 from .config import ConfigError, load
 
 DEFAULT_DIR = os.environ.get("KBROKER_HOME", ".kbroker")
@@ -51,7 +53,7 @@ def _configure_logging(level: str = "INFO", log_dir: str | None = None, loggers:
     # The state-change logger stays at INFO for its file; on stderr it follows --log-level like the rest.
     stderr.addFilter(lambda r: r.name != STATE_CHANGE_LOGGER or r.levelno >= root_level)
     logging.basicConfig(level=root_level, handlers=[stderr])
-    logging.getLogger("kazoo").setLevel(logging.WARNING)
+    logging.getLogger(ZK_LIBRARY_LOGGER).setLevel(logging.WARNING)
     state_change = logging.getLogger(STATE_CHANGE_LOGGER)
     state_change.setLevel(logging.INFO)
     requests = logging.getLogger(REQUEST_LOGGER)

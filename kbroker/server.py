@@ -32,9 +32,7 @@ import gevent
 import gevent.event
 
 from zk import znodes as z
-from kazoo.exceptions import KazooException
-
-from zk.client import KafkaZkClient, ZkError
+from zk.client import KafkaZkClient, ZkError, ZkState
 from .clock import Clock
 from .controller.controller import KafkaController
 from .coordinator.group_coordinator import GroupCoordinator
@@ -313,15 +311,15 @@ class KafkaServer:
 
     # ---- ZooKeeper session -------------------------------------------------------------------------------
     def _on_zk_state(self, state) -> None:
-        # Called by kazoo; only note the change and let a greenlet act on it.
+        # Called by the ZooKeeper client; only note the change and let a greenlet act on it.
         if self._shutting_down:
             return   # closing our own session is not an expiry
-        if state == "LOST":
+        if state == ZkState.LOST:
             self._session_lost = True
             log.warning("ZooKeeper session expired")
             if self.controller is not None:
                 self.controller.session_expired()
-        elif state == "CONNECTED" and self._session_lost:
+        elif state == ZkState.CONNECTED and self._session_lost:
             self._session_lost = False
             gevent.spawn(self._reregister)
 
@@ -359,7 +357,7 @@ class KafkaServer:
                 log.warning("controlled shutdown attempt %d: %s, partitions still led here: %s", attempt,
                             Errors(response.error_code).name,
                             ", ".join(f"{p.topic_name}-{p.partition_index}" for p in response.remaining_partitions))
-            except (BrokerConnectionError, ZkError, KazooException, OSError) as e:
+            except (BrokerConnectionError, ZkError, OSError) as e:
                 log.warning("controlled shutdown attempt %d failed: %r", attempt, e)
             if attempt < retries:
                 gevent.sleep(backoff / 1000.0)
