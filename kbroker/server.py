@@ -33,6 +33,7 @@ import gevent.event
 
 from zk import znodes as z
 from zk.client import KafkaZkClient, ZkError, ZkState
+from . import api
 from .clock import Clock
 from .controller.controller import KafkaController
 from .coordinator.group_coordinator import GroupCoordinator
@@ -138,7 +139,9 @@ class KafkaServer:
         self.group_coordinator = GroupCoordinator(self.broker_id, cfg, self.replica_manager, self.zk, self.clock)
         self.group_coordinator.startup()
 
-        self.socket_server = SocketServer(self, cfg.listeners, cfg["socket.request.max.bytes"])
+        self.socket_server = SocketServer(
+            lambda frame, listener, address: api.dispatch(frame, self, listener, address), cfg, cfg.listeners,
+            cfg["socket.request.max.bytes"])
         try:
             self.socket_server.bind()
         except OSError as e:
