@@ -96,8 +96,21 @@ def start(config_file, overrides, log_level, log_dir, logger_levels):
     # gevent must patch the standard library before anything opens sockets.
     from gevent import monkey
     monkey.patch_all()
-    import gevent
     import signal
+
+    import gevent
+    import gevent.event
+
+    # SIGTERM or SIGINT at any time is a clean stop: one arriving during startup (the broker may have registered
+    # already) waits for startup to end, then shuts down.
+    started = gevent.event.Event()
+    server = None
+
+    def stop():
+        started.wait()
+        server.shutdown()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        gevent.signal_handler(sig, lambda: gevent.spawn(stop))
     from .server import KafkaServer, StartupError
 
     try:
@@ -118,8 +131,7 @@ def start(config_file, overrides, log_level, log_dir, logger_levels):
         click.echo(f"error: {e}", err=True)
         server.shutdown()
         sys.exit(1)
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        gevent.signal_handler(sig, lambda: gevent.spawn(server.shutdown))
+    started.set()
     server.await_shutdown()
 
 
