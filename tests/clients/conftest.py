@@ -17,7 +17,7 @@ def _start_cluster(zookeeper, tmp_path_factory, n: int, **extra) -> Cluster:
     try:
         for i in range(1, n + 1):
             c.add(i, **extra)
-        c.wait_registered(range(1, n + 1))
+        c.wait_ready(range(1, n + 1))
     except BaseException:
         c.stop()
         raise

@@ -160,7 +160,7 @@ def test_restarted_broker_gets_its_partitions_back_into_metadata(cluster3):
     wait_until(lambda: 3 not in c.zk.get_broker_ids(), timeout=2, message="broker 3's znode removed on SIGTERM")
     assert "shut down completed" in b3.log()
     b3.start()
-    c.wait_registered([1, 2, 3])
+    c.wait_ready([1, 2, 3])
     m = wait_until(lambda: (lambda m: m if len(m.brokers) == 3 else None)(metadata(b3.bootstrap, ["t"])),
                    message="the restarted broker to get full metadata")
     assert sorted(len(p.replica_nodes) for p in m.topics[0].partitions) == [3, 3, 3]
@@ -217,6 +217,16 @@ def test_generated_broker_id_from_seqid(cluster_factory):
     assert b.terminate() == 0
     b.start()
     wait_until(lambda: c.zk.get_broker_ids() == [1001], message="broker 1001 registered again")
+
+
+def test_sigterm_right_after_registration_is_a_clean_stop(cluster_factory):
+    """The signal handlers are installed before startup: a broker told to stop the moment it registers (before
+    its startup ends) still stops cleanly, once started."""
+    c = cluster_factory(0)
+    b = c.add(1)
+    wait_until(lambda: c.zk.get_broker_ids() == [1], interval=0.005, message="broker 1 registered")
+    assert b.terminate(30) == 0
+    assert c.zk.get_broker_ids() == []
 
 
 def test_stale_controller_epoch_refused(cluster1):

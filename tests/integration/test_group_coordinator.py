@@ -171,7 +171,7 @@ def two_brokers(zookeeper, tmp_path_factory):
     try:
         for i in (1, 2):
             c.add(i, **{"offsets.topic.num.partitions": 4, "offsets.topic.replication.factor": 2, **FAST})
-        c.wait_registered([1, 2])
+        c.wait_ready([1, 2])
         create_topic(c, "t", 4, 2)
         yield c
     finally:
@@ -191,7 +191,7 @@ def test_offsets_topic_waits_for_enough_brokers_then_is_created_as_kafka(cluster
     assert find_coordinator(b1.bootstrap, "my-group").error_message == "The coordinator is not available."
     assert not c.zk.topic_exists(OFFSETS)              # one broker cannot hold replication factor 2
     c.add(2, **extra)
-    c.wait_registered([1, 2])
+    c.wait_ready([1, 2])
     coordinator = coordinator_of(c, "my-group")
     assignment = c.zk.get_topic_assignment(OFFSETS).partitions
     assert len(assignment) == 5 and all(sorted(r) == [1, 2] for r in assignment.values())
@@ -411,5 +411,5 @@ def test_offsets_of_a_deleted_topic_are_removed(cluster_factory):
     assert "Removed 1 offsets associated with deleted partitions: gone-0" in c.brokers[1].log()
     c.brokers[1].terminate()
     c.brokers[1].start()
-    c.wait_registered([1])
+    c.wait_ready([1])
     assert committed(["gone", "kept"]) == {"gone": -1001, "kept": 7}   # the tombstone was written

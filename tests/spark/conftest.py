@@ -44,7 +44,7 @@ def kcluster(zookeeper, tmp_path_factory):
     try:
         for i in (1, 2, 3):
             c.add(i)
-        c.wait_registered([1, 2, 3])
+        c.wait_ready([1, 2, 3])
         yield c
     finally:
         c.stop()
