@@ -638,7 +638,7 @@ class BenchCluster:
         log(f"ZooKeeper {self.zk.connect} and broker pid {self.pid} on {self.bootstrap} up in "
             f"{time.monotonic() - t0:.1f} s (data in {self.root})")
 
-    def broker_log_tail(self, n: int = 30) -> str:
+    def log_tail(self, n: int = 30) -> str:
         return self.broker.log(n) if self.broker is not None else ""
 
     def create_topic(self, name: str, partitions: int = 1, config: dict | None = None) -> None:
@@ -655,7 +655,7 @@ class BenchCluster:
                         break
                     if time.monotonic() > deadline:
                         raise RuntimeError(f"{name}-{p} not led by the broker after 30 s (error {err}); broker log "
-                                           f"tail:\n{self.broker_log_tail()}")
+                                           f"tail:\n{self.log_tail()}")
                     time.sleep(0.05)
         finally:
             conn.close()

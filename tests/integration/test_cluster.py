@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import time
 
 from click.testing import CliRunner
@@ -16,7 +15,7 @@ from kbroker.metadata_cache import uuid_to_topic_id
 from kbroker.network.client import BrokerClient
 from kbroker.protocol.interbroker import UpdateMetadataRequest, UpdateMetadataResponse
 from tests.integration.conftest import SESSION_TIMEOUT_MS, wait_until
-from zk.launcher import ZKCLI
+from zk.launcher import zkcli_get
 
 
 def create_topic(cluster, name, partitions, rf):
@@ -48,18 +47,6 @@ def wait_topic(cluster, broker, topic, partitions):
         ls = leaders(m, topic)
         return m if len(ls) == partitions and all(e == 0 for _, _, e in ls.values()) else None
     return wait_until(ready, message=f"{topic} in Metadata from broker {broker.id}")
-
-
-def zkcli_get(zk_connect: str, path: str) -> str:
-    """What a user sees with zookeeper-shell: the last line of `zkCli.sh -server HOST:PORT get PATH`."""
-    server, _, chroot = zk_connect.partition("/")
-    out = subprocess.run([ZKCLI, "-server", server, "get", "/" + chroot + path], capture_output=True, text=True,
-                         timeout=30)
-    assert out.returncode == 0, out.stderr
-    # zkCli prints its connection chatter (WATCHER::, WatchedEvent ...) on stdout too, in no fixed order.
-    lines = [l for l in out.stdout.splitlines()
-             if l.strip() and not l.startswith(("Connecting to", "WATCHER::", "WatchedEvent"))]
-    return lines[-1]
 
 
 def test_three_brokers_topic_and_kafka_znodes(cluster3):

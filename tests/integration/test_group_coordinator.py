@@ -9,7 +9,6 @@ import os
 import signal
 import socket
 import struct
-import subprocess
 import uuid
 
 import pytest
@@ -27,9 +26,9 @@ from kbroker.records.batches import v2_records
 from kbroker.records.entries import iter_entries
 from tests.clients._util import create_topic
 from tests.integration.conftest import Cluster, wait_until
+from zk.launcher import zkcli_get
 
 OFFSETS = "__consumer_offsets"
-ZKCLI = "/usr/share/zookeeper/bin/zkCli.sh"
 FAST = {"group.initial.rebalance.delay.ms": 0, "group.min.session.timeout.ms": 1000}
 
 
@@ -138,17 +137,6 @@ def fetch(bootstrap, group, version, partitions=None):
                                          p.metadata, Errors(p.error_code))
            for t in r.topics for p in t.partitions}
     return (Errors(r.error_code) if version >= 2 else None), out
-
-
-def zkcli_get(zk_connect: str, path: str) -> str:
-    """The data line `zkCli.sh -server HOST:PORT get /<chroot>/<path>` prints."""
-    server, _, chroot = zk_connect.partition("/")
-    out = subprocess.run([ZKCLI, "-server", server, "get", "/" + chroot + path], capture_output=True, text=True,
-                         timeout=30)
-    assert out.returncode == 0, out.stderr
-    lines = [l for l in out.stdout.splitlines()
-             if l.strip() and not l.startswith(("Connecting to", "WATCHER::", "WatchedEvent"))]
-    return lines[-1]
 
 
 def offsets_log_records(cluster: Cluster, broker_id: int, partition: int):
