@@ -40,7 +40,8 @@ from .kafka_client import (PREFERRED, UNCLEAN, AdminClient, KafkaAdminError, Tim
                            parse_bootstrap)
 from .output import Output, progress
 
-# The ZooKeeper library logs every failed connection attempt; with no logging configured Python would print those on stderr.
+# The ZooKeeper library logs every failed connection attempt; with no logging configured Python would print those
+# on stderr.
 # kadmin reports failures itself, in one line.
 logging.getLogger(ZK_LOGGER).addHandler(logging.NullHandler())
 

@@ -169,7 +169,8 @@ def main() -> None:
         zk_admin.create_topic(zk, "scale", n, 2)
         wait_until(lambda: len(zk.children("/brokers/topics/scale/partitions")) >= n, 600, 0.2)
         t_states = time.monotonic() - t0
-        wait_until(lambda: all(s and s.leader >= 0 and len(s.isr) == 2 for s in states(zk, "scale", n).values()), 900, 1)
+        wait_until(lambda: all(s and s.leader >= 0 and len(s.isr) == 2 for s in states(zk, "scale", n).values()),
+                   900, 1)
         t_online = time.monotonic() - t0
         t_served = settle(zk, state["brokers"], "scale", n) - t0
         rows.append((f"create {n} partitions: state znodes written (s)", f"{t_states:.2f}", ""))

@@ -88,24 +88,23 @@ class ZkBadVersion(ZkError):
 
 # kazoo's errors -> ours, first match wins (ConnectionClosedError is a SessionExpiredError in kazoo too).
 _TRANSLATIONS = (
-    ((ConnectionClosedError, ZookeeperStoppedError, SessionExpiredError), ZkSessionExpired, "session closed or expired"),
+    ((ConnectionClosedError, ZookeeperStoppedError, SessionExpiredError), ZkSessionExpired,
+     "session closed or expired"),
     ((ConnectionLoss, ConnectionDropped, OperationTimeoutError, RequestTimeoutError, KazooTimeoutError),
      ZkConnectionLoss, "connection lost"),
     (NodeExistsError, ZkNodeExists, "znode exists"),
     (NoNodeError, ZkNoNode, "no such znode"),
     (BadVersionError, ZkBadVersion, "znode version mismatch"),
-    ((KazooException,), ZkError, "request failed"),
 )
 _KAZOO_ERRORS = (KazooException, KazooTimeoutError)
 
 
 def _translate(e: Exception) -> ZkError:
-    """The ZkError for a kazoo error, its message naming what happened."""
-    for kazoo_types, ours, what in _TRANSLATIONS:
-        if isinstance(e, kazoo_types):
-            detail = str(e)
-            return ours(f"{what} ({type(e).__name__}{': ' + detail if detail else ''})")
-    raise TypeError(f"not a kazoo error: {e!r}")
+    """The ZkError for a kazoo error (one of _KAZOO_ERRORS), its message naming what happened."""
+    ours, what = next(((ours, what) for kazoo_types, ours, what in _TRANSLATIONS if isinstance(e, kazoo_types)),
+                      (ZkError, "request failed"))
+    detail = str(e)
+    return ours(f"{what} ({type(e).__name__}{': ' + detail if detail else ''})")
 
 
 def _translating(cls):
@@ -140,7 +139,6 @@ class ZkEvent:
     DELETED = EventType.DELETED
     CHANGED = EventType.CHANGED
     CHILD = EventType.CHILD
-
 
 
 class ControllerMovedError(ZkError):
@@ -523,7 +521,8 @@ class KafkaZkClient:
         completed one by one."""
         for topic in sorted({t for t, _ in states}):
             try:
-                self._fenced(epoch_zk_version, lambda t, p=z.TopicPartitionsZNode.path(topic): self._create_op(t, p, None))
+                self._fenced(epoch_zk_version,
+                             lambda t, p=z.TopicPartitionsZNode.path(topic): self._create_op(t, p, None))
             except NodeExistsError:
                 pass
         items = sorted(states.items())
@@ -541,7 +540,8 @@ class KafkaZkClient:
                 state.zk_version = 0
                 continue
             try:
-                self._fenced(epoch_zk_version, lambda t, tp=tp: self._create_op(t, z.TopicPartitionZNode.path(*tp), None))
+                self._fenced(epoch_zk_version,
+                             lambda t, tp=tp: self._create_op(t, z.TopicPartitionZNode.path(*tp), None))
             except NodeExistsError:
                 pass
             path, data = z.TopicPartitionStateZNode.path(*tp), z.TopicPartitionStateZNode.encode(state)
