@@ -187,11 +187,11 @@ class KafkaZkClient:
     def start(self) -> "KafkaZkClient":
         try:
             self.zk.start(timeout=self.connection_timeout)
-        except Exception as e:  # kazoo raises its handler's timeout type
+        except (Exception, self.zk.handler.timeout_exception) as e:   # the gevent handler's is a BaseException
             self.zk.stop()
             self.zk.close()
             raise ZkConnectionLoss(f"could not connect to ZooKeeper at {self.connect_string} "
-                          f"within {self.connection_timeout:g}s") from e
+                                   f"within {self.connection_timeout:g}s") from e
         if self.chroot:
             # Kafka creates a missing chroot before using it.
             self.zk.ensure_path(self.chroot)

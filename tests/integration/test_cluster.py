@@ -11,6 +11,7 @@ from click.testing import CliRunner
 from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 
 from admin_cli.main import cli as kadmin
+from kbroker.cluster import BrokerProcess, free_port
 from kbroker.metadata_cache import uuid_to_topic_id
 from kbroker.network.client import BrokerClient
 from kbroker.protocol.interbroker import UpdateMetadataRequest, UpdateMetadataResponse
@@ -204,6 +205,15 @@ def test_generated_broker_id_from_seqid(cluster_factory):
     assert b.terminate() == 0
     b.start()
     wait_until(lambda: c.zk.get_broker_ids() == [1001], message="broker 1001 registered again")
+
+
+def test_unreachable_zookeeper_fails_startup_with_one_line(tmp_path):
+    """The broker's ZooKeeper client (gevent handler) reports an unreachable ZooKeeper as a startup error."""
+    port = free_port()   # nothing listens there
+    b = BrokerProcess.create(1, str(tmp_path / "broker-1"), f"127.0.0.1:{port}",
+                             {"zookeeper.connection.timeout.ms": 1000}).start()
+    assert b.proc.wait(30) == 1
+    assert f"error: could not connect to ZooKeeper at 127.0.0.1:{port} within 1s" in b.log()
 
 
 def test_sigterm_right_after_registration_is_a_clean_stop(cluster_factory):
