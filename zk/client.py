@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import types
 from collections import namedtuple
 
 from kazoo.client import KazooClient, KazooState
@@ -111,7 +112,7 @@ def _translating(cls):
     """Class decorator: every public method raises the Zk errors above, never kazoo's. One try block per call
     (not per znode), so the controller's batched paths pay nothing per partition."""
     for name, fn in list(vars(cls).items()):
-        if not name.startswith("_") and callable(fn):
+        if not name.startswith("_") and isinstance(fn, types.FunctionType):
             setattr(cls, name, _translated(fn))
     return cls
 
