@@ -22,6 +22,8 @@ import subprocess
 import sys
 import time
 
+from kafka.protocol.metadata import MetadataRequest, MetadataResponse
+
 from zk.client import KafkaZkClient, ZkError
 from zk.launcher import ZooKeeperNotInstalled, ZooKeeperServer, is_serving, stop_pid
 
@@ -157,7 +159,6 @@ _SIZE = struct.Struct(">i")
 
 def metadata(host: str, port: int, timeout: float = 2.0) -> tuple[set[int], int]:
     """(the broker ids, the controller id) a broker answers a Metadata v1 request for no topics with."""
-    from kafka.protocol.metadata import MetadataRequest, MetadataResponse
     request = MetadataRequest(version=1, topics=[])
     body = request_header(MetadataRequest.API_KEY, 1, 1, "kbroker-launcher", False) + bytes(request.encode(version=1))
     with socket.create_connection((host, port), timeout=timeout) as sock:
