@@ -20,10 +20,14 @@ def zookeeper(tmp_path_factory):
     server.stop()
 
 
+def fresh_chroot(zookeeper) -> str:
+    """A ZooKeeper connect string with a chroot no other test uses, e.g. 127.0.0.1:PORT/t-1a2b3c."""
+    return f"{zookeeper.connect}/t-{uuid.uuid4().hex[:10]}"
+
+
 @pytest.fixture
 def zk_connect(zookeeper):
-    """A ZooKeeper connect string with a fresh chroot, e.g. 127.0.0.1:PORT/t-1a2b3c."""
-    return f"{zookeeper.connect}/t-{uuid.uuid4().hex[:10]}"
+    return fresh_chroot(zookeeper)
 
 
 @pytest.fixture

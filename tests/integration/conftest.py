@@ -31,6 +31,13 @@ class Cluster:
             b.start()
         return b
 
+    def start_brokers(self, n: int, **extra) -> "Cluster":
+        """Brokers 1..n, once ready (wait_ready)."""
+        for i in range(1, n + 1):
+            self.add(i, **extra)
+        self.wait_ready(range(1, n + 1))
+        return self
+
     def wait_ready(self, ids, timeout: float = 20.0) -> None:
         """Until brokers `ids` each answer Metadata listing them all and a controller."""
         wait_ready([self.brokers[i] for i in ids], timeout)
@@ -53,11 +60,7 @@ def cluster_factory(zk_connect, tmp_path):
     def make(n: int = 0, **extra) -> Cluster:
         c = Cluster(zk_connect, str(tmp_path))
         clusters.append(c)
-        for i in range(1, n + 1):
-            c.add(i, **extra)
-        if n:
-            c.wait_ready(range(1, n + 1))
-        return c
+        return c.start_brokers(n, **extra)
     yield make
     for c in clusters:
         c.stop()
