@@ -30,6 +30,9 @@ from zk.launcher import ZooKeeperNotInstalled, ZooKeeperServer, is_serving, stop
 from .protocol.header import request_header
 
 STATE_FILE = "cluster.json"
+# Brokers start in the directory holding this kbroker package, so `python -m kbroker.cli` runs this very code
+# (a checkout's, whichever kbroker else is installed).
+_CODE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 POLL = 0.05   # seconds between readiness checks
 
 
@@ -121,7 +124,7 @@ class BrokerProcess:
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen([sys.executable, "-m", "kbroker.cli", "start", self.config_path, *args],
                                          stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                         start_new_session=self.detach)
+                                         cwd=_CODE_ROOT, start_new_session=self.detach)
         return self
 
     def alive(self) -> bool:
