@@ -18,11 +18,9 @@ import time
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 
-from kazoo.exceptions import NodeExistsError
-
 from zk import znodes as z
 from zk.admin_errors import AdminError, UnknownTopicError
-from zk.client import KafkaZkClient
+from zk.client import KafkaZkClient, ZkNodeExists
 from kbroker.protocol.client import error_name
 
 from .errors import WaitTimedOut
@@ -186,7 +184,7 @@ def elect_preferred(zk: KafkaZkClient, partitions: list[TopicPartition], timeout
     preferred = _preferred(zk, partitions)
     try:
         zk.create_recursive(z.PreferredReplicaElectionZNode.path, z.PreferredReplicaElectionZNode.encode(partitions))
-    except NodeExistsError:
+    except ZkNodeExists:
         data, _ = zk.get(z.PreferredReplicaElectionZNode.path)
         pending = sorted(z.PreferredReplicaElectionZNode.decode(data)) if data else []
         raise AdminError("Preferred replica leader election currently in progress for "

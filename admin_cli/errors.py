@@ -10,20 +10,16 @@ exist. (UNKNOWN_TOPIC_OR_PARTITION)", the same whichever way kadmin reached the 
 """
 from __future__ import annotations
 
-from kazoo.exceptions import (ConnectionClosedError, ConnectionLoss, KazooException, OperationTimeoutError,
-                              SessionExpiredError)
-from kazoo.handlers.threading import KazooTimeoutError
-
 from zk.admin_errors import AdminError
-from zk.client import ZkError
+from zk.client import ZkBadVersion, ZkConnectionLoss, ZkError, ZkNodeExists, ZkNoNode, ZkSessionExpired
 
 from kbroker.protocol.client import KafkaError, TimedOut, Unreachable, error_name
 
 EXIT_OK, EXIT_REFUSED, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
 
-ZK_ERRORS = (KazooException, KazooTimeoutError)      # what a ZooKeeper request may raise
-_ZK_UNREACHABLE = (ConnectionLoss, ConnectionClosedError, SessionExpiredError, OperationTimeoutError,
-                   KazooTimeoutError)
+_ZK_UNREACHABLE = (ZkConnectionLoss, ZkSessionExpired)
+# A ZooKeeper request's own failure, as opposed to a refusal by kbroker's checks (TopicExistsError, ...).
+_ZK_REQUEST_FAILED = _ZK_UNREACHABLE + (ZkNodeExists, ZkNoNode, ZkBadVersion)
 
 
 class WaitTimedOut(AdminError):
@@ -34,6 +30,9 @@ def describe_failure(e: Exception, zookeeper: str | None = None) -> tuple[str, i
     """(message, exit status) for the errors kadmin reports in one line; None for anything else (a bug)."""
     if isinstance(e, WaitTimedOut):
         return str(e), EXIT_UNREACHABLE
+    if isinstance(e, _ZK_REQUEST_FAILED):
+        status = EXIT_UNREACHABLE if isinstance(e, _ZK_UNREACHABLE) else EXIT_REFUSED
+        return f"ZooKeeper request to {zookeeper} failed: {e}", status
     if isinstance(e, (AdminError, ZkError)):
         code = getattr(e, "code", -1)
         return (f"{e} ({error_name(code)})" if code > 0 else str(e)), EXIT_REFUSED
@@ -41,7 +40,4 @@ def describe_failure(e: Exception, zookeeper: str | None = None) -> tuple[str, i
         return str(e), EXIT_UNREACHABLE
     if isinstance(e, KafkaError):
         return str(e), EXIT_REFUSED
-    if isinstance(e, ZK_ERRORS):
-        status = EXIT_UNREACHABLE if isinstance(e, _ZK_UNREACHABLE) else EXIT_REFUSED
-        return f"ZooKeeper request to {zookeeper} failed: {type(e).__name__} {e}".rstrip(), status
     return None

@@ -23,6 +23,7 @@ import click
 from click.core import ParameterSource
 from click.exceptions import NoArgsIsHelpError
 
+from zk import LIBRARY_LOGGER as ZK_LOGGER
 from zk import admin as zk_admin
 from zk.admin_errors import AdminError
 from zk.assignment import parse_replica_assignment
@@ -35,13 +36,14 @@ from . import elect as elect_ops
 from . import groups as group_ops
 from . import reassign as reassign_ops
 from . import topics as topic_ops
-from .errors import EXIT_REFUSED, EXIT_UNREACHABLE, ZK_ERRORS, WaitTimedOut, describe_failure
+from .errors import EXIT_REFUSED, EXIT_UNREACHABLE, WaitTimedOut, describe_failure
 from .kafka_client import PREFERRED, UNCLEAN, AdminClient
 from .output import Output, progress
 
-# kazoo logs every failed connection attempt; with no logging configured Python would print those on stderr.
+# The ZooKeeper library logs every failed connection attempt; with no logging configured Python would print those
+# on stderr.
 # kadmin reports failures itself, in one line.
-logging.getLogger("kazoo").addHandler(logging.NullHandler())
+logging.getLogger(ZK_LOGGER).addHandler(logging.NullHandler())
 
 
 class _Failure(click.ClickException):
@@ -123,7 +125,7 @@ def _zk(ctx: click.Context):
         raise _Failure(str(e), EXIT_UNREACHABLE) from None
     try:
         yield client
-    except ZK_ERRORS as e:
+    except ZkError as e:
         raise _Failure(*describe_failure(e, s.zookeeper)) from None
     finally:
         client.close()

@@ -20,11 +20,9 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from kazoo.exceptions import NodeExistsError
-
 from zk import znodes as z
 from zk.admin_errors import AdminError, InvalidReplicaAssignmentError, UnknownTopicError
-from zk.client import KafkaZkClient
+from zk.client import KafkaZkClient, ZkNodeExists
 from kbroker.protocol.client import error_name
 
 from .kafka_client import AdminClient
@@ -149,7 +147,7 @@ def start_reassignment(zk: KafkaZkClient, plan) -> None:
     """Create /admin/reassign_partitions; refused if one exists (a reassignment is running)."""
     try:
         zk.create_recursive(z.ReassignPartitionsZNode.path, z.ReassignPartitionsZNode.encode(plan))
-    except NodeExistsError:
+    except ZkNodeExists:
         raise AdminError(EXISTING_REASSIGNMENT) from None
 
 

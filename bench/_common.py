@@ -4,7 +4,8 @@ Fetch responses decoded without copying records, so the benchmark client costs f
 pre-built record batches, the physical limits measured in the same run, and tables.
 
 Nothing here imports broker internals (the protocol client and codecs are not): the broker is a separate process
-started with `python -m kbroker.cli start <props>`, exactly as a user would.
+started with `python -m kbroker.cli start <props>`, exactly as a user would, by kbroker.cluster's launcher (the
+one `make up` and the tests use).
 """
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if REPO not in sys.path:
     sys.path.insert(0, REPO)
 
+from kbroker.cluster import BrokerProcess, free_port, wait_ready  # noqa: E402
 from kbroker.protocol.client import Connection  # noqa: E402
 from kbroker.protocol.client.requests import fetch_request, produce_request  # noqa: E402
 from kbroker.protocol.hotpath import FetchPartitionData, decode_fetch_response  # noqa: E402
@@ -34,12 +36,6 @@ _I32 = struct.Struct(">i")
 
 
 # ---- small helpers --------------------------------------------------------------------------------------------
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def log(msg: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
@@ -448,19 +444,21 @@ class BenchCluster:
         self.keep = keep
         self.broker_props = broker_props or []
         self.zk = None
-        self.proc: subprocess.Popen | None = None
-        self.port = 0
-        self.log_dir = os.path.join(self.root, "broker-data")
-        self.log_path = os.path.join(self.root, "broker.log")
+        self.broker: BrokerProcess | None = None
+        self.log_dir = os.path.join(self.root, "data")
         self._zk_client = None
 
     @property
     def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return self.broker.bootstrap
+
+    @property
+    def port(self) -> int:
+        return self.broker.port
 
     @property
     def pid(self) -> int:
-        return self.proc.pid
+        return self.broker.pid
 
     def __enter__(self) -> "BenchCluster":
         try:
@@ -474,17 +472,13 @@ class BenchCluster:
         self.stop()
 
     def start(self) -> None:
+        """Returns once the broker lists itself in Metadata (kbroker.cluster.wait_ready)."""
         from zk.client import KafkaZkClient
         from zk.launcher import ZooKeeperServer
         t0 = time.monotonic()
         self.zk = ZooKeeperServer(free_port(), os.path.join(self.root, "zookeeper"))
         self.zk.start()
-        self.port = free_port()
-        props = {
-            "broker.id": "1",
-            "listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
-            "log.dirs": self.log_dir,
-            "zookeeper.connect": self.zk.connect,
+        settings = {
             "zookeeper.session.timeout.ms": "18000",
             "offsets.topic.replication.factor": "1",
             "auto.create.topics.enable": "false",
@@ -493,50 +487,16 @@ class BenchCluster:
         }
         for kv in self.broker_props:
             k, _, v = kv.partition("=")
-            props[k.strip()] = v.strip()
-        config_path = os.path.join(self.root, "server.properties")
-        with open(config_path, "w") as f:
-            f.writelines(f"{k}={v}\n" for k, v in props.items())
-        logf = open(self.log_path, "ab")
-        self.proc = subprocess.Popen([sys.executable, "-m", "kbroker.cli", "start", config_path, "--log-level",
-                                      os.environ.get("KBROKER_BENCH_LOG_LEVEL", "WARNING")], stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                     cwd=REPO)
-        logf.close()
+            settings[k.strip()] = v.strip()
+        self.broker = BrokerProcess.create(1, self.root, self.zk.connect, settings)
+        self.broker.start("--log-level", os.environ.get("KBROKER_BENCH_LOG_LEVEL", "WARNING"))
         self._zk_client = KafkaZkClient(self.zk.connect, 10000).start()
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"broker exited with code {self.proc.returncode}:\n{self.broker_log_tail()}")
-            if 1 in self._zk_client.get_broker_ids() and self._zk_client.get_controller_id() is not None:
-                break
-            time.sleep(0.05)
-        else:
-            raise RuntimeError(f"broker did not register within 30 s:\n{self.broker_log_tail()}")
-        self._wait_metadata(deadline)
-        log(f"ZooKeeper {self.zk.connect} and broker pid {self.proc.pid} on {self.bootstrap} up in "
+        wait_ready([self.broker], 30)
+        log(f"ZooKeeper {self.zk.connect} and broker pid {self.pid} on {self.bootstrap} up in "
             f"{time.monotonic() - t0:.1f} s (data in {self.root})")
 
-    def _wait_metadata(self, deadline: float) -> None:
-        """Until the broker lists itself in Metadata: it registers before the controller's first UpdateMetadata
-        reaches it, and a Metadata answer listing no broker makes librdkafka's AdminClient wait for minutes."""
-        from kafka.protocol.metadata import MetadataRequest
-        client = Connection("127.0.0.1", self.port, "bench")
-        try:
-            while time.monotonic() < deadline:
-                answer = client.send(MetadataRequest(version=1, topics=[]))
-                if answer.brokers and answer.controller_id >= 0:
-                    return
-                time.sleep(0.02)
-        finally:
-            client.close()
-        raise RuntimeError(f"Metadata still lists no broker after 30 s:\n{self.broker_log_tail()}")
-
-    def broker_log_tail(self, n: int = 30) -> str:
-        try:
-            with open(self.log_path, errors="replace") as f:
-                return "".join(f.readlines()[-n:])
-        except OSError:
-            return ""
+    def log_tail(self, n: int = 30) -> str:
+        return self.broker.log(n) if self.broker is not None else ""
 
     def create_topic(self, name: str, partitions: int = 1, config: dict | None = None) -> None:
         from zk.admin import create_topic
@@ -551,7 +511,7 @@ class BenchCluster:
                         break
                     if time.monotonic() > deadline:
                         raise RuntimeError(f"{name}-{p} not led by the broker after 30 s (error {err}); broker log "
-                                           f"tail:\n{self.broker_log_tail()}")
+                                           f"tail:\n{self.log_tail()}")
                     time.sleep(0.05)
         finally:
             conn.close()
@@ -586,13 +546,8 @@ class BenchCluster:
             except Exception:
                 pass
             self._zk_client = None
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        if self.broker is not None:
+            self.broker.stop()
         if self.zk is not None:
             self.zk.stop()
         if self.keep:

@@ -21,8 +21,6 @@ import os
 import re
 import shutil
 import signal
-import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -32,41 +30,14 @@ if REPO not in sys.path:
     sys.path.insert(0, REPO)
 
 from kbroker import cluster as dev_cluster  # noqa: E402
+from kbroker.cluster import BrokerProcess, free_port, free_port_range, wait_until  # noqa: E402
 from zk import admin as zk_admin  # noqa: E402
 from zk.client import KafkaZkClient  # noqa: E402
 
 from kafka.protocol.metadata import MetadataRequest  # noqa: E402
 
-from bench._common import PySpy, free_port  # noqa: E402
+from bench._common import PySpy  # noqa: E402
 from kbroker.protocol.client import Connection  # noqa: E402
-
-
-def consecutive_ports(n: int) -> int:
-    """A base port with the n ports from it free (bound and released together)."""
-    while True:
-        base = free_port()
-        socks = []
-        try:
-            for p in range(base, base + n):
-                s = socket.socket()
-                socks.append(s)
-                s.bind(("127.0.0.1", p))
-            return base
-        except OSError:
-            continue
-        finally:
-            for s in socks:
-                s.close()
-
-
-def wait(predicate, timeout: float, interval: float = 0.05):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    raise TimeoutError("condition not reached")
 
 
 def produce_rate(bootstrap: str, topic: str, acks: str, records: int) -> float:
@@ -112,7 +83,7 @@ def settle(zk, brokers, topic: str, partitions: int, timeout: float = 900) -> fl
             return False
         want = {tp[1]: (s.leader, sorted(s.isr)) for tp, s in states(zk, topic, partitions).items() if s}
         return len(want) == partitions and first == want and asked
-    return wait(agree, timeout, 1.0)
+    return wait_until(agree, timeout, 1.0)
 
 
 def wait_new_leaders(zk, tps, gone: set[int], timeout: float) -> float:
@@ -176,7 +147,7 @@ def main() -> None:
         os.makedirs(args.py_spy, exist_ok=True)
 
     data = tempfile.mkdtemp(prefix="kbroker-bench-cluster-")
-    zk_port, base = free_port(), consecutive_ports(3)
+    zk_port, base = free_port(), free_port_range(3)
     rows = []
     try:
         state = dev_cluster.up(data, 3, zk_port, base, timeout=120)
@@ -185,7 +156,7 @@ def main() -> None:
 
         # 1. acks=all vs acks=1, three replicas.
         zk_admin.create_topic(zk, "acks", 3, 3, {"min.insync.replicas": "2"})
-        wait(lambda: all(s and len(s.isr) == 3 for s in states(zk, "acks", 3).values()), 60)
+        wait_until(lambda: all(s and len(s.isr) == 3 for s in states(zk, "acks", 3).values()), 60)
         r1 = produce_rate(bootstrap, "acks", "1", args.records)
         rall = produce_rate(bootstrap, "acks", "all", args.records)
         rows.append(("produce acks=1, RF 3 (records/s)", f"{r1:,.0f}", ""))
@@ -195,9 +166,10 @@ def main() -> None:
         n = args.partitions
         t0 = time.monotonic()
         zk_admin.create_topic(zk, "scale", n, 2)
-        wait(lambda: len(zk.children("/brokers/topics/scale/partitions")) >= n, 600, 0.2)
+        wait_until(lambda: len(zk.children("/brokers/topics/scale/partitions")) >= n, 600, 0.2)
         t_states = time.monotonic() - t0
-        wait(lambda: all(s and s.leader >= 0 and len(s.isr) == 2 for s in states(zk, "scale", n).values()), 900, 1)
+        wait_until(lambda: all(s and s.leader >= 0 and len(s.isr) == 2 for s in states(zk, "scale", n).values()),
+                   900, 1)
         t_online = time.monotonic() - t0
         t_served = settle(zk, state["brokers"], "scale", n) - t0
         rows.append((f"create {n} partitions: state znodes written (s)", f"{t_states:.2f}", ""))
@@ -211,7 +183,7 @@ def main() -> None:
         with profiled(args, "kill", survivors):
             os.kill(victim["pid"], signal.SIGKILL)
             t_kill = time.monotonic()
-            wait(lambda: victim["id"] not in zk.get_broker_ids(), 60, 0.02)
+            wait_until(lambda: victim["id"] not in zk.get_broker_ids(), 60, 0.02)
             t_gone = time.monotonic() - t_kill
             t_reelect = wait_new_leaders(zk, led, {victim["id"]}, 600) - t_kill
             t_served = settle(zk, survivors, "scale", n) - t_kill
@@ -224,15 +196,14 @@ def main() -> None:
 
         # Restart it, let it catch up and take back its preferred leaderships.
         log_dir = os.path.join(data, "logs")
-        with open(os.path.join(log_dir, f"broker-{victim['id']}.log"), "ab") as log:
-            proc = subprocess.Popen([sys.executable, "-m", "kbroker.cli", "start", victim["config"]], stdout=log,
-                                    stderr=subprocess.STDOUT, start_new_session=True)
-        victim["pid"] = proc.pid
-        wait(lambda: all(len(s.isr) == 2 for s in states(zk, "scale", n).values()), 900, 1)
+        restarted = BrokerProcess(victim["id"], victim["config"], victim["port"],
+                                  os.path.join(log_dir, f"broker-{victim['id']}.log"), detach=True).start()
+        victim["pid"] = restarted.pid
+        wait_until(lambda: all(len(s.isr) == 2 for s in states(zk, "scale", n).values()), 900, 1)
         zk.create_recursive("/admin/preferred_replica_election",
                             b'{"version":1,"partitions":[' + b",".join(
                                 b'{"topic":"scale","partition":%d}' % p for p in range(n)) + b"]}")
-        wait(lambda: zk.exists("/admin/preferred_replica_election") is None, 600, 0.2)
+        wait_until(lambda: zk.exists("/admin/preferred_replica_election") is None, 600, 0.2)
         led = [p for p, s in states(zk, "scale", n).items() if s.leader == victim["id"]]
         settle(zk, state["brokers"], "scale", n)
 
@@ -242,7 +213,7 @@ def main() -> None:
         with profiled(args, "shutdown", state["brokers"]):
             t0 = time.time()
             os.kill(victim["pid"], signal.SIGTERM)
-            proc.wait(600)
+            restarted.proc.wait(600)
             t_exit = time.time() - t0
         moved = log_time(victim_log, "controlled shutdown succeeded", since)
         rows.append((f"controlled shutdown of a broker leading {len(led)}: leaders moved (s)",
@@ -257,9 +228,9 @@ def main() -> None:
         with profiled(args, "failover", [b for b in survivors if b is not ctrl]):
             os.kill(ctrl["pid"], signal.SIGKILL)
             t0 = time.time()
-            new = wait(lambda: (c := zk.get_controller_id()) not in (None, controller) and c, 120, 0.02)
+            new = wait_until(lambda: (c := zk.get_controller_id()) not in (None, controller) and c, 120, 0.02)
             path = os.path.join(log_dir, f"broker-{new}.log")
-            ready = wait(lambda: log_time(path, rf"controller {new} ready", sizes[new]), 600, 0.2)
+            ready = wait_until(lambda: log_time(path, rf"controller {new} ready", sizes[new]), 600, 0.2)
         elected = log_time(path, rf"broker {new} elected controller", sizes[new])
         rows.append((f"controller failover with {n + 3} partitions: context load (s)", f"{ready - elected:.2f}",
                      "Kafka 1.1 halved its ≈(O(partitions)) load; anchor 3 s"))

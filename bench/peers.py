@@ -103,31 +103,14 @@ def peer_binaries(venv: str) -> dict[str, str]:
 
 
 # ---- servers --------------------------------------------------------------------------------------------------
-class KbrokerServer:
-    """One kbroker broker and its ZooKeeper (bench._common.BenchCluster)."""
+class KbrokerServer(BenchCluster):
+    """One kbroker broker and its ZooKeeper; start() returns once the broker lists itself in Metadata."""
     name = "kbroker"
 
     def __init__(self, args):
         # A single broker leads only 1-replica partitions, which Kafka's controlled shutdown leaves out of its
         # "remaining" answer; kbroker counts them, so its stop would retry for 3 x 5 s first. Not measured here.
-        self.cluster = BenchCluster(args.tmp_dir, args.keep, ["controlled.shutdown.enable=false"] + args.broker_prop)
-
-    def start(self) -> None:
-        self.cluster.start()      # returns once the broker lists itself in Metadata
-
-    def stop(self) -> None:
-        self.cluster.stop()
-
-    @property
-    def bootstrap(self) -> str:
-        return self.cluster.bootstrap
-
-    @property
-    def pid(self) -> int:
-        return self.cluster.pid
-
-    def log_tail(self) -> str:
-        return self.cluster.broker_log_tail()
+        super().__init__(args.tmp_dir, args.keep, ["controlled.shutdown.enable=false"] + args.broker_prop)
 
 
 class BinaryServer:
@@ -138,8 +121,10 @@ class BinaryServer:
         self.keep = args.keep
         self.root = tempfile.mkdtemp(prefix=f"kbroker-bench-{name}-", dir=args.tmp_dir)
         self.port = free_port()
+        self.bootstrap = f"127.0.0.1:{self.port}"
         self.log_path = os.path.join(self.root, f"{name}.log")
         self.proc: subprocess.Popen | None = None
+        self.pid = 0
 
     def command(self) -> list[str]:
         if self.name == "noida-db":
@@ -149,19 +134,12 @@ class BinaryServer:
         return [self.binary, "broker", "--listener-url", url, "--advertised-listener-url", url,
                 "--storage-engine", "memory://tansu/"]
 
-    @property
-    def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    @property
-    def pid(self) -> int:
-        return self.proc.pid
-
     def start(self) -> None:
         t0 = time.monotonic()
         with open(self.log_path, "ab") as out:
             self.proc = subprocess.Popen(self.command(), stdout=out, stderr=subprocess.STDOUT,
                                          stdin=subprocess.DEVNULL, cwd=self.root)
+        self.pid = self.proc.pid
         deadline = time.monotonic() + 30
         while True:
             if self.proc.poll() is not None:

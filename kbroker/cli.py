@@ -21,6 +21,8 @@ import sys
 
 import click
 
+from zk import LIBRARY_LOGGER as ZK_LIBRARY_LOGGER
+
 from .config import ConfigError, load
 
 DEFAULT_DIR = os.environ.get("KBROKER_HOME", ".kbroker")
@@ -51,7 +53,7 @@ def _configure_logging(level: str = "INFO", log_dir: str | None = None, loggers:
     # The state-change logger stays at INFO for its file; on stderr it follows --log-level like the rest.
     stderr.addFilter(lambda r: r.name != STATE_CHANGE_LOGGER or r.levelno >= root_level)
     logging.basicConfig(level=root_level, handlers=[stderr])
-    logging.getLogger("kazoo").setLevel(logging.WARNING)
+    logging.getLogger(ZK_LIBRARY_LOGGER).setLevel(logging.WARNING)
     state_change = logging.getLogger(STATE_CHANGE_LOGGER)
     state_change.setLevel(logging.INFO)
     requests = logging.getLogger(REQUEST_LOGGER)
@@ -94,8 +96,21 @@ def start(config_file, overrides, log_level, log_dir, logger_levels):
     # gevent must patch the standard library before anything opens sockets.
     from gevent import monkey
     monkey.patch_all()
-    import gevent
     import signal
+
+    import gevent
+    import gevent.event
+
+    # SIGTERM or SIGINT at any time is a clean stop: one arriving during startup (the broker may have registered
+    # already) waits for startup to end, then shuts down.
+    started = gevent.event.Event()
+    server = None
+
+    def stop():
+        started.wait()
+        server.shutdown()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        gevent.signal_handler(sig, lambda: gevent.spawn(stop))
     from .server import KafkaServer, StartupError
 
     try:
@@ -116,8 +131,7 @@ def start(config_file, overrides, log_level, log_dir, logger_levels):
         click.echo(f"error: {e}", err=True)
         server.shutdown()
         sys.exit(1)
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        gevent.signal_handler(sig, lambda: gevent.spawn(server.shutdown))
+    started.set()
     server.await_shutdown()
 
 

@@ -1,27 +1,204 @@
-"""The local development cluster behind `kbroker cluster up|down|status` (and `make up`).
+"""Starting brokers, for everyone who does: `kbroker cluster up|down|status` (`make up`), the test fixtures and
+the benchmarks. One BrokerProcess (a `kbroker start` process on its own server.properties) and one wait_ready.
 
-Layout under the data dir: zookeeper/ (its data), broker-N/ (server.properties and log dir), logs/ (one log
-per process) and cluster.json (pids and ports, read by status and down). Processes run in their own sessions
-so they outlive the command that started them.
+wait_ready returns when every broker answers a Metadata request listing itself, its peers and a controller.
+Registering in ZooKeeper is not enough: a broker registers before the controller's first UpdateMetadata
+reaches it, and until then it answers Metadata with no brokers, which makes librdkafka's clients stall for
+minutes. The Metadata request is the launcher's only Kafka request (`metadata`), framed by hand over
+kafka-python's message classes until kbroker/protocol/client exists.
+
+The development cluster's layout under its data dir: zookeeper/ (its data), broker-N/ (server.properties and
+log dir), logs/ (one log per process) and cluster.json (pids and ports, read by status and down). Its
+processes run in their own sessions so they outlive the command that started them.
 """
 from __future__ import annotations
 
 import json
 import os
+import signal
+import socket
 import subprocess
 import sys
 import time
 
+from kafka.protocol.metadata import MetadataRequest
+
 from zk.client import KafkaZkClient, ZkError
 from zk.launcher import ZooKeeperNotInstalled, ZooKeeperServer, is_serving, stop_pid
 
+from .protocol.client import Connection, KafkaError
+
 STATE_FILE = "cluster.json"
+# Brokers start in the directory holding this kbroker package, so `python -m kbroker.cli` runs this very code
+# (a checkout's, whichever kbroker else is installed).
+_CODE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+POLL = 0.05   # seconds between readiness checks
 
 
 class ClusterError(RuntimeError):
     pass
 
 
+# ---- ports and waiting -------------------------------------------------------------------------------------
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def free_port_range(n: int) -> int:
+    """A base port with the n ports from it free (bound and released together)."""
+    for _ in range(50):
+        base = free_port()
+        if base + n > 65535:
+            continue
+        socks = []
+        try:
+            for port in range(base, base + n):
+                s = socket.socket()
+                socks.append(s)
+                s.bind(("127.0.0.1", port))
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+    raise ClusterError(f"no {n} consecutive free ports")
+
+
+def wait_until(predicate, timeout: float = 20.0, interval: float = POLL, message: str = "condition"):
+    """predicate()'s first true value, polled every interval; TimeoutError after timeout seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise TimeoutError(f"timed out after {timeout:g}s waiting for {message}")
+        time.sleep(interval)
+
+
+# ---- one broker process ------------------------------------------------------------------------------------
+class BrokerProcess:
+    """One `python -m kbroker.cli start server.properties` process, killed by its pid (never by name)."""
+
+    def __init__(self, broker_id: int, config_path: str, port: int, log_path: str, detach: bool = False):
+        self.id = broker_id
+        self.config_path = config_path
+        self.dir = os.path.dirname(config_path)
+        self.port = port
+        self.log_path = log_path
+        self.detach = detach    # its own session: it outlives the command that started it
+        self.proc: subprocess.Popen | None = None
+
+    @classmethod
+    def create(cls, broker_id: int, directory: str, zk_connect: str, settings: dict | None = None,
+               port: int | None = None, log_path: str | None = None, detach: bool = False) -> "BrokerProcess":
+        """Write directory/server.properties (broker.id, a PLAINTEXT listener on 127.0.0.1:port, a free port by
+        default, log.dirs directory/data, zookeeper.connect, then `settings` in order) and return the broker,
+        not started. Its output goes to log_path (directory/broker.log by default)."""
+        os.makedirs(directory, exist_ok=True)
+        port = free_port() if port is None else port
+        props = {"broker.id": broker_id, "listeners": f"PLAINTEXT://127.0.0.1:{port}",
+                 "log.dirs": os.path.join(directory, "data"), "zookeeper.connect": zk_connect}
+        for key, value in (settings or {}).items():
+            props.pop(key, None)     # a setting given again goes last, as a later line of Kafka's file wins
+            props[key] = value
+        config_path = os.path.join(directory, "server.properties")
+        with open(config_path, "w") as f:
+            f.writelines(f"{k}={v}\n" for k, v in props.items())
+        return cls(broker_id, config_path, port, log_path or os.path.join(directory, "broker.log"), detach)
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def start(self, *args: str) -> "BrokerProcess":
+        """Start it (args: more `kbroker start` options); returns at once (wait_ready waits)."""
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen([sys.executable, "-m", "kbroker.cli", "start", self.config_path, *args],
+                                         stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                         cwd=_CODE_ROOT, start_new_session=self.detach)
+        return self
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def kill9(self) -> None:
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait()
+
+    def terminate(self, timeout: float = 15) -> int:
+        """SIGTERM (a controlled shutdown) and its exit code."""
+        self.proc.terminate()
+        return self.proc.wait(timeout)
+
+    def stop(self, timeout: float = 20) -> None:
+        """SIGTERM, then SIGKILL if it has not exited after timeout seconds."""
+        if self.alive():
+            try:
+                self.terminate(timeout)
+            except subprocess.TimeoutExpired:
+                self.kill9()
+
+    def log(self, tail: int | None = None) -> str:
+        """Its output, or the last `tail` lines of it."""
+        try:
+            with open(self.log_path, errors="replace") as f:
+                return "".join(f.readlines()[-tail:]) if tail else f.read()
+        except OSError:
+            return ""
+
+
+# ---- readiness ---------------------------------------------------------------------------------------------
+
+
+def metadata(host: str, port: int, timeout: float = 2.0) -> tuple[set[int], int]:
+    """(the broker ids, the controller id) a broker answers a Metadata v1 request for no topics with."""
+    conn = Connection(host, port, "kbroker-launcher", timeout)
+    try:
+        response = conn.send(MetadataRequest(version=1, topics=[]))
+    finally:
+        conn.close()
+    return {b.node_id for b in response.brokers}, response.controller_id
+
+
+def _ready(broker: BrokerProcess, ids: set[int]) -> bool:
+    try:
+        listed, controller = metadata("127.0.0.1", broker.port)
+    except KafkaError:
+        return False
+    return controller >= 0 and ids <= listed
+
+
+def wait_ready(brokers, timeout: float = 60.0) -> None:
+    """Return when every broker answers Metadata listing itself, every other of `brokers` and a controller
+    (a broker started with a generated id, broker.id -1, is only asked for the others). ClusterError if one
+    exits first or they are not ready after timeout seconds."""
+    brokers = list(brokers)
+    ids = {b.id for b in brokers if b.id >= 0}
+    pending = brokers
+    deadline = time.monotonic() + timeout
+    while True:
+        for b in pending:
+            if not b.alive():
+                code = b.proc.returncode if b.proc is not None else "not started"
+                raise ClusterError(f"broker {b.id} exited ({code}) during startup; see {b.log_path}:\n{b.log(30)}")
+        pending = [b for b in pending if not _ready(b, ids)]
+        if not pending:
+            return
+        if time.monotonic() >= deadline:
+            raise ClusterError(f"brokers {sorted(b.id for b in pending)} did not list brokers {sorted(ids)} and a "
+                               f"controller in Metadata within {timeout:g}s; see {pending[0].log_path}")
+        time.sleep(POLL)
+
+
+# ---- the development cluster -------------------------------------------------------------------------------
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -49,28 +226,24 @@ def _write_state(data_dir: str, state: dict) -> None:
         json.dump(state, f, indent=2)
 
 
-def broker_properties(broker_id: int, port: int, log_dir: str, zk_connect: str, brokers: int) -> str:
+def dev_settings(brokers: int) -> dict:
+    """The development cluster's broker settings (replication as high as its brokers allow)."""
     rf = min(3, brokers)
-    return "\n".join([
-        f"broker.id={broker_id}",
-        f"listeners=PLAINTEXT://127.0.0.1:{port}",
-        f"log.dirs={log_dir}",
-        f"zookeeper.connect={zk_connect}",
-        "zookeeper.session.timeout.ms=6000",
-        f"default.replication.factor={rf}",
-        f"offsets.topic.replication.factor={rf}",
-        f"transaction.state.log.replication.factor={rf}",
-        f"transaction.state.log.min.isr={min(2, rf)}",
-        "group.initial.rebalance.delay.ms=0",
-        "controlled.shutdown.retry.backoff.ms=500",
-        "",
-    ])
+    return {
+        "zookeeper.session.timeout.ms": 6000,
+        "default.replication.factor": rf,
+        "offsets.topic.replication.factor": rf,
+        "transaction.state.log.replication.factor": rf,
+        "transaction.state.log.min.isr": min(2, rf),
+        "group.initial.rebalance.delay.ms": 0,
+        "controlled.shutdown.retry.backoff.ms": 500,
+    }
 
 
 def up(data_dir: str, brokers: int, zk_port: int, base_port: int, timeout: float = 60.0,
        overrides: tuple[str, ...] = (), metrics_port: int | None = None) -> dict:
-    """ZooKeeper and `brokers` brokers in the background. overrides: KEY=VALUE settings for every broker;
-    metrics_port: broker N serves Prometheus metrics on metrics_port + N - 1."""
+    """ZooKeeper and `brokers` brokers in the background; returns once wait_ready says they serve. overrides:
+    KEY=VALUE settings for every broker; metrics_port: broker N serves Prometheus metrics on metrics_port + N - 1."""
     data_dir = os.path.abspath(data_dir)
     state = _read_state(data_dir)
     if state is not None and any(_alive(p["pid"]) for p in [state["zookeeper"], *state["brokers"]]):
@@ -86,39 +259,24 @@ def up(data_dir: str, brokers: int, zk_port: int, base_port: int, timeout: float
     except (ZooKeeperNotInstalled, RuntimeError) as e:
         raise ClusterError(str(e)) from None
     state = {"zookeeper": {"pid": zk_pid, "port": zk_port, "connect": zk.connect}, "brokers": []}
+    started = []
     for n in range(1, brokers + 1):
-        port = base_port + n - 1
-        broker_dir = os.path.join(data_dir, f"broker-{n}")
-        os.makedirs(broker_dir, exist_ok=True)
-        props = os.path.join(broker_dir, "server.properties")
-        extra = list(overrides) + ([f"metrics.port={metrics_port + n - 1}"] if metrics_port is not None else [])
-        with open(props, "w") as f:
-            f.write(broker_properties(n, port, os.path.join(broker_dir, "data"), zk.connect, brokers))
-            f.writelines(f"{item.strip()}\n" for item in extra)   # later lines win, as in Kafka's file
-        with open(os.path.join(logs, f"broker-{n}.log"), "ab") as log:
-            proc = subprocess.Popen([sys.executable, "-m", "kbroker.cli", "start", props], stdout=log,
-                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
-        state["brokers"].append({"id": n, "pid": proc.pid, "port": port, "config": props,
+        settings = dev_settings(brokers)
+        for item in overrides:
+            key, _, value = item.partition("=")
+            settings.pop(key.strip(), None)
+            settings[key.strip()] = value.strip()
+        if metrics_port is not None:
+            settings["metrics.port"] = metrics_port + n - 1
+        b = BrokerProcess.create(n, os.path.join(data_dir, f"broker-{n}"), zk.connect, settings,
+                                 port=base_port + n - 1, log_path=os.path.join(logs, f"broker-{n}.log"),
+                                 detach=True).start()
+        started.append(b)
+        state["brokers"].append({"id": n, "pid": b.pid, "port": b.port, "config": b.config_path,
                                  "metrics_port": None if metrics_port is None else metrics_port + n - 1})
     _write_state(data_dir, state)
-    _wait_ready(zk.connect, brokers, state, logs, timeout)
+    wait_ready(started, timeout)
     return state
-
-
-def _wait_ready(connect: str, brokers: int, state: dict, logs: str, timeout: float) -> None:
-    client = KafkaZkClient(connect, 6000).start()
-    try:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            for b in state["brokers"]:
-                if not _alive(b["pid"]):
-                    raise ClusterError(f"broker {b['id']} exited during startup; see {logs}/broker-{b['id']}.log")
-            if len(client.get_broker_ids()) >= brokers and client.get_controller_id() is not None:
-                return
-            time.sleep(0.1)
-        raise ClusterError(f"the cluster was not up within {timeout:g}s; see {logs}")
-    finally:
-        client.close()
 
 
 def down(data_dir: str) -> list[str]:

@@ -68,7 +68,7 @@ class DynamicConfigManager:
         self._reconfigure(self.load_broker_configs(running=True))
 
     def _on_change(self, _event) -> None:
-        # A kazoo watch callback: only hand the work to a greenlet.
+        # A ZooKeeper watch callback: only hand the work to a greenlet.
         gevent.spawn(self.process_notifications)
 
     def process_notifications(self) -> None:
@@ -91,7 +91,7 @@ class DynamicConfigManager:
         stat = self.zk.exists(f"/config/changes/{name}")
         if stat is not None and now_ms - stat.ctime > CHANGE_EXPIRATION_MS:
             try:
-                self.zk.zk.delete(f"/config/changes/{name}")
+                self.zk.delete(f"/config/changes/{name}")
             except Exception:
                 pass  # another broker purged it
 

@@ -32,9 +32,8 @@ import gevent
 import gevent.event
 
 from zk import znodes as z
-from kazoo.exceptions import KazooException
-
-from zk.client import KafkaZkClient, ZkError
+from zk.client import KafkaZkClient, ZkError, ZkState
+from . import api
 from .clock import Clock
 from .controller.controller import KafkaController
 from .coordinator.group_coordinator import GroupCoordinator
@@ -140,7 +139,9 @@ class KafkaServer:
         self.group_coordinator = GroupCoordinator(self.broker_id, cfg, self.replica_manager, self.zk, self.clock)
         self.group_coordinator.startup()
 
-        self.socket_server = SocketServer(self, cfg.listeners, cfg["socket.request.max.bytes"])
+        self.socket_server = SocketServer(
+            lambda frame, listener, address: api.dispatch(frame, self, listener, address), cfg, cfg.listeners,
+            cfg["socket.request.max.bytes"])
         try:
             self.socket_server.bind()
         except OSError as e:
@@ -313,15 +314,15 @@ class KafkaServer:
 
     # ---- ZooKeeper session -------------------------------------------------------------------------------
     def _on_zk_state(self, state) -> None:
-        # Called by kazoo; only note the change and let a greenlet act on it.
+        # Called by the ZooKeeper client; only note the change and let a greenlet act on it.
         if self._shutting_down:
             return   # closing our own session is not an expiry
-        if state == "LOST":
+        if state == ZkState.LOST:
             self._session_lost = True
             log.warning("ZooKeeper session expired")
             if self.controller is not None:
                 self.controller.session_expired()
-        elif state == "CONNECTED" and self._session_lost:
+        elif state == ZkState.CONNECTED and self._session_lost:
             self._session_lost = False
             gevent.spawn(self._reregister)
 
@@ -358,7 +359,7 @@ class KafkaServer:
                 log.warning("controlled shutdown attempt %d: %s, partitions still led here: %s", attempt,
                             Errors(response.error_code).name,
                             ", ".join(f"{p.topic_name}-{p.partition_index}" for p in response.remaining_partitions))
-            except (KafkaError, ZkError, KazooException, OSError) as e:
+            except (KafkaError, ZkError, OSError) as e:
                 log.warning("controlled shutdown attempt %d failed: %r", attempt, e)
             if attempt < retries:
                 gevent.sleep(backoff / 1000.0)

@@ -1,21 +1,15 @@
 """Shared fixtures: one real ZooKeeper server per test session; each test gets its own chroot in it, so no
 test sees another's znodes."""
 import os
-import socket
 import sys
 import uuid
 
 import pytest
 
+from kbroker.cluster import free_port
 from zk.launcher import ZooKeeperServer
 
 VENV_BIN = os.path.dirname(sys.executable)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="session")
@@ -26,10 +20,14 @@ def zookeeper(tmp_path_factory):
     server.stop()
 
 
+def fresh_chroot(zookeeper) -> str:
+    """A ZooKeeper connect string with a chroot no other test uses, e.g. 127.0.0.1:PORT/t-1a2b3c."""
+    return f"{zookeeper.connect}/t-{uuid.uuid4().hex[:10]}"
+
+
 @pytest.fixture
 def zk_connect(zookeeper):
-    """A ZooKeeper connect string with a fresh chroot, e.g. 127.0.0.1:PORT/t-1a2b3c."""
-    return f"{zookeeper.connect}/t-{uuid.uuid4().hex[:10]}"
+    return fresh_chroot(zookeeper)
 
 
 @pytest.fixture

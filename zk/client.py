@@ -11,12 +11,18 @@ state znode writes go several per fenced multi (each multi still starts with the
 """
 from __future__ import annotations
 
+import functools
 import logging
+import types
 from collections import namedtuple
 
 from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import (EXCEPTIONS, BadVersionError, NodeExistsError, NoNodeError, RolledBackError,
-                              UnimplementedError)
+from kazoo.exceptions import (EXCEPTIONS, BadVersionError, ConnectionClosedError, ConnectionDropped, ConnectionLoss,
+                              KazooException, NodeExistsError, NoNodeError, OperationTimeoutError,
+                              RequestTimeoutError, RolledBackError, SessionExpiredError, UnimplementedError,
+                              ZookeeperStoppedError)
+from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.protocol.states import EventType
 from kazoo.protocol.serialization import (Create, GetData, ZnodeStat, int_struct, multiheader_struct, read_buffer,
                                           stat_struct, write_string)
 from kazoo.security import OPEN_ACL_UNSAFE
@@ -61,6 +67,81 @@ class ZkError(Exception):
     """A ZooKeeper failure with a message fit for a user."""
 
 
+class ZkConnectionLoss(ZkError):
+    """ZooKeeper did not answer: the connection dropped or a request timed out. The session may live on."""
+
+
+class ZkSessionExpired(ZkError):
+    """The session is over (expired, or this client closed): its ephemeral znodes and watches are gone."""
+
+
+class ZkNodeExists(ZkError):
+    pass
+
+
+class ZkNoNode(ZkError):
+    pass
+
+
+class ZkBadVersion(ZkError):
+    """A conditional write's expected zkVersion did not match."""
+
+
+# kazoo's errors -> ours, first match wins (ConnectionClosedError is a SessionExpiredError in kazoo too).
+_TRANSLATIONS = (
+    ((ConnectionClosedError, ZookeeperStoppedError, SessionExpiredError), ZkSessionExpired,
+     "session closed or expired"),
+    ((ConnectionLoss, ConnectionDropped, OperationTimeoutError, RequestTimeoutError, KazooTimeoutError),
+     ZkConnectionLoss, "connection lost"),
+    (NodeExistsError, ZkNodeExists, "znode exists"),
+    (NoNodeError, ZkNoNode, "no such znode"),
+    (BadVersionError, ZkBadVersion, "znode version mismatch"),
+)
+_KAZOO_ERRORS = (KazooException, KazooTimeoutError)
+
+
+def _translate(e: Exception) -> ZkError:
+    """The ZkError for a kazoo error (one of _KAZOO_ERRORS), its message naming what happened."""
+    ours, what = next(((ours, what) for kazoo_types, ours, what in _TRANSLATIONS if isinstance(e, kazoo_types)),
+                      (ZkError, "request failed"))
+    detail = str(e)
+    return ours(f"{what} ({type(e).__name__}{': ' + detail if detail else ''})")
+
+
+def _translating(cls):
+    """Class decorator: every public method raises the Zk errors above, never kazoo's. One try block per call
+    (not per znode), so the controller's batched paths pay nothing per partition."""
+    for name, fn in list(vars(cls).items()):
+        if not name.startswith("_") and isinstance(fn, types.FunctionType):
+            setattr(cls, name, _translated(fn))
+    return cls
+
+
+def _translated(fn):
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except _KAZOO_ERRORS as e:
+            raise _translate(e) from e
+    return call
+
+
+class ZkState:
+    """The states a state listener (add_state_listener) is called with (kazoo's KazooState values)."""
+    CONNECTED = KazooState.CONNECTED
+    SUSPENDED = KazooState.SUSPENDED   # connection lost, session may still live
+    LOST = KazooState.LOST             # session expired (or closed)
+
+
+class ZkEvent:
+    """The `type` of the event a watch function is called with (kazoo's EventType values)."""
+    CREATED = EventType.CREATED
+    DELETED = EventType.DELETED
+    CHANGED = EventType.CHANGED
+    CHILD = EventType.CHILD
+
+
 class ControllerMovedError(ZkError):
     """The /controller_epoch check failed: another broker is controller now."""
 
@@ -85,7 +166,11 @@ def split_chroot(connect: str) -> tuple[str, str]:
     return connect[:slash], connect[slash:].rstrip("/")
 
 
+@_translating
 class KafkaZkClient:
+    """Kafka's KafkaZkClient. `gevent=True` (the broker) runs kazoo on gevent, so watches and state listeners
+    are greenlets; otherwise threads (command-line tools). Public methods raise only ZkError and its kinds."""
+
     def __init__(self, connect: str, session_timeout_ms: int = 18000, connection_timeout_ms: int | None = None,
                  gevent: bool = False):
         hosts, self.chroot = split_chroot(connect)
@@ -103,11 +188,11 @@ class KafkaZkClient:
     def start(self) -> "KafkaZkClient":
         try:
             self.zk.start(timeout=self.connection_timeout)
-        except Exception as e:  # kazoo raises its handler's timeout type
+        except (Exception, self.zk.handler.timeout_exception) as e:   # the gevent handler's is a BaseException
             self.zk.stop()
             self.zk.close()
-            raise ZkError(f"could not connect to ZooKeeper at {self.connect_string} "
-                          f"within {self.connection_timeout:g}s") from e
+            raise ZkConnectionLoss(f"could not connect to ZooKeeper at {self.connect_string} "
+                                   f"within {self.connection_timeout:g}s") from e
         if self.chroot:
             # Kafka creates a missing chroot before using it.
             self.zk.ensure_path(self.chroot)
@@ -121,6 +206,7 @@ class KafkaZkClient:
             self.zk.close()
 
     def add_state_listener(self, fn) -> None:
+        """fn(state) on each change of the connection's state, a ZkState value."""
         self.zk.add_listener(fn)
 
     @property
@@ -135,6 +221,9 @@ class KafkaZkClient:
     # ---- primitives --------------------------------------------------------------------------------------
     def create_recursive(self, path: str, data: bytes | None = None, ephemeral=False, sequence=False) -> str:
         """Create a znode, making missing parents with null data (Kafka's createRecursive)."""
+        return self._create_recursive(path, data, ephemeral, sequence)
+
+    def _create_recursive(self, path: str, data: bytes | None = None, ephemeral=False, sequence=False) -> str:
         try:
             return self.zk.create(path, data, ephemeral=ephemeral, sequence=sequence)
         except NoNodeError:
@@ -170,6 +259,13 @@ class KafkaZkClient:
 
     def exists(self, path: str, watch=None):
         return self.zk.exists(path, watch=watch)
+
+    def set_data(self, path: str, data: bytes, version: int = -1):
+        """setData (expecting `version` unless -1); the new stat."""
+        return self.zk.set(path, data, version=version)
+
+    def delete(self, path: str) -> None:
+        self.zk.delete(path)
 
     def get_many(self, paths) -> list:
         """getData of many znodes, in order: (data, stat), or (None, None) where a znode does not exist. One
@@ -221,7 +317,7 @@ class KafkaZkClient:
 
     def create_or_get_cluster_id(self, proposed: str) -> str:
         try:
-            self.create_recursive(z.ClusterIdZNode.path, z.ClusterIdZNode.encode(proposed))
+            self._create_recursive(z.ClusterIdZNode.path, z.ClusterIdZNode.encode(proposed))
             return proposed
         except NodeExistsError:
             return self.get_cluster_id()
@@ -316,7 +412,7 @@ class KafkaZkClient:
 
     def delete_controller_fenced(self, epoch_zk_version: int) -> None:
         try:
-            self.fenced(epoch_zk_version, lambda t: t.delete(z.ControllerZNode.path))
+            self._fenced(epoch_zk_version, lambda t: t.delete(z.ControllerZNode.path))
         except (ControllerMovedError, NoNodeError):
             pass
 
@@ -324,9 +420,12 @@ class KafkaZkClient:
     def fenced(self, epoch_zk_version: int, *ops) -> list:
         """Run ops (functions adding to a transaction) behind a check of /controller_epoch's version.
         Raises ControllerMovedError if the check fails, or the first op's own error."""
+        return self._fenced(epoch_zk_version, *ops)
+
+    def _fenced(self, epoch_zk_version: int, *ops) -> list:
         return self._fenced_result(self._fenced_async(epoch_zk_version, ops).get())
 
-    def fenced_many(self, epoch_zk_version: int, batches) -> list:
+    def _fenced_many(self, epoch_zk_version: int, batches) -> list:
         """Several fenced multis sent back to back (pipelined on the one connection), then awaited: one round
         trip's latency for all, as Kafka's controller pipelines its writes. Each item of `batches` is a list
         of ops; each result is that multi's list of op results, or the op's exception. ControllerMovedError
@@ -392,7 +491,7 @@ class KafkaZkClient:
 
     def create_topic_assignment(self, topic: str, assignment: z.TopicAssignment) -> None:
         try:
-            self.create_recursive(z.TopicZNode.path(topic), z.TopicZNode.encode(assignment))
+            self._create_recursive(z.TopicZNode.path(topic), z.TopicZNode.encode(assignment))
         except NodeExistsError:
             raise TopicExistsError(f"Topic '{topic}' already exists.") from None
 
@@ -401,7 +500,7 @@ class KafkaZkClient:
         self.zk.set(z.TopicZNode.path(topic), z.TopicZNode.encode(assignment))
 
     def set_topic_assignment_fenced(self, topic: str, assignment: z.TopicAssignment, epoch_zk_version: int) -> None:
-        self.fenced(epoch_zk_version, lambda t: t.set_data(z.TopicZNode.path(topic), z.TopicZNode.encode(assignment)))
+        self._fenced(epoch_zk_version, lambda t: t.set_data(z.TopicZNode.path(topic), z.TopicZNode.encode(assignment)))
 
     def get_partition_state(self, topic: str, partition: int, watch=None) -> z.LeaderAndIsr | None:
         data, stat = self.get(z.TopicPartitionStateZNode.path(topic, partition), watch=watch)
@@ -423,7 +522,8 @@ class KafkaZkClient:
         completed one by one."""
         for topic in sorted({t for t, _ in states}):
             try:
-                self.fenced(epoch_zk_version, lambda t, p=z.TopicPartitionsZNode.path(topic): self._create_op(t, p, None))
+                self._fenced(epoch_zk_version,
+                             lambda t, p=z.TopicPartitionsZNode.path(topic): self._create_op(t, p, None))
             except NodeExistsError:
                 pass
         items = sorted(states.items())
@@ -441,15 +541,16 @@ class KafkaZkClient:
                 state.zk_version = 0
                 continue
             try:
-                self.fenced(epoch_zk_version, lambda t, tp=tp: self._create_op(t, z.TopicPartitionZNode.path(*tp), None))
+                self._fenced(epoch_zk_version,
+                             lambda t, tp=tp: self._create_op(t, z.TopicPartitionZNode.path(*tp), None))
             except NodeExistsError:
                 pass
             path, data = z.TopicPartitionStateZNode.path(*tp), z.TopicPartitionStateZNode.encode(state)
             try:
-                self.fenced(epoch_zk_version, lambda t: t.create(path, data))
+                self._fenced(epoch_zk_version, lambda t: t.create(path, data))
                 state.zk_version = 0
             except NodeExistsError:
-                state.zk_version = self.fenced(epoch_zk_version, lambda t: t.set_data(path, data))[0].version
+                state.zk_version = self._fenced(epoch_zk_version, lambda t: t.set_data(path, data))[0].version
 
     def update_partition_states_fenced(self, states: dict, epoch_zk_version: int) -> dict:
         """setData of many state znodes {(topic, partition): LeaderAndIsr}, each expecting its zk_version (the
@@ -479,7 +580,7 @@ class KafkaZkClient:
         return lambda t: t.set_data(path, data, state.zk_version)
 
     def _update_partition_states_singly(self, items: list, epoch_zk_version: int) -> dict:
-        results = self.fenced_many(epoch_zk_version, [[self._set_state_op(tp, s)] for tp, s in items])
+        results = self._fenced_many(epoch_zk_version, [[self._set_state_op(tp, s)] for tp, s in items])
         out = {}
         for (tp, _), result in zip(items, results):
             if isinstance(result, (BadVersionError, NoNodeError)):
@@ -522,7 +623,7 @@ class KafkaZkClient:
         return stat.version
 
     def create_isr_change_notification(self, partitions) -> None:
-        self.create_recursive(z.IsrChangeNotificationZNode.prefix, z.IsrChangeNotificationZNode.encode(partitions),
+        self._create_recursive(z.IsrChangeNotificationZNode.prefix, z.IsrChangeNotificationZNode.encode(partitions),
                               sequence=True)
 
     def get_isr_change_notifications(self, watch=None) -> list[str]:
@@ -538,7 +639,7 @@ class KafkaZkClient:
 
     def delete_isr_change_notifications_fenced(self, names, epoch_zk_version: int) -> None:
         """Fenced deletes, one multi each (a vanished one must not roll back the others), pipelined."""
-        self.fenced_many(epoch_zk_version, [[lambda t, n=name: t.delete(f"{z.IsrChangeNotificationZNode.path}/{n}")]
+        self._fenced_many(epoch_zk_version, [[lambda t, n=name: t.delete(f"{z.IsrChangeNotificationZNode.path}/{n}")]
                                             for name in names])
 
     # ---- configs -----------------------------------------------------------------------------------------
@@ -552,12 +653,12 @@ class KafkaZkClient:
         try:
             self.zk.set(path, data)
         except NoNodeError:
-            self.create_recursive(path, data)
+            self._create_recursive(path, data)
 
     def create_config_change_notification(self, entity_path: str) -> None:
         """/config/changes/config_change_<seq> = {"version":2,"entity_path":...}, written after the entity's
         config znode so every broker re-reads it (Kafka's AdminZkClient.changeConfigs)."""
-        self.create_recursive(z.ConfigChangeNotificationZNode.prefix,
+        self._create_recursive(z.ConfigChangeNotificationZNode.prefix,
                               z.ConfigChangeNotificationZNode.encode(entity_path), sequence=True)
 
     def get_config_change_notifications(self, watch=None) -> list[str]:
@@ -570,7 +671,7 @@ class KafkaZkClient:
     # ---- admin markers -----------------------------------------------------------------------------------
     def create_delete_topic_marker(self, topic: str) -> None:
         try:
-            self.create_recursive(z.DeleteTopicsTopicZNode.path(topic), None)
+            self._create_recursive(z.DeleteTopicsTopicZNode.path(topic), None)
         except NodeExistsError:
             raise TopicAlreadyMarkedForDeletionError(f"Topic {topic} is already marked for deletion.") from None
 
@@ -580,7 +681,7 @@ class KafkaZkClient:
     def delete_topic_deletion_markers_fenced(self, topics, epoch_zk_version: int) -> None:
         for topic in topics:
             try:
-                self.fenced(epoch_zk_version, lambda t, tp=topic: t.delete(z.DeleteTopicsTopicZNode.path(tp)))
+                self._fenced(epoch_zk_version, lambda t, tp=topic: t.delete(z.DeleteTopicsTopicZNode.path(tp)))
             except NoNodeError:
                 pass
 
@@ -600,6 +701,6 @@ class KafkaZkClient:
             levels.append(below)
         paths = [p for level in reversed(levels) for p in level]
         paths += [z.ConfigEntityZNode.path("topics", topic), z.DeleteTopicsTopicZNode.path(topic)]
-        for result in self.fenced_many(epoch_zk_version, [[lambda t, p=p: t.delete(p)] for p in paths]):
+        for result in self._fenced_many(epoch_zk_version, [[lambda t, p=p: t.delete(p)] for p in paths]):
             if isinstance(result, Exception) and not isinstance(result, NoNodeError):
                 raise result

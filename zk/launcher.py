@@ -102,6 +102,20 @@ class ZooKeeperServer:
         self.proc = None
 
 
+def zkcli_get(connect: str, path: str) -> str:
+    """What a user sees with zookeeper-shell: the data line `zkCli.sh -server HOST:PORT get /<chroot><path>`
+    prints (connect may carry a chroot)."""
+    server, _, chroot = connect.partition("/")
+    out = subprocess.run([ZKCLI, "-server", server, "get", "/" + chroot + path], capture_output=True, text=True,
+                         timeout=30)
+    if out.returncode != 0:
+        raise RuntimeError(f"zkCli.sh get {path} failed: {out.stderr}")
+    # zkCli prints its connection chatter (WATCHER::, WatchedEvent ...) on stdout too, in no fixed order.
+    lines = [line for line in out.stdout.splitlines()
+             if line.strip() and not line.startswith(("Connecting to", "WATCHER::", "WatchedEvent"))]
+    return lines[-1]
+
+
 def stop_pid(pid: int, timeout: float = 10.0) -> bool:
     """SIGTERM a process by pid and wait for it to go; SIGKILL after timeout. False if it was not running."""
     try:

@@ -22,8 +22,6 @@ import logging
 import gevent.event
 from kafka.protocol.consumer import OffsetCommitRequest, OffsetCommitResponse
 
-from kazoo.exceptions import KazooException
-
 from zk.client import ZkError
 from ..coordinator.schemas import OffsetAndMetadata
 from ..protocol.errors import Errors
@@ -47,7 +45,7 @@ def _commit_v0(ctx, group_id: str, partitions: dict) -> dict:
         try:
             coordinator.zk_offsets.commit(group_id, topic, partition, p.committed_offset)
             out[(topic, partition)] = Errors.NONE
-        except (ZkError, KazooException, ValueError) as e:   # Kafka: Errors.forException -> UNKNOWN_SERVER_ERROR
+        except (ZkError, ValueError) as e:   # Kafka: Errors.forException -> UNKNOWN_SERVER_ERROR
             log.warning("storing the v0 offset of group %r for %s-%d in ZooKeeper failed: %r", group_id, topic,
                         partition, e)
             out[(topic, partition)] = Errors.UNKNOWN_SERVER_ERROR

@@ -15,7 +15,6 @@ from __future__ import annotations
 import logging
 
 from kafka.protocol.consumer import OffsetFetchRequest, OffsetFetchResponse
-from kazoo.exceptions import KazooException
 
 from zk.client import ZkError
 
@@ -40,7 +39,7 @@ def _fetch_v0(ctx, group_id: str, tps) -> dict:
             offset = store.fetch(group_id, *tp) if cache.partition(*tp) is not None else None
             out[tp] = ((offset, -1, "", Errors.NONE) if offset is not None
                        else (INVALID_OFFSET, -1, "", Errors.UNKNOWN_TOPIC_OR_PARTITION))
-        except (ZkError, KazooException, ValueError) as e:
+        except (ZkError, ValueError) as e:
             log.warning("reading the v0 offset of group %r for %s-%d from ZooKeeper failed: %r", group_id, *tp, e)
             out[tp] = (INVALID_OFFSET, -1, "", Errors.UNKNOWN_SERVER_ERROR)
     return out

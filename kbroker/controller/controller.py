@@ -31,10 +31,9 @@ import logging
 
 import gevent
 from gevent.queue import Queue
-from kazoo.exceptions import ConnectionLoss, SessionExpiredError
 
 from zk import znodes as z
-from zk.client import ControllerMovedError, KafkaZkClient
+from zk.client import ControllerMovedError, KafkaZkClient, ZkConnectionLoss, ZkSessionExpired
 from ..protocol.errors import Errors
 from .channel import ControllerChannelManager, RequestBatch
 from .context import ControllerContext, ReplicaState
@@ -104,14 +103,14 @@ class KafkaController:
             try:
                 fn(*args)
                 return
-            except ConnectionLoss:
+            except ZkConnectionLoss:
                 log.info("ZooKeeper connection lost during %s; retrying when reconnected", fn.__name__)
                 generation = self.session_generation
                 while not self.zk.connected and generation == self.session_generation:
                     gevent.sleep(0.1)
                 if generation != self.session_generation:
                     return
-            except SessionExpiredError:
+            except ZkSessionExpired:
                 self._resign()
                 return
             except ControllerMovedError:

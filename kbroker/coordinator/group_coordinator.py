@@ -29,7 +29,6 @@ from __future__ import annotations
 import logging
 
 import gevent
-from kazoo.exceptions import KazooException
 
 from zk import admin as zk_admin
 from zk.admin_errors import AdminError
@@ -164,7 +163,7 @@ class GroupCoordinator:
             pass    # being created: its leaders are on their way
         except AdminError as e:
             log.info("cannot create %s yet: %s", GROUP_METADATA_TOPIC, e)
-        except (ZkError, KazooException) as e:   # e.g. another broker creating it at the same moment
+        except ZkError as e:   # e.g. another broker creating it at the same moment
             log.info("creating %s failed: %r", GROUP_METADATA_TOPIC, e)
 
     # ---- checks ---------------------------------------------------------------------------------------------

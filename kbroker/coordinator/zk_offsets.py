@@ -4,8 +4,7 @@ parents when missing, overwritten otherwise). Any broker serves them: there is n
 """
 from __future__ import annotations
 
-from kazoo.exceptions import NodeExistsError, NoNodeError
-
+from zk.client import ZkNodeExists, ZkNoNode
 from zk.znodes import ConsumerOffsetZNode
 
 
@@ -18,12 +17,12 @@ class ZkOffsetStore:
         path = ConsumerOffsetZNode.path(group, topic, partition)
         data = ConsumerOffsetZNode.encode(offset)
         try:
-            self.zk.zk.set(path, data)
-        except NoNodeError:
+            self.zk.set_data(path, data)
+        except ZkNoNode:
             try:
                 self.zk.create_recursive(path, data)
-            except NodeExistsError:   # created meanwhile by another commit
-                self.zk.zk.set(path, data)
+            except ZkNodeExists:   # created meanwhile by another commit
+                self.zk.set_data(path, data)
 
     def fetch(self, group: str, topic: str, partition: int) -> int | None:
         data, _ = self.zk.get(ConsumerOffsetZNode.path(group, topic, partition))

@@ -9,6 +9,9 @@ Connection limits, read at each accept so dynamic changes apply at once: max.con
 max.connections.per.ip.overrides "host:count,...") and max.connections (not counting the inter-broker
 listener, which Kafka protects). A connection over a limit is closed at once; Kafka closes it too for the
 per-IP limit but makes it wait in the accept queue for the broker-wide one.
+
+The server knows frames, not APIs: the broker hands it the dispatcher (frame -> response pieces), so nothing
+under network/ imports api/ (DESIGN.md §5).
 """
 from __future__ import annotations
 
@@ -21,7 +24,6 @@ import gevent
 from gevent.server import StreamServer
 from gevent.socket import wait_write
 
-from .. import api
 from ..protocol.header import CloseConnection
 from ..protocol.hotpath import is_file_slice
 
@@ -78,8 +80,11 @@ def send_pieces(sock, pieces) -> None:
 
 
 class SocketServer:
-    def __init__(self, broker, listeners, max_request_bytes: int):
-        self.broker = broker
+    def __init__(self, dispatch, config, listeners, max_request_bytes: int):
+        """dispatch(frame, listener name, client address) -> the response pieces, or None when none is due;
+        config: the broker's (live) config, for the connection limits."""
+        self.dispatch = dispatch
+        self.config = config
         self.max_request_bytes = max_request_bytes
         self.servers: dict[str, StreamServer] = {}
         self.bound_ports: dict[str, int] = {}
@@ -116,7 +121,7 @@ class SocketServer:
             # for the client's delayed ACK, ~40 ms).
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             ip = address[0]
-            counted = listener_name != self.broker.config.inter_broker_listener
+            counted = listener_name != self.config.inter_broker_listener
             refusal = self._over_limit(ip, counted)
             if refusal:
                 log.warning("closing connection from %s:%s: %s", ip, address[1], refusal)
@@ -137,7 +142,7 @@ class SocketServer:
         return handle
 
     def _over_limit(self, ip: str, counted: bool) -> str | None:
-        cfg = self.broker.config
+        cfg = self.config
         limit = cfg["max.connections.per.ip"]
         for item in (cfg["max.connections.per.ip.overrides"] or "").split(","):
             host, _, count = item.strip().rpartition(":")
@@ -164,7 +169,7 @@ class SocketServer:
                 log.debug("connection from %s:%s closed mid-request", *address[:2])
                 return
             try:
-                out = api.dispatch(memoryview(frame), self.broker, listener_name, address)
+                out = self.dispatch(memoryview(frame), listener_name, address)
             except CloseConnection as e:
                 log.warning("closing connection from %s:%s: %s", address[0], address[1], e)
                 return

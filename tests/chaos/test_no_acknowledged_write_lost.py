@@ -89,7 +89,7 @@ def test_acks_all_survives_kills_stops_pauses_and_restarts(cluster_factory):
 
     def restart(b):
         b.start()
-        c.wait_registered([b.id])
+        c.wait_ready([b.id])
 
     # 1. kill -9 the leader of partition 0, then bring it back.
     victim = c.brokers[leader_of(c, 0)]

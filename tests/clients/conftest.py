@@ -5,23 +5,19 @@ Each test uses its own topic names, so tests in one module never see each other'
 """
 from __future__ import annotations
 
-import uuid
-
 import pytest
 
+from tests.conftest import fresh_chroot
 from tests.integration.conftest import Cluster, cluster_factory, wait_until  # noqa: F401  (re-exported)
 
 
 def _start_cluster(zookeeper, tmp_path_factory, n: int, **extra) -> Cluster:
-    c = Cluster(f"{zookeeper.connect}/t-{uuid.uuid4().hex[:10]}", str(tmp_path_factory.mktemp("clients")))
+    c = Cluster(fresh_chroot(zookeeper), str(tmp_path_factory.mktemp("clients")))
     try:
-        for i in range(1, n + 1):
-            c.add(i, **extra)
-        c.wait_registered(range(1, n + 1))
+        return c.start_brokers(n, **extra)
     except BaseException:
         c.stop()
         raise
-    return c
 
 
 @pytest.fixture(scope="module")

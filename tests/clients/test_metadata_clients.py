@@ -47,7 +47,7 @@ def cluster(zookeeper, tmp_path_factory):
     try:
         for i in sorted(BROKER_IDS):
             c.add(i)
-        c.wait_registered(BROKER_IDS)
+        c.wait_ready(BROKER_IDS)
         r = CliRunner().invoke(cli, ["--zookeeper", c.zk_connect, "create-topic", TOPIC,
                                      "--partitions", str(PARTITIONS), "--replication-factor", "3"])
         assert r.exit_code == 0, r.output

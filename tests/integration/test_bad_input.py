@@ -34,7 +34,7 @@ def broker(zookeeper, tmp_path_factory):
     cluster = Cluster(zk_connect, str(tmp_path_factory.mktemp("bad-input")))
     try:
         b = cluster.add(1, **{"socket.request.max.bytes": MAX_REQUEST_BYTES})
-        cluster.wait_registered([1])
+        cluster.wait_ready([1])
         host, port = b.bootstrap.rsplit(":", 1)
         wait_until(lambda: _can_connect(host, int(port)), 10, message="broker accepting connections")
         yield b

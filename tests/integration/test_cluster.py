@@ -5,18 +5,18 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import time
 
 from click.testing import CliRunner
 from kafka.protocol.metadata import MetadataRequest
 
 from admin_cli.main import cli as kadmin
+from kbroker.cluster import BrokerProcess, free_port
 from kbroker.metadata_cache import uuid_to_topic_id
 from kbroker.protocol.client import Connection
 from kbroker.protocol.interbroker import UpdateMetadataRequest
 from tests.integration.conftest import SESSION_TIMEOUT_MS, wait_until
-from zk.launcher import ZKCLI
+from zk.launcher import zkcli_get
 
 
 def create_topic(cluster, name, partitions, rf):
@@ -48,18 +48,6 @@ def wait_topic(cluster, broker, topic, partitions):
         ls = leaders(m, topic)
         return m if len(ls) == partitions and all(e == 0 for _, _, e in ls.values()) else None
     return wait_until(ready, message=f"{topic} in Metadata from broker {broker.id}")
-
-
-def zkcli_get(zk_connect: str, path: str) -> str:
-    """What a user sees with zookeeper-shell: the last line of `zkCli.sh -server HOST:PORT get PATH`."""
-    server, _, chroot = zk_connect.partition("/")
-    out = subprocess.run([ZKCLI, "-server", server, "get", "/" + chroot + path], capture_output=True, text=True,
-                         timeout=30)
-    assert out.returncode == 0, out.stderr
-    # zkCli prints its connection chatter (WATCHER::, WatchedEvent ...) on stdout too, in no fixed order.
-    lines = [l for l in out.stdout.splitlines()
-             if l.strip() and not l.startswith(("Connecting to", "WATCHER::", "WatchedEvent"))]
-    return lines[-1]
 
 
 def test_three_brokers_topic_and_kafka_znodes(cluster3):
@@ -160,7 +148,7 @@ def test_restarted_broker_gets_its_partitions_back_into_metadata(cluster3):
     wait_until(lambda: 3 not in c.zk.get_broker_ids(), timeout=2, message="broker 3's znode removed on SIGTERM")
     assert "shut down completed" in b3.log()
     b3.start()
-    c.wait_registered([1, 2, 3])
+    c.wait_ready([1, 2, 3])
     m = wait_until(lambda: (lambda m: m if len(m.brokers) == 3 else None)(metadata(b3.bootstrap, ["t"])),
                    message="the restarted broker to get full metadata")
     assert sorted(len(p.replica_nodes) for p in m.topics[0].partitions) == [3, 3, 3]
@@ -230,6 +218,25 @@ def test_generated_broker_id_from_seqid(cluster_factory):
     assert b.terminate() == 0
     b.start()
     wait_until(lambda: c.zk.get_broker_ids() == [1001], message="broker 1001 registered again")
+
+
+def test_unreachable_zookeeper_fails_startup_with_one_line(tmp_path):
+    """The broker's ZooKeeper client (gevent handler) reports an unreachable ZooKeeper as a startup error."""
+    port = free_port()   # nothing listens there
+    b = BrokerProcess.create(1, str(tmp_path / "broker-1"), f"127.0.0.1:{port}",
+                             {"zookeeper.connection.timeout.ms": 1000}).start()
+    assert b.proc.wait(30) == 1
+    assert f"error: could not connect to ZooKeeper at 127.0.0.1:{port} within 1s" in b.log()
+
+
+def test_sigterm_right_after_registration_is_a_clean_stop(cluster_factory):
+    """The signal handlers are installed before startup: a broker told to stop the moment it registers (before
+    its startup ends) still stops cleanly, once started."""
+    c = cluster_factory(0)
+    b = c.add(1)
+    wait_until(lambda: c.zk.get_broker_ids() == [1], interval=0.005, message="broker 1 registered")
+    assert b.terminate(30) == 0
+    assert c.zk.get_broker_ids() == []
 
 
 def test_stale_controller_epoch_refused(cluster1):

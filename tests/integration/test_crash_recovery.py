@@ -128,7 +128,7 @@ def restart(cluster, broker, topic: str) -> int:
     """Start the broker again (same config and log dirs); returns where its log file was at the restart."""
     mark = len(broker.log())
     broker.start()
-    cluster.wait_registered([broker.id])
+    cluster.wait_ready([broker.id])
     wait_leader(broker, topic)
     return mark
 

@@ -1,33 +1,12 @@
 """`kbroker cluster up|status|down`: the local cluster a developer gets from `make up`."""
 import json
 import os
-import socket
 import subprocess
 import sys
 
-from tests.conftest import free_port
+from kbroker.cluster import free_port, free_port_range, metadata
 
 KBROKER = [sys.executable, "-m", "kbroker.cli"]
-
-
-def consecutive_free_ports(n: int) -> int:
-    for _ in range(50):
-        base = free_port()
-        if base + n > 65535:
-            continue
-        socks = []
-        try:
-            for p in range(base, base + n):
-                s = socket.socket()
-                s.bind(("127.0.0.1", p))
-                socks.append(s)
-            return base
-        except OSError:
-            continue
-        finally:
-            for s in socks:
-                s.close()
-    raise RuntimeError("no free port range")
 
 
 def run(*args, timeout=90):
@@ -36,11 +15,15 @@ def run(*args, timeout=90):
 
 def test_cluster_up_status_down(tmp_path):
     data = str(tmp_path / "cluster")
-    zk_port, base, metrics = free_port(), consecutive_free_ports(3), consecutive_free_ports(3)
+    zk_port, base, metrics = free_port(), free_port_range(3), free_port_range(3)
     up = run("cluster", "up", "--brokers", "3", "--data-dir", data, "--zk-port", str(zk_port),
              "--base-port", str(base), "--metrics-port", str(metrics), "--override", "log.retention.hours=5")
     try:
         assert up.returncode == 0, up.stderr
+        # `up` returns only once every broker answers Metadata with all three and a controller.
+        for port in (base, base + 1, base + 2):
+            brokers, controller = metadata("127.0.0.1", port)
+            assert brokers == {1, 2, 3} and controller in brokers
         assert f"bootstrap.servers  127.0.0.1:{base},127.0.0.1:{base + 1},127.0.0.1:{base + 2}" in up.stdout
         assert f"zookeeper.connect  127.0.0.1:{zk_port}" in up.stdout
         assert f"http://127.0.0.1:{metrics + 2}/metrics" in up.stdout

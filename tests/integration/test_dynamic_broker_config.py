@@ -184,7 +184,7 @@ def test_dynamic_default_retention_deletes_old_segments_and_is_read_at_startup(c
     # Written before the broker starts: read at start-up, before the logs load.
     broker_config.write_broker_config(c.zk, None, {"log.segment.bytes": "2000"})
     c.add(1, **{"log.retention.check.interval.ms": 300, "log.segment.delete.delay.ms": 0})
-    c.wait_registered([1])
+    c.wait_ready([1])
     zk_admin.create_topic(c.zk, "old", 1, 1, {})
     wait_until(lambda: c.zk.get_partition_state("old", 0), message="leader")
     hour_ago = int(time.time() * 1000) - 3_600_000

@@ -9,7 +9,6 @@ import glob
 import os
 import signal
 import struct
-import subprocess
 import uuid
 
 import pytest
@@ -27,9 +26,9 @@ from kbroker.records.batches import v2_records
 from kbroker.records.entries import iter_entries
 from tests.clients._util import create_topic, raw_request
 from tests.integration.conftest import Cluster, wait_until
+from zk.launcher import zkcli_get
 
 OFFSETS = "__consumer_offsets"
-ZKCLI = "/usr/share/zookeeper/bin/zkCli.sh"
 FAST = {"group.initial.rebalance.delay.ms": 0, "group.min.session.timeout.ms": 1000}
 
 
@@ -124,17 +123,6 @@ def fetch(bootstrap, group, version, partitions=None):
     return (Errors(r.error_code) if version >= 2 else None), out
 
 
-def zkcli_get(zk_connect: str, path: str) -> str:
-    """The data line `zkCli.sh -server HOST:PORT get /<chroot>/<path>` prints."""
-    server, _, chroot = zk_connect.partition("/")
-    out = subprocess.run([ZKCLI, "-server", server, "get", "/" + chroot + path], capture_output=True, text=True,
-                         timeout=30)
-    assert out.returncode == 0, out.stderr
-    lines = [l for l in out.stdout.splitlines()
-             if l.strip() and not l.startswith(("Connecting to", "WATCHER::", "WatchedEvent"))]
-    return lines[-1]
-
-
 def offsets_log_records(cluster: Cluster, broker_id: int, partition: int):
     """[(key, value bytes)] of one __consumer_offsets partition, read from its segment files."""
     out = []
@@ -155,7 +143,7 @@ def two_brokers(zookeeper, tmp_path_factory):
     try:
         for i in (1, 2):
             c.add(i, **{"offsets.topic.num.partitions": 4, "offsets.topic.replication.factor": 2, **FAST})
-        c.wait_registered([1, 2])
+        c.wait_ready([1, 2])
         create_topic(c, "t", 4, 2)
         yield c
     finally:
@@ -175,7 +163,7 @@ def test_offsets_topic_waits_for_enough_brokers_then_is_created_as_kafka(cluster
     assert find_coordinator(b1.bootstrap, "my-group").error_message == "The coordinator is not available."
     assert not c.zk.topic_exists(OFFSETS)              # one broker cannot hold replication factor 2
     c.add(2, **extra)
-    c.wait_registered([1, 2])
+    c.wait_ready([1, 2])
     coordinator = coordinator_of(c, "my-group")
     assignment = c.zk.get_topic_assignment(OFFSETS).partitions
     assert len(assignment) == 5 and all(sorted(r) == [1, 2] for r in assignment.values())
@@ -395,5 +383,5 @@ def test_offsets_of_a_deleted_topic_are_removed(cluster_factory):
     assert "Removed 1 offsets associated with deleted partitions: gone-0" in c.brokers[1].log()
     c.brokers[1].terminate()
     c.brokers[1].start()
-    c.wait_registered([1])
+    c.wait_ready([1])
     assert committed(["gone", "kept"]) == {"gone": -1001, "kept": 7}   # the tombstone was written

@@ -25,7 +25,7 @@ def cluster(zookeeper, tmp_path_factory):
     c = Cluster(f"{zookeeper.connect}/t-{uuid.uuid4().hex[:10]}", str(tmp_path_factory.mktemp("kadmin-modes")))
     for i in BROKERS:
         c.add(i, **{"auto.leader.rebalance.enable": "false"})
-    c.wait_registered(BROKERS)
+    c.wait_ready(BROKERS)
     yield c
     c.stop()
 
@@ -336,7 +336,7 @@ def test_unclean_election_through_the_brokers(cluster):
         wait_until(lambda: c.zk.get_partition_state(t, 0).isr == [2], 20, 0.1, "broker 3 out of the ISR")
         c.brokers[2].terminate()
         c.brokers[3].start()
-        c.wait_registered([1, 3])
+        c.wait_ready([1, 3])
         wait_until(lambda: doc(c, "bs", "describe-topic", t, "--unavailable-partitions")["topics"], 20, 0.2,
                    f"{t}-0 offline")
         r = kadmin(c, "zk", "elect-leaders", "--unclean", "--topic", t)
@@ -352,7 +352,7 @@ def test_unclean_election_through_the_brokers(cluster):
         for b in BROKERS:
             if not c.brokers[b].alive():
                 c.brokers[b].start()
-        c.wait_registered(BROKERS)
+        c.wait_ready(BROKERS)
     settled(c, t)
 
 

@@ -72,7 +72,7 @@ def cluster(cluster_factory):
         b.metrics_port = port
         # Broker 1 also writes Kafka's request log.
         b.start(*(["--logger", "kafka.request.logger=DEBUG"] if i == 1 else []))
-    c.wait_registered([1, 2, 3])
+    c.wait_ready([1, 2, 3])
     return c
 
 

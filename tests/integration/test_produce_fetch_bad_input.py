@@ -264,7 +264,7 @@ def env(zookeeper, tmp_path_factory):
     cluster = Cluster(zk_connect, str(tmp_path_factory.mktemp("produce-bad-input")))
     try:
         b = cluster.add(1, **{"auto.create.topics.enable": "false"})
-        cluster.wait_registered([1])
+        cluster.wait_ready([1])
         create_topic(cluster, MAIN)
         create_topic(cluster, SMALL, "--partitions", "1", "--replication-factor", "1",
                      "--config", "max.message.bytes=1000")
@@ -295,7 +295,7 @@ def three(zookeeper, tmp_path_factory):
     try:
         for i in (1, 2, 3):
             cluster.add(i, **{"auto.create.topics.enable": "false"})
-        cluster.wait_registered([1, 2, 3])
+        cluster.wait_ready([1, 2, 3])
         create_topic(cluster, "away", "--replica-assignment", "3")
         create_topic(cluster, "follow", "--replica-assignment", "3:1")
         create_topic(cluster, "fence", "--replica-assignment", "2:1")

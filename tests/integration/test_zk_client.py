@@ -2,7 +2,8 @@
 import pytest
 
 from zk import znodes as z
-from zk.client import ControllerMovedError, KafkaZkClient, ZkError
+from zk.client import (ControllerMovedError, KafkaZkClient, ZkBadVersion, ZkConnectionLoss, ZkError, ZkNodeExists,
+                       ZkNoNode, ZkSessionExpired)
 
 
 def test_election_is_one_multi_and_loser_changes_nothing(zk_client, zk_connect):
@@ -79,7 +80,7 @@ def test_unreachable_zookeeper_fails_within_timeout():
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     start = time.monotonic()
-    with pytest.raises(ZkError, match=f"127.0.0.1:{port}"):
+    with pytest.raises(ZkConnectionLoss, match=f"127.0.0.1:{port}"):
         KafkaZkClient(f"127.0.0.1:{port}", 2000, 1000).start()
     assert time.monotonic() - start < 15
 
@@ -102,3 +103,24 @@ def test_state_writes_grouped_in_multis_report_only_the_conflicts(zk_client):
     assert read[("t", n)] is None
     assert (read[("t", 3)].leader_epoch, read[("t", 3)].zk_version) == (0, 1)
     assert (read[("t", 4)].leader_epoch, read[("t", 4)].zk_version) == (1, 1)
+
+
+def test_errors_are_translated_at_the_zk_boundary(zk_client, zk_connect):
+    """Callers see zk.client's errors, never the library's (no module outside zk/ imports kazoo)."""
+    zk_client.create_recursive("/a/b", b"1")
+    with pytest.raises(ZkNodeExists):
+        zk_client.create_recursive("/a/b", b"2")
+    with pytest.raises(ZkNoNode):
+        zk_client.delete("/a/nope")
+    with pytest.raises(ZkBadVersion):
+        zk_client.set_data("/a/b", b"3", version=7)
+    assert zk_client.set_data("/a/b", b"3", version=0).version == 1
+    # A fenced write's op error too (a pipelined path): the znode to delete is gone.
+    _, version = zk_client.register_controller_and_increment_epoch(1)
+    with pytest.raises(ZkNoNode):
+        zk_client.fenced(version, lambda t: t.delete("/a/nope"))
+    closed = KafkaZkClient(zk_connect, 6000).start()
+    closed.close()
+    with pytest.raises(ZkSessionExpired) as e:
+        closed.get_broker_ids()
+    assert isinstance(e.value, ZkError) and e.value.__cause__ is not None

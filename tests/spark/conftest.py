@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import pytest
 
 from tests.clients._util import leaders_known
+from tests.conftest import fresh_chroot
 from tests.integration.conftest import Cluster, wait_until
 from zk.admin import create_topic_with_assignment
 
@@ -40,12 +41,9 @@ def spark():
 @pytest.fixture(scope="session")
 def kcluster(zookeeper, tmp_path_factory):
     """Three brokers shared by the Spark tests."""
-    c = Cluster(f"{zookeeper.connect}/t-{uuid.uuid4().hex[:10]}", str(tmp_path_factory.mktemp("spark")))
+    c = Cluster(fresh_chroot(zookeeper), str(tmp_path_factory.mktemp("spark")))
     try:
-        for i in (1, 2, 3):
-            c.add(i)
-        c.wait_registered([1, 2, 3])
-        yield c
+        yield c.start_brokers(3)
     finally:
         c.stop()
 

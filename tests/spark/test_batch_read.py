@@ -141,7 +141,7 @@ def test_records_past_the_high_watermark_are_never_returned(spark, kcluster):
     stay above it for that long."""
     slow = kcluster.add(4, **{"replica.fetch.min.bytes": 100_000_000, "replica.fetch.wait.max.ms": 12000})
     try:
-        kcluster.wait_registered([1, 2, 3, 4])
+        kcluster.wait_ready([1, 2, 3, 4])
         topic = make_topic(kcluster, unique("hw"), partitions=1, replicas=(1, 4))
         tp = TopicPartition(topic, 0)
         with KafkaClient(kcluster.bootstrap) as client:
@@ -182,7 +182,7 @@ def test_a_leader_change_mid_read_is_followed(kcluster):
             offsets += batch.column("offset").to_pylist()
         assert client.metadata([topic]).topics[topic].partitions[0].leader != leader
     broker.start()
-    kcluster.wait_registered([1, 2, 3])
+    kcluster.wait_ready([1, 2, 3])
     assert offsets == [s.offset for s in sent] == list(range(300))
     wait_until(lambda: leaders_back(kcluster), 30, message="all three brokers serving again")
 
