@@ -254,10 +254,8 @@ class TopicCreated:
 def create_topic_zk(zk: KafkaZkClient, name: str, partitions: int | None, replication_factor: int | None,
                     assignment: dict[int, list[int]] | None, config: dict[str, str]) -> TopicCreated:
     """AdminZkClient.createTopic / createTopicWithAssignment: validate, then the config and topic znodes."""
-    if assignment is not None:
-        written = zk_admin.create_topic_with_assignment(zk, name, assignment, config)
-    else:
-        written = zk_admin.create_topic(zk, name, partitions, replication_factor, config)
+    written = zk_admin.AdminZkClient(zk).create_topic(name, config, assignment=assignment, partitions=partitions,
+                                                      replication_factor=replication_factor)
     return TopicCreated(name, len(written), len(written[0]), config)
 
 

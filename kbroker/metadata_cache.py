@@ -88,6 +88,10 @@ class MetadataCache:
                 out.append((b.id, ep[0], ep[1], b.rack))
         return out
 
+    def alive_broker_ids(self) -> list[int]:
+        """The live brokers' ids, sorted: where new replicas may go."""
+        return sorted(self.brokers)
+
     def topics(self) -> list[str]:
         return sorted(self.partitions)
 

@@ -44,7 +44,7 @@ def test_topic_configs_with_admin_clients(cluster_factory):
     for b in c.brokers.values():
         wait_until(lambda: metadata(b.bootstrap, []).controller_id > 0, message=f"broker {b.id} knows the controller")
     admin = AdminClient({"bootstrap.servers": c.bootstrap})
-    zk_admin.create_topic_with_assignment(c.zk, "cfg", {0: [1, 2], 1: [2, 3]}, {"cleanup.policy": "compact"})
+    zk_admin.AdminZkClient(c.zk).create_topic("cfg", {"cleanup.policy": "compact"}, assignment={0: [1, 2], 1: [2, 3]})
 
     # Describe: override, broker-level synonym, default; synonyms in Kafka's order.
     entries, err = _describe(admin, ResourceType.TOPIC, "cfg")

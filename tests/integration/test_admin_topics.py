@@ -169,7 +169,7 @@ def test_raw_requests_and_kafka_python_admin(cluster3):
     from kafka.protocol.admin import ElectLeadersRequest, ElectLeadersResponse
     from admin_cli.main import cli as kadmin
     from zk import admin as zk_admin
-    zk_admin.create_topic_with_assignment(c.zk, "doomed", {0: [1, 9]})
+    zk_admin.AdminZkClient(c.zk).create_topic("doomed", {}, assignment={0: [1, 9]})
     wait_until(lambda: c.zk.get_partition_state("doomed", 0), message="doomed has a leader")
     c.zk.create_delete_topic_marker("doomed")
     wait_until(lambda: "doomed" in c.zk.get_topic_deletions(), message="doomed marked")

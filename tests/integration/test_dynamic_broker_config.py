@@ -15,10 +15,10 @@ from kafka import KafkaProducer
 from kafka.errors import MessageSizeTooLargeError, NotEnoughReplicasError
 
 from kbroker.network.client import BrokerClient
+from admin_cli.configs import Entity, alter_config_zk
 from tests.integration.conftest import wait_until
 from tests.integration.test_cluster import metadata, zkcli_get
 from zk import admin as zk_admin
-from zk import broker_config
 
 DYN_BROKER, DYN_DEFAULT = ConfigSource.DYNAMIC_BROKER_CONFIG.value, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value
 STATIC, DEFAULT = ConfigSource.STATIC_BROKER_CONFIG.value, ConfigSource.DEFAULT_CONFIG.value
@@ -86,7 +86,7 @@ def test_broker_configs_altered_described_and_applied_live(cluster_factory):
     for b in c.brokers.values():
         wait_until(lambda: metadata(b.bootstrap, []).controller_id > 0, message=f"broker {b.id} knows the controller")
     admin = AdminClient({"bootstrap.servers": c.bootstrap})
-    zk_admin.create_topic_with_assignment(c.zk, "solo2", {0: [2]}, {})
+    zk_admin.AdminZkClient(c.zk).create_topic("solo2", {}, assignment={0: [2]})
     wait_until(lambda: c.zk.get_partition_state("solo2", 0), message="solo2 has a leader")
 
     configs = _describe(admin, "2")
@@ -182,10 +182,10 @@ def test_broker_configs_altered_described_and_applied_live(cluster_factory):
 def test_dynamic_default_retention_deletes_old_segments_and_is_read_at_startup(cluster_factory):
     c = cluster_factory(0)
     # Written before the broker starts: read at start-up, before the logs load.
-    broker_config.write_broker_config(c.zk, None, {"log.segment.bytes": "2000"})
+    zk_admin.AdminZkClient(c.zk).change_broker_config(None, {"log.segment.bytes": "2000"})
     c.add(1, **{"log.retention.check.interval.ms": 300, "log.segment.delete.delay.ms": 0})
     c.wait_registered([1])
-    zk_admin.create_topic(c.zk, "old", 1, 1, {})
+    zk_admin.AdminZkClient(c.zk).create_topic("old", partitions=1, replication_factor=1)
     wait_until(lambda: c.zk.get_partition_state("old", 0), message="leader")
     hour_ago = int(time.time() * 1000) - 3_600_000
     p = Producer({"bootstrap.servers": c.bootstrap, "linger.ms": 0})
@@ -198,7 +198,7 @@ def test_dynamic_default_retention_deletes_old_segments_and_is_read_at_startup(c
     assert len(segments()) > 3
 
     # kafka-configs.sh --entity-default --alter, as ZooKeeper sees it.
-    broker_config.alter_broker_config(c.zk, None, {"log.retention.ms": "60000"}, [])
+    alter_config_zk(c.zk, Entity("broker", None), {"log.retention.ms": "60000"}, [])
     assert json.loads(zkcli_get(c.zk_connect, "/config/brokers/<default>")) == {
         "version": 1, "config": {"log.segment.bytes": "2000", "log.retention.ms": "60000"}}
     wait_until(lambda: len(segments()) == 1, timeout=15, message="old segments deleted by the new default retention")
@@ -207,7 +207,7 @@ def test_dynamic_default_retention_deletes_old_segments_and_is_read_at_startup(c
 
 def test_enabling_unclean_election_dynamically_elects_offline_partitions(cluster_factory):
     c = cluster_factory(3, **{"replica.lag.time.max.ms": 1000})
-    zk_admin.create_topic_with_assignment(c.zk, "fragile", {0: [1, 2]}, {})
+    zk_admin.AdminZkClient(c.zk).create_topic("fragile", {}, assignment={0: [1, 2]})
     wait_until(lambda: (s := c.zk.get_partition_state("fragile", 0)) and s.isr == [1, 2], message="isr [1, 2]")
     c.brokers[2].kill9()
     wait_until(lambda: c.zk.get_partition_state("fragile", 0).isr == [1] and 2 not in c.zk.get_broker_ids(),
@@ -219,7 +219,7 @@ def test_enabling_unclean_election_dynamically_elects_offline_partitions(cluster
     time.sleep(1)
     assert c.zk.get_partition_state("fragile", 0).leader == -1   # 2 is not in the ISR: no clean election
 
-    broker_config.alter_broker_config(c.zk, None, {"unclean.leader.election.enable": "true"}, [])
+    alter_config_zk(c.zk, Entity("broker", None), {"unclean.leader.election.enable": "true"}, [])
     wait_until(lambda: c.zk.get_partition_state("fragile", 0).leader == 2, timeout=15,
                message="the controller elects broker 2 uncleanly once the default allows it")
 
@@ -244,9 +244,9 @@ def test_connection_limit_changes_live(cluster1):
         return ok
 
     assert answered(8) == 8
-    broker_config.alter_broker_config(cluster1.zk, 1, {"max.connections.per.ip": "4"}, [])
+    alter_config_zk(cluster1.zk, Entity("broker", "1"), {"max.connections.per.ip": "4"}, [])
     # The controller's own connection to this broker also comes from 127.0.0.1.
     wait_until(lambda: answered(8) in (3, 4), message="at most 4 connections from 127.0.0.1")
     assert "max.connections.per.ip=4" in cluster1.brokers[1].log()
-    broker_config.alter_broker_config(cluster1.zk, 1, {}, ["max.connections.per.ip"])
+    alter_config_zk(cluster1.zk, Entity("broker", "1"), {}, ["max.connections.per.ip"])
     wait_until(lambda: answered(8) == 8, message="the limit is lifted")
