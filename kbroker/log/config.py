@@ -74,7 +74,7 @@ class LogConfig:
             if name in typed:
                 value = typed[name]
             else:
-                value = next((_broker_value(broker_name, key.type, broker_values[broker_name]) * factor
+                value = next((_broker_value(broker_name, key.type, broker_values[broker_name], factor)
                               for broker_name, factor in key.synonyms
                               if broker_values.get(broker_name) is not None), key.default)
             kwargs[name.replace(".", "_")] = tuple(value) if isinstance(value, list) else value
@@ -117,11 +117,11 @@ _FIELDS = {f.name for f in fields(LogConfig)}
 TOPIC_CONFIG_NAMES = tuple(n for n in TOPIC_CONFIGS if n.replace(".", "_") in _FIELDS)
 
 
-def _broker_value(name: str, kind: str, raw):
-    """A broker setting as the topic config's type: typed already (BrokerConfig.values), or a string."""
-    if not isinstance(raw, str):
-        return raw
-    try:
-        return parse_value(kind, raw)
-    except ValueError as e:
-        raise InvalidConfig(f"Invalid value {raw!r} for configuration {name} (broker): {e}") from None
+def _broker_value(name: str, kind: str, raw, factor: int):
+    """A broker setting as the topic config's type and unit: typed already (BrokerConfig.values), or a string."""
+    if isinstance(raw, str):
+        try:
+            raw = parse_value(kind, raw)
+        except ValueError as e:
+            raise InvalidConfig(f"Invalid value {raw!r} for configuration {name} (broker): {e}") from None
+    return raw if factor == 1 else raw * factor
