@@ -13,19 +13,17 @@ from tests.integration.test_cluster import leaders, metadata
 
 def _create(admin, topics, **kw):
     """{topic: None or KafkaError} for each NewTopic."""
-    out = {}
-    for name, fut in admin.create_topics(topics, operation_timeout=15, request_timeout=20, **kw).items():
-        try:
-            fut.result(timeout=30)
-            out[name] = None
-        except KafkaException as e:
-            out[name] = e.args[0]
-    return out
+    return _outcomes(admin.create_topics(topics, operation_timeout=15, request_timeout=20, **kw))
 
 
 def _delete(admin, names):
+    return _outcomes(admin.delete_topics(names, operation_timeout=15, request_timeout=20))
+
+
+def _outcomes(futures) -> dict:
+    """{topic: None or KafkaError} of confluent-kafka admin futures."""
     out = {}
-    for name, fut in admin.delete_topics(names, operation_timeout=15, request_timeout=20).items():
+    for name, fut in futures.items():
         try:
             fut.result(timeout=30)
             out[name] = None

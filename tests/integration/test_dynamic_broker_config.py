@@ -8,7 +8,7 @@ import json
 import os
 import time
 
-from confluent_kafka import KafkaException, Producer
+from confluent_kafka import Producer
 from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource,
                                    ResourceType)
 from kafka import KafkaProducer
@@ -17,6 +17,7 @@ from kafka.errors import MessageSizeTooLargeError, NotEnoughReplicasError
 from kbroker.network.client import BrokerClient
 from admin_cli.configs import Entity, alter_config_zk
 from tests.integration.conftest import wait_until
+from tests.integration.test_admin_client_topics import admin_result
 from tests.integration.test_cluster import metadata, zkcli_get
 from zk import admin as zk_admin
 
@@ -24,16 +25,8 @@ DYN_BROKER, DYN_DEFAULT = ConfigSource.DYNAMIC_BROKER_CONFIG.value, ConfigSource
 STATIC, DEFAULT = ConfigSource.STATIC_BROKER_CONFIG.value, ConfigSource.DEFAULT_CONFIG.value
 
 
-def _result(futures):
-    (fut,) = futures.values()
-    try:
-        return fut.result(timeout=30), None
-    except KafkaException as e:
-        return None, e.args[0]
-
-
 def _describe(admin, name: str) -> dict:
-    configs, err = _result(admin.describe_configs([ConfigResource(ResourceType.BROKER, name)], request_timeout=20))
+    configs, err = admin_result(admin.describe_configs([ConfigResource(ResourceType.BROKER, name)], request_timeout=20))
     assert err is None, err
     return configs
 
@@ -57,7 +50,7 @@ def _alter_defaults(bootstrap: str, ops: dict) -> tuple[int, str | None]:
 def _incremental(admin, name: str, ops: dict, validate_only=False):
     entries = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.DELETE if v is None else
                            AlterConfigOpType.SET) for k, v in ops.items()]
-    return _result(admin.incremental_alter_configs([ConfigResource(ResourceType.BROKER, name,
+    return admin_result(admin.incremental_alter_configs([ConfigResource(ResourceType.BROKER, name,
                                                                    incremental_configs=entries)],
                                                    request_timeout=20, validate_only=validate_only))[1]
 
@@ -164,7 +157,7 @@ def test_broker_configs_altered_described_and_applied_live(cluster_factory):
     assert _znode(c.zk, "/config/brokers/2") == before
 
     # Legacy AlterConfigs replaces the whole set; deleting every key empties it.
-    _, err = _result(admin.alter_configs([ConfigResource(ResourceType.BROKER, "2",
+    _, err = admin_result(admin.alter_configs([ConfigResource(ResourceType.BROKER, "2",
                                                          set_config={"log.cleaner.threads": "2"})],
                                          request_timeout=20))
     assert err is None, err
