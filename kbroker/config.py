@@ -5,6 +5,10 @@ convention: KAFKA_LOG_DIRS -> log.dirs, `__` -> `_`, `___` -> `-`), then `--over
 invalid values are refused with a message naming the key (ConfigError), before anything is written.
 Settings that tune the JVM broker's thread pools or buffers are accepted so a Kafka server.properties works
 unchanged; gevent has no use for them.
+
+The table is one design with the topic configs': typed zk.config_def.ConfigKey entries parsed and checked by the
+same code. The settings that may change live are zk.broker_config's entries (kadmin validates them without the
+broker), merged in here; the topic configs' broker synonyms (zk.topic_config) name entries of this table.
 """
 from __future__ import annotations
 
