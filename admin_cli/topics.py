@@ -313,9 +313,7 @@ def check_deletable(name: str) -> None:
 def delete_topic_zk(zk: KafkaZkClient, name: str) -> TopicDeleted:
     """Write the /admin/delete_topics/<T> marker (AdminZkClient.deleteTopic); the controller deletes."""
     check_deletable(name)
-    if not zk.topic_exists(name):
-        raise UnknownTopicError(f"Topic '{name}' does not exist.")
-    zk.create_delete_topic_marker(name)
+    zk_admin.AdminZkClient(zk).delete_topic(name)
     return TopicDeleted(name)
 
 

@@ -27,7 +27,7 @@ from typing import Callable
 from kazoo.exceptions import KazooException
 
 from zk.admin import INTERNAL_TOPICS, AdminZkClient
-from zk.admin_errors import AdminError, InvalidConfigValueError
+from zk.admin_errors import AdminError, InvalidConfigValueError, UnknownTopicError
 from zk.broker_config import DYNAMIC_BROKER_CONFIGS, THREAD_COUNTS, entity_name, validate_broker_config
 from zk.client import TopicAlreadyMarkedForDeletionError, TopicExistsError, ZkError
 from zk.config_def import format_value
@@ -45,6 +45,7 @@ log = logging.getLogger(__name__)
 _ZK_ERRORS = (ZkError, KazooException)
 INTERNAL_CREATE_RETRY_MS = 500   # internal-topic creation attempts are spaced so retrying clients do not flood ZK
 NOT_CONTROLLER_MESSAGE = "This is not the correct controller for this cluster."
+_UNKNOWN_TOPIC = (Errors.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
 
 TOPIC, BROKER = 2, 4
 RESOURCE_TYPE_NAMES = {2: "TOPIC", 4: "BROKER", 8: "BROKER_LOGGER"}
@@ -230,14 +231,16 @@ class AdminManager:
                 if r.name is None:
                     r.fail(Errors.UNKNOWN_TOPIC_ID, "This server does not host this topic ID.")
                     continue
+            if r.name is None or self.cache.topic_partitions(r.name) is None:
+                r.fail(*_UNKNOWN_TOPIC)
+                continue
             try:
-                if r.name is None or self.cache.topic_partitions(r.name) is None \
-                        or not self.admin_zk.zk.topic_exists(r.name):
-                    r.fail(Errors.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
-                    continue
-                self.admin_zk.zk.create_delete_topic_marker(r.name)
+                self.admin_zk.delete_topic(r.name)
+            except UnknownTopicError:
+                r.fail(*_UNKNOWN_TOPIC)
+                continue
             except TopicAlreadyMarkedForDeletionError:
-                pass
+                pass    # still tracked until the controller has deleted it, as Kafka
             except _ZK_ERRORS as e:
                 r.fail(*_error_of(e))
                 continue

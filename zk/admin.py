@@ -108,6 +108,14 @@ class AdminZkClient:
                 raise InvalidTopicError(f"Topic '{name}' collides with existing topics: {', '.join(clashing)} "
                                         "(metric names treat '.' and '_' alike).")
 
+    def delete_topic(self, name: str) -> None:
+        """Queue a topic for deletion: the /admin/delete_topics/<T> marker the controller acts on
+        (AdminZkClient.deleteTopic). UnknownTopicError when there is no such topic,
+        TopicAlreadyMarkedForDeletionError when it is queued already."""
+        if not self.zk.topic_exists(name):
+            raise UnknownTopicError(f"Topic '{name}' does not exist.")
+        self.zk.create_delete_topic_marker(name)
+
     def add_partitions(self, name: str, count: int, new_assignments: list[list[int]] | None = None,
                        broker_ids=None, validate_only: bool = False) -> dict[int, list[int]]:
         """Grow a topic to `count` partitions (AdminZkClient.addPartitions): new replicas spread like Kafka's

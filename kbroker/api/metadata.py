@@ -2,9 +2,9 @@
 
 Topics: v0 takes an empty list for "all topics"; v1+ takes null for all and an empty list for none. A topic
 that does not exist is created when auto.create.topics.enable is on and the request allows it (always for
-v0-v3, the allow_auto_topic_creation flag from v4), with num.partitions and default.replication.factor, by the
-admin manager (kbroker.admin_manager) as Kafka's AdminZkClient does; it is answered LEADER_NOT_AVAILABLE until the controller has
-elected its leaders (clients retry), INVALID_REPLICATION_FACTOR when there are too few brokers,
+v0-v3, the allow_auto_topic_creation flag from v4), with num.partitions and default.replication.factor over the
+live brokers, by the admin manager as Kafka's AdminZkClient does; it is answered LEADER_NOT_AVAILABLE until the
+controller has elected its leaders (clients retry), INVALID_REPLICATION_FACTOR when there are too few brokers,
 INVALID_TOPIC_EXCEPTION for an illegal name. Otherwise UNKNOWN_TOPIC_OR_PARTITION.
 Partitions: LEADER_NOT_AVAILABLE with leader -1 when the partition has no live leader. v0 lists only live
 replicas and answers REPLICA_NOT_AVAILABLE when some are down (as Kafka, which errors on unavailable

@@ -13,7 +13,7 @@ from tests.integration.test_cluster import metadata
 UNKNOWN_TOPIC_OR_PARTITION, INVALID_PARTITIONS = 3, 37
 
 
-def adminadmin_result(futures):
+def admin_result(futures):
     """(value, None) or (None, KafkaError) of the one future."""
     (fut,) = futures.values()
     try:
