@@ -3,22 +3,20 @@
 sources and synonyms, and the running brokers apply the values without a restart."""
 from __future__ import annotations
 
-import glob
 import json
-import os
 import time
 
-from confluent_kafka import Producer
 from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource,
                                    ResourceType)
 from kafka import KafkaProducer
 from kafka.errors import MessageSizeTooLargeError, NotEnoughReplicasError
 
-from kbroker.network.client import BrokerClient
 from admin_cli.configs import Entity, alter_config_zk
+from kbroker.network.client import BrokerClient
 from tests.integration.conftest import wait_until
 from tests.integration.test_admin_client_topics import admin_result
 from tests.integration.test_cluster import metadata, zkcli_get
+from tests.integration.test_dynamic_config import produce_hour_old
 from zk import admin as zk_admin
 
 DYN_BROKER, DYN_DEFAULT = ConfigSource.DYNAMIC_BROKER_CONFIG.value, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value
@@ -180,12 +178,7 @@ def test_dynamic_default_retention_deletes_old_segments_and_is_read_at_startup(c
     c.wait_registered([1])
     zk_admin.AdminZkClient(c.zk).create_topic("old", partitions=1, replication_factor=1)
     wait_until(lambda: c.zk.get_partition_state("old", 0), message="leader")
-    hour_ago = int(time.time() * 1000) - 3_600_000
-    p = Producer({"bootstrap.servers": c.bootstrap, "linger.ms": 0})
-    for _ in range(40):
-        p.produce("old", value=b"v" * 200, partition=0, timestamp=hour_ago)
-        p.flush(10)
-    segments = lambda: glob.glob(os.path.join(c.brokers[1].dir, "data", "old-0", "*.log"))  # noqa: E731
+    segments = produce_hour_old(c, "old", 40)
     assert len(segments()) > 3    # log.segment.bytes=2000 from the dynamic default
     time.sleep(1)
     assert len(segments()) > 3
