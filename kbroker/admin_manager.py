@@ -4,8 +4,9 @@ API modules only decode the request, call one method and encode the answer.
 
 - Writes to ZooKeeper go through zk.admin.AdminZkClient (shared with kadmin's --zookeeper commands), never
   straight to the client: the topic znodes, the config znodes and their change notifications.
-- New replicas are spread over the live brokers of the metadata cache (what the controller last sent), as Kafka's
-  ZkAdminManager uses metadataCache.getAliveBrokers; the replica assignment is rack-unaware (zk.assignment).
+- New replicas are spread over the live brokers of the metadata cache (what the controller last sent) and their
+  racks, as Kafka's ZkAdminManager uses metadataCache.getAliveBrokers (zk.assignment: rack-aware when every
+  broker has a rack).
 - CreateTopics and CreatePartitions with timeout_ms > 0 wait until the new partitions have leaders, DeleteTopics
   until the topics are gone from the metadata cache: delayed operations in the "topic" purgatory
   (purgatory.topic), checked whenever UpdateMetadata names a topic; topics not done at the timeout get
@@ -146,8 +147,8 @@ class AdminManager:
         for topic in topics:
             self.topic_purgatory.check_and_complete(topic)
 
-    def _alive_brokers(self) -> list[int]:
-        return self.cache.alive_broker_ids()
+    def _alive_brokers(self) -> dict[int, str | None]:
+        return self.cache.alive_broker_racks()
 
     # ---- topics --------------------------------------------------------------------------------------------
     def create_topics(self, topics: list[NewTopic], timeout_ms: int, validate_only: bool) -> list[TopicResult]:
@@ -181,7 +182,7 @@ class AdminManager:
                     r.fail(Errors.REQUEST_TIMED_OUT, None)
         return results
 
-    def _create_topic(self, t: NewTopic, brokers: list[int], validate_only: bool) -> dict[int, list[int]]:
+    def _create_topic(self, t: NewTopic, brokers: dict[int, str | None], validate_only: bool) -> dict[int, list[int]]:
         """Kafka's ZkAdminManager.createTopics checks of one topic, then AdminZkClient's; the assignment."""
         if self.cache.topic_partitions(t.name) is not None:
             raise ApiError(Errors.TOPIC_ALREADY_EXISTS, f"Topic '{t.name}' already exists.")
@@ -193,7 +194,7 @@ class AdminManager:
                                                    "were set. Both cannot be used at the same time.")
         cfg = self.config
         return self.admin_zk.create_topic(
-            t.name, t.configs, assignment=t.assignments or None, broker_ids=brokers, validate_only=validate_only,
+            t.name, t.configs, assignment=t.assignments or None, brokers=brokers, validate_only=validate_only,
             partitions=cfg["num.partitions"] if t.num_partitions == -1 else t.num_partitions,
             replication_factor=(cfg["default.replication.factor"] if t.replication_factor == -1
                                 else t.replication_factor))
@@ -286,7 +287,7 @@ class AdminManager:
         try:
             self.admin_zk.create_topic(name, partitions=cfg["num.partitions"],
                                        replication_factor=cfg["default.replication.factor"],
-                                       broker_ids=self._alive_brokers())
+                                       brokers=self._alive_brokers())
         except TopicExistsError:
             pass  # created meanwhile: its leaders are on their way
         except AdminError as e:
@@ -306,7 +307,7 @@ class AdminManager:
         self._last_internal_attempt[name] = now
         try:
             self.admin_zk.create_topic(name, config, partitions=partitions, replication_factor=replication_factor,
-                                       broker_ids=self._alive_brokers())
+                                       brokers=self._alive_brokers())
             log.info("created topic %s with %d partitions and replication factor %d", name, partitions,
                      replication_factor)
         except TopicExistsError:

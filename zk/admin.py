@@ -63,8 +63,9 @@ def merge_config(current: dict[str, str], to_add: dict[str, str], to_delete: lis
 
 
 class AdminZkClient:
-    """Topic and config administration over a KafkaZkClient. Broker ids for new replicas are given by the
-    caller (the broker: its metadata cache's live brokers); kadmin's default is the registered brokers."""
+    """Topic and config administration over a KafkaZkClient. The brokers new replicas may go to, id -> rack
+    (None without one), are given by the caller (the broker: its metadata cache's live brokers); kadmin's
+    default is the registered brokers."""
 
     def __init__(self, zk: KafkaZkClient):
         self.zk = zk
@@ -72,11 +73,11 @@ class AdminZkClient:
     # ---- topics --------------------------------------------------------------------------------------------
     def create_topic(self, name: str, config: dict[str, str] | None = None, *,
                      assignment: dict[int, list[int]] | None = None, partitions: int | None = None,
-                     replication_factor: int | None = None, broker_ids=None,
+                     replication_factor: int | None = None, brokers: dict[int, str | None] | None = None,
                      validate_only: bool = False) -> dict[int, list[int]]:
         """Validate, then (unless validate_only) write a topic: with the given partition -> replicas map
         (createTopicWithAssignment; the brokers named need not be alive), else `partitions` partitions of
-        `replication_factor` replicas spread over broker_ids (createTopic, rack-unaware). Returns the
+        `replication_factor` replicas spread over the brokers (createTopic). Returns the
         assignment. Raises AdminError, or TopicExistsError for a topic that exists or is queued for deletion."""
         config = dict(config or {})
         validate_topic_name(name)
@@ -87,8 +88,7 @@ class AdminZkClient:
             check_assignment(assignment)
             assignment = {p: list(r) for p, r in assignment.items()}
         else:
-            brokers = self.zk.get_broker_ids() if broker_ids is None else broker_ids
-            assignment = assign_replicas(brokers, partitions, replication_factor)
+            assignment = assign_replicas(self._brokers(brokers), partitions, replication_factor)
         self._check_topic_free(name)
         if not validate_only:
             self.zk.set_or_create_entity_config("topics", name, config)
@@ -116,10 +116,17 @@ class AdminZkClient:
             raise UnknownTopicError(f"Topic '{name}' does not exist.")
         self.zk.create_delete_topic_marker(name)
 
+    def _brokers(self, brokers: dict[int, str | None] | None) -> dict[int, str | None]:
+        """The given brokers, else the registered ones with their racks."""
+        if brokers is not None:
+            return brokers
+        return {broker_id: info.rack for broker_id, info in self.zk.get_all_brokers().items()}
+
     def add_partitions(self, name: str, count: int, new_assignments: list[list[int]] | None = None,
-                       broker_ids=None, validate_only: bool = False) -> dict[int, list[int]]:
+                       brokers: dict[int, str | None] | None = None, validate_only: bool = False
+                       ) -> dict[int, list[int]]:
         """Grow a topic to `count` partitions (AdminZkClient.addPartitions): new replicas spread like Kafka's
-        over broker_ids (default: the registered brokers), continuing from partition 0's first replica, or as
+        over the brokers (default: the registered ones), continuing from partition 0's first replica, or as
         given. Writes the topic znode; the controller reacts. Returns the new partitions' assignment."""
         assignment = self.zk.get_topic_assignment(name)
         if assignment is None:
@@ -131,7 +138,7 @@ class AdminZkClient:
             raise InvalidPartitionsError(f"Topic currently has {len(existing)} partitions, {count} would not be "
                                          f"an increase.")
         rf = len(existing[0])
-        brokers = self.zk.get_broker_ids() if broker_ids is None else list(broker_ids)
+        brokers = self._brokers(brokers)
         adding = count - len(existing)
         if new_assignments is not None:
             if len(new_assignments) != adding:
@@ -143,9 +150,8 @@ class AdminZkClient:
                     raise InvalidReplicaAssignmentError(f"Invalid replica assignment {replicas}: {rf} distinct "
                                                         f"live brokers are needed.")
         else:
-            ordered = sorted(brokers)
-            start = next((i for i, b in enumerate(ordered) if b >= existing[0][0]), 0)
-            new = assign_replicas(ordered, adding, rf, start_index=start, shift=start,
+            start = next((i for i, b in enumerate(sorted(brokers)) if b >= existing[0][0]), 0)
+            new = assign_replicas(brokers, adding, rf, start_index=start, shift=start,
                                   start_partition=len(existing))
         if not validate_only:
             assignment.partitions.update(new)
