@@ -4,8 +4,8 @@ the Admin APIs, each building one result object for both.
 
 ZooKeeper (`*_zk`), as Kafka 2.8's `kafka-configs.sh --zookeeper` (AdminZkClient.changeTopicConfig /
 changeBrokerConfig): altering merges --add-config/--delete-config into the current overrides, validates the
-result (zk.topic_config, zk.broker_config), writes /config/topics/<T> or /config/brokers/<id|<default>> and then
-a /config/changes notification so the brokers apply it live; nothing is written when anything is refused.
+result and writes it with its change notification through zk.admin.AdminZkClient, as the brokers' AlterConfigs
+does; nothing is written when anything is refused.
 Describing shows the overrides stored there.
 
 Admin APIs (`*_admin`), as `kafka-configs.sh --bootstrap-server`: IncrementalAlterConfigs SET/DELETE (after
@@ -22,9 +22,9 @@ import re
 from dataclasses import dataclass
 
 from zk import broker_config as zk_broker_config
-from zk.admin_errors import InvalidConfigError, UnknownTopicError
+from zk.admin import AdminZkClient, merge_config
+from zk.admin_errors import UnknownTopicError
 from zk.client import KafkaZkClient
-from zk.topic_config import validate_topic_config
 
 from .kafka_client import BROKER_RESOURCE, TOPIC_RESOURCE, AdminClient
 from .output import Output, table
@@ -101,19 +101,6 @@ class Entity:
         return f"Completed updating config for {self.kind} {self.name}."
 
 
-def _check_not_both(to_add: dict[str, str], to_delete: list[str]) -> None:
-    both = [k for k in to_delete if k in to_add]
-    if both:
-        raise InvalidConfigError(f"Config(s) both added and deleted: {','.join(both)}")
-
-
-def _check_deletions(current, to_delete: list[str]) -> None:
-    """Kafka's ConfigCommand check: every key to delete must be set."""
-    missing = [k for k in to_delete if k not in current]
-    if missing:
-        raise InvalidConfigError(f"Invalid config(s): {','.join(missing)}")
-
-
 # ---- alter -----------------------------------------------------------------------------------------------------
 
 @dataclass
@@ -137,30 +124,23 @@ def alter_config_zk(zk: KafkaZkClient, entity: Entity, to_add: dict[str, str], t
     """Merge into the entity's overrides, validate, write the config znode then the change notification.
     AdminError (nothing written) for an unknown topic, a deleted key that is not set, a key both added and
     deleted, or an invalid result."""
+    admin = AdminZkClient(zk)
     if entity.kind == "broker":
-        zk_broker_config.alter_broker_config(zk, entity.broker_id, to_add, to_delete)
-        return ConfigAltered(entity, to_add, to_delete)
-    topic = entity.name
-    _check_not_both(to_add, to_delete)
-    if not zk.topic_exists(topic):
-        raise UnknownTopicError(f"Topic '{topic}' does not exist.")
-    config = dict(zk.get_entity_config("topics", topic))
-    _check_deletions(config, to_delete)
-    config.update(to_add)
-    for k in to_delete:
-        del config[k]
-    validate_topic_config(config)
-    zk.set_or_create_entity_config("topics", topic, config)
-    zk.create_config_change_notification(f"topics/{topic}")
+        current = admin.fetch_entity_config("brokers", entity.json_name)
+        admin.change_broker_config(entity.broker_id, merge_config(current, to_add, to_delete))
+    else:
+        if not zk.topic_exists(entity.name):
+            raise UnknownTopicError(f"Topic '{entity.name}' does not exist.")
+        current = admin.fetch_entity_config("topics", entity.name)
+        admin.change_topic_config(entity.name, merge_config(current, to_add, to_delete))
     return ConfigAltered(entity, to_add, to_delete)
 
 
 def alter_config_admin(admin: AdminClient, entity: Entity, to_add: dict[str, str], to_delete: list[str]
                        ) -> ConfigAltered:
     """IncrementalAlterConfigs SET/DELETE, after the same checks as kafka-configs.sh --bootstrap-server."""
-    _check_not_both(to_add, to_delete)
-    if to_delete:
-        _check_deletions({r.name for r in _dynamic_rows_admin(admin, entity)}, to_delete)
+    current = {r.name: r.value for r in _dynamic_rows_admin(admin, entity)} if to_delete else {}
+    merge_config(current, to_add, to_delete)   # ConfigCommand's checks: raises before anything is sent
     admin.incremental_alter_configs(*entity.resource, to_add, to_delete)
     return ConfigAltered(entity, to_add, to_delete)
 
@@ -216,10 +196,8 @@ class ConfigDescriptions:
 
 
 def _overrides_zk(zk: KafkaZkClient, entity: Entity) -> list[ConfigRow]:
-    if entity.kind == "broker":
-        config = zk_broker_config.describe_broker_config(zk, entity.broker_id)
-    else:
-        config = zk.get_entity_config("topics", entity.name)
+    config = AdminZkClient(zk).fetch_entity_config("brokers" if entity.kind == "broker" else "topics",
+                                                   entity.json_name)
     return [ConfigRow(k, v, entity.dynamic_source) for k, v in sorted(config.items())]
 
 

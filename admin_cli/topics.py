@@ -254,10 +254,8 @@ class TopicCreated:
 def create_topic_zk(zk: KafkaZkClient, name: str, partitions: int | None, replication_factor: int | None,
                     assignment: dict[int, list[int]] | None, config: dict[str, str]) -> TopicCreated:
     """AdminZkClient.createTopic / createTopicWithAssignment: validate, then the config and topic znodes."""
-    if assignment is not None:
-        written = zk_admin.create_topic_with_assignment(zk, name, assignment, config)
-    else:
-        written = zk_admin.create_topic(zk, name, partitions, replication_factor, config)
+    written = zk_admin.AdminZkClient(zk).create_topic(name, config, assignment=assignment, partitions=partitions,
+                                                      replication_factor=replication_factor)
     return TopicCreated(name, len(written), len(written[0]), config)
 
 
@@ -315,9 +313,7 @@ def check_deletable(name: str) -> None:
 def delete_topic_zk(zk: KafkaZkClient, name: str) -> TopicDeleted:
     """Write the /admin/delete_topics/<T> marker (AdminZkClient.deleteTopic); the controller deletes."""
     check_deletable(name)
-    if not zk.topic_exists(name):
-        raise UnknownTopicError(f"Topic '{name}' does not exist.")
-    zk.create_delete_topic_marker(name)
+    zk_admin.AdminZkClient(zk).delete_topic(name)
     return TopicDeleted(name)
 
 

@@ -499,8 +499,8 @@ class BenchCluster:
         return self.broker.log(n) if self.broker is not None else ""
 
     def create_topic(self, name: str, partitions: int = 1, config: dict | None = None) -> None:
-        from zk.admin import create_topic
-        create_topic(self._zk_client, name, partitions, 1, config or {})
+        from zk.admin import AdminZkClient
+        AdminZkClient(self._zk_client).create_topic(name, config, partitions=partitions, replication_factor=1)
         conn = Connection("127.0.0.1", self.port, "kbroker-bench", 60.0)
         try:
             for p in range(partitions):

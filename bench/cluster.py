@@ -155,7 +155,8 @@ def main() -> None:
         zk = KafkaZkClient(state["zookeeper"]["connect"], 30000).start()
 
         # 1. acks=all vs acks=1, three replicas.
-        zk_admin.create_topic(zk, "acks", 3, 3, {"min.insync.replicas": "2"})
+        zk_admin.AdminZkClient(zk).create_topic("acks", {"min.insync.replicas": "2"}, partitions=3,
+                                                replication_factor=3)
         wait_until(lambda: all(s and len(s.isr) == 3 for s in states(zk, "acks", 3).values()), 60)
         r1 = produce_rate(bootstrap, "acks", "1", args.records)
         rall = produce_rate(bootstrap, "acks", "all", args.records)
@@ -165,7 +166,7 @@ def main() -> None:
         # 2. Many partitions: create, then kill -9 the broker leading a third of them.
         n = args.partitions
         t0 = time.monotonic()
-        zk_admin.create_topic(zk, "scale", n, 2)
+        zk_admin.AdminZkClient(zk).create_topic("scale", partitions=n, replication_factor=2)
         wait_until(lambda: len(zk.children("/brokers/topics/scale/partitions")) >= n, 600, 0.2)
         t_states = time.monotonic() - t0
         wait_until(lambda: all(s and s.leader >= 0 and len(s.isr) == 2 for s in states(zk, "scale", n).values()),

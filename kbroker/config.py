@@ -5,172 +5,114 @@ convention: KAFKA_LOG_DIRS -> log.dirs, `__` -> `_`, `___` -> `-`), then `--over
 invalid values are refused with a message naming the key (ConfigError), before anything is written.
 Settings that tune the JVM broker's thread pools or buffers are accepted so a Kafka server.properties works
 unchanged; gevent has no use for them.
+
+The table is one design with the topic configs': typed zk.config_def.ConfigKey entries parsed and checked by the
+same code. The settings that may change live are zk.broker_config's entries (kadmin validates them without the
+broker), merged in here; the topic configs' broker synonyms (zk.topic_config) name entries of this table.
 """
 from __future__ import annotations
 
 import os
-import sys
 from dataclasses import dataclass
-from typing import Any, Callable
 
 from zk.broker_config import DYNAMIC_BROKER_CONFIGS, THREAD_COUNTS
+from zk.config_def import MAX_INT, MAX_LONG, ConfigKey, at_least, one_of, parse_checked, rule
 
 
 class ConfigError(ValueError):
     pass
 
 
-@dataclass(frozen=True)
-class Setting:
-    type: str                # int, long, bool, string, list, double
-    default: Any = None
-    check: Callable[[Any], bool] | None = None
-    rule: str = ""           # what check demands, for the error message
-
-
-def _at_least(n):
-    return lambda v: v >= n, f"at least {n}"
-
-
-def _one_of(*values):
-    return lambda v: v in values, "one of " + ", ".join(values)
-
-
-def _s(type_, default=None, check=None):
-    fn, rule = check if check else (None, "")
-    return Setting(type_, default, fn, rule)
-
-
 _MB = 1024 * 1024
-SETTINGS: dict[str, Setting] = {
+# name -> ConfigKey (type, default, check): the static settings, then the dynamic ones (zk.broker_config)
+SETTINGS: dict[str, ConfigKey] = {
     # identity and ZooKeeper
-    "broker.id": _s("int", -1, _at_least(-1)),
-    "broker.id.generation.enable": _s("bool", True),
-    "reserved.broker.max.id": _s("int", 1000, _at_least(0)),
-    "broker.rack": _s("string"),
-    "zookeeper.connect": _s("string"),
-    "zookeeper.session.timeout.ms": _s("int", 18000, _at_least(1)),
-    "zookeeper.connection.timeout.ms": _s("int"),
-    "zookeeper.max.in.flight.requests": _s("int", 10, _at_least(1)),
-    "zookeeper.set.acl": _s("bool", False),
+    "broker.id": ConfigKey("int", -1, at_least(-1)),
+    "broker.id.generation.enable": ConfigKey("boolean", True),
+    "reserved.broker.max.id": ConfigKey("int", 1000, at_least(0)),
+    "broker.rack": ConfigKey("string"),
+    "zookeeper.connect": ConfigKey("string"),
+    "zookeeper.session.timeout.ms": ConfigKey("int", 18000, at_least(1)),
+    "zookeeper.connection.timeout.ms": ConfigKey("int"),
+    "zookeeper.max.in.flight.requests": ConfigKey("int", 10, at_least(1)),
+    "zookeeper.set.acl": ConfigKey("boolean", False),
     # network
-    "listeners": _s("list", "PLAINTEXT://:9092"),
-    "advertised.listeners": _s("list"),
-    "listener.security.protocol.map": _s(
-        "list", "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"),
-    "inter.broker.listener.name": _s("string"),
-    "security.inter.broker.protocol": _s("string", "PLAINTEXT", _one_of("PLAINTEXT", "SSL", "SASL_PLAINTEXT",
-                                                                      "SASL_SSL")),
-    "socket.request.max.bytes": _s("int", 100 * _MB, _at_least(1)),
-    "socket.send.buffer.bytes": _s("int", 100 * 1024),
-    "socket.receive.buffer.bytes": _s("int", 100 * 1024),
-    "connections.max.idle.ms": _s("long", 600000),
-    "num.network.threads": _s("int", 3, _at_least(1)),
-    "num.io.threads": _s("int", 8, _at_least(1)),
-    "queued.max.requests": _s("int", 500, _at_least(1)),
+    "listeners": ConfigKey("list", ["PLAINTEXT://:9092"]),
+    "advertised.listeners": ConfigKey("list"),
+    "listener.security.protocol.map": ConfigKey(
+        "list", ["PLAINTEXT:PLAINTEXT", "SSL:SSL", "SASL_PLAINTEXT:SASL_PLAINTEXT", "SASL_SSL:SASL_SSL"]),
+    "inter.broker.listener.name": ConfigKey("string"),
+    "security.inter.broker.protocol": ConfigKey("string", "PLAINTEXT", one_of("PLAINTEXT", "SSL",
+                                                                                "SASL_PLAINTEXT", "SASL_SSL")),
+    "socket.request.max.bytes": ConfigKey("int", 100 * _MB, at_least(1)),
+    "socket.send.buffer.bytes": ConfigKey("int", 100 * 1024),
+    "socket.receive.buffer.bytes": ConfigKey("int", 100 * 1024),
+    "connections.max.idle.ms": ConfigKey("long", 600000),
+    "queued.max.requests": ConfigKey("int", 500, at_least(1)),
     # Prometheus endpoint (kbroker's own settings): -1 turns it off, 0 binds any free port
-    "metrics.port": _s("int", -1, (lambda v: -1 <= v <= 65535, "a port, 0 (any free port) or -1 (off)")),
-    "metrics.host": _s("string", "0.0.0.0"),
+    "metrics.port": ConfigKey("int", -1, rule(lambda v: -1 <= v <= 65535,
+                                                   "a port, 0 (any free port) or -1 (off)")),
+    "metrics.host": ConfigKey("string", "0.0.0.0"),
     # versions
-    "inter.broker.protocol.version": _s("string", "2.8-IV1"),
-    "log.message.format.version": _s("string", "2.8-IV1"),
+    "inter.broker.protocol.version": ConfigKey("string", "2.8-IV1"),
+    "log.message.format.version": ConfigKey("string", "2.8-IV1"),
     # logs
-    "log.dirs": _s("list"),
-    "log.dir": _s("string", "/tmp/kafka-logs"),
-    "num.partitions": _s("int", 1, _at_least(1)),
-    "default.replication.factor": _s("int", 1, _at_least(1)),
-    "min.insync.replicas": _s("int", 1, _at_least(1)),
-    "message.max.bytes": _s("int", 1048588, _at_least(0)),
-    "log.segment.bytes": _s("int", 1024 * _MB, _at_least(14)),
-    "log.roll.ms": _s("long"),
-    "log.roll.hours": _s("int", 168, _at_least(1)),
-    "log.roll.jitter.ms": _s("long"),
-    "log.roll.jitter.hours": _s("int", 0, _at_least(0)),
-    "log.retention.ms": _s("long"),
-    "log.retention.minutes": _s("int"),
-    "log.retention.hours": _s("int", 168),
-    "log.retention.bytes": _s("long", -1),
-    "log.retention.check.interval.ms": _s("long", 300000, _at_least(1)),
-    "log.segment.delete.delay.ms": _s("long", 60000, _at_least(0)),
-    "log.index.interval.bytes": _s("int", 4096, _at_least(0)),
-    "log.index.size.max.bytes": _s("int", 10 * _MB, _at_least(4)),
-    "log.flush.interval.messages": _s("long", 2 ** 63 - 1, _at_least(1)),
-    "log.flush.interval.ms": _s("long"),
-    "log.flush.scheduler.interval.ms": _s("long", 2 ** 63 - 1),
-    "log.flush.offset.checkpoint.interval.ms": _s("int", 60000, _at_least(0)),
-    "log.flush.start.offset.checkpoint.interval.ms": _s("int", 60000, _at_least(0)),
-    "log.cleanup.policy": _s("list", "delete"),
-    "log.cleaner.enable": _s("bool", True),
-    "log.cleaner.threads": _s("int", 1, _at_least(0)),
-    "log.cleaner.dedupe.buffer.size": _s("long", 128 * _MB),
-    "log.cleaner.delete.retention.ms": _s("long", 86400000),
-    "log.cleaner.min.cleanable.ratio": _s("double", 0.5),
-    "log.cleaner.backoff.ms": _s("long", 15000),
-    "log.cleaner.io.buffer.size": _s("int", 512 * 1024, _at_least(0)),
-    "log.cleaner.io.buffer.load.factor": _s("double", 0.9),
-    "log.cleaner.io.max.bytes.per.second": _s("double", sys.float_info.max),
-    "log.cleaner.min.compaction.lag.ms": _s("long", 0, _at_least(0)),
-    "log.cleaner.max.compaction.lag.ms": _s("long", 2 ** 63 - 1, _at_least(1)),
-    "log.message.timestamp.type": _s("string", "CreateTime", _one_of("CreateTime", "LogAppendTime")),
-    "log.message.timestamp.difference.max.ms": _s("long", 2 ** 63 - 1),
-    "log.preallocate": _s("bool", False),
-    "log.message.downconversion.enable": _s("bool", True),
-    "compression.type": _s("string", "producer",
-                           _one_of("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")),
-    "num.recovery.threads.per.data.dir": _s("int", 1, _at_least(1)),
-    "auto.create.topics.enable": _s("bool", True),
-    "delete.topic.enable": _s("bool", True),
+    "log.dirs": ConfigKey("list"),
+    "log.dir": ConfigKey("string", "/tmp/kafka-logs"),
+    "num.partitions": ConfigKey("int", 1, at_least(1)),
+    "default.replication.factor": ConfigKey("int", 1, at_least(1)),
+    "log.roll.hours": ConfigKey("int", 168, at_least(1)),
+    "log.roll.jitter.hours": ConfigKey("int", 0, at_least(0)),
+    "log.retention.minutes": ConfigKey("int"),
+    "log.retention.hours": ConfigKey("int", 168),
+    "log.retention.check.interval.ms": ConfigKey("long", 300000, at_least(1)),
+    "log.flush.scheduler.interval.ms": ConfigKey("long", MAX_LONG),
+    "log.flush.offset.checkpoint.interval.ms": ConfigKey("int", 60000, at_least(0)),
+    "log.flush.start.offset.checkpoint.interval.ms": ConfigKey("int", 60000, at_least(0)),
+    "log.cleaner.enable": ConfigKey("boolean", True),
+    "auto.create.topics.enable": ConfigKey("boolean", True),
+    "delete.topic.enable": ConfigKey("boolean", True),
     # replication and controller
-    "unclean.leader.election.enable": _s("bool", False),
-    "auto.leader.rebalance.enable": _s("bool", True),
-    "leader.imbalance.check.interval.seconds": _s("long", 300, _at_least(1)),
-    "leader.imbalance.per.broker.percentage": _s("int", 10),
-    "controlled.shutdown.enable": _s("bool", True),
-    "controlled.shutdown.max.retries": _s("int", 3),
-    "controlled.shutdown.retry.backoff.ms": _s("long", 5000),
-    "controller.socket.timeout.ms": _s("int", 30000),
-    "replica.lag.time.max.ms": _s("long", 30000),
-    "replica.fetch.max.bytes": _s("int", _MB, _at_least(0)),
-    "replica.fetch.response.max.bytes": _s("int", 10 * _MB, _at_least(0)),
-    "replica.fetch.wait.max.ms": _s("int", 500),
-    "replica.fetch.min.bytes": _s("int", 1),
-    "replica.fetch.backoff.ms": _s("int", 1000, _at_least(0)),
-    "replica.socket.timeout.ms": _s("int", 30000),
-    "replica.high.watermark.checkpoint.interval.ms": _s("long", 5000),
-    "num.replica.fetchers": _s("int", 1),
-    "fetch.max.bytes": _s("int", 55 * _MB, _at_least(1024)),
+    "auto.leader.rebalance.enable": ConfigKey("boolean", True),
+    "leader.imbalance.check.interval.seconds": ConfigKey("long", 300, at_least(1)),
+    "leader.imbalance.per.broker.percentage": ConfigKey("int", 10),
+    "controlled.shutdown.enable": ConfigKey("boolean", True),
+    "controlled.shutdown.max.retries": ConfigKey("int", 3),
+    "controlled.shutdown.retry.backoff.ms": ConfigKey("long", 5000),
+    "controller.socket.timeout.ms": ConfigKey("int", 30000),
+    "replica.lag.time.max.ms": ConfigKey("long", 30000),
+    "replica.fetch.max.bytes": ConfigKey("int", _MB, at_least(0)),
+    "replica.fetch.response.max.bytes": ConfigKey("int", 10 * _MB, at_least(0)),
+    "replica.fetch.wait.max.ms": ConfigKey("int", 500),
+    "replica.fetch.min.bytes": ConfigKey("int", 1),
+    "replica.fetch.backoff.ms": ConfigKey("int", 1000, at_least(0)),
+    "replica.socket.timeout.ms": ConfigKey("int", 30000),
+    "replica.high.watermark.checkpoint.interval.ms": ConfigKey("long", 5000),
+    "fetch.max.bytes": ConfigKey("int", 55 * _MB, at_least(1024)),
     # groups, offsets, transactions
-    "group.initial.rebalance.delay.ms": _s("int", 3000),
-    "group.min.session.timeout.ms": _s("int", 6000),
-    "group.max.session.timeout.ms": _s("int", 1800000),
-    "group.max.size": _s("int", 2 ** 31 - 1, _at_least(1)),
-    "offsets.topic.replication.factor": _s("int", 3, _at_least(1)),
-    "offsets.topic.num.partitions": _s("int", 50, _at_least(1)),
-    "offsets.topic.segment.bytes": _s("int", 100 * _MB, _at_least(1)),
-    "offsets.retention.minutes": _s("int", 10080, _at_least(1)),
-    "offsets.retention.check.interval.ms": _s("long", 600000, _at_least(1)),
-    "offsets.commit.timeout.ms": _s("int", 5000, _at_least(1)),
-    "offsets.commit.required.acks": _s("int", -1, (lambda v: v in (-1, 0, 1), "one of -1, 0, 1")),
-    "offsets.topic.compression.codec": _s("int", 0, (lambda v: v in (0, 1, 2, 3, 4),
-                                                     "a codec id: 0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd")),
-    "offsets.load.buffer.size": _s("int", 5 * _MB, _at_least(1)),
-    "offset.metadata.max.bytes": _s("int", 4096),
-    "transaction.state.log.replication.factor": _s("int", 3, _at_least(1)),
-    "transaction.state.log.min.isr": _s("int", 2, _at_least(1)),
-    "transaction.state.log.num.partitions": _s("int", 50, _at_least(1)),
-    "transactional.id.expiration.ms": _s("int", 604800000),
-    "transaction.max.timeout.ms": _s("int", 900000),
-    "producer.id.expiration.ms": _s("int", 86400000),
-    "max.connections": _s("int", 2 ** 31 - 1, _at_least(0)),
-    "max.connections.per.ip": _s("int", 2 ** 31 - 1, _at_least(0)),
-    "max.connections.per.ip.overrides": _s("string", ""),
-    "max.connection.creation.rate": _s("int", 2 ** 31 - 1, _at_least(0)),
-    "background.threads": _s("int", 10, _at_least(1)),
-    # replication quotas: only dynamic in Kafka (DynamicConfig.Broker), accepted statically too
-    "leader.replication.throttled.rate": _s("long", 2 ** 63 - 1, _at_least(0)),
-    "follower.replication.throttled.rate": _s("long", 2 ** 63 - 1, _at_least(0)),
-    "replica.alter.log.dirs.io.max.bytes.per.second": _s("long", 2 ** 63 - 1, _at_least(0)),
+    "group.initial.rebalance.delay.ms": ConfigKey("int", 3000),
+    "group.min.session.timeout.ms": ConfigKey("int", 6000),
+    "group.max.session.timeout.ms": ConfigKey("int", 1800000),
+    "group.max.size": ConfigKey("int", MAX_INT, at_least(1)),
+    "offsets.topic.replication.factor": ConfigKey("int", 3, at_least(1)),
+    "offsets.topic.num.partitions": ConfigKey("int", 50, at_least(1)),
+    "offsets.topic.segment.bytes": ConfigKey("int", 100 * _MB, at_least(1)),
+    "offsets.retention.minutes": ConfigKey("int", 10080, at_least(1)),
+    "offsets.retention.check.interval.ms": ConfigKey("long", 600000, at_least(1)),
+    "offsets.commit.timeout.ms": ConfigKey("int", 5000, at_least(1)),
+    "offsets.commit.required.acks": ConfigKey("int", -1, rule(lambda v: v in (-1, 0, 1), "one of -1, 0, 1")),
+    "offsets.topic.compression.codec": ConfigKey("int", 0, rule(lambda v: v in (0, 1, 2, 3, 4),
+                                                             "a codec id: 0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd")),
+    "offsets.load.buffer.size": ConfigKey("int", 5 * _MB, at_least(1)),
+    "offset.metadata.max.bytes": ConfigKey("int", 4096),
+    "transaction.state.log.replication.factor": ConfigKey("int", 3, at_least(1)),
+    "transaction.state.log.min.isr": ConfigKey("int", 2, at_least(1)),
+    "transaction.state.log.num.partitions": ConfigKey("int", 50, at_least(1)),
+    "transactional.id.expiration.ms": ConfigKey("int", 604800000),
+    "transaction.max.timeout.ms": ConfigKey("int", 900000),
+    "producer.id.expiration.ms": ConfigKey("int", 86400000),
 }
+SETTINGS.update(DYNAMIC_BROKER_CONFIGS)
 
 # KAFKA_* variables of the JVM launch scripts and images, not broker settings.
 NON_CONFIG_ENV = {"KAFKA_HEAP_OPTS", "KAFKA_OPTS", "KAFKA_JVM_PERFORMANCE_OPTS", "KAFKA_LOG4J_OPTS",
@@ -212,31 +154,12 @@ def read_properties(path: str) -> dict[str, str]:
     return out
 
 
-def _convert(key: str, setting: Setting, raw) -> Any:
-    if raw is None:
-        return None
-    text = str(raw).strip()
+def _convert(key: str, raw: str):
+    """The typed value of one setting (zk.config_def's parsing and checks); ConfigError naming it otherwise."""
     try:
-        if setting.type in ("int", "long"):
-            value = int(text)
-            bits = 31 if setting.type == "int" else 63
-            if not -2 ** bits <= value < 2 ** bits:
-                raise ValueError
-        elif setting.type == "double":
-            value = float(text)
-        elif setting.type == "bool":
-            if text.lower() not in ("true", "false"):
-                raise ValueError
-            value = text.lower() == "true"
-        elif setting.type == "list":
-            value = [p.strip() for p in text.split(",") if p.strip()]
-        else:
-            value = text
-    except ValueError:
-        raise ConfigError(f"Invalid value {text!r} for configuration {key}: expected {setting.type}") from None
-    if setting.check is not None and not setting.check(value):
-        raise ConfigError(f"Invalid value {text!r} for configuration {key}: must be {setting.rule}")
-    return value
+        return parse_checked(SETTINGS[key], raw)
+    except ValueError as e:
+        raise ConfigError(f"Invalid value {raw.strip()!r} for configuration {key}: {e}") from None
 
 
 @dataclass(frozen=True)
@@ -278,7 +201,7 @@ class BrokerConfig:
             raise ConfigError(f"Unknown configuration {unknown[0]!r}" +
                               (f" (and {len(unknown) - 1} more: {', '.join(unknown[1:])})" if len(unknown) > 1 else ""))
         self.originals = dict(props)
-        self.values = {k: _convert(k, s, props.get(k, s.default)) for k, s in SETTINGS.items()}
+        self.values = {k: s.default if k not in props else _convert(k, props[k]) for k, s in SETTINGS.items()}
         if not self.values["zookeeper.connect"]:
             raise ConfigError("Missing required configuration zookeeper.connect")
         protocol_map = {}
@@ -319,11 +242,11 @@ class BrokerConfig:
         def usable(layer: dict[str, str], where: str) -> dict[str, str]:
             out = {}
             for key, raw in layer.items():
-                if key not in DYNAMIC_BROKER_CONFIGS or key not in SETTINGS:
+                if key not in DYNAMIC_BROKER_CONFIGS:
                     problems.append(f"{key} in {where} cannot be updated dynamically; ignored")
                     continue
                 try:
-                    _convert(key, SETTINGS[key], raw)
+                    _convert(key, raw)
                 except ConfigError as e:
                     problems.append(f"{e} (in {where}); ignored")
                     continue
@@ -335,7 +258,7 @@ class BrokerConfig:
         if running:
             for key in THREAD_COUNTS:
                 raw = new_broker.get(key, new_default.get(key))
-                value = self.static_values[key] if raw is None else _convert(key, SETTINGS[key], raw)
+                value = self.static_values[key] if raw is None else _convert(key, raw)
                 current = self.values[key]
                 if value != current and not (max(1, current // 2) <= value <= current * 2):
                     problems.append(f"{key}={value} ignored: a running broker's thread count changes to between "
@@ -347,7 +270,7 @@ class BrokerConfig:
         self.dynamic_default, self.dynamic_broker = new_default, new_broker
         effective = dict(self.static_values)
         for key, raw in {**self.dynamic_default, **self.dynamic_broker}.items():
-            effective[key] = _convert(key, SETTINGS[key], raw)
+            effective[key] = _convert(key, raw)
         changed = {k for k, v in effective.items() if self.values.get(k) != v}
         self.values.update(effective)
         return changed, problems

@@ -88,6 +88,10 @@ class MetadataCache:
                 out.append((b.id, ep[0], ep[1], b.rack))
         return out
 
+    def alive_broker_racks(self) -> dict[int, str | None]:
+        """Live broker id -> its rack (None without one): where new replicas may go."""
+        return {b.id: b.rack for b in self.brokers.values()}
+
     def topics(self) -> list[str]:
         return sorted(self.partitions)
 

@@ -34,6 +34,7 @@ import gevent.event
 from zk import znodes as z
 from zk.client import KafkaZkClient, ZkError, ZkState
 from . import api
+from .admin_manager import AdminManager
 from .clock import Clock
 from .controller.controller import KafkaController
 from .coordinator.group_coordinator import GroupCoordinator
@@ -102,6 +103,7 @@ class KafkaServer:
         self.metadata_cache: MetadataCache | None = None
         self.replica_manager: ReplicaManager | None = None
         self.group_coordinator: GroupCoordinator | None = None
+        self.admin_manager: AdminManager | None = None
         self.broker_info: z.BrokerInfo | None = None
         self._session_lost = False
         self._shutting_down = False
@@ -136,7 +138,11 @@ class KafkaServer:
         self.replica_manager.startup()
         self.producer_ids = ProducerIdManager(self.broker_id, self.zk)
         # Before any LeaderAndIsr can arrive: the coordinator loads __consumer_offsets partitions it is given.
-        self.group_coordinator = GroupCoordinator(self.broker_id, cfg, self.replica_manager, self.zk, self.clock)
+        self.admin_manager = AdminManager(self.broker_id, cfg, self.zk, self.metadata_cache, self.clock,
+                                          lambda: self.controller is not None and self.controller.active)
+        self.admin_manager.startup()
+        self.group_coordinator = GroupCoordinator(self.broker_id, cfg, self.replica_manager, self.zk, self.clock,
+                                                  self.admin_manager)
         self.group_coordinator.startup()
 
         self.socket_server = SocketServer(
@@ -382,6 +388,8 @@ class KafkaServer:
             steps.append(self.controller.shutdown)
         if self.group_coordinator is not None:
             steps.append(self.group_coordinator.shutdown)
+        if self.admin_manager is not None:
+            steps.append(self.admin_manager.shutdown)
         if self.replica_manager is not None:
             steps.append(self.replica_manager.shutdown)
             steps.append(lambda: [p.producer_state.take_snapshot(p.log.log_end_offset)

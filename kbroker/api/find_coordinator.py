@@ -2,10 +2,11 @@
 
 Key type 0 (group; v0 has no key type): the leader of the group's `__consumer_offsets` partition
 (Utils.abs(groupId.hashCode) % partitions), with its host and port on the listener the request came in on.
-When the topic does not exist yet it is created (offsets.topic.num.partitions, offsets.topic.replication.factor,
-compacted) and the answer is COORDINATOR_NOT_AVAILABLE, as it is while the partition has no live leader, the
-leader has no endpoint on this listener, or there are fewer live brokers than the replication factor (the
-topic is then created once there are enough). Clients retry on COORDINATOR_NOT_AVAILABLE.
+When the topic does not exist yet the group coordinator has the admin manager create it
+(offsets.topic.num.partitions, offsets.topic.replication.factor, compacted) and the answer is
+COORDINATOR_NOT_AVAILABLE, as it is while the partition has no live leader, the leader has no endpoint on this
+listener, or there are fewer live brokers than the replication factor (the topic is then created once there
+are enough). Clients retry on COORDINATOR_NOT_AVAILABLE.
 Key type 1 (transaction): COORDINATOR_NOT_AVAILABLE until transactions exist. Any other key type is
 INVALID_REQUEST.
 Version notes: v1 adds the key type, the throttle time and an error message; v2 is v1 (throttling semantics);

@@ -2,9 +2,9 @@
 
 Topics: v0 takes an empty list for "all topics"; v1+ takes null for all and an empty list for none. A topic
 that does not exist is created when auto.create.topics.enable is on and the request allows it (always for
-v0-v3, the allow_auto_topic_creation flag from v4), with num.partitions and default.replication.factor, through
-ZooKeeper as Kafka's AdminZkClient does; it is answered LEADER_NOT_AVAILABLE until the controller has
-elected its leaders (clients retry), INVALID_REPLICATION_FACTOR when there are too few brokers,
+v0-v3, the allow_auto_topic_creation flag from v4), with num.partitions and default.replication.factor over the
+live brokers, by the admin manager as Kafka's AdminZkClient does; it is answered LEADER_NOT_AVAILABLE until the
+controller has elected its leaders (clients retry), INVALID_REPLICATION_FACTOR when there are too few brokers,
 INVALID_TOPIC_EXCEPTION for an illegal name. Otherwise UNKNOWN_TOPIC_OR_PARTITION.
 Partitions: LEADER_NOT_AVAILABLE with leader -1 when the partition has no live leader. v0 lists only live
 replicas and answers REPLICA_NOT_AVAILABLE when some are down (as Kafka, which errors on unavailable
@@ -17,10 +17,7 @@ from __future__ import annotations
 
 from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 
-from zk import admin as zk_admin
 from zk.admin import INTERNAL_TOPICS
-from zk.admin_errors import AdminError
-from zk.client import TopicExistsError, ZkError
 from ..protocol.errors import Errors
 from .describe_cluster import CLUSTER_OPERATIONS
 
@@ -54,23 +51,6 @@ def _partition(cache, state, version: int):
                      offline_replicas=offline)
 
 
-def maybe_create_topic(broker, name: str) -> Errors:
-    """Auto-create a missing topic; the error code to answer with meanwhile."""
-    cfg = broker.config
-    if not cfg["auto.create.topics.enable"] or name in INTERNAL_TOPICS:
-        return Errors.UNKNOWN_TOPIC_OR_PARTITION
-    try:
-        zk_admin.validate_topic_name(name)
-        zk_admin.create_topic(broker.zk, name, cfg["num.partitions"], cfg["default.replication.factor"])
-    except TopicExistsError:
-        pass  # created meanwhile: its leaders are on their way
-    except AdminError as e:
-        return Errors(e.code)
-    except ZkError:
-        return Errors.UNKNOWN_TOPIC_OR_PARTITION
-    return Errors.LEADER_NOT_AVAILABLE
-
-
 def _topic(cache, name: str, version: int, create, operations):
     partitions = cache.topic_partitions(name)
     if partitions is None:
@@ -94,7 +74,7 @@ def handle(request, ctx):
         names = [t.name for t in requested]
     create = None
     if requested and (version < 4 or request.allow_auto_topic_creation):
-        create = lambda name: maybe_create_topic(broker, name)  # noqa: E731
+        create = broker.admin_manager.auto_create_topic
     brokers = [Broker(node_id=i, host=h, port=p, rack=r) for i, h, p, r in cache.alive_brokers(ctx.listener)]
     controller = cache.controller_id if cache.controller_id is not None else -1
     asked = lambda field: version >= 8 and bool(getattr(request, field, False))  # noqa: E731

@@ -2,7 +2,9 @@
 
 v0 brokers have one host/port (PLAINTEXT); v1+ list endpoints, v3+ with listener names; v2+ racks;
 v5+ group partition states by topic; v7 adds topic ids. Refused with STALE_CONTROLLER_EPOCH from an older
-controller and STALE_BROKER_EPOCH when addressed to this broker's previous registration.
+controller and STALE_BROKER_EPOCH when addressed to this broker's previous registration. The topics it names
+complete the admin manager's waiting CreateTopics/CreatePartitions/DeleteTopics (Kafka's
+tryCompleteDelayedTopicOperations).
 """
 from __future__ import annotations
 
@@ -58,4 +60,5 @@ def handle(request, ctx):
     deleted = broker.metadata_cache.update(request.controller_id, _brokers(request, version), states, ids)
     if deleted:   # partitions of deleted topics: their committed offsets go too (Kafka's handleDeletedPartitions)
         broker.group_coordinator.handle_deleted_partitions(deleted)
+    broker.admin_manager.try_complete_delayed_topic_operations({s.topic for s in states})
     return RESPONSE(version=version, error_code=Errors.NONE)

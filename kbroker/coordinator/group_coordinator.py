@@ -30,9 +30,6 @@ import logging
 
 import gevent
 
-from zk import admin as zk_admin
-from zk.admin_errors import AdminError
-from zk.client import TopicExistsError, ZkError
 from ..protocol.errors import Errors
 from ..purgatory.delayed import DelayedOperationPurgatory
 from .delayed import (DelayedHeartbeat, DelayedJoin, DelayedSync, InitialDelayedJoin, join_key, member_key,
@@ -46,7 +43,6 @@ from .zk_offsets import ZkOffsetStore
 log = logging.getLogger("kbroker.coordinator")
 
 NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000
-CREATE_RETRY_MS = 500
 EMPTY_GROUP_SUMMARY = ("", "", "", [])
 DEAD_GROUP_SUMMARY = ("Dead", "", "", [])
 
@@ -55,8 +51,9 @@ EMPTY_GROUP_ID_ALLOWED = frozenset({"OffsetCommit", "OffsetFetch", "DescribeGrou
 
 
 class GroupCoordinator:
-    def __init__(self, broker_id: int, config, replica_manager, zk, clock):
+    def __init__(self, broker_id: int, config, replica_manager, zk, clock, admin_manager=None):
         self.broker_id = broker_id
+        self.admin_manager = admin_manager   # creates __consumer_offsets
         self.config = config
         self.zk = zk
         self.clock = clock
@@ -71,7 +68,6 @@ class GroupCoordinator:
         self.zk_offsets = ZkOffsetStore(zk)
         self.active = False
         self._tasks: list = []
-        self._last_create_attempt = -CREATE_RETRY_MS
 
     # ---- lifecycle ------------------------------------------------------------------------------------------
     def offsets_topic_partition_count(self) -> int:
@@ -145,26 +141,12 @@ class GroupCoordinator:
                 "segment.bytes": str(self.config["offsets.topic.segment.bytes"])}
 
     def create_offsets_topic(self) -> None:
-        """Create __consumer_offsets through ZooKeeper (offsets.topic.num.partitions, offsets.topic.replication
-        .factor, compacted), as Kafka's auto topic creation does on the first FindCoordinator. With fewer live
-        brokers than the replication factor nothing is created (callers answer COORDINATOR_NOT_AVAILABLE and
-        clients retry). Attempts are spaced by CREATE_RETRY_MS so retrying clients do not flood ZooKeeper."""
-        now = self.clock.monotonic_ms()
-        if now - self._last_create_attempt < CREATE_RETRY_MS:
-            return
-        self._last_create_attempt = now
+        """Have the admin manager create __consumer_offsets (offsets.topic.num.partitions,
+        offsets.topic.replication.factor, compacted), as Kafka's auto topic creation does on the first
+        FindCoordinator."""
         cfg = self.config
-        try:
-            zk_admin.create_topic(self.zk, GROUP_METADATA_TOPIC, cfg["offsets.topic.num.partitions"],
-                                  cfg["offsets.topic.replication.factor"], self.offsets_topic_configs())
-            log.info("created topic %s with %d partitions and replication factor %d", GROUP_METADATA_TOPIC,
-                     cfg["offsets.topic.num.partitions"], cfg["offsets.topic.replication.factor"])
-        except TopicExistsError:
-            pass    # being created: its leaders are on their way
-        except AdminError as e:
-            log.info("cannot create %s yet: %s", GROUP_METADATA_TOPIC, e)
-        except ZkError as e:   # e.g. another broker creating it at the same moment
-            log.info("creating %s failed: %r", GROUP_METADATA_TOPIC, e)
+        self.admin_manager.create_internal_topic(GROUP_METADATA_TOPIC, cfg["offsets.topic.num.partitions"],
+                                                 cfg["offsets.topic.replication.factor"], self.offsets_topic_configs())
 
     # ---- checks ---------------------------------------------------------------------------------------------
     def validate_group_status(self, group_id: str | None, api: str) -> Errors | None:

@@ -13,7 +13,7 @@ from tests.integration.test_cluster import metadata
 UNKNOWN_TOPIC_OR_PARTITION, INVALID_PARTITIONS = 3, 37
 
 
-def _result(futures):
+def admin_result(futures):
     """(value, None) or (None, KafkaError) of the one future."""
     (fut,) = futures.values()
     try:
@@ -36,9 +36,9 @@ def test_confluent_admin_describes_grows_alters_and_deletes_topics(cluster3):
     admin = AdminClient({"bootstrap.servers": c.bootstrap})
 
     def describe(name):
-        return _result(admin.describe_topics(TopicCollection([name]), request_timeout=10))
+        return admin_result(admin.describe_topics(TopicCollection([name]), request_timeout=10))
 
-    _, err = _result(admin.create_topics([NewTopic("grow", 2, 2)], operation_timeout=15, request_timeout=20))
+    _, err = admin_result(admin.create_topics([NewTopic("grow", 2, 2)], operation_timeout=15, request_timeout=20))
     assert err is None, err
 
     # describe_topics: the assignment, leaders and ISR ZooKeeper holds.
@@ -57,26 +57,26 @@ def test_confluent_admin_describes_grows_alters_and_deletes_topics(cluster3):
     assert err.code() == UNKNOWN_TOPIC_OR_PARTITION
 
     # create_partitions: validate_only writes nothing; 2 -> 4; a decrease is refused.
-    _, err = _result(admin.create_partitions([NewPartitions("grow", 4)], validate_only=True, request_timeout=20))
+    _, err = admin_result(admin.create_partitions([NewPartitions("grow", 4)], validate_only=True, request_timeout=20))
     assert err is None and sorted(c.zk.get_topic_assignment("grow").partitions) == [0, 1]
-    _, err = _result(admin.create_partitions([NewPartitions("grow", 4)], operation_timeout=15, request_timeout=20))
+    _, err = admin_result(admin.create_partitions([NewPartitions("grow", 4)], operation_timeout=15, request_timeout=20))
     assert err is None, err
     assignment = c.zk.get_topic_assignment("grow").partitions
     assert sorted(assignment) == [0, 1, 2, 3] and all(len(set(r)) == 2 for r in assignment.values())
     wait_until(lambda: len(describe("grow")[0].partitions) == 4, timeout=10, message="4 partitions described")
     assert {p: r for p, (_, r, _) in _layout(describe("grow")[0]).items()} == assignment
-    _, err = _result(admin.create_partitions([NewPartitions("grow", 3)], request_timeout=20))
+    _, err = admin_result(admin.create_partitions([NewPartitions("grow", 3)], request_timeout=20))
     assert err.code() == INVALID_PARTITIONS
 
     # Incremental APPEND / SUBTRACT on a list config (cleanup.policy, default "delete").
     def alter(op, value):
         entry = ConfigEntry("cleanup.policy", value, incremental_operation=op)
-        return _result(admin.incremental_alter_configs([ConfigResource(ResourceType.TOPIC, "grow",
+        return admin_result(admin.incremental_alter_configs([ConfigResource(ResourceType.TOPIC, "grow",
                                                                        incremental_configs=[entry])],
                                                        request_timeout=20))[1]
 
     def described_policy():
-        entries, err = _result(admin.describe_configs([ConfigResource(ResourceType.TOPIC, "grow")],
+        entries, err = admin_result(admin.describe_configs([ConfigResource(ResourceType.TOPIC, "grow")],
                                                       request_timeout=20))
         assert err is None, err
         return entries["cleanup.policy"].value
@@ -89,7 +89,7 @@ def test_confluent_admin_describes_grows_alters_and_deletes_topics(cluster3):
     assert described_policy() == "compact"
 
     # Deleted: no longer described.
-    _, err = _result(admin.delete_topics(["grow"], operation_timeout=15, request_timeout=20))
+    _, err = admin_result(admin.delete_topics(["grow"], operation_timeout=15, request_timeout=20))
     assert err is None, err
     wait_until(lambda: describe("grow")[1] is not None, timeout=10, message="grow no longer described")
     assert describe("grow")[1].code() == UNKNOWN_TOPIC_OR_PARTITION

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import json
 
-from confluent_kafka import KafkaException
 from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource,
                                    ResourceType)
 
 from tests.integration.conftest import wait_until
+from tests.integration.test_admin_client_topics import admin_result
 from tests.integration.test_cluster import metadata
 from zk import admin as zk_admin
 
@@ -17,16 +17,8 @@ DYNAMIC_TOPIC, STATIC_BROKER, DEFAULT = (ConfigSource.DYNAMIC_TOPIC_CONFIG.value
                                          ConfigSource.STATIC_BROKER_CONFIG.value, ConfigSource.DEFAULT_CONFIG.value)
 
 
-def _one(futures):
-    (fut,) = futures.values()
-    try:
-        return fut.result(timeout=30), None
-    except KafkaException as e:
-        return None, e.args[0]
-
-
 def _describe(admin, rtype, name):
-    return _one(admin.describe_configs([ConfigResource(rtype, name)], request_timeout=20))
+    return admin_result(admin.describe_configs([ConfigResource(rtype, name)], request_timeout=20))
 
 
 def _znode(zk, path):
@@ -44,7 +36,7 @@ def test_topic_configs_with_admin_clients(cluster_factory):
     for b in c.brokers.values():
         wait_until(lambda: metadata(b.bootstrap, []).controller_id > 0, message=f"broker {b.id} knows the controller")
     admin = AdminClient({"bootstrap.servers": c.bootstrap})
-    zk_admin.create_topic_with_assignment(c.zk, "cfg", {0: [1, 2], 1: [2, 3]}, {"cleanup.policy": "compact"})
+    zk_admin.AdminZkClient(c.zk).create_topic("cfg", {"cleanup.policy": "compact"}, assignment={0: [1, 2], 1: [2, 3]})
 
     # Describe: override, broker-level synonym, default; synonyms in Kafka's order.
     entries, err = _describe(admin, ResourceType.TOPIC, "cfg")
@@ -63,7 +55,7 @@ def test_topic_configs_with_admin_clients(cluster_factory):
 
     # Legacy AlterConfigs replaces the whole override set; ZooKeeper shows what Kafka writes.
     before = set(c.zk.children("/config/changes"))
-    _, err = _one(admin.alter_configs([ConfigResource(ResourceType.TOPIC, "cfg",
+    _, err = admin_result(admin.alter_configs([ConfigResource(ResourceType.TOPIC, "cfg",
                                                       set_config={"retention.ms": "60000"})], request_timeout=20))
     assert err is None, err
     assert _znode(c.zk, "/config/topics/cfg") == {"version": 1, "config": {"retention.ms": "60000"}}
@@ -77,7 +69,7 @@ def test_topic_configs_with_admin_clients(cluster_factory):
     # Incremental: SET and DELETE on the current overrides.
     inc = [ConfigEntry("max.message.bytes", "2000", incremental_operation=AlterConfigOpType.SET),
            ConfigEntry("retention.ms", None, incremental_operation=AlterConfigOpType.DELETE)]
-    _, err = _one(admin.incremental_alter_configs([ConfigResource(ResourceType.TOPIC, "cfg",
+    _, err = admin_result(admin.incremental_alter_configs([ConfigResource(ResourceType.TOPIC, "cfg",
                                                                   incremental_configs=inc)], request_timeout=20))
     assert err is None, err
     assert _znode(c.zk, "/config/topics/cfg")["config"] == {"max.message.bytes": "2000"}
@@ -85,24 +77,24 @@ def test_topic_configs_with_admin_clients(cluster_factory):
 
     # Errors: a bad value names the key and writes nothing (Kafka 2.8: INVALID_REQUEST, its ConfigException),
     # an unknown name is INVALID_CONFIG; unknown topic; APPEND on a non-list.
-    _, err = _one(admin.alter_configs([ConfigResource(ResourceType.TOPIC, "cfg",
+    _, err = admin_result(admin.alter_configs([ConfigResource(ResourceType.TOPIC, "cfg",
                                                       set_config={"retention.ms": "soon"})], request_timeout=20))
     assert err.code() == 42 and "retention.ms" in err.str() and "ConfigResource(type=TOPIC, name='cfg')" in err.str()
-    _, err = _one(admin.alter_configs([ConfigResource(ResourceType.TOPIC, "cfg",
+    _, err = admin_result(admin.alter_configs([ConfigResource(ResourceType.TOPIC, "cfg",
                                                       set_config={"retention.msx": "1"})], request_timeout=20))
     assert err.code() == 40 and "Unknown topic config name: retention.msx" in err.str()
     inc = [ConfigEntry("segment.ms", "-5", incremental_operation=AlterConfigOpType.SET)]
-    _, err = _one(admin.incremental_alter_configs([ConfigResource(ResourceType.TOPIC, "cfg",
+    _, err = admin_result(admin.incremental_alter_configs([ConfigResource(ResourceType.TOPIC, "cfg",
                                                                   incremental_configs=inc)], request_timeout=20))
     assert err.code() == 42 and "segment.ms" in err.str()
     inc = [ConfigEntry("retention.ms", "1", incremental_operation=AlterConfigOpType.APPEND)]
-    _, err = _one(admin.incremental_alter_configs([ConfigResource(ResourceType.TOPIC, "cfg",
+    _, err = admin_result(admin.incremental_alter_configs([ConfigResource(ResourceType.TOPIC, "cfg",
                                                                   incremental_configs=inc)], request_timeout=20))
     assert err.code() == 42
     assert _znode(c.zk, "/config/topics/cfg")["config"] == {"max.message.bytes": "2000"}
     _, err = _describe(admin, ResourceType.TOPIC, "nope")
     assert err.code() == 3
-    _, err = _one(admin.alter_configs([ConfigResource(ResourceType.TOPIC, "nope",
+    _, err = admin_result(admin.alter_configs([ConfigResource(ResourceType.TOPIC, "nope",
                                                       set_config={"retention.ms": "1"})], request_timeout=20))
     assert err.code() == 3
     # kafka-python's KafkaAdminClient.

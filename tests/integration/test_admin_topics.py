@@ -13,19 +13,17 @@ from tests.integration.test_cluster import leaders, metadata
 
 def _create(admin, topics, **kw):
     """{topic: None or KafkaError} for each NewTopic."""
-    out = {}
-    for name, fut in admin.create_topics(topics, operation_timeout=15, request_timeout=20, **kw).items():
-        try:
-            fut.result(timeout=30)
-            out[name] = None
-        except KafkaException as e:
-            out[name] = e.args[0]
-    return out
+    return _outcomes(admin.create_topics(topics, operation_timeout=15, request_timeout=20, **kw))
 
 
 def _delete(admin, names):
+    return _outcomes(admin.delete_topics(names, operation_timeout=15, request_timeout=20))
+
+
+def _outcomes(futures) -> dict:
+    """{topic: None or KafkaError} of confluent-kafka admin futures."""
     out = {}
-    for name, fut in admin.delete_topics(names, operation_timeout=15, request_timeout=20).items():
+    for name, fut in futures.items():
         try:
             fut.result(timeout=30)
             out[name] = None
@@ -167,7 +165,7 @@ def test_raw_requests_and_kafka_python_admin(cluster3):
     from kafka.protocol.admin import ElectLeadersRequest
     from admin_cli.main import cli as kadmin
     from zk import admin as zk_admin
-    zk_admin.create_topic_with_assignment(c.zk, "doomed", {0: [1, 9]})
+    zk_admin.AdminZkClient(c.zk).create_topic("doomed", {}, assignment={0: [1, 9]})
     wait_until(lambda: c.zk.get_partition_state("doomed", 0), message="doomed has a leader")
     c.zk.create_delete_topic_marker("doomed")
     wait_until(lambda: "doomed" in c.zk.get_topic_deletions(), message="doomed marked")

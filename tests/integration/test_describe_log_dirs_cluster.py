@@ -52,8 +52,8 @@ def _reported(log_dirs: list) -> dict:
 def test_describe_log_dirs(cluster3):
     from kafka.admin import KafkaAdminClient
     c = cluster3
-    zk_admin.create_topic_with_assignment(c.zk, "sized", {0: [1, 2], 1: [2, 3], 2: [3, 1]})
-    zk_admin.create_topic_with_assignment(c.zk, "bystander", {0: [1, 2, 3]})
+    zk_admin.AdminZkClient(c.zk).create_topic("sized", {}, assignment={0: [1, 2], 1: [2, 3], 2: [3, 1]})
+    zk_admin.AdminZkClient(c.zk).create_topic("bystander", {}, assignment={0: [1, 2, 3]})
     for topic, n in (("sized", 3), ("bystander", 1)):
         for b in c.brokers.values():
             wait_topic(c, b, topic, n)
@@ -151,7 +151,7 @@ def test_describe_cluster_and_api_versions(cluster3):
 def test_confluent_authorized_operations_without_authorizer(cluster1):
     from confluent_kafka import TopicCollection
     from confluent_kafka.admin import AclOperation
-    zk_admin.create_topic_with_assignment(cluster1.zk, "ops", {0: [1]})
+    zk_admin.AdminZkClient(cluster1.zk).create_topic("ops", {}, assignment={0: [1]})
     wait_topic(cluster1, cluster1.brokers[1], "ops", 1)
     admin = AdminClient({"bootstrap.servers": cluster1.bootstrap})
     result = admin.describe_cluster(request_timeout=10, include_authorized_operations=True).result(timeout=20)

@@ -3,37 +3,28 @@
 sources and synonyms, and the running brokers apply the values without a restart."""
 from __future__ import annotations
 
-import glob
 import json
-import os
 import time
 
-from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource,
                                    ResourceType)
 from kafka import KafkaProducer
 from kafka.errors import MessageSizeTooLargeError, NotEnoughReplicasError
 
+from admin_cli.configs import Entity, alter_config_zk
 from kbroker.protocol.client import Connection, KafkaError
 from tests.integration.conftest import wait_until
+from tests.integration.test_admin_client_topics import admin_result
 from tests.integration.test_cluster import metadata, zkcli_get
+from tests.integration.test_dynamic_config import produce_hour_old
 from zk import admin as zk_admin
-from zk import broker_config
 
 DYN_BROKER, DYN_DEFAULT = ConfigSource.DYNAMIC_BROKER_CONFIG.value, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value
 STATIC, DEFAULT = ConfigSource.STATIC_BROKER_CONFIG.value, ConfigSource.DEFAULT_CONFIG.value
 
 
-def _result(futures):
-    (fut,) = futures.values()
-    try:
-        return fut.result(timeout=30), None
-    except KafkaException as e:
-        return None, e.args[0]
-
-
 def _describe(admin, name: str) -> dict:
-    configs, err = _result(admin.describe_configs([ConfigResource(ResourceType.BROKER, name)], request_timeout=20))
+    configs, err = admin_result(admin.describe_configs([ConfigResource(ResourceType.BROKER, name)], request_timeout=20))
     assert err is None, err
     return configs
 
@@ -57,7 +48,7 @@ def _alter_defaults(bootstrap: str, ops: dict) -> tuple[int, str | None]:
 def _incremental(admin, name: str, ops: dict, validate_only=False):
     entries = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.DELETE if v is None else
                            AlterConfigOpType.SET) for k, v in ops.items()]
-    return _result(admin.incremental_alter_configs([ConfigResource(ResourceType.BROKER, name,
+    return admin_result(admin.incremental_alter_configs([ConfigResource(ResourceType.BROKER, name,
                                                                    incremental_configs=entries)],
                                                    request_timeout=20, validate_only=validate_only))[1]
 
@@ -86,7 +77,7 @@ def test_broker_configs_altered_described_and_applied_live(cluster_factory):
     for b in c.brokers.values():
         wait_until(lambda: metadata(b.bootstrap, []).controller_id > 0, message=f"broker {b.id} knows the controller")
     admin = AdminClient({"bootstrap.servers": c.bootstrap})
-    zk_admin.create_topic_with_assignment(c.zk, "solo2", {0: [2]}, {})
+    zk_admin.AdminZkClient(c.zk).create_topic("solo2", {}, assignment={0: [2]})
     wait_until(lambda: c.zk.get_partition_state("solo2", 0), message="solo2 has a leader")
 
     configs = _describe(admin, "2")
@@ -164,7 +155,7 @@ def test_broker_configs_altered_described_and_applied_live(cluster_factory):
     assert _znode(c.zk, "/config/brokers/2") == before
 
     # Legacy AlterConfigs replaces the whole set; deleting every key empties it.
-    _, err = _result(admin.alter_configs([ConfigResource(ResourceType.BROKER, "2",
+    _, err = admin_result(admin.alter_configs([ConfigResource(ResourceType.BROKER, "2",
                                                          set_config={"log.cleaner.threads": "2"})],
                                          request_timeout=20))
     assert err is None, err
@@ -182,23 +173,18 @@ def test_broker_configs_altered_described_and_applied_live(cluster_factory):
 def test_dynamic_default_retention_deletes_old_segments_and_is_read_at_startup(cluster_factory):
     c = cluster_factory(0)
     # Written before the broker starts: read at start-up, before the logs load.
-    broker_config.write_broker_config(c.zk, None, {"log.segment.bytes": "2000"})
+    zk_admin.AdminZkClient(c.zk).change_broker_config(None, {"log.segment.bytes": "2000"})
     c.add(1, **{"log.retention.check.interval.ms": 300, "log.segment.delete.delay.ms": 0})
     c.wait_ready([1])
-    zk_admin.create_topic(c.zk, "old", 1, 1, {})
+    zk_admin.AdminZkClient(c.zk).create_topic("old", partitions=1, replication_factor=1)
     wait_until(lambda: c.zk.get_partition_state("old", 0), message="leader")
-    hour_ago = int(time.time() * 1000) - 3_600_000
-    p = Producer({"bootstrap.servers": c.bootstrap, "linger.ms": 0})
-    for _ in range(40):
-        p.produce("old", value=b"v" * 200, partition=0, timestamp=hour_ago)
-        p.flush(10)
-    segments = lambda: glob.glob(os.path.join(c.brokers[1].dir, "data", "old-0", "*.log"))  # noqa: E731
+    segments = produce_hour_old(c, "old", 40)
     assert len(segments()) > 3    # log.segment.bytes=2000 from the dynamic default
     time.sleep(1)
     assert len(segments()) > 3
 
     # kafka-configs.sh --entity-default --alter, as ZooKeeper sees it.
-    broker_config.alter_broker_config(c.zk, None, {"log.retention.ms": "60000"}, [])
+    alter_config_zk(c.zk, Entity("broker", None), {"log.retention.ms": "60000"}, [])
     assert json.loads(zkcli_get(c.zk_connect, "/config/brokers/<default>")) == {
         "version": 1, "config": {"log.segment.bytes": "2000", "log.retention.ms": "60000"}}
     wait_until(lambda: len(segments()) == 1, timeout=15, message="old segments deleted by the new default retention")
@@ -207,7 +193,7 @@ def test_dynamic_default_retention_deletes_old_segments_and_is_read_at_startup(c
 
 def test_enabling_unclean_election_dynamically_elects_offline_partitions(cluster_factory):
     c = cluster_factory(3, **{"replica.lag.time.max.ms": 1000})
-    zk_admin.create_topic_with_assignment(c.zk, "fragile", {0: [1, 2]}, {})
+    zk_admin.AdminZkClient(c.zk).create_topic("fragile", {}, assignment={0: [1, 2]})
     wait_until(lambda: (s := c.zk.get_partition_state("fragile", 0)) and s.isr == [1, 2], message="isr [1, 2]")
     c.brokers[2].kill9()
     wait_until(lambda: c.zk.get_partition_state("fragile", 0).isr == [1] and 2 not in c.zk.get_broker_ids(),
@@ -219,7 +205,7 @@ def test_enabling_unclean_election_dynamically_elects_offline_partitions(cluster
     time.sleep(1)
     assert c.zk.get_partition_state("fragile", 0).leader == -1   # 2 is not in the ISR: no clean election
 
-    broker_config.alter_broker_config(c.zk, None, {"unclean.leader.election.enable": "true"}, [])
+    alter_config_zk(c.zk, Entity("broker", None), {"unclean.leader.election.enable": "true"}, [])
     wait_until(lambda: c.zk.get_partition_state("fragile", 0).leader == 2, timeout=15,
                message="the controller elects broker 2 uncleanly once the default allows it")
 
@@ -244,9 +230,9 @@ def test_connection_limit_changes_live(cluster1):
         return ok
 
     assert answered(8) == 8
-    broker_config.alter_broker_config(cluster1.zk, 1, {"max.connections.per.ip": "4"}, [])
+    alter_config_zk(cluster1.zk, Entity("broker", "1"), {"max.connections.per.ip": "4"}, [])
     # The controller's own connection to this broker also comes from 127.0.0.1.
     wait_until(lambda: answered(8) in (3, 4), message="at most 4 connections from 127.0.0.1")
     assert "max.connections.per.ip=4" in cluster1.brokers[1].log()
-    broker_config.alter_broker_config(cluster1.zk, 1, {}, ["max.connections.per.ip"])
+    alter_config_zk(cluster1.zk, Entity("broker", "1"), {}, ["max.connections.per.ip"])
     wait_until(lambda: answered(8) == 8, message="the limit is lifted")

@@ -358,7 +358,7 @@ def test_offsets_of_a_deleted_topic_are_removed(cluster_factory):
     from zk import admin as zk_admin
     c = cluster_factory(1, **{"offsets.topic.replication.factor": 1, "offsets.topic.num.partitions": 2})
     for name in ("gone", "kept"):
-        zk_admin.create_topic(c.zk, name, 1, 1)
+        zk_admin.AdminZkClient(c.zk).create_topic(name, partitions=1, replication_factor=1)
         wait_until(lambda: c.zk.get_partition_state(name, 0), message=f"{name} has a leader")
 
     def committed(topics):

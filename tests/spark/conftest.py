@@ -13,7 +13,7 @@ import pytest
 from tests.clients._util import leaders_known
 from tests.conftest import fresh_chroot
 from tests.integration.conftest import Cluster, wait_until
-from zk.admin import create_topic_with_assignment
+from zk.admin import AdminZkClient
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)          # Spark's Python workers: this venv
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -57,7 +57,7 @@ def make_topic(cluster: Cluster, name: str, partitions: int = 3, replicas: tuple
     """A topic whose partition p has `replicas` rotated by p (leaders spread over the brokers)."""
     k = len(replicas)
     assignment = {p: [replicas[(p + i) % k] for i in range(k)] for p in range(partitions)}
-    create_topic_with_assignment(cluster.zk, name, assignment, config)
+    AdminZkClient(cluster.zk).create_topic(name, config, assignment=assignment)
     wait_until(lambda: leaders_known(cluster, name, partitions), 20, message=f"leaders of {name}")
     return name
 

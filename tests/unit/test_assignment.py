@@ -1,10 +1,11 @@
-"""zk.assignment: Kafka's rack-unaware replica assignment, pinned to hand-computed tables, plus the
+"""zk.assignment: Kafka's rack-unaware and rack-aware replica assignment, pinned to hand-computed tables, plus the
 properties it must keep for any start index and shift; and explicit --replica-assignment parsing/checks."""
+import itertools
 from collections import Counter
 
 import pytest
 
-from zk.assignment import assign_replicas, check_assignment, parse_replica_assignment
+from zk.assignment import assign_replicas, check_assignment, parse_replica_assignment, rack_alternated
 from zk.admin_errors import AdminError
 
 
@@ -119,3 +120,35 @@ def test_check_assignment():
         check_assignment({0: [1], 2: [2]})
     with pytest.raises(AdminError):
         check_assignment({})
+
+
+def test_rack_alternated_broker_list():
+    racks = {0: "rack1", 1: "rack3", 2: "rack3", 3: "rack2", 4: "rack2", 5: "rack1"}
+    assert rack_alternated(racks) == [0, 3, 1, 5, 4, 2]
+    assert rack_alternated({1: "a", 2: "a", 3: "a", 4: "b"}) == [1, 4, 2, 3]
+
+
+def test_rack_aware_by_hand():
+    # Ordered rack by rack: [0, 2, 1, 3]; the follower is the next broker, which sits in the other rack.
+    racks = {0: "a", 1: "a", 2: "b", 3: "b"}
+    assert assign_replicas(racks, 4, 2, start_index=0, shift=0) == {0: [0, 2], 1: [2, 1], 2: [1, 3], 3: [3, 0]}
+    # Without a rack for every broker, racks are ignored (Kafka's RackAwareMode.Safe).
+    assert assign_replicas({**racks, 3: None}, 4, 2, start_index=0, shift=0) == \
+        assign_replicas([0, 1, 2, 3], 4, 2, start_index=0, shift=0)
+
+
+@pytest.mark.parametrize("racks, rf", [
+    ({1: "a", 2: "a", 3: "b", 4: "b", 5: "c", 6: "c"}, 3),
+    ({1: "a", 2: "b", 3: "c", 4: "a", 5: "b"}, 2),
+    ({1: "a", 2: "a", 3: "a", 4: "b"}, 3),
+    ({1: "a", 2: "b"}, 2),
+])
+def test_rack_aware_replicas_span_as_many_racks_as_they_can(racks, rf):
+    rack_count = len(set(racks.values()))
+    for start, shift in itertools.product(range(len(racks)), repeat=2):
+        a = assign_replicas(racks, 12, rf, start_index=start, shift=shift)
+        for replicas in a.values():
+            assert len(set(replicas)) == rf
+            assert len({racks[b] for b in replicas}) == min(rf, rack_count)
+        leaders = Counter(r[0] for r in a.values())
+        assert max(leaders.values()) - min(leaders.values()) <= 1 and len(leaders) == len(racks)

@@ -1,0 +1,494 @@
+"""The admin manager, as Kafka 2.8's ZkAdminManager: topic creation, deletion and partition growth, the config
+APIs, topic auto-creation (Metadata) and internal-topic creation (__consumer_offsets) all go through here; the
+API modules only decode the request, call one method and encode the answer.
+
+- Writes to ZooKeeper go through zk.admin.AdminZkClient (shared with kadmin's --zookeeper commands), never
+  straight to the client: the topic znodes, the config znodes and their change notifications.
+- New replicas are spread over the live brokers of the metadata cache (what the controller last sent) and their
+  racks, as Kafka's ZkAdminManager uses metadataCache.getAliveBrokers (zk.assignment: rack-aware when every
+  broker has a rack).
+- CreateTopics and CreatePartitions with timeout_ms > 0 wait until the new partitions have leaders, DeleteTopics
+  until the topics are gone from the metadata cache: delayed operations in the "topic" purgatory
+  (purgatory.topic), checked whenever UpdateMetadata names a topic; topics not done at the timeout get
+  REQUEST_TIMED_OUT. timeout_ms <= 0 answers at once, REQUEST_TIMED_OUT for the topics written (CreateTopics,
+  DeleteTopics), as Kafka.
+- Configs: DescribeConfigs shows each config's effective value, source and synonyms (Kafka's precedence:
+  DYNAMIC_TOPIC_CONFIG, DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG, STATIC_BROKER_CONFIG,
+  DEFAULT_CONFIG, each layer over all of a config's synonyms in turn; the source is the first synonym's).
+  AlterConfigs (whole set) and IncrementalAlterConfigs (per key) share one path per resource: the new set is
+  validated (zk.topic_config / zk.broker_config, one table each) and written with its change notification.
+"""
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Callable
+
+from zk.admin import INTERNAL_TOPICS, AdminZkClient
+from zk.admin_errors import AdminError, InvalidConfigValueError, UnknownTopicError
+from zk.broker_config import DYNAMIC_BROKER_CONFIGS, THREAD_COUNTS, entity_name, validate_broker_config
+from zk.client import TopicAlreadyMarkedForDeletionError, TopicExistsError, ZkError
+from zk.config_def import format_value
+from zk.topic_config import TOPIC_CONFIGS
+from .config import SETTINGS
+from .log.config import LogConfig
+from .log.errors import InvalidConfig
+from .protocol.errors import Errors
+from .purgatory.delayed import DelayedOperationPurgatory
+from .purgatory.topic import DelayedCreatePartitions, DelayedDeleteTopics
+
+log = logging.getLogger(__name__)
+
+INTERNAL_CREATE_RETRY_MS = 500   # internal-topic creation attempts are spaced so retrying clients do not flood ZK
+NOT_CONTROLLER_MESSAGE = "This is not the correct controller for this cluster."
+_UNKNOWN_TOPIC = (Errors.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
+
+TOPIC, BROKER = 2, 4
+RESOURCE_TYPE_NAMES = {2: "TOPIC", 4: "BROKER", 8: "BROKER_LOGGER"}
+DYNAMIC_TOPIC_CONFIG, DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG = 1, 2, 3
+STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 4, 5
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3   # IncrementalAlterConfigs operations
+# Broker settings with more than one name (DynamicBrokerConfig.brokerConfigSynonyms), highest precedence first
+_BROKER_SYNONYM_GROUPS = (("log.roll.ms", "log.roll.hours"), ("log.roll.jitter.ms", "log.roll.jitter.hours"),
+                          ("log.flush.interval.ms", "log.flush.scheduler.interval.ms"),
+                          ("log.retention.ms", "log.retention.minutes", "log.retention.hours"))
+
+
+class ApiError(Exception):
+    """A request refused with an error code and message (Kafka's ApiError)."""
+
+    def __init__(self, code: Errors, message: str | None):
+        super().__init__(message)
+        self.code = code
+
+
+def _error_of(e: Exception) -> tuple[Errors, str | None]:
+    """The (code, message) of an admin failure."""
+    if isinstance(e, ApiError):
+        return e.code, str(e)
+    if isinstance(e, (AdminError, TopicExistsError)):
+        return Errors(e.code), str(e)
+    return Errors.UNKNOWN_SERVER_ERROR, str(e)
+
+
+@dataclass
+class NewTopic:
+    """One CreateTopics entry: -1 partitions / replication factor take the broker's defaults; configs may hold
+    None values (refused)."""
+    name: str
+    num_partitions: int = -1
+    replication_factor: int = -1
+    assignments: dict[int, list[int]] | None = None
+    configs: dict[str, str | None] = field(default_factory=dict)
+
+
+@dataclass
+class TopicResult:
+    """The outcome for one topic of CreateTopics, DeleteTopics or CreatePartitions."""
+    name: str | None
+    error: Errors = Errors.NONE
+    message: str | None = None
+    topic_id: object = None
+    num_partitions: int = -1
+    replication_factor: int = -1
+    configs: dict[str, str] = field(default_factory=dict)
+
+    def fail(self, error: Errors, message: str | None) -> None:
+        """Kafka resets metadata and configs of failed topics."""
+        self.error, self.message = error, message
+        self.num_partitions = self.replication_factor = -1
+        self.configs = {}
+
+
+@dataclass
+class ConfigEntry:
+    """One DescribeConfigs entry; synonyms are (name, value, source), most specific first."""
+    name: str
+    value: str | None
+    source: int
+    type: str
+    read_only: bool = False
+    synonyms: list[tuple[str, str | None, int]] = field(default_factory=list)
+
+
+def broker_synonym_names(name: str) -> list[str]:
+    """A broker setting's names, in Kafka's order of precedence."""
+    for group in _BROKER_SYNONYM_GROUPS:
+        if name in group:
+            return list(group) if name != "log.flush.scheduler.interval.ms" else [name]
+    return [name]
+
+
+class AdminManager:
+    def __init__(self, broker_id: int, config, zk, metadata_cache, clock,
+                 is_active_controller: Callable[[], bool]):
+        self.broker_id = broker_id
+        self.config = config
+        self.admin_zk = AdminZkClient(zk)
+        self.cache = metadata_cache
+        self.clock = clock
+        self.is_active_controller = is_active_controller
+        self.topic_purgatory = DelayedOperationPurgatory("topic", clock)
+        self._last_internal_attempt: dict[str, int] = {}
+
+    def startup(self) -> None:
+        self.topic_purgatory.start()
+
+    def shutdown(self) -> None:
+        self.topic_purgatory.shutdown()
+
+    def try_complete_delayed_topic_operations(self, topics) -> None:
+        """New metadata arrived for these topics (Kafka's tryCompleteDelayedTopicOperations)."""
+        for topic in topics:
+            self.topic_purgatory.check_and_complete(topic)
+
+    def _alive_brokers(self) -> dict[int, str | None]:
+        return self.cache.alive_broker_racks()
+
+    # ---- topics --------------------------------------------------------------------------------------------
+    def create_topics(self, topics: list[NewTopic], timeout_ms: int, validate_only: bool) -> list[TopicResult]:
+        """CreateTopics, checked topic by topic; nothing is written for a topic that fails a check."""
+        results = [TopicResult(t.name) for t in topics]
+        if not self.is_active_controller():
+            for r in results:
+                r.fail(Errors.NOT_CONTROLLER, NOT_CONTROLLER_MESSAGE)
+            return results
+        named = Counter(t.name for t in topics)
+        brokers = self._alive_brokers()
+        created: dict[str, int] = {}
+        for t, r in zip(topics, results):
+            if named[t.name] > 1:
+                r.fail(Errors.INVALID_REQUEST, "Found multiple entries for this topic.")
+                continue
+            try:
+                assignment = self._create_topic(t, brokers, validate_only)
+            except (ApiError, AdminError, ZkError) as e:
+                r.fail(*_error_of(e))
+                continue
+            r.num_partitions, r.replication_factor = len(assignment), len(assignment[0])
+            r.configs = dict(t.configs)
+            if not validate_only:
+                created[t.name] = len(assignment)
+        pending = self._await(DelayedCreatePartitions, created, timeout_ms)
+        for r in results:
+            if r.name in created:
+                r.topic_id = self.cache.topic_ids.get(r.name)
+                if r.name in pending:
+                    r.fail(Errors.REQUEST_TIMED_OUT, None)
+        return results
+
+    def _create_topic(self, t: NewTopic, brokers: dict[int, str | None], validate_only: bool) -> dict[int, list[int]]:
+        """Kafka's ZkAdminManager.createTopics checks of one topic, then AdminZkClient's; the assignment."""
+        if self.cache.topic_partitions(t.name) is not None:
+            raise ApiError(Errors.TOPIC_ALREADY_EXISTS, f"Topic '{t.name}' already exists.")
+        nulls = [k for k, v in t.configs.items() if v is None]
+        if nulls:
+            raise ApiError(Errors.INVALID_REQUEST, f"Null value not supported for topic configs : {','.join(nulls)}")
+        if t.assignments and (t.num_partitions != -1 or t.replication_factor != -1):
+            raise ApiError(Errors.INVALID_REQUEST, "Both numPartitions or replicationFactor and replicasAssignments "
+                                                   "were set. Both cannot be used at the same time.")
+        cfg = self.config
+        return self.admin_zk.create_topic(
+            t.name, t.configs, assignment=t.assignments or None, brokers=brokers, validate_only=validate_only,
+            partitions=cfg["num.partitions"] if t.num_partitions == -1 else t.num_partitions,
+            replication_factor=(cfg["default.replication.factor"] if t.replication_factor == -1
+                                else t.replication_factor))
+
+    def _await(self, kind, topics: dict, timeout_ms: int) -> dict:
+        """Wait in the purgatory (kind: DelayedCreatePartitions or DelayedDeleteTopics) for these topics, up to
+        timeout_ms; the ones still pending then (all of them when timeout_ms <= 0)."""
+        if not topics or timeout_ms <= 0:
+            return topics
+        op = kind(timeout_ms, self.cache, topics)
+        if not self.topic_purgatory.try_complete_else_watch(op, list(topics)):
+            op.done.wait()
+        return op.pending
+
+    def delete_topics(self, topics: list[tuple[str | None, object]], timeout_ms: int) -> list[TopicResult]:
+        """DeleteTopics of (name, topic id) pairs, one of them given: mark each topic for deletion, wait until
+        the controller has deleted it. With delete.topic.enable=false: TOPIC_DELETION_DISABLED for all."""
+        results = [TopicResult(name, topic_id=topic_id) for name, topic_id in topics]
+        if not self.is_active_controller():
+            for r in results:
+                r.fail(Errors.NOT_CONTROLLER, NOT_CONTROLLER_MESSAGE)
+            return results
+        if not self.config["delete.topic.enable"]:
+            for r in results:
+                r.fail(Errors.TOPIC_DELETION_DISABLED, "Topic deletion is disabled.")
+            return results
+        names_by_id = {i: n for n, i in self.cache.topic_ids.items()}
+        marked: dict[str, None] = {}
+        for r in results:
+            if r.topic_id is not None and getattr(r.topic_id, "int", 0) != 0:
+                if r.name is not None:
+                    r.fail(Errors.INVALID_REQUEST, "Topic name and topic ID can not both be specified.")
+                    continue
+                r.name = names_by_id.get(r.topic_id)
+                if r.name is None:
+                    r.fail(Errors.UNKNOWN_TOPIC_ID, "This server does not host this topic ID.")
+                    continue
+            if r.name is None or self.cache.topic_partitions(r.name) is None:
+                r.fail(*_UNKNOWN_TOPIC)
+                continue
+            try:
+                self.admin_zk.delete_topic(r.name)
+            except UnknownTopicError:
+                r.fail(*_UNKNOWN_TOPIC)
+                continue
+            except TopicAlreadyMarkedForDeletionError:
+                pass    # still tracked until the controller has deleted it, as Kafka
+            except ZkError as e:
+                r.fail(*_error_of(e))
+                continue
+            marked[r.name] = None
+        pending = self._await(DelayedDeleteTopics, marked, timeout_ms)
+        for r in results:
+            if r.error == Errors.NONE and r.name in pending:
+                r.fail(Errors.REQUEST_TIMED_OUT, None)
+        return results
+
+    def create_partitions(self, topics: list[tuple[str, int, list[list[int]] | None]], timeout_ms: int,
+                          validate_only: bool) -> list[TopicResult]:
+        """CreatePartitions of (topic, new count, new partitions' replicas or None), then wait until the new
+        partitions have leaders."""
+        named = Counter(name for name, _, _ in topics)
+        brokers = self._alive_brokers()
+        results, grown = [], {}
+        for name, count, assignments in topics:
+            r = TopicResult(name)
+            results.append(r)
+            if named[name] > 1:
+                r.fail(Errors.INVALID_REQUEST, "Duplicate topic in request.")
+                continue
+            try:
+                self.admin_zk.add_partitions(name, count, assignments, brokers, validate_only)
+            except (AdminError, ZkError) as e:
+                r.fail(*_error_of(e))
+                continue
+            if not validate_only:
+                grown[name] = count
+        pending = self._await(DelayedCreatePartitions, grown, timeout_ms) if timeout_ms > 0 else {}
+        for r in results:
+            if r.error == Errors.NONE and r.name in pending:
+                r.fail(Errors.REQUEST_TIMED_OUT, None)
+        return results
+
+    def auto_create_topic(self, name: str) -> Errors:
+        """Create a topic a Metadata request named (num.partitions, default.replication.factor), when
+        auto.create.topics.enable allows; the error to answer with meanwhile."""
+        cfg = self.config
+        if not cfg["auto.create.topics.enable"] or name in INTERNAL_TOPICS:
+            return Errors.UNKNOWN_TOPIC_OR_PARTITION
+        try:
+            self.admin_zk.create_topic(name, partitions=cfg["num.partitions"],
+                                       replication_factor=cfg["default.replication.factor"],
+                                       brokers=self._alive_brokers())
+        except TopicExistsError:
+            pass  # created meanwhile: its leaders are on their way
+        except AdminError as e:
+            return Errors(e.code)
+        except ZkError:
+            return Errors.UNKNOWN_TOPIC_OR_PARTITION
+        return Errors.LEADER_NOT_AVAILABLE
+
+    def create_internal_topic(self, name: str, partitions: int, replication_factor: int,
+                              config: dict[str, str]) -> None:
+        """Create an internal topic (Kafka's KafkaApis.createInternalTopic). With fewer live brokers than the
+        replication factor nothing is created (callers answer COORDINATOR_NOT_AVAILABLE and clients retry).
+        Attempts are spaced by INTERNAL_CREATE_RETRY_MS."""
+        now = self.clock.monotonic_ms()
+        if now - self._last_internal_attempt.get(name, now - INTERNAL_CREATE_RETRY_MS) < INTERNAL_CREATE_RETRY_MS:
+            return
+        self._last_internal_attempt[name] = now
+        try:
+            self.admin_zk.create_topic(name, config, partitions=partitions, replication_factor=replication_factor,
+                                       brokers=self._alive_brokers())
+            log.info("created topic %s with %d partitions and replication factor %d", name, partitions,
+                     replication_factor)
+        except TopicExistsError:
+            pass    # being created: its leaders are on their way
+        except AdminError as e:
+            log.info("cannot create %s yet: %s", name, e)
+        except ZkError as e:   # e.g. another broker creating it at the same moment
+            log.info("creating %s failed: %r", name, e)
+
+    # ---- configs: describe ---------------------------------------------------------------------------------
+    def describe_configs(self, resources: list[tuple[int, str, set[str] | None]]
+                         ) -> list[tuple[Errors, str | None, list[ConfigEntry]]]:
+        """(error, message, entries) per (resource type, name, keys or None for all)."""
+        out = []
+        for kind, name, keys in resources:
+            try:
+                out.append((Errors.NONE, None, self._describe(kind, name, keys)))
+            except (ApiError, AdminError, ZkError) as e:
+                out.append((*_error_of(e), []))
+            except InvalidConfig as e:
+                out.append((Errors.INVALID_CONFIG, str(e), []))
+        return out
+
+    def _describe(self, kind: int, name: str, keys: set[str] | None) -> list[ConfigEntry]:
+        if kind == TOPIC:
+            return [e for e in self._topic_entries(self.admin_zk.topic_config(name))
+                    if keys is None or e.name in keys]
+        if kind == BROKER:
+            if name == "":
+                entries = self._default_broker_entries()
+            else:
+                self._own_broker_id(name, f"{self.broker_id} or empty string")
+                entries = self._broker_entries()
+            return [e for e in entries if keys is None or e.name in keys]
+        raise ApiError(Errors.INVALID_REQUEST, f"Unsupported resource type: {kind}")
+
+    def _own_broker_id(self, name: str, expected: str) -> int:
+        """The id a BROKER resource names, which must be this broker's (clients send it to that broker)."""
+        try:
+            broker_id = int(name)
+        except ValueError:
+            raise ApiError(Errors.INVALID_REQUEST, f"Broker id must be an integer, but it is: {name}") from None
+        if broker_id != self.broker_id:
+            raise ApiError(Errors.INVALID_REQUEST, f"Unexpected broker id, expected {expected}, but received {name}")
+        return broker_id
+
+    def _broker_synonyms(self, names: list[str]) -> list[tuple[str, str | None, int]]:
+        """Kafka's configSynonyms: per layer (dynamic per-broker, dynamic default, static, default), each name
+        that has a value there."""
+        cfg = self.config
+        layers = ((lambda n: cfg.dynamic_broker.get(n), DYNAMIC_BROKER_CONFIG),
+                  (lambda n: cfg.dynamic_default.get(n), DYNAMIC_DEFAULT_BROKER_CONFIG),
+                  (lambda n: format_value(cfg.static_values[n]) if n in cfg.originals else None,
+                   STATIC_BROKER_CONFIG),
+                  (lambda n: format_value(SETTINGS[n].default), DEFAULT_CONFIG))
+        return [(name, value, source) for value_of, source in layers for name in names
+                if name in SETTINGS and (value := value_of(name)) is not None]
+
+    def _topic_entries(self, overrides: dict[str, str]) -> list[ConfigEntry]:
+        """Every topic config: the topic's override, else the broker setting it falls back to, else LogConfig's
+        default, formatted as Kafka formats it."""
+        effective = LogConfig.from_props(self.config.values, overrides).as_props()
+        out = []
+        for name, key in TOPIC_CONFIGS.items():
+            synonyms = [(name, overrides[name], DYNAMIC_TOPIC_CONFIG)] if name in overrides else []
+            if key.synonyms:
+                synonyms += self._broker_synonyms(broker_synonym_names(key.synonyms[0][0]))
+            value = effective.get(name, synonyms[0][1] if synonyms else format_value(key.default))
+            out.append(ConfigEntry(name, value, synonyms[0][2] if synonyms else DEFAULT_CONFIG, key.type,
+                                   synonyms=synonyms))
+        return out
+
+    def _broker_entries(self) -> list[ConfigEntry]:
+        """Every broker setting with its effective value; read-only unless it is a dynamic broker config."""
+        out = []
+        for name, key in SETTINGS.items():
+            synonyms = self._broker_synonyms(broker_synonym_names(name))
+            out.append(ConfigEntry(name, format_value(self.config.values.get(name)),
+                                   synonyms[0][2] if synonyms else DEFAULT_CONFIG, key.type,
+                                   read_only=name not in DYNAMIC_BROKER_CONFIGS, synonyms=synonyms))
+        return out
+
+    def _default_broker_entries(self) -> list[ConfigEntry]:
+        """The cluster-wide dynamic defaults this broker applies, each with only its DYNAMIC_DEFAULT synonyms."""
+        return [ConfigEntry(name, value, DYNAMIC_DEFAULT_BROKER_CONFIG, SETTINGS[name].type,
+                            synonyms=[s for s in self._broker_synonyms(broker_synonym_names(name))
+                                      if s[2] == DYNAMIC_DEFAULT_BROKER_CONFIG])
+                for name, value in sorted(self.config.dynamic_default.items())]
+
+    # ---- configs: alter ------------------------------------------------------------------------------------
+    def alter_configs(self, resources: list[tuple[int, str, list[tuple[str, str | None]]]],
+                      validate_only: bool) -> list[tuple[Errors, str | None]]:
+        """AlterConfigs: each resource's entries replace its whole set of dynamic configs."""
+        def replace(_current: dict[str, str], entries, _kind) -> dict[str, str]:
+            nulls = [name for name, value in entries if value is None]
+            if nulls:
+                raise ApiError(Errors.INVALID_REQUEST, f"Null value not supported for : {','.join(nulls)}")
+            return dict(entries)
+        return [self._alter(kind, name, replace, entries, validate_only) for kind, name, entries in resources]
+
+    def incremental_alter_configs(self, resources: list[tuple[int, str, list[tuple[str, int, str | None]]]],
+                                  validate_only: bool) -> list[tuple[Errors, str | None]]:
+        """IncrementalAlterConfigs: each entry's operation (SET, DELETE, APPEND, SUBTRACT) applied to the
+        resource's current dynamic configs; APPEND/SUBTRACT only for list configs, starting from the current
+        value, else the config's default."""
+        return [self._alter(kind, name, _apply_operations, entries, validate_only)
+                for kind, name, entries in resources]
+
+    def _alter(self, kind: int, name: str, change, entries, validate_only: bool) -> tuple[Errors, str | None]:
+        """The one path of both alter APIs for one resource: change(current, entries, kind) -> the new set,
+        validated, then written with its change notification unless validate_only."""
+        try:
+            if kind == TOPIC:
+                config = change(self.admin_zk.topic_config(name), entries, kind)
+                self.admin_zk.change_topic_config(name, config, validate_only)
+            elif kind == BROKER:
+                broker_id = self._own_broker_id(name, str(self.broker_id)) if name else None
+                config = change(self.admin_zk.fetch_entity_config("brokers", entity_name(broker_id)), entries, kind)
+                self._check_thread_counts(validate_broker_config(config), broker_id is not None)
+                self.admin_zk.change_broker_config(broker_id, config, validate_only)
+            else:
+                raise ApiError(Errors.INVALID_REQUEST, "AlterConfigs is only supported for topics and brokers, but "
+                                                       f"resource type is {RESOURCE_TYPE_NAMES.get(kind, kind)}")
+            return Errors.NONE, None
+        except InvalidConfigValueError as e:
+            return Errors.INVALID_REQUEST, (f"Invalid config value for resource ConfigResource(type="
+                                            f"{RESOURCE_TYPE_NAMES.get(kind, kind)}, name='{name}'): {e}")
+        except (ApiError, AdminError, ZkError) as e:
+            return _error_of(e)
+
+    def _check_thread_counts(self, new: dict, per_broker: bool) -> None:
+        """Kafka refuses to resize a thread pool (or the cleaner) below half or above double its current size."""
+        config = self.config
+        for name in THREAD_COUNTS:
+            if name not in new or (not per_broker and name in config.dynamic_broker):
+                continue  # a broker's own value wins over a new default
+            value, current = new[name], config[name]
+            if value == current:
+                continue
+            if name == "log.cleaner.threads":
+                what = "Log cleaner threads"
+                if value < 1:
+                    raise InvalidConfigValueError(f"{what} should be at least 1")
+                if value < current // 2:
+                    raise InvalidConfigValueError(f"{what} cannot be reduced to less than half the current value "
+                                                  f"{current}")
+                if value > current * 2:
+                    raise InvalidConfigValueError(f"{what} cannot be increased to more than double the current "
+                                                  f"value {current}")
+                continue
+            what = f"Dynamic thread count update validation failed for {name}={value}"
+            if value < current // 2:
+                raise InvalidConfigValueError(f"{what}, value should be at least half the current value {current}")
+            if value > current * 2:
+                raise InvalidConfigValueError(f"{what}, value should not be greater than double the current value "
+                                              f"{current}")
+
+
+def _items(value: str | None) -> list[str]:
+    return [v for v in (value or "").split(",") if v != ""]
+
+
+def _apply_operations(current: dict[str, str], entries: list[tuple[str, int, str | None]], kind: int
+                      ) -> dict[str, str]:
+    """IncrementalAlterConfigs' operations applied to a copy of current."""
+    keys = DYNAMIC_BROKER_CONFIGS if kind == BROKER else TOPIC_CONFIGS
+    dup = sorted(n for n, k in Counter(name for name, _, _ in entries).items() if k > 1)
+    if dup:
+        raise ApiError(Errors.INVALID_REQUEST, f"Error due to duplicate config keys : {','.join(dup)}")
+    config = dict(current)
+    for name, op, value in entries:
+        if op not in (SET, DELETE, APPEND, SUBTRACT):
+            raise ApiError(Errors.INVALID_REQUEST, f"Unknown config operation {op} for config key: {name}")
+        if op != DELETE and value is None:
+            raise ApiError(Errors.INVALID_REQUEST, f"Null value not supported for : {name}")
+        if op == SET:
+            config[name] = value
+        elif op == DELETE:
+            config.pop(name, None)
+        else:
+            if name not in keys or keys[name].type != "list":
+                verb = "append" if op == APPEND else "subtract"
+                raise ApiError(Errors.INVALID_REQUEST, f"Config value {verb} is not allowed for config key: {name}")
+            old = _items(config.get(name, format_value(keys[name].default)))
+            given = _items(value)
+            config[name] = ",".join(old + [v for v in given if v not in old] if op == APPEND
+                                    else [v for v in old if v not in given])
+    return config
