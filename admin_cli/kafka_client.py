@@ -135,11 +135,22 @@ class AdminClient(ClusterClient):
         defaults, sent as -1): the broker writes the topic and answers at once
         (REQUEST_TIMED_OUT then only means "leaders not elected yet", as Kafka's ZkAdminManager answers a zero
         timeout). Returns (partitions, replication factor); KafkaError with the broker's message."""
-        Topic = CreateTopicsRequest.CreatableTopic
         if not assignment and (partitions is None or replication_factor is None):
             # Learn the defaults the controller would apply (a validate-only v5 answer carries them), so the
             # result can say what was created: a real creation with timeout 0 answers before it knows.
-            partitions, replication_factor = self._validate_create(name, partitions, replication_factor, config)
+            partitions, replication_factor = self._create_topic(name, partitions, replication_factor, None, config,
+                                                                validate_only=True) or (partitions, replication_factor)
+        created = self._create_topic(name, partitions, replication_factor, assignment, config, validate_only=False)
+        if assignment:
+            return len(assignment), len(next(iter(assignment.values())))
+        return created or (partitions, replication_factor)
+
+    def _create_topic(self, name: str, partitions: int | None, replication_factor: int | None,
+                      assignment: dict[int, list[int]] | None, config: dict[str, str],
+                      validate_only: bool) -> tuple[int, int] | None:
+        """One topic's CreateTopics (timeout 0) at the controller: the (partitions, replication factor) it
+        answers (v5+), else None. KafkaError when refused (a real creation's REQUEST_TIMED_OUT is no refusal)."""
+        Topic = CreateTopicsRequest.CreatableTopic
         topic = Topic(name=name, num_partitions=-1 if assignment or partitions is None else partitions,
                       replication_factor=-1 if assignment or replication_factor is None else replication_factor,
                       assignments=[Topic.CreatableReplicaAssignment(partition_index=p, broker_ids=list(r))
@@ -148,40 +159,17 @@ class AdminClient(ClusterClient):
 
         def build(c):
             return CreateTopicsRequest(version=c.version_for(CreateTopicsRequest, 1), topics=[topic], timeout_ms=0,
-                                       validate_only=False)
+                                       validate_only=validate_only)
         r = self.send_controller(build, lambda r: any(t.error_code == NOT_CONTROLLER for t in r.topics),
                                   self.deadline(), f"create topic '{name}'")
         (result,) = [t for t in r.topics if t.name == name] or [None]
         if result is None:
             raise KafkaError(Errors.UNKNOWN_SERVER_ERROR, f"The controller did not answer for topic '{name}'.")
-        if result.error_code not in (0, Errors.REQUEST_TIMED_OUT):
-            raise refused(result.error_message, result.error_code, f"Topic '{name}' could not be created.")
-        if assignment:
-            return len(assignment), len(next(iter(assignment.values())))
-        if getattr(result, "num_partitions", -1) > 0:
-            return result.num_partitions, result.replication_factor
-        return partitions, replication_factor
-
-    def _validate_create(self, name: str, partitions: int | None, replication_factor: int | None,
-                         config: dict[str, str]) -> tuple[int | None, int | None]:
-        Topic = CreateTopicsRequest.CreatableTopic
-        topic = Topic(name=name, num_partitions=-1 if partitions is None else partitions,
-                      replication_factor=-1 if replication_factor is None else replication_factor, assignments=[],
-                      configs=[Topic.CreatableTopicConfig(name=k, value=v) for k, v in config.items()])
-
-        def build(c):
-            return CreateTopicsRequest(version=c.version_for(CreateTopicsRequest, 1), topics=[topic], timeout_ms=0,
-                                       validate_only=True)
-        r = self.send_controller(build, lambda r: any(t.error_code == NOT_CONTROLLER for t in r.topics),
-                                  self.deadline(), f"create topic '{name}'")
-        (result,) = [t for t in r.topics if t.name == name] or [None]
-        if result is None:
-            raise KafkaError(Errors.UNKNOWN_SERVER_ERROR, f"The controller did not answer for topic '{name}'.")
-        if result.error_code != 0:
+        if result.error_code and (validate_only or result.error_code != Errors.REQUEST_TIMED_OUT):
             raise refused(result.error_message, result.error_code, f"Topic '{name}' could not be created.")
         if getattr(result, "num_partitions", -1) > 0:   # v5+
             return result.num_partitions, result.replication_factor
-        return partitions, replication_factor
+        return None
 
     def name_taken(self, name: str) -> bool:
         """Whether the controller would refuse to create topic NAME as existing (TOPIC_ALREADY_EXISTS, which it
