@@ -34,6 +34,15 @@ UNKNOWN_TOPIC_OR_PARTITION = Errors.UNKNOWN_TOPIC_OR_PARTITION
 NOT_CONTROLLER = Errors.NOT_CONTROLLER
 
 
+def by_topic(items) -> dict[str, list]:
+    """{topic: [value, ...]} of (topic, value) pairs, topics and values in the order given: a request's topic
+    array from its partitions."""
+    out: dict[str, list] = {}
+    for topic, value in items:
+        out.setdefault(topic, []).append(value)
+    return out
+
+
 def refused(message: str | None, code: int, fallback: str) -> KafkaError:
     """The error for a refusal: the broker's message (or fallback) and the error code's name, e.g. "Topic 't'
     already exists. (TOPIC_ALREADY_EXISTS)"; REQUEST_TIMED_OUT is a TimedOut."""
@@ -273,15 +282,14 @@ class AdminClient(ClusterClient):
         """AlterPartitionReassignments to the controller (None replicas cancel); (error code, message) per
         partition."""
         Topic = AlterPartitionReassignmentsRequest.ReassignableTopic
-        by_topic: dict[str, list] = {}
-        for (t, p), replicas in sorted(plan.items()):
-            by_topic.setdefault(t, []).append(Topic.ReassignablePartition(partition_index=p, replicas=replicas))
+        grouped = by_topic((t, Topic.ReassignablePartition(partition_index=p, replicas=replicas))
+                           for (t, p), replicas in sorted(plan.items()))
 
         def build(c):
             return AlterPartitionReassignmentsRequest(
                 version=c.version_for(AlterPartitionReassignmentsRequest), timeout_ms=int(self.timeout * 1000),
                 allow_replication_factor_change=True,
-                topics=[Topic(name=t, partitions=ps) for t, ps in by_topic.items()])
+                topics=[Topic(name=t, partitions=ps) for t, ps in grouped.items()])
         r = self.send_controller(build, lambda r: r.error_code == NOT_CONTROLLER, self.deadline(),
                                   "reassign partitions")
         if r.error_code:
@@ -295,10 +303,7 @@ class AdminClient(ClusterClient):
         Topic = ListPartitionReassignmentsRequest.ListPartitionReassignmentsTopics
         topics = None
         if partitions is not None:
-            by_topic: dict[str, list[int]] = {}
-            for t, p in partitions:
-                by_topic.setdefault(t, []).append(p)
-            topics = [Topic(name=t, partition_indexes=ps) for t, ps in sorted(by_topic.items())]
+            topics = [Topic(name=t, partition_indexes=ps) for t, ps in sorted(by_topic(partitions).items())]
 
         def build(c):
             return ListPartitionReassignmentsRequest(version=c.version_for(ListPartitionReassignmentsRequest),
@@ -317,10 +322,7 @@ class AdminClient(ClusterClient):
         Topic = ElectLeadersRequest.TopicPartitions
         topics = None
         if partitions is not None:
-            by_topic: dict[str, list[int]] = {}
-            for t, p in partitions:
-                by_topic.setdefault(t, []).append(p)
-            topics = [Topic(topic=t, partitions=ps) for t, ps in by_topic.items()]
+            topics = [Topic(topic=t, partitions=ps) for t, ps in by_topic(partitions).items()]
 
         def build(c):
             return ElectLeadersRequest(version=c.version_for(ElectLeadersRequest, 1 if election_type else 0),
@@ -413,17 +415,15 @@ class AdminClient(ClusterClient):
             return {}
         Topic = OffsetCommitRequest.OffsetCommitRequestTopic
         Part = Topic.OffsetCommitRequestPartition
-        by_topic: dict[str, list] = {}
-        for tp, offset in sorted(offsets.items()):
-            by_topic.setdefault(tp.topic, []).append(Part(partition_index=tp.partition, committed_offset=offset,
-                                                          committed_leader_epoch=-1, commit_timestamp=-1,
-                                                          committed_metadata=""))
+        grouped = by_topic((tp.topic, Part(partition_index=tp.partition, committed_offset=offset,
+                                           committed_leader_epoch=-1, commit_timestamp=-1, committed_metadata=""))
+                           for tp, offset in sorted(offsets.items()))
 
         def call(coordinator, deadline):
             r = self.send(coordinator, lambda c: OffsetCommitRequest(
                 version=c.version_for(OffsetCommitRequest, 1), group_id=group, generation_id_or_member_epoch=-1,
                 member_id="", group_instance_id=None, retention_time_ms=-1,
-                topics=[Topic(name=t, partitions=ps) for t, ps in by_topic.items()]), deadline, 1)
+                topics=[Topic(name=t, partitions=ps) for t, ps in grouped.items()]), deadline, 1)
             errors = {TopicPartition(t.name, p.partition_index): p.error_code
                       for t in r.topics for p in t.partitions}
             retry = next((e for e in errors.values() if e in COORDINATOR_ERRORS), 0)
