@@ -23,10 +23,9 @@ RUN pip install . \
  && rm -rf /opt/kbroker/build
 
 COPY docker/entrypoint.sh /usr/local/bin/kbroker-entrypoint
-COPY docker/healthcheck.py /usr/local/bin/kbroker-healthcheck
 
 # Named volumes mounted here start with this ownership, so the non-root broker can write its logs.
-RUN chmod 0755 /usr/local/bin/kbroker-entrypoint /usr/local/bin/kbroker-healthcheck \
+RUN chmod 0755 /usr/local/bin/kbroker-entrypoint \
  && mkdir -p /var/lib/kbroker/data /var/lib/kbroker/logs /etc/kbroker \
  && chown -R kbroker:kbroker /var/lib/kbroker
 
@@ -36,8 +35,8 @@ VOLUME ["/var/lib/kbroker/data"]
 # 9404: the Prometheus endpoint when KAFKA_METRICS_PORT=9404 (docker-compose.yml sets it)
 EXPOSE 9092 19092 9404
 
-# Healthy when every listener in KAFKA_LISTENERS answers an ApiVersions request.
-HEALTHCHECK --interval=10s --timeout=5s --start-period=30s --retries=5 CMD ["kbroker-healthcheck"]
+# Healthy when every listener in KAFKA_LISTENERS answers an ApiVersions request (through the protocol client).
+HEALTHCHECK --interval=10s --timeout=5s --start-period=30s --retries=5 CMD ["kbroker", "healthcheck"]
 
 ENTRYPOINT ["kbroker-entrypoint"]
 CMD []

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from kbroker.protocol.client import EARLIEST, LATEST, Errors, KafkaError, TopicPartition, error_name
 
-from .kafka_client import UNKNOWN_OFFSET, AdminClient, GroupDescription
+from .kafka_client import UNKNOWN_OFFSET, AdminClient, GroupDescription, by_topic
 from .output import Output, table
 
 MISSING = "-"
@@ -177,10 +177,8 @@ class GroupView:
             ["HOST", "CLIENT-ID", "#PARTITIONS"] + (["ASSIGNMENT"] if self.verbose else [])
         rows = []
         for m in ms:
-            by_topic: dict[str, list[int]] = {}
-            for tp in m.assignment:
-                by_topic.setdefault(tp.topic, []).append(tp.partition)
-            assignment = ", ".join(sorted(f"{t}({','.join(map(str, sorted(ps)))})" for t, ps in by_topic.items()))
+            partitions = by_topic((tp.topic, tp.partition) for tp in m.assignment)
+            assignment = ", ".join(sorted(f"{t}({','.join(map(str, sorted(ps)))})" for t, ps in partitions.items()))
             rows.append([self.desc.group_id, m.member_id] + ([m.group_instance_id or ""] if with_instance else [])
                         + [m.host, m.client_id, len(m.assignment)] + ([assignment or MISSING] if self.verbose else []))
         return table(columns, rows)

@@ -34,6 +34,15 @@ UNKNOWN_TOPIC_OR_PARTITION = Errors.UNKNOWN_TOPIC_OR_PARTITION
 NOT_CONTROLLER = Errors.NOT_CONTROLLER
 
 
+def by_topic(items) -> dict[str, list]:
+    """{topic: [value, ...]} of (topic, value) pairs, topics and values in the order given: a request's topic
+    array from its partitions."""
+    out: dict[str, list] = {}
+    for topic, value in items:
+        out.setdefault(topic, []).append(value)
+    return out
+
+
 def refused(message: str | None, code: int, fallback: str) -> KafkaError:
     """The error for a refusal: the broker's message (or fallback) and the error code's name, e.g. "Topic 't'
     already exists. (TOPIC_ALREADY_EXISTS)"; REQUEST_TIMED_OUT is a TimedOut."""
@@ -135,11 +144,22 @@ class AdminClient(ClusterClient):
         defaults, sent as -1): the broker writes the topic and answers at once
         (REQUEST_TIMED_OUT then only means "leaders not elected yet", as Kafka's ZkAdminManager answers a zero
         timeout). Returns (partitions, replication factor); KafkaError with the broker's message."""
-        Topic = CreateTopicsRequest.CreatableTopic
         if not assignment and (partitions is None or replication_factor is None):
             # Learn the defaults the controller would apply (a validate-only v5 answer carries them), so the
             # result can say what was created: a real creation with timeout 0 answers before it knows.
-            partitions, replication_factor = self._validate_create(name, partitions, replication_factor, config)
+            partitions, replication_factor = self._create_topic(name, partitions, replication_factor, None, config,
+                                                                validate_only=True) or (partitions, replication_factor)
+        created = self._create_topic(name, partitions, replication_factor, assignment, config, validate_only=False)
+        if assignment:
+            return len(assignment), len(next(iter(assignment.values())))
+        return created or (partitions, replication_factor)
+
+    def _create_topic(self, name: str, partitions: int | None, replication_factor: int | None,
+                      assignment: dict[int, list[int]] | None, config: dict[str, str],
+                      validate_only: bool) -> tuple[int, int] | None:
+        """One topic's CreateTopics (timeout 0) at the controller: the (partitions, replication factor) it
+        answers (v5+), else None. KafkaError when refused (a real creation's REQUEST_TIMED_OUT is no refusal)."""
+        Topic = CreateTopicsRequest.CreatableTopic
         topic = Topic(name=name, num_partitions=-1 if assignment or partitions is None else partitions,
                       replication_factor=-1 if assignment or replication_factor is None else replication_factor,
                       assignments=[Topic.CreatableReplicaAssignment(partition_index=p, broker_ids=list(r))
@@ -148,40 +168,17 @@ class AdminClient(ClusterClient):
 
         def build(c):
             return CreateTopicsRequest(version=c.version_for(CreateTopicsRequest, 1), topics=[topic], timeout_ms=0,
-                                       validate_only=False)
+                                       validate_only=validate_only)
         r = self.send_controller(build, lambda r: any(t.error_code == NOT_CONTROLLER for t in r.topics),
                                   self.deadline(), f"create topic '{name}'")
         (result,) = [t for t in r.topics if t.name == name] or [None]
         if result is None:
             raise KafkaError(Errors.UNKNOWN_SERVER_ERROR, f"The controller did not answer for topic '{name}'.")
-        if result.error_code not in (0, Errors.REQUEST_TIMED_OUT):
-            raise refused(result.error_message, result.error_code, f"Topic '{name}' could not be created.")
-        if assignment:
-            return len(assignment), len(next(iter(assignment.values())))
-        if getattr(result, "num_partitions", -1) > 0:
-            return result.num_partitions, result.replication_factor
-        return partitions, replication_factor
-
-    def _validate_create(self, name: str, partitions: int | None, replication_factor: int | None,
-                         config: dict[str, str]) -> tuple[int | None, int | None]:
-        Topic = CreateTopicsRequest.CreatableTopic
-        topic = Topic(name=name, num_partitions=-1 if partitions is None else partitions,
-                      replication_factor=-1 if replication_factor is None else replication_factor, assignments=[],
-                      configs=[Topic.CreatableTopicConfig(name=k, value=v) for k, v in config.items()])
-
-        def build(c):
-            return CreateTopicsRequest(version=c.version_for(CreateTopicsRequest, 1), topics=[topic], timeout_ms=0,
-                                       validate_only=True)
-        r = self.send_controller(build, lambda r: any(t.error_code == NOT_CONTROLLER for t in r.topics),
-                                  self.deadline(), f"create topic '{name}'")
-        (result,) = [t for t in r.topics if t.name == name] or [None]
-        if result is None:
-            raise KafkaError(Errors.UNKNOWN_SERVER_ERROR, f"The controller did not answer for topic '{name}'.")
-        if result.error_code != 0:
+        if result.error_code and (validate_only or result.error_code != Errors.REQUEST_TIMED_OUT):
             raise refused(result.error_message, result.error_code, f"Topic '{name}' could not be created.")
         if getattr(result, "num_partitions", -1) > 0:   # v5+
             return result.num_partitions, result.replication_factor
-        return partitions, replication_factor
+        return None
 
     def name_taken(self, name: str) -> bool:
         """Whether the controller would refuse to create topic NAME as existing (TOPIC_ALREADY_EXISTS, which it
@@ -285,15 +282,14 @@ class AdminClient(ClusterClient):
         """AlterPartitionReassignments to the controller (None replicas cancel); (error code, message) per
         partition."""
         Topic = AlterPartitionReassignmentsRequest.ReassignableTopic
-        by_topic: dict[str, list] = {}
-        for (t, p), replicas in sorted(plan.items()):
-            by_topic.setdefault(t, []).append(Topic.ReassignablePartition(partition_index=p, replicas=replicas))
+        grouped = by_topic((t, Topic.ReassignablePartition(partition_index=p, replicas=replicas))
+                           for (t, p), replicas in sorted(plan.items()))
 
         def build(c):
             return AlterPartitionReassignmentsRequest(
                 version=c.version_for(AlterPartitionReassignmentsRequest), timeout_ms=int(self.timeout * 1000),
                 allow_replication_factor_change=True,
-                topics=[Topic(name=t, partitions=ps) for t, ps in by_topic.items()])
+                topics=[Topic(name=t, partitions=ps) for t, ps in grouped.items()])
         r = self.send_controller(build, lambda r: r.error_code == NOT_CONTROLLER, self.deadline(),
                                   "reassign partitions")
         if r.error_code:
@@ -307,10 +303,7 @@ class AdminClient(ClusterClient):
         Topic = ListPartitionReassignmentsRequest.ListPartitionReassignmentsTopics
         topics = None
         if partitions is not None:
-            by_topic: dict[str, list[int]] = {}
-            for t, p in partitions:
-                by_topic.setdefault(t, []).append(p)
-            topics = [Topic(name=t, partition_indexes=ps) for t, ps in sorted(by_topic.items())]
+            topics = [Topic(name=t, partition_indexes=ps) for t, ps in sorted(by_topic(partitions).items())]
 
         def build(c):
             return ListPartitionReassignmentsRequest(version=c.version_for(ListPartitionReassignmentsRequest),
@@ -329,10 +322,7 @@ class AdminClient(ClusterClient):
         Topic = ElectLeadersRequest.TopicPartitions
         topics = None
         if partitions is not None:
-            by_topic: dict[str, list[int]] = {}
-            for t, p in partitions:
-                by_topic.setdefault(t, []).append(p)
-            topics = [Topic(topic=t, partitions=ps) for t, ps in by_topic.items()]
+            topics = [Topic(topic=t, partitions=ps) for t, ps in by_topic(partitions).items()]
 
         def build(c):
             return ElectLeadersRequest(version=c.version_for(ElectLeadersRequest, 1 if election_type else 0),
@@ -425,17 +415,15 @@ class AdminClient(ClusterClient):
             return {}
         Topic = OffsetCommitRequest.OffsetCommitRequestTopic
         Part = Topic.OffsetCommitRequestPartition
-        by_topic: dict[str, list] = {}
-        for tp, offset in sorted(offsets.items()):
-            by_topic.setdefault(tp.topic, []).append(Part(partition_index=tp.partition, committed_offset=offset,
-                                                          committed_leader_epoch=-1, commit_timestamp=-1,
-                                                          committed_metadata=""))
+        grouped = by_topic((tp.topic, Part(partition_index=tp.partition, committed_offset=offset,
+                                           committed_leader_epoch=-1, commit_timestamp=-1, committed_metadata=""))
+                           for tp, offset in sorted(offsets.items()))
 
         def call(coordinator, deadline):
             r = self.send(coordinator, lambda c: OffsetCommitRequest(
                 version=c.version_for(OffsetCommitRequest, 1), group_id=group, generation_id_or_member_epoch=-1,
                 member_id="", group_instance_id=None, retention_time_ms=-1,
-                topics=[Topic(name=t, partitions=ps) for t, ps in by_topic.items()]), deadline, 1)
+                topics=[Topic(name=t, partitions=ps) for t, ps in grouped.items()]), deadline, 1)
             errors = {TopicPartition(t.name, p.partition_index): p.error_code
                       for t in r.topics for p in t.partitions}
             retry = next((e for e in errors.values() if e in COORDINATOR_ERRORS), 0)

@@ -675,6 +675,21 @@ def _group_selection(groups, all_groups, admin) -> list[str]:
     return list(dict.fromkeys(groups))
 
 
+def _each_group(groups, work, failed: list[str]):
+    """(group, work(group)) for each group. A group the cluster refuses (KafkaError) is reported, added to
+    failed and skipped, so the others go on; an unreachable cluster or a timeout ends the command."""
+    for group in groups:
+        try:
+            result = work(group)
+        except (Unreachable, TimedOut):
+            raise
+        except KafkaError as e:
+            _error(str(e))
+            failed.append(group)
+            continue
+        yield group, result
+
+
 def _require_groups(groups, all_groups):
     if not groups and not all_groups:
         raise click.UsageError("Give at least one GROUP (or --all-groups).")
@@ -735,18 +750,13 @@ def groups_describe(ctx, group_ids, all_groups, offsets_view, members_view, stat
         raise click.UsageError("--verbose goes with --members.")
     view = "members" if members_view else "state" if state_view else "offsets"
     out = _out(ctx)
-    views, failed = [], 0
+    views, failed = [], []
     with _admin(ctx, timeout) as admin:
-        for group in _group_selection(group_ids, all_groups, admin):
-            try:
-                desc = group_ops.describe_consumer_group(admin, group)
-                rows = group_ops.collect_offsets(admin, desc) if view == "offsets" else None
-            except (Unreachable, TimedOut):
-                raise
-            except KafkaError as e:
-                _error(str(e))
-                failed += 1
-                continue
+        def describe(group):
+            desc = group_ops.describe_consumer_group(admin, group)
+            return desc, group_ops.collect_offsets(admin, desc) if view == "offsets" else None
+
+        for _, (desc, rows) in _each_group(_group_selection(group_ids, all_groups, admin), describe, failed):
             notice = group_ops.state_notice(desc)
             if notice:
                 click.echo(notice, err=True)
@@ -827,28 +837,23 @@ def groups_reset_offsets(ctx, group_ids, all_groups, topics, all_topics, to_earl
 
     def warn(message):
         click.echo(f"WARN: {message}", err=True)
-    plans, failed = {}, 0
+    plans, failed = {}, []
     with _admin(ctx, timeout) as admin:
-        for group in _group_selection(group_ids, all_groups, admin):
-            try:
-                desc = admin.describe_group(group)
-                if desc.protocol_type not in group_ops.CONSUMER_PROTOCOL_TYPES and desc.state != "Dead":
-                    raise KafkaError(Errors.INCONSISTENT_GROUP_PROTOCOL, f"Group '{group}' is not a consumer group "
-                                                                         f"(protocol type '{desc.protocol_type}').")
-                if desc.state not in ("Empty", "Dead"):
-                    raise KafkaError(Errors.NON_EMPTY_GROUP, f"Assignments can only be reset if the group '{group}' "
-                                                             f"is inactive, but the current state is {desc.state}.")
-                tps = group_ops.partitions_to_reset(admin, group, list(topics), all_topics)
-                plan = group_ops.prepare_reset(admin, group, tps, spec, warn)
-                if execute:
-                    group_ops.commit_reset(admin, group, plan)
-            except (Unreachable, TimedOut):
-                raise
-            except KafkaError as e:
-                _error(str(e))
-                failed += 1
-                continue
-            plans[group] = plan
+        def reset(group):
+            desc = admin.describe_group(group)
+            if desc.protocol_type not in group_ops.CONSUMER_PROTOCOL_TYPES and desc.state != "Dead":
+                raise KafkaError(Errors.INCONSISTENT_GROUP_PROTOCOL, f"Group '{group}' is not a consumer group "
+                                                                     f"(protocol type '{desc.protocol_type}').")
+            if desc.state not in ("Empty", "Dead"):
+                raise KafkaError(Errors.NON_EMPTY_GROUP, f"Assignments can only be reset if the group '{group}' "
+                                                         f"is inactive, but the current state is {desc.state}.")
+            tps = group_ops.partitions_to_reset(admin, group, list(topics), all_topics)
+            plan = group_ops.prepare_reset(admin, group, tps, spec, warn)
+            if execute:
+                group_ops.commit_reset(admin, group, plan)
+            return plan
+
+        plans.update(_each_group(_group_selection(group_ids, all_groups, admin), reset, failed))
     _out(ctx).emit(group_ops.ResetPlans(plans, execute))
     if failed:
         ctx.exit(EXIT_REFUSED)

@@ -10,6 +10,7 @@ one `make up` and the tests use).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
 import signal
@@ -40,17 +41,23 @@ def log(msg: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
-def common_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--tmp-dir", default=None,
+def bench_parser(module: str, doc: str) -> argparse.ArgumentParser:
+    """The parser of `python -m bench.<module>`: its docstring as the description, and the options every
+    benchmark takes (where the data goes, py-spy, extra broker properties)."""
+    parser = argparse.ArgumentParser(prog=f"python -m bench.{module}", description=doc,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    common = parser.add_argument_group("options of every benchmark")
+    common.add_argument("--tmp-dir", default=None,
                         help="parent directory for ZooKeeper and broker data (default: system temp dir; "
                              "the disk limit is measured there too)")
-    parser.add_argument("--keep", action="store_true", help="keep the temp directory (and broker.log) afterwards")
-    parser.add_argument("--py-spy", metavar="FILE.svg", default=None,
+    common.add_argument("--keep", action="store_true", help="keep the temp directory (and broker.log) afterwards")
+    common.add_argument("--py-spy", metavar="FILE.svg", default=None,
                         help="attach `py-spy record` to the broker during the main kbroker measurement and "
                              "write a flame graph (needs py-spy in the venv; --py-spy-format speedscope/raw)")
-    parser.add_argument("--py-spy-format", default="flamegraph", choices=("flamegraph", "speedscope", "raw"))
-    parser.add_argument("--broker-prop", action="append", default=[], metavar="K=V",
+    common.add_argument("--py-spy-format", default="flamegraph", choices=("flamegraph", "speedscope", "raw"))
+    common.add_argument("--broker-prop", action="append", default=[], metavar="K=V",
                         help="extra server.properties line for the broker (repeatable)")
+    return parser
 
 
 def fmt_rate(x: float) -> str:
@@ -165,93 +172,102 @@ def recv_discard(sock: socket.socket, n: int, buf: memoryview) -> None:
         n -= k
 
 
-def sendfile_loopback_limit(path: str, length: int, chunk: int = 10 * MiB) -> float:
-    """Streaming limit: a trivial server os.sendfile's `length` bytes of `path` (in `chunk`-sized calls) on a
-    blocking socket to a loopback client that reads them into a `chunk`-sized buffer and drops them: bytes/s."""
+@contextlib.contextmanager
+def _file_server(path: str, serve):
+    """A loopback client connected to a one-connection server thread running serve(conn, fd) over `path`."""
     srv = socket.socket()
     srv.bind(("127.0.0.1", 0))
     srv.listen(1)
-    port = srv.getsockname()[1]
 
-    def serve():
+    def run():
         conn, _ = srv.accept()
         fd = os.open(path, os.O_RDONLY)
         try:
-            conn.recv(1)                                  # go
-            offset = 0
-            while offset < length:
-                sent = os.sendfile(conn.fileno(), fd, offset, min(chunk, length - offset))
-                if sent == 0:
-                    break
-                offset += sent
+            serve(conn, fd)
         finally:
             os.close(fd)
             conn.close()
 
-    t = threading.Thread(target=serve, daemon=True)
+    t = threading.Thread(target=run, daemon=True)
     t.start()
-    client = socket.create_connection(("127.0.0.1", port))
-    buf = memoryview(bytearray(chunk))
-    t0 = time.perf_counter()
-    client.sendall(b"g")
-    recv_discard(client, length, buf)
-    dt = time.perf_counter() - t0
-    client.close()
-    srv.close()
-    t.join()
-    return length / dt
+    client = socket.create_connection(srv.getsockname())
+    try:
+        yield client
+    finally:
+        client.close()
+        srv.close()
+        t.join()
+
+
+def _sendfile_range(conn: socket.socket, fd: int, offset: int, end: int, chunk: int) -> bool:
+    """os.sendfile bytes [offset, end) of fd in calls of at most `chunk`; False when the peer stopped reading."""
+    while offset < end:
+        sent = os.sendfile(conn.fileno(), fd, offset, min(chunk, end - offset))
+        if sent == 0:
+            return False
+        offset += sent
+    return True
+
+
+def sendfile_loopback_limit(path: str, length: int, chunk: int = 10 * MiB) -> float:
+    """Streaming limit: a trivial server os.sendfile's `length` bytes of `path` (in `chunk`-sized calls) on a
+    blocking socket to a loopback client that reads them into a `chunk`-sized buffer and drops them: bytes/s."""
+    def serve(conn, fd):
+        conn.recv(1)                                      # go
+        _sendfile_range(conn, fd, 0, length, chunk)
+
+    with _file_server(path, serve) as client:
+        buf = memoryview(bytearray(chunk))
+        t0 = time.perf_counter()
+        client.sendall(b"g")
+        recv_discard(client, length, buf)
+        return length / (time.perf_counter() - t0)
 
 
 def sendfile_request_response_limit(path: str, length: int, chunk: int = 10 * MiB) -> float:
     """Request/response limit: like a fetch loop with one request in flight, the client sends a 12-byte
     request (offset, size) and the trivial server answers with a 4-byte size and `chunk` bytes of `path` by
     os.sendfile (blocking socket); the client reads them into a reusable buffer and asks for the next: bytes/s."""
-    srv = socket.socket()
-    srv.bind(("127.0.0.1", 0))
-    srv.listen(1)
-    port = srv.getsockname()[1]
-
-    def serve():
-        conn, _ = srv.accept()
+    def serve(conn, fd):
         conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            while True:
-                req = b""
-                while len(req) < 12:
-                    more = conn.recv(12 - len(req))
-                    if not more:
-                        return
-                    req += more
-                offset, size = struct.unpack(">qi", req)
-                conn.sendall(_I32.pack(size))
-                end = offset + size
-                while offset < end:
-                    sent = os.sendfile(conn.fileno(), fd, offset, end - offset)
-                    if sent == 0:
-                        return
-                    offset += sent
-        finally:
-            os.close(fd)
-            conn.close()
+        while True:
+            req = b""
+            while len(req) < 12:
+                more = conn.recv(12 - len(req))
+                if not more:
+                    return
+                req += more
+            offset, size = struct.unpack(">qi", req)
+            conn.sendall(_I32.pack(size))
+            if not _sendfile_range(conn, fd, offset, offset + size, size):
+                return
 
-    t = threading.Thread(target=serve, daemon=True)
-    t.start()
-    client = socket.create_connection(("127.0.0.1", port))
-    client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    buf = memoryview(bytearray(chunk + 4))
-    t0 = time.perf_counter()
-    offset = 0
-    while offset < length:
-        size = min(chunk, length - offset)
-        client.sendall(struct.pack(">qi", offset, size))
-        recv_discard(client, 4 + size, buf)
-        offset += size
-    dt = time.perf_counter() - t0
-    client.close()
-    srv.close()
-    t.join()
-    return length / dt
+    with _file_server(path, serve) as client:
+        client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        buf = memoryview(bytearray(chunk + 4))
+        t0 = time.perf_counter()
+        offset = 0
+        while offset < length:
+            size = min(chunk, length - offset)
+            client.sendall(struct.pack(">qi", offset, size))
+            recv_discard(client, 4 + size, buf)
+            offset += size
+        return length / (time.perf_counter() - t0)
+
+
+# ---- librdkafka ----------------------------------------------------------------------------------------------
+def consume_count(consumer, records: int, deadline: float) -> int:
+    """The timed loop of the librdkafka consumer figures: messages a confluent-kafka consumer delivers (10000
+    per consume() call, only counted) until `records` are in or time.perf_counter() passes `deadline`.
+    RuntimeError on a consumer error."""
+    n = 0
+    while n < records and time.perf_counter() < deadline:
+        msgs = consumer.consume(num_messages=10000, timeout=1.0)
+        for m in msgs:
+            if m.error() is not None:
+                raise RuntimeError(f"consumer error: {m.error()}")
+        n += len(msgs)
+    return n
 
 
 # ---- record batches -------------------------------------------------------------------------------------------

@@ -14,7 +14,7 @@
 """
 from __future__ import annotations
 
-import argparse
+import importlib
 import os
 import sys
 import timeit
@@ -22,8 +22,8 @@ import timeit
 if __package__ in (None, ""):          # `python bench/downconvert.py`
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench._common import (MiB, BenchCluster, Connection, CpuMeter, ProcessCpu, PySpy, RawProducer, build_v2_batch,
-                           common_args, fetch_all, fmt_rate, high_watermark, log, print_table)
+from bench._common import (BenchCluster, Connection, CpuMeter, MiB, ProcessCpu, PySpy, RawProducer, bench_parser,
+                           build_v2_batch, fetch_all, fmt_rate, high_watermark, log, print_table)
 
 
 def in_process(records: int, value_size: int, repeat: int) -> list[list]:
@@ -31,7 +31,7 @@ def in_process(records: int, value_size: int, repeat: int) -> list[list]:
     parts, and a bare aiokafka loop (best of `repeat` timings). The broker's modules are imported first so
     the GC has a broker-sized heap to walk (a real broker's heap is larger still)."""
     import gc
-    import kbroker.server  # noqa: F401  (a broker-like heap for the GC)
+    importlib.import_module("kbroker.server")   # imported for its heap only: the GC walks a broker-like heap
     from aiokafka.record._crecords import DefaultRecordBatch, LegacyRecordBatchBuilder
     from kbroker.records.batches import CREATE_TIME, v2_records
     from kbroker.records.builder import build_legacy
@@ -85,8 +85,7 @@ def in_process(records: int, value_size: int, repeat: int) -> list[list]:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m bench.downconvert", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = bench_parser("downconvert", __doc__)
     parser.add_argument("--records", type=int, default=1_000_000, help="records in the partition (default 1M)")
     parser.add_argument("--value-size", type=int, default=100, help="bytes per record value (default 100)")
     parser.add_argument("--records-per-batch", type=int, default=1000, help="records per v2 batch (default 1000)")
@@ -97,7 +96,6 @@ def main(argv=None) -> None:
     parser.add_argument("--repeat", type=int, default=3,
                         help="timings per in-process figure, best reported (default 3)")
     parser.add_argument("--versions", default="11,3,1", help="Fetch versions to run (default 11,3,1)")
-    common_args(parser)
     args = parser.parse_args(argv)
     versions = [int(v) for v in args.versions.split(",")]
 

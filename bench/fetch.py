@@ -18,7 +18,6 @@ The data was just written, so it is read from the page cache (as a consumer keep
 """
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import time
@@ -26,8 +25,8 @@ import time
 if __package__ in (None, ""):          # `python bench/fetch.py`
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench._common import (MiB, BenchCluster, Connection, CpuMeter, ProcessCpu, PySpy, RawProducer, build_v2_batch,
-                           common_args, fetch_all, fmt_rate, high_watermark, log, print_table,
+from bench._common import (BenchCluster, Connection, CpuMeter, MiB, ProcessCpu, PySpy, RawProducer, bench_parser,
+                           build_v2_batch, consume_count, fetch_all, fmt_rate, high_watermark, log, print_table,
                            sendfile_loopback_limit, sendfile_request_response_limit)
 
 
@@ -58,16 +57,9 @@ def confluent_consume(cluster: BenchCluster, topic: str, records: int, timeout: 
                   "queued.min.messages": 1000000, "queued.max.messages.kbytes": 1024 * 1024,
                   "fetch.queue.backoff.ms": 10, "enable.partition.eof": False})
     c.assign([TopicPartition(topic, 0, 0)])
-    n = 0
     cpu, client_cpu = CpuMeter(cluster.pid).start(), ProcessCpu().start()
     t0 = time.perf_counter()
-    deadline = t0 + timeout
-    while n < records and time.perf_counter() < deadline:
-        msgs = c.consume(num_messages=10000, timeout=1.0)
-        for m in msgs:
-            if m.error() is not None:
-                raise RuntimeError(f"consumer error: {m.error()}")
-        n += len(msgs)
+    n = consume_count(c, records, t0 + timeout)
     dt = time.perf_counter() - t0
     broker_cpu, bench_cpu = cpu.percent(), client_cpu.percent()
     c.close()
@@ -79,8 +71,7 @@ def confluent_consume(cluster: BenchCluster, topic: str, records: int, timeout: 
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m bench.fetch", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = bench_parser("fetch", __doc__)
     parser.add_argument("--fill-mib", type=int, default=512, help="MiB of 1 KiB records to fetch (default 512)")
     parser.add_argument("--records-per-batch", type=int, default=512, help="1 KiB records per batch (default 512)")
     parser.add_argument("--max-bytes", type=int, default=50 * MiB, help="Fetch max_bytes (default 50 MiB)")
@@ -92,7 +83,6 @@ def main(argv=None) -> None:
                         help="100 B records for the librdkafka consumer's second topic (0 to skip; default 2M)")
     parser.add_argument("--consumer-timeout", type=float, default=30.0, help="give up consuming after (s)")
     parser.add_argument("--no-librdkafka", action="store_true", help="skip the librdkafka consumer")
-    common_args(parser)
     args = parser.parse_args(argv)
 
     rows = []

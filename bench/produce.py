@@ -17,7 +17,6 @@ the same clean page-cache state ("ratio to page cache": 1.0 means the broker cos
 """
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import threading
@@ -26,7 +25,7 @@ import time
 if __package__ in (None, ""):          # `python bench/produce.py`
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench._common import (MiB, BenchCluster, CpuMeter, ProcessCpu, PySpy, RawProducer, build_v2_batch, common_args,
+from bench._common import (BenchCluster, CpuMeter, MiB, ProcessCpu, PySpy, RawProducer, bench_parser, build_v2_batch,
                            disk_write_limit, fmt_rate, high_watermark, log, pagecache_write_limit, print_table)
 
 
@@ -129,8 +128,7 @@ def confluent_scenario(cluster: BenchCluster, args) -> list:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m bench.produce", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = bench_parser("produce", __doc__)
     parser.add_argument("--seconds", type=float, default=5.0, help="measured time per scenario (default 5)")
     parser.add_argument("--warmup", type=float, default=1.0, help="unmeasured time before each raw scenario")
     parser.add_argument("--connections", type=int, default=4, help="raw producer connections (default 4)")
@@ -147,7 +145,6 @@ def main(argv=None) -> None:
                              "memory (default 2560; should exceed what a scenario writes)")
     parser.add_argument("--only", choices=("small", "large", "librdkafka"), action="append",
                         help="run only these scenarios (repeatable)")
-    common_args(parser)
     args = parser.parse_args(argv)
     only = set(args.only or ("small", "large", "librdkafka"))
 

@@ -18,7 +18,6 @@ records in the same run.
 """
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import time
@@ -26,8 +25,8 @@ import time
 if __package__ in (None, ""):          # `python bench/spark_read.py`
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench._common import (BenchCluster, Connection, CpuMeter, build_v2_batch, check_produced, common_args, fmt_rate,
-                           high_watermark, log, print_table, produce_request)
+from bench._common import (BenchCluster, Connection, CpuMeter, bench_parser, build_v2_batch, check_produced,
+                           consume_count, fmt_rate, high_watermark, log, print_table, produce_request)
 
 RECORDS_PER_BATCH = 1000
 
@@ -68,15 +67,9 @@ def librdkafka_consumer(cluster: BenchCluster, topic: str, ends: list[int]) -> t
     c = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "kbroker-bench", "enable.auto.commit": False,
                   "queued.min.messages": 1000000, "fetch.queue.backoff.ms": 10, "enable.partition.eof": False})
     c.assign([TopicPartition(topic, p, 0) for p in range(len(ends))])
-    total, n = sum(ends), 0
     cpu = CpuMeter(cluster.pid).start()
     t0 = time.perf_counter()
-    while n < total and time.perf_counter() - t0 < 120:
-        msgs = c.consume(num_messages=10000, timeout=1.0)
-        for m in msgs:
-            if m.error() is not None:
-                raise RuntimeError(f"consumer error: {m.error()}")
-        n += len(msgs)
+    n = consume_count(c, sum(ends), t0 + 120)
     dt = time.perf_counter() - t0
     broker_cpu = cpu.percent()
     c.close()
@@ -148,15 +141,13 @@ def spark_session():
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m bench.spark_read", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = bench_parser("spark_read", __doc__)
     parser.add_argument("--records", type=int, default=1_000_000, help="records to read (default 1000000)")
     parser.add_argument("--value-size", type=int, default=100, help="bytes per value (default 100)")
     parser.add_argument("--partitions", type=int, default=3, help="partitions of the topic (default 3)")
     parser.add_argument("--rounds", type=int, default=3,
                         help="timed reads of each kind (Spark's after one warm-up read); the best is reported "
                              "(default 3)")
-    common_args(parser)
     args = parser.parse_args(argv)
 
     rows = []

@@ -3,6 +3,7 @@
   kbroker start CONFIG [--override k=v ...]        like kafka-server-start.sh
   kbroker cluster up [--brokers 3] [--data-dir DIR] a local ZooKeeper plus N brokers
   kbroker cluster status | down [--data-dir DIR]
+  kbroker healthcheck [PORT ...]                   the image's HEALTHCHECK: every listener answers ApiVersions
 
 Exit codes of `start`: 2 for an invalid configuration (nothing written), 1 when the broker refuses to start.
 
@@ -193,6 +194,52 @@ def cluster_status(data_dir):
         sys.exit(1)
     for row in rows:
         click.echo(row)
+
+
+def listener_ports(listeners: str) -> list[int]:
+    """Ports of a Kafka listeners value, e.g. INTERNAL://0.0.0.0:19092,EXTERNAL://:9092 -> [19092, 9092]."""
+    ports = []
+    for entry in filter(None, (e.strip() for e in listeners.split(","))):
+        port = entry.rpartition(":")[2]
+        if port.isdigit() and int(port) > 0:
+            ports.append(int(port))
+    return ports
+
+
+@main.command()
+@click.argument("ports", nargs=-1, type=click.IntRange(1, 65535))
+@click.option("--host", envvar="KBROKER_HEALTHCHECK_HOST", default="127.0.0.1", show_default=True)
+@click.option("--timeout", default=5.0, show_default=True, help="Seconds each listener has to answer.")
+def healthcheck(ports, host, timeout):
+    """Exit 0 when every listener answers ApiVersions with NONE and lists ApiVersions itself, else 1.
+
+    PORTS default to those of $KAFKA_LISTENERS (the image's HEALTHCHECK runs it so). Only the protocol client
+    is imported: it runs every few seconds in each container.
+    """
+    from kafka.protocol.metadata import ApiVersionsRequest
+
+    from .protocol.client import Connection, KafkaError, error_text
+
+    ports = ports or listener_ports(os.environ.get("KAFKA_LISTENERS", "PLAINTEXT://:9092"))
+    if not ports:
+        click.echo("unhealthy: no listener port to probe", err=True)
+        sys.exit(1)
+    for port in ports:
+        conn = Connection(host, port, "kbroker-healthcheck", timeout)
+        try:
+            response = conn.send(ApiVersionsRequest(version=0))
+        except KafkaError as e:
+            problem = str(e)
+        else:
+            keys = {k.api_key for k in response.api_keys}
+            problem = error_text(response.error_code) if response.error_code else \
+                None if ApiVersionsRequest.API_KEY in keys else "ApiVersions missing from the advertised APIs"
+        finally:
+            conn.close()
+        if problem:
+            click.echo(f"unhealthy: {host}:{port}: {problem}", err=True)
+            sys.exit(1)
+        click.echo(f"ok: {host}:{port} answers ApiVersions ({len(keys)} APIs)")
 
 
 if __name__ == "__main__":

@@ -7,7 +7,6 @@ completes in the background (ListPartitionReassignments shows it until then).
 """
 from __future__ import annotations
 
-import gevent.event
 from kafka.protocol.admin import AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse
 
 from ..protocol.errors import Errors
@@ -20,14 +19,9 @@ PartitionResponse = TopicResponse.ReassignablePartitionResponse
 
 
 def handle(request, ctx):
-    controller = ctx.broker.controller
     plan = {(t.name, p.partition_index): (None if p.replicas is None else list(p.replicas))
             for t in request.topics for p in t.partitions}
-    outcome = None
-    if controller.active:
-        result = gevent.event.AsyncResult()
-        controller.alter_reassignments(plan, result)
-        outcome = result.get()
+    outcome = ctx.broker.controller.alter_reassignments(plan)
     if outcome is None:
         return RESPONSE(version=ctx.api_version, throttle_time_ms=0, error_code=Errors.NOT_CONTROLLER,
                         error_message="This broker is not the controller.", responses=[])

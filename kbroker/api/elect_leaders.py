@@ -7,7 +7,6 @@ UNKNOWN_TOPIC_OR_PARTITION. v0 has no election type (preferred) and no top-level
 """
 from __future__ import annotations
 
-import gevent.event
 from kafka.protocol.admin import ElectLeadersRequest, ElectLeadersResponse
 
 from ..protocol.errors import Errors
@@ -21,16 +20,11 @@ PartitionResult = Result.PartitionResult
 
 def handle(request, ctx):
     version = ctx.api_version
-    controller = ctx.broker.controller
     election_type = request.election_type if version >= 1 else 0
     partitions = None
     if request.topic_partitions is not None:
         partitions = [(t.topic, p) for t in request.topic_partitions for p in t.partitions]
-    outcome = None
-    if controller.active:
-        result = gevent.event.AsyncResult()
-        controller.elect_leaders(election_type, partitions, result)
-        outcome = result.get()
+    outcome = ctx.broker.controller.elect_leaders(election_type, partitions)
     if outcome is None:
         outcome = {tp: (Errors.NOT_CONTROLLER, "This broker is not the controller.") for tp in partitions or []}
         top = Errors.NOT_CONTROLLER

@@ -5,7 +5,6 @@ its full replica set and the replicas being added and removed.
 """
 from __future__ import annotations
 
-import gevent.event
 from kafka.protocol.admin import ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse
 
 from ..protocol.errors import Errors
@@ -18,15 +17,10 @@ Partition = Topic.OngoingPartitionReassignment
 
 
 def handle(request, ctx):
-    controller = ctx.broker.controller
     wanted = None
     if request.topics is not None:
         wanted = {(t.name, p) for t in request.topics for p in t.partition_indexes}
-    outcome = None
-    if controller.active:
-        result = gevent.event.AsyncResult()
-        controller.list_reassignments(wanted, result)
-        outcome = result.get()
+    outcome = ctx.broker.controller.list_reassignments(wanted)
     if outcome is None:
         return RESPONSE(version=ctx.api_version, throttle_time_ms=0, error_code=Errors.NOT_CONTROLLER,
                         error_message="This broker is not the controller.", topics=[])

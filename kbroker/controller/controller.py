@@ -30,6 +30,7 @@ import gc
 import logging
 
 import gevent
+import gevent.event
 from gevent.queue import Queue
 
 from zk import znodes as z
@@ -158,21 +159,36 @@ class KafkaController:
     def _on_stop_replica_response(self, broker_id, response):
         self.enqueue(self._process_stop_replica_response, broker_id, response)
 
-    # ---- requests from the broker's API handlers (they only enqueue; result is set by the event) ----------
+    # ---- requests from the broker's API handlers (answered by an event on the controller's thread) ----------
     def controlled_shutdown(self, broker_id: int, broker_epoch: int, result) -> None:
         """Handle a ControlledShutdown request; sets result to (error, remaining partitions)."""
         self.enqueue(self._process_controlled_shutdown, broker_id, broker_epoch, result)
 
-    def elect_leaders(self, election_type: int, partitions, result) -> None:
-        """ElectLeaders: partitions None means all; sets result to {tp: (error, message)}."""
-        self.enqueue(self._process_elect_leaders, election_type, partitions, result)
+    def elect_leaders(self, election_type: int, partitions) -> dict | None:
+        """ElectLeaders: partitions None means all; {tp: (error, message)}, None when not the active controller."""
+        return self._ask(self._elect_leaders_now, election_type, partitions)
 
-    def alter_reassignments(self, plan: dict, result) -> None:
-        """AlterPartitionReassignments: plan {tp: replicas or None (cancel)}; sets result to {tp: (error, msg)}."""
-        self.enqueue(self._process_alter_reassignments, plan, result)
+    def alter_reassignments(self, plan: dict) -> dict | None:
+        """AlterPartitionReassignments: plan {tp: replicas or None (cancel)}; {tp: (error, message)}, None when
+        not the active controller."""
+        return self._ask(self.reassignments.start, plan, False)
 
-    def list_reassignments(self, partitions, result) -> None:
-        self.enqueue(self._process_list_reassignments, partitions, result)
+    def list_reassignments(self, partitions) -> dict | None:
+        """ListPartitionReassignments: partitions None means all; {tp: (replicas, adding, removing)}, None when
+        not the active controller."""
+        return self._ask(self.reassignments.list, partitions)
+
+    def _ask(self, fn, *args):
+        """What fn(*args) returns, run as an event on the controller's thread while the calling handler waits;
+        None when this broker is not the active controller (when asked, or when the event runs)."""
+        if not self.active:
+            return None
+        result = gevent.event.AsyncResult()
+        self.enqueue(self._process_ask, fn, args, result)
+        return result.get()
+
+    def _process_ask(self, fn, args, result) -> None:
+        result.set(fn(*args) if self.active else None)
 
     def unclean_leader_election_enabled(self, topic: str | None = None) -> None:
         """unclean.leader.election.enable was turned on dynamically for a topic (or as the broker default, None):
@@ -477,12 +493,6 @@ class KafkaController:
         if self.active:
             self.reassignments.process_znode(self._on_reassign_znode)
 
-    def _process_alter_reassignments(self, plan: dict, result) -> None:
-        result.set(self.reassignments.start(plan, from_znode=False) if self.active else None)
-
-    def _process_list_reassignments(self, partitions, result) -> None:
-        result.set(self.reassignments.list(partitions) if self.active else None)
-
     # ---- controlled shutdown -----------------------------------------------------------------------------
     def _process_controlled_shutdown(self, broker_id: int, broker_epoch: int, result) -> None:
         ctx = self.ctx
@@ -517,9 +527,6 @@ class KafkaController:
         return [tp for tp, s in ctx.partition_states.items() if s.leader == broker_id and len(ctx.assignments[tp]) > 1]
 
     # ---- preferred and unclean elections -----------------------------------------------------------------
-    def _process_elect_leaders(self, election_type: int, partitions, result) -> None:
-        result.set(self._elect_leaders_now(election_type, partitions) if self.active else None)
-
     def _elect_leaders_now(self, election_type: int, partitions) -> dict:
         ctx = self.ctx
         wanted = sorted(ctx.assignments) if partitions is None else list(partitions)

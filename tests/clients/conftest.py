@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import fresh_chroot
-from tests.integration.conftest import Cluster, cluster_factory, wait_until  # noqa: F401  (re-exported)
+from tests.integration.conftest import Cluster, cluster_factory  # noqa: F401  (cluster_factory: a fixture)
 
 
 def _start_cluster(zookeeper, tmp_path_factory, n: int, **extra) -> Cluster:

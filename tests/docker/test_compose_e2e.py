@@ -3,7 +3,7 @@
 * test_entrypoint_runs_compose_brokers_from_env_only: no Docker needed. Runs docker/entrypoint.sh (the image's
   entrypoint) for three brokers whose environment is the compose file's, with hosts, ports, log dirs and
   zookeeper.connect moved onto this machine: proves the brokers start from KAFKA_* variables alone, that
-  docker/healthcheck.py calls them healthy, and that a client on the EXTERNAL listeners produces and consumes.
+  `kbroker healthcheck` calls them healthy, and that a client on the EXTERNAL listeners produces and consumes.
 * test_compose_cluster_end_to_end: builds the image with the `docker` SDK, runs `docker compose up --wait`,
   produces and consumes against localhost:9092 with confluent-kafka, then fails a broker over: `docker kill`
   of the leader of a topic's partition 0 (leaders move, acks=all writes go on), a restart of that container
@@ -44,7 +44,7 @@ def _compose_environment(service: str) -> dict[str, str]:
 
 
 def _healthy(port: int) -> bool:
-    result = subprocess.run([sys.executable, os.path.join(ROOT, "docker", "healthcheck.py"), str(port)],
+    result = subprocess.run([sys.executable, "-m", "kbroker.cli", "healthcheck", str(port)], cwd=ROOT,
                             capture_output=True, text=True, timeout=15)
     return result.returncode == 0
 

@@ -347,18 +347,23 @@ def test_damaged_index_after_a_clean_shutdown_is_rebuilt(cluster_factory, damage
 
 # ---- (c) idempotent producer state across restarts ---------------------------------------------------------------
 
-@pytest.mark.parametrize("how", ["sigterm", "kill9"])
-def test_producer_state_survives_restart(cluster_factory, how):
-    c = cluster_factory(1, **BROKER_PROPS)
-    b = c.brokers[1]
-    topic = f"idem-{how}"
+def idempotent_sender(c, b, topic: str):
+    """send(seq, values) -> Produce response: one idempotent batch to partition 0 of a new topic led by b,
+    under a producer id b hands out."""
     create_topic(c, topic)
     wait_leader(b, topic)
     pid, epoch = init_producer_id(b)
 
     def send(seq, values):
         return produce(b, topic, v2_batch(values, producer_id=pid, producer_epoch=epoch, base_sequence=seq))
+    return send
 
+
+@pytest.mark.parametrize("how", ["sigterm", "kill9"])
+def test_producer_state_survives_restart(cluster_factory, how):
+    c = cluster_factory(1, **BROKER_PROPS)
+    b, topic = c.brokers[1], f"idem-{how}"
+    send = idempotent_sender(c, b, topic)
     assert (send(0, [b"a0", b"a1", b"a2"]).base_offset, send(3, [b"b3", b"b4"]).base_offset) == (0, 3)
     if how == "sigterm":
         assert b.terminate() == 0
@@ -384,15 +389,8 @@ def test_producer_state_forgets_batches_lost_to_truncation(cluster_factory):
     snapshot is from the future and must not be used. The producer's retry of the lost batch is appended
     again (it is not a duplicate of anything in the log)."""
     c = cluster_factory(1, **BROKER_PROPS)
-    b = c.brokers[1]
-    topic = "idem-torn"
-    create_topic(c, topic)
-    wait_leader(b, topic)
-    pid, epoch = init_producer_id(b)
-
-    def send(seq, values):
-        return produce(b, topic, v2_batch(values, producer_id=pid, producer_epoch=epoch, base_sequence=seq))
-
+    b, topic = c.brokers[1], "idem-torn"
+    send = idempotent_sender(c, b, topic)
     assert (send(0, [b"a0", b"a1", b"a2"]).base_offset, send(3, [b"b3", b"b4"]).base_offset) == (0, 3)
     stop_cleanly_and_force_recovery(b)
     path = os.path.join(partition_dir(b, topic), f"{FIRST_SEGMENT}.log")

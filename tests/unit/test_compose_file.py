@@ -1,18 +1,19 @@
-"""docker-compose.yml, Dockerfile and the image's helper scripts, checked without a Docker engine.
+"""docker-compose.yml, Dockerfile, the image's entrypoint and `kbroker healthcheck`, checked without a Docker engine.
 
 The compose file must describe ZooKeeper (official image) plus three brokers built from our Dockerfile, each
 configured only through KAFKA_* variables that kbroker.config accepts, with host listeners on 9092-9094, named
 volumes, healthchecks, restart policies and a healthy-ZooKeeper dependency."""
 from __future__ import annotations
 
-import importlib.util
 import os
 import socket
 import struct
 import threading
 
 import pytest
+from click.testing import CliRunner
 
+from kbroker import cli
 from kbroker.config import NON_CONFIG_ENV, SETTINGS, env_to_key, load
 
 yaml = pytest.importorskip("yaml", reason="PyYAML is not installed (pip install pyyaml) - cannot parse docker-compose.yml")
@@ -94,7 +95,7 @@ def test_broker_depends_on_healthy_zookeeper(compose, name):
 def test_broker_healthcheck_runs_the_api_versions_probe(compose, name):
     broker = compose["services"][name]
     cmd = _healthcheck_cmd(broker)
-    assert cmd[0] in ("CMD", "CMD-SHELL") and "kbroker-healthcheck" in " ".join(cmd[1:])
+    assert cmd[0] in ("CMD", "CMD-SHELL") and "kbroker healthcheck" in " ".join(cmd[1:])
     hc = broker["healthcheck"]
     for key in ("interval", "timeout", "retries", "start_period"):
         assert key in hc, f"{name} healthcheck has no {key}"
@@ -152,11 +153,10 @@ def test_dockerfile(dockerfile):
     assert any(l.startswith("RUN pip install .") for l in lines)
     code = "\n".join(lines).lower()
     assert "java" not in code and "jdk" not in code, "the broker image needs no Java"
-    assert any(l.startswith("HEALTHCHECK") and "kbroker-healthcheck" in l for l in lines)
+    assert any(l.startswith("HEALTHCHECK") and '["kbroker", "healthcheck"]' in l for l in lines)
     assert any(l.startswith("ENTRYPOINT") and "kbroker-entrypoint" in l for l in lines)
-    for src in ("docker/entrypoint.sh", "docker/healthcheck.py"):
-        assert src in dockerfile
-        assert os.access(os.path.join(ROOT, src), os.X_OK), f"{src} is not executable"
+    assert "docker/entrypoint.sh" in dockerfile
+    assert os.access(os.path.join(ROOT, "docker/entrypoint.sh"), os.X_OK), "docker/entrypoint.sh is not executable"
 
 
 def test_dockerignore_keeps_the_build_context_small():
@@ -166,13 +166,10 @@ def test_dockerignore_keeps_the_build_context_small():
     assert not ignored & {"kbroker", "zk", "admin_cli", "docker", "pyproject.toml", "README.md"}
 
 
-# ---- the healthcheck script, against a fake broker ------------------------------------------------------------
+# ---- `kbroker healthcheck`, against a fake broker -------------------------------------------------------------
 
-def _healthcheck_module():
-    spec = importlib.util.spec_from_file_location("kbroker_healthcheck", os.path.join(ROOT, "docker", "healthcheck.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def _healthcheck(*ports: int, env: dict | None = None) -> int:
+    return CliRunner().invoke(cli.main, ["healthcheck", *map(str, ports)], env=env).exit_code
 
 
 def _fake_broker(reply):
@@ -199,26 +196,29 @@ def _fake_broker(reply):
 
 
 def test_healthcheck_accepts_an_api_versions_answer():
-    hc = _healthcheck_module()
     port = _fake_broker(lambda corr: struct.pack(">ihi", corr, 0, 2) + struct.pack(">hhhhhh", 0, 0, 9, 18, 0, 3))
-    assert hc.main([str(port)]) == 0
+    assert _healthcheck(port) == 0
 
 
 def test_healthcheck_rejects_an_error_code():
-    hc = _healthcheck_module()
     port = _fake_broker(lambda corr: struct.pack(">ihi", corr, 35, 0))
-    assert hc.main([str(port)]) == 1
+    assert _healthcheck(port) == 1
+
+
+def test_healthcheck_rejects_an_answer_without_api_versions():
+    port = _fake_broker(lambda corr: struct.pack(">ihi", corr, 0, 1) + struct.pack(">hhh", 0, 0, 9))
+    assert _healthcheck(port) == 1
 
 
 def test_healthcheck_rejects_a_closed_port():
-    hc = _healthcheck_module()
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    assert hc.main([str(port)]) == 1
+    assert _healthcheck(port) == 1
 
 
 def test_healthcheck_reads_ports_from_kafka_listeners():
-    hc = _healthcheck_module()
-    assert hc.listener_ports("INTERNAL://0.0.0.0:19092,EXTERNAL://0.0.0.0:9092") == [19092, 9092]
-    assert hc.listener_ports("PLAINTEXT://:9092") == [9092]
+    assert cli.listener_ports("INTERNAL://0.0.0.0:19092,EXTERNAL://0.0.0.0:9092") == [19092, 9092]
+    assert cli.listener_ports("PLAINTEXT://:9092") == [9092]
+    port = _fake_broker(lambda corr: struct.pack(">ihi", corr, 0, 1) + struct.pack(">hhh", 18, 0, 3))
+    assert _healthcheck(env={"KAFKA_LISTENERS": f"EXTERNAL://0.0.0.0:{port}"}) == 0
