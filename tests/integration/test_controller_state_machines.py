@@ -116,10 +116,12 @@ def state_json(leader, leader_epoch, isr, controller_epoch=2) -> dict:
 def received(channels: FakeChannels, ctx: ControllerContext) -> dict:
     """What the brokers receive: {"LeaderAndIsr" | "UpdateMetadata" | "StopReplica": {broker: {(topic, partition):
     fields}}} with fields (leader, leader epoch, isr, zkVersion, is_new) for LeaderAndIsr, (leader, leader epoch,
-    isr, zkVersion, offline replicas) for UpdateMetadata, (leader epoch, delete) for StopReplica. Checks that each
-    request carries controller 1, its epoch, the broker's epoch, and the 2.8 version."""
+    isr, zkVersion, offline replicas) for UpdateMetadata, (leader epoch, delete) for StopReplica, read from each
+    request as encoded and decoded again. Checks that each request carries controller 1, its epoch, the broker's
+    epoch, and the 2.8 version."""
     out: dict = {"LeaderAndIsr": {}, "UpdateMetadata": {}, "StopReplica": {}}
-    for broker, request in channels.sent:
+    for broker, built in channels.sent:
+        request = type(built).decode(built.encode(version=built.version), version=built.version)
         assert (request.controller_id, request.controller_epoch) == (1, ctx.epoch)
         assert request.broker_epoch == ctx.live_brokers[broker].epoch
         if isinstance(request, LeaderAndIsrRequest):
