@@ -18,7 +18,7 @@ import uuid
 
 from gevent.event import AsyncResult
 
-from kbroker.controller.context import ControllerContext, PartitionState, ReplicaState
+from kbroker.controller.context import PartitionState, ReplicaState
 from kbroker.controller.controller import KafkaController
 from kbroker.controller.partition_state_machine import ControlledShutdownElection, OfflineElection, PreferredElection
 from kbroker.protocol.errors import Errors
@@ -60,10 +60,11 @@ def record_zk_requests(zk: KafkaZkClient, before=None) -> list[str]:
     return sent
 
 
-def cluster(zk: KafkaZkClient, ctx: ControllerContext, live=(1, 2, 3), assignments=None, states=None) -> None:
-    """Write the cluster into ZooKeeper and load ctx from it as a newly elected controller 1 does: brokers
-    `live` registered, topics {(topic, partition): replicas}, states {(topic, partition): (leader, isr)} left by
-    an earlier controller (its epoch 1, leader epoch 3), then broker 1 elected (controller epoch 2)."""
+def controller(zk: KafkaZkClient, live=(1, 2, 3), assignments=None, states=None) -> KafkaController:
+    """KafkaController 1, active, with its own state machines, request batch and topic deletion, handing its
+    requests to FakeChannels. First the cluster is written into ZooKeeper: brokers `live` registered, topics
+    {(topic, partition): replicas}, states {(topic, partition): (leader, isr)} left by an earlier controller (its
+    epoch 1, leader epoch 3); then broker 1 is elected (controller epoch 2) and loads its context from ZooKeeper."""
     zk.create_top_level_paths()
     for b in live:
         zk.register_broker(z.BrokerInfo(b, [z.EndPoint("PLAINTEXT", f"b{b}", 9092)]))
@@ -76,7 +77,12 @@ def cluster(zk: KafkaZkClient, ctx: ControllerContext, live=(1, 2, 3), assignmen
         zk.create_partition_states_fenced({tp: z.LeaderAndIsr(leader, OLD_LEADER_EPOCH, list(isr), 1)
                                            for tp, (leader, isr) in states.items()}, version)
     zk.delete(z.ControllerZNode.path)     # the earlier controller is gone
-    ctx.epoch, ctx.epoch_zk_version = zk.register_controller_and_increment_epoch(ctx.broker_id)
+    config = {"controller.socket.timeout.ms": 1000, "delete.topic.enable": True,
+              "unclean.leader.election.enable": False}
+    c = KafkaController(1, zk, config, "PLAINTEXT")
+    c.batch.channels = FakeChannels()
+    ctx = c.ctx
+    ctx.epoch, ctx.epoch_zk_version = zk.register_controller_and_increment_epoch(1)
     assert ctx.epoch == 2
     ctx.live_brokers = zk.get_all_brokers()
     for topic in zk.get_all_topics():
@@ -84,16 +90,6 @@ def cluster(zk: KafkaZkClient, ctx: ControllerContext, live=(1, 2, 3), assignmen
         ctx.topic_ids[topic] = assignment.topic_id
         ctx.assignments.update({(topic, p): replicas for p, replicas in assignment.partitions.items()})
     ctx.partition_states = {tp: s for tp, s in zk.get_partition_states(ctx.assignments).items() if s is not None}
-
-
-def controller(zk, live=(1, 2, 3), assignments=None, states=None) -> KafkaController:
-    """KafkaController 1, active over the cluster (see cluster()) with its own state machines, request batch and
-    topic deletion, handing its requests to FakeChannels."""
-    config = {"controller.socket.timeout.ms": 1000, "delete.topic.enable": True,
-              "unclean.leader.election.enable": False}
-    c = KafkaController(1, zk, config, "PLAINTEXT")
-    cluster(zk, c.ctx, live, assignments, states)
-    c.batch.channels = FakeChannels()
     c.active = True
     return c
 
