@@ -1,5 +1,9 @@
-"""kbroker.admin_manager.AdminManager over an in-memory ZooKeeper stand-in and a real metadata cache: what each
-admin API answers and writes (the end-to-end behaviour is in tests/integration/test_admin_*.py)."""
+"""kbroker.admin_manager.AdminManager on a real ZooKeeper (a fresh chroot of the session's server) and a real
+metadata cache, without broker processes: what each admin API answers, and the znodes it leaves as an operator
+reads them back (their JSON, /config/changes notifications in sequence order, and the order of the writes by
+their zxids). The same APIs over the wire are in tests/integration/test_admin_*.py."""
+import json
+
 import gevent
 import pytest
 
@@ -9,63 +13,43 @@ from kbroker.config import BrokerConfig
 from kbroker.metadata_cache import CachedBroker, MetadataCache, PartitionState
 from kbroker.protocol.errors import Errors
 from zk import znodes as z
-from zk.client import TopicAlreadyMarkedForDeletionError, TopicExistsError
 
 
-class FakeZk:
-    """The KafkaZkClient calls AdminZkClient makes, on dicts; `writes` logs them in order."""
+def tree(zk, path="/") -> dict:
+    """{path: (data, stat)} of every znode from path down: any create, setData or delete changes it."""
+    data, stat = zk.get(path)
+    out = {path: (data, stat)}
+    for child in zk.children(path):
+        out.update(tree(zk, f"{path.rstrip('/')}/{child}"))
+    return out
 
-    def __init__(self):
-        self.topics, self.configs, self.deletions, self.writes = {}, {}, set(), []
 
-    def topic_exists(self, name):
-        return name in self.topics
+def read_json(zk, path):
+    data, stat = zk.get(path)
+    assert stat is not None, f"{path} does not exist"
+    return None if data is None else json.loads(data)
 
-    def get_all_topics(self):
-        return sorted(self.topics)
 
-    def get_topic_deletions(self):
-        return sorted(self.deletions)
+def notifications(zk) -> list:
+    """The /config/changes notifications as (name, JSON), in sequence order."""
+    return [(name, read_json(zk, f"/config/changes/{name}")) for name in sorted(zk.children("/config/changes"))]
 
-    def get_topic_assignment(self, name):
-        return self.topics.get(name)
 
-    def create_topic_assignment(self, name, assignment):
-        if name in self.topics:
-            raise TopicExistsError(f"Topic '{name}' already exists.")
-        self.topics[name] = assignment
-        self.writes.append(("topic", name))
-
-    def set_topic_assignment(self, name, assignment):
-        self.topics[name] = assignment
-        self.writes.append(("topic", name))
-
-    def get_entity_config(self, kind, name):
-        return dict(self.configs.get((kind, name), {}))
-
-    def set_or_create_entity_config(self, kind, name, config):
-        self.configs[(kind, name)] = dict(config)
-        self.writes.append(("config", f"{kind}/{name}"))
-
-    def create_config_change_notification(self, entity_path):
-        self.writes.append(("notification", entity_path))
-
-    def create_delete_topic_marker(self, name):
-        if name in self.deletions:
-            raise TopicAlreadyMarkedForDeletionError(name)
-        self.deletions.add(name)
-        self.writes.append(("delete", name))
+def config_json(config: dict) -> dict:
+    return {"version": 1, "config": config}
 
 
 @pytest.fixture
-def setup():
-    zk, cache = FakeZk(), MetadataCache(1)
+def setup(zk_client):
+    zk_client.create_top_level_paths()
+    cache = MetadataCache(1)
     cache.update(1, [CachedBroker(i, {}) for i in (1, 2, 3)], [], {})
-    config = BrokerConfig({"zookeeper.connect": "zk", "broker.id": "1", "num.io.threads": "8"})
-    return AdminManager(1, config, zk, cache, MockClock(), lambda: True), zk, cache
+    config = BrokerConfig({"zookeeper.connect": zk_client.connect_string, "broker.id": "1", "num.io.threads": "8"})
+    return AdminManager(1, config, zk_client, cache, MockClock(), lambda: True), zk_client, cache
 
 
 def elect(cache, name, partitions):
+    """The controller's UpdateMetadata: the topic's partitions have leaders."""
     cache.update(1, [CachedBroker(i, {}) for i in (1, 2, 3)],
                  [PartitionState(name, p, 1, 0, [1], [1]) for p in range(partitions)], {})
 
@@ -85,18 +69,29 @@ def test_create_topics_checks_each_topic_and_writes_config_before_topic(setup):
         ("nulls", Errors.INVALID_REQUEST), ("bad", Errors.INVALID_CONFIG),
         ("big", Errors.INVALID_REPLICATION_FACTOR), ("both", Errors.INVALID_REQUEST)]
     assert results[4].message == "Invalid value -2 for configuration retention.ms: Value must be at least -1"
-    assert zk.writes == [("config", "topics/ok"), ("topic", "ok")]     # no notification at creation
-    assert zk.configs[("topics", "ok")] == {"cleanup.policy": "compact"}
-    assert len(zk.topics["ok"].partitions) == 2 and all(len(r) == 3 for r in zk.topics["ok"].partitions.values())
+    # Only "ok" is written: its config, then its topic znode (the controller reacts to that one), and no
+    # change notification at creation.
+    assert zk.children("/brokers/topics") == ["ok"] and zk.children("/config/topics") == ["ok"]
+    assert read_json(zk, "/config/topics/ok") == config_json({"cleanup.policy": "compact"})
+    topic = read_json(zk, "/brokers/topics/ok")
+    assert (topic["version"], topic["adding_replicas"], topic["removing_replicas"]) == (3, {}, {})
+    assert "topic_id" not in topic                                   # the controller backfills it
+    assert sorted(topic["partitions"]) == ["0", "1"]
+    assert all(sorted(replicas) == [1, 2, 3] for replicas in topic["partitions"].values())
+    assert zk.get("/config/topics/ok")[1].mzxid < zk.get("/brokers/topics/ok")[1].czxid
+    assert notifications(zk) == [] and zk.children("/admin/delete_topics") == []
 
 
 def test_create_topics_validate_only_and_not_controller(setup):
     manager, zk, _ = setup
+    before = tree(zk)
     (r,) = manager.create_topics([NewTopic("v", 3, 2)], timeout_ms=1000, validate_only=True)
-    assert (r.error, r.num_partitions, r.replication_factor) == (Errors.NONE, 3, 2) and not zk.writes
+    assert (r.error, r.num_partitions, r.replication_factor) == (Errors.NONE, 3, 2)
+    assert tree(zk) == before
     manager.is_active_controller = lambda: False
     (r,) = manager.create_topics([NewTopic("v")], timeout_ms=1000, validate_only=False)
-    assert r.error == Errors.NOT_CONTROLLER and not zk.writes
+    assert r.error == Errors.NOT_CONTROLLER
+    assert tree(zk) == before
 
 
 def test_create_topics_waits_for_leaders_in_the_purgatory(setup):
@@ -104,6 +99,7 @@ def test_create_topics_waits_for_leaders_in_the_purgatory(setup):
     waiting = gevent.spawn(manager.create_topics, [NewTopic("w", 2, 1)], 60_000, False)
     gevent.sleep(0)
     assert not waiting.ready() and manager.topic_purgatory.watched("w") == 1
+    assert sorted(read_json(zk, "/brokers/topics/w")["partitions"]) == ["0", "1"]   # written before waiting
     elect(cache, "w", 2)
     manager.try_complete_delayed_topic_operations(["w"])
     (r,) = waiting.get(timeout=1)
@@ -112,43 +108,62 @@ def test_create_topics_waits_for_leaders_in_the_purgatory(setup):
 
 def test_delete_topics(setup):
     manager, zk, cache = setup
-    zk.topics["gone"] = z.TopicAssignment({0: [1]})
+    zk.create_topic_assignment("gone", z.TopicAssignment({0: [1]}))
     elect(cache, "gone", 1)
     results = manager.delete_topics([("gone", None), ("nope", None)], timeout_ms=0)
     assert [(r.name, r.error) for r in results] == [("gone", Errors.REQUEST_TIMED_OUT),
                                                     ("nope", Errors.UNKNOWN_TOPIC_OR_PARTITION)]
-    assert zk.writes == [("delete", "gone")]
+    # The marker the controller acts on (null data, as Kafka's); the topic itself is the controller's to delete.
+    assert zk.children("/admin/delete_topics") == ["gone"]
+    assert zk.get("/admin/delete_topics/gone")[0] is None
+    assert zk.children("/brokers/topics") == ["gone"]
+    # Asked again while the controller has not deleted it yet: still waited on, nothing written.
+    before = tree(zk)
+    (r,) = manager.delete_topics([("gone", None)], timeout_ms=0)
+    assert r.error == Errors.REQUEST_TIMED_OUT and tree(zk) == before
     manager.config.values["delete.topic.enable"] = False
     (r,) = manager.delete_topics([("gone", None)], timeout_ms=0)
     assert (r.error, r.message) == (Errors.TOPIC_DELETION_DISABLED, "Topic deletion is disabled.")
+    assert tree(zk) == before
 
 
 def test_create_partitions(setup):
     manager, zk, _ = setup
-    zk.topics["t"] = z.TopicAssignment({0: [1, 2]})
+    zk.create_topic_assignment("t", z.TopicAssignment({0: [1, 2]}))
+    before = tree(zk)
     results = manager.create_partitions([("t", 3, None), ("t2", 2, None), ("t", 1, None)], 0, False)
     assert [r.error for r in results] == [Errors.INVALID_REQUEST, Errors.UNKNOWN_TOPIC_OR_PARTITION,
                                           Errors.INVALID_REQUEST]
+    assert tree(zk) == before
     (r,) = manager.create_partitions([("t", 3, None)], 0, False)
-    assert r.error == Errors.NONE and sorted(zk.topics["t"].partitions) == [0, 1, 2]
+    assert r.error == Errors.NONE
+    partitions = read_json(zk, "/brokers/topics/t")["partitions"]
+    assert sorted(partitions) == ["0", "1", "2"] and partitions["0"] == [1, 2]
+    assert all(len(set(replicas)) == 2 and set(replicas) <= {1, 2, 3} for replicas in partitions.values())
+    assert zk.children("/brokers/topics") == ["t"]
     (r,) = manager.create_partitions([("t", 3, None)], 0, False)
     assert r.error == Errors.INVALID_PARTITIONS
 
 
 def test_alter_configs_replace_and_incremental_share_one_path(setup):
     manager, zk, _ = setup
-    zk.topics["t"] = z.TopicAssignment({0: [1]})
+    zk.create_topic_assignment("t", z.TopicAssignment({0: [1]}))
     assert manager.alter_configs([(TOPIC, "t", [("retention.ms", "1000"), ("cleanup.policy", "compact")])],
                                  False) == [(Errors.NONE, None)]
-    assert zk.writes[-2:] == [("config", "topics/t"), ("notification", "topics/t")]
+    assert read_json(zk, "/config/topics/t") == config_json({"retention.ms": "1000", "cleanup.policy": "compact"})
+    assert notifications(zk) == [("config_change_0000000000", {"version": 2, "entity_path": "topics/t"})]
+    # The notification comes after the config it announces, so a broker acting on it reads the new config.
+    assert zk.get("/config/topics/t")[1].mzxid < zk.get("/config/changes/config_change_0000000000")[1].czxid
     assert manager.incremental_alter_configs(
         [(TOPIC, "t", [("cleanup.policy", APPEND, "delete"), ("retention.ms", DELETE, None)])],
         False) == [(Errors.NONE, None)]
-    assert zk.configs[("topics", "t")] == {"cleanup.policy": "compact,delete"}
+    assert read_json(zk, "/config/topics/t") == config_json({"cleanup.policy": "compact,delete"})
     assert manager.incremental_alter_configs([(TOPIC, "t", [("cleanup.policy", SUBTRACT, "compact")])],
                                              False) == [(Errors.NONE, None)]
-    assert zk.configs[("topics", "t")] == {"cleanup.policy": "delete"}
-    writes = len(zk.writes)
+    assert read_json(zk, "/config/topics/t") == config_json({"cleanup.policy": "delete"})
+    assert notifications(zk) == [(f"config_change_000000000{i}", {"version": 2, "entity_path": "topics/t"})
+                                 for i in range(3)]
+    before = tree(zk)
     assert manager.alter_configs([(TOPIC, "t", [("retention.ms", None)])], False) == \
         [(Errors.INVALID_REQUEST, "Null value not supported for : retention.ms")]
     assert manager.incremental_alter_configs([(TOPIC, "t", [("retention.ms", APPEND, "1")])], False) == \
@@ -159,14 +174,18 @@ def test_alter_configs_replace_and_incremental_share_one_path(setup):
     assert manager.alter_configs([(TOPIC, "nope", [])], False) == \
         [(Errors.UNKNOWN_TOPIC_OR_PARTITION, "The topic 'nope' does not exist.")]
     assert manager.alter_configs([(TOPIC, "t", [("retention.ms", "5")])], True) == [(Errors.NONE, None)]
-    assert len(zk.writes) == writes     # nothing written for refusals and validate_only
+    assert tree(zk) == before     # nothing written for refusals and validate_only
 
 
 def test_alter_broker_configs(setup):
     manager, zk, _ = setup
     assert manager.incremental_alter_configs([(BROKER, "", [("log.retention.ms", SET, "5000")])], False) == \
         [(Errors.NONE, None)]
-    assert zk.writes == [("config", "brokers/<default>"), ("notification", "brokers/<default>")]
+    assert read_json(zk, "/config/brokers/<default>") == config_json({"log.retention.ms": "5000"})
+    assert notifications(zk) == [("config_change_0000000000", {"version": 2, "entity_path": "brokers/<default>"})]
+    assert zk.get("/config/brokers/<default>")[1].mzxid < \
+        zk.get("/config/changes/config_change_0000000000")[1].czxid
+    before = tree(zk)
     assert manager.alter_configs([(BROKER, "2", [])], False) == \
         [(Errors.INVALID_REQUEST, "Unexpected broker id, expected 1, but received 2")]
     assert manager.alter_configs([(BROKER, "1", [("num.io.threads", "17")])], False) == [(
@@ -174,12 +193,17 @@ def test_alter_broker_configs(setup):
                                 "thread count update validation failed for num.io.threads=17, value should not be "
                                 "greater than double the current value 8")]
     assert manager.alter_configs([(BROKER, "1", [("broker.id", "3")])], False)[0][0] == Errors.INVALID_REQUEST
+    assert tree(zk) == before
+    assert manager.alter_configs([(BROKER, "1", [("num.io.threads", "16")])], False) == [(Errors.NONE, None)]
+    assert read_json(zk, "/config/brokers/1") == config_json({"num.io.threads": "16"})
+    assert [n[1]["entity_path"] for n in notifications(zk)] == ["brokers/<default>", "brokers/1"]
 
 
 def test_describe_topic_configs(setup):
     manager, zk, _ = setup
-    zk.topics["t"] = z.TopicAssignment({0: [1]})
-    zk.configs[("topics", "t")] = {"retention.ms": "100", "delete.retention.ms": "7"}
+    zk.create_topic_assignment("t", z.TopicAssignment({0: [1]}))
+    zk.set_or_create_entity_config("topics", "t", {"retention.ms": "100", "delete.retention.ms": "7"})
+    before = tree(zk)
     ((error, _, entries),) = manager.describe_configs([(TOPIC, "t", None)])
     assert error == Errors.NONE
     by_name = {e.name: e for e in entries}
@@ -190,3 +214,4 @@ def test_describe_topic_configs(setup):
     assert (by_name["segment.jitter.ms"].value, by_name["segment.jitter.ms"].synonyms) == ("0", [])
     ((error, message, _),) = manager.describe_configs([(TOPIC, "nope", None)])
     assert (error, message) == (Errors.UNKNOWN_TOPIC_OR_PARTITION, "The topic 'nope' does not exist.")
+    assert tree(zk) == before     # describing reads only
