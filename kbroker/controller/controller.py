@@ -188,7 +188,11 @@ class KafkaController:
         return result.get()
 
     def _process_ask(self, fn, args, result) -> None:
-        result.set(fn(*args) if self.active else None)
+        try:
+            result.set(fn(*args) if self.active else None)
+        except Exception as e:
+            result.set_exception(e)   # the waiting handler fails (UNKNOWN_SERVER_ERROR) instead of hanging
+            raise
 
     def unclean_leader_election_enabled(self, topic: str | None = None) -> None:
         """unclean.leader.election.enable was turned on dynamically for a topic (or as the broker default, None):
@@ -512,11 +516,12 @@ class KafkaController:
         to_act_on = [tp for tp, replicas in ctx.assignments.items()
                      if broker_id in replicas and len(replicas) > 1 and tp in ctx.partition_states
                      and tp[0] not in ctx.topics_being_deleted]
-        self.partitions.elect([tp for tp in to_act_on if ctx.partition_states[tp].leader == broker_id],
-                              ControlledShutdownElection())
-        self.replicas.handle_state_changes(
-            [(*tp, broker_id) for tp in to_act_on if ctx.partition_states[tp].leader != broker_id],
-            ReplicaState.OFFLINE)
+        # Split before electing (Kafka's doControlledShutdown): a partition it led moves its leader and keeps
+        # the broker as a follower; only the partitions it followed take its replica offline.
+        led = [tp for tp in to_act_on if ctx.partition_states[tp].leader == broker_id]
+        followed = [tp for tp in to_act_on if ctx.partition_states[tp].leader != broker_id]
+        self.partitions.elect(led, ControlledShutdownElection())
+        self.replicas.handle_state_changes([(*tp, broker_id) for tp in followed], ReplicaState.OFFLINE)
         self.batch.add_update_metadata(ctx.live_brokers, [])
         self.batch.send()
         result.set((Errors.NONE, sorted(self._replicated_partitions_led_by(broker_id))))
