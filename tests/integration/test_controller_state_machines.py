@@ -16,6 +16,7 @@ import json
 import logging
 import uuid
 
+import pytest
 from gevent.event import AsyncResult
 
 from kbroker.controller.context import PartitionState, ReplicaState
@@ -348,3 +349,15 @@ def test_topic_deletion_waits_for_offline_replicas_then_completes_when_all_answe
     assert zk_client.children("/brokers/topics") == [] and zk_client.children("/config/topics") == []
     assert zk_client.children("/admin/delete_topics") == []
     assert "t" not in ctx.topics() and not ctx.replica_deletion_states
+
+
+def test_a_request_waiting_on_a_controller_event_that_fails_gets_the_error(zk_client):
+    c = controller(zk_client, assignments={("t", 0): [1]}, states={("t", 0): (1, [1])})
+    result = AsyncResult()
+
+    def broken():
+        raise KeyError("boom")
+    with pytest.raises(KeyError):
+        c._process_ask(broken, (), result)     # the event loop logs it and goes on
+    with pytest.raises(KeyError):
+        result.get(timeout=1)                   # the handler waiting in _ask fails instead of hanging
