@@ -50,3 +50,10 @@ def test_nothing_below_the_apis_imports_them():
 def test_relative_imports_resolve():
     # The checks above rely on this: kbroker/network/x.py's "from .. import api" is kbroker.api.
     assert "kbroker.api" in _imports(Path("kbroker/server.py"))
+
+
+def test_the_protocol_layer_and_its_client_know_no_gevent_and_no_broker():
+    protocol = [rel for rel in _sources() if rel.parts[:2] == ("kbroker", "protocol")]
+    assert any(rel.parts[:3] == ("kbroker", "protocol", "client") for rel in protocol)
+    for forbidden in ("gevent", "kbroker.network", "kbroker.api", "kbroker.replica", "kbroker.controller"):
+        assert _offenders(protocol, forbidden) == []
