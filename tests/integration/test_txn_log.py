@@ -222,3 +222,69 @@ def test_open_and_aborted_transactions_survive_a_restart(cluster_factory, how):
     assert write_markers(b, [(p2, e2, True, 7, "rs", [0])]) == [{("rs", 0): NONE}]
     assert list_latest(b, "rs", READ_COMMITTED) == 5
     assert txnindex_entries(partition_dir(b, "rs") + "/00000000000000000000.txnindex") == [(0, p1, 0, 1, 2)]
+
+
+def mixed_transactions(c, b, topic: str, partitions: int = 2):
+    """On each partition: plain records, a committed transaction, an aborted one, interleaved with a second
+    producer's committed one; returns the committed values per partition in offset order."""
+    new_topic(c, b, topic, partitions)
+    expected = {}
+    for part in range(partitions):
+        p1, e1 = init_producer_id(b)
+        p2, e2 = init_producer_id(b)
+
+        def send(records):
+            assert produce(b, topic, records, partition=part).error_code == NONE
+
+        def mark(pid, epoch, committed):
+            assert write_markers(b, [(pid, epoch, committed, 0, topic, [part])]) == [{(topic, part): NONE}]
+        send(v2_batch([b"plain-%d" % part]))
+        send(txn_batch([b"c1-%d" % part, b"c2-%d" % part], p1, e1, 0))
+        send(txn_batch([b"other-%d" % part], p2, e2, 0))
+        mark(p1, e1, True)
+        send(txn_batch([b"ab1-%d" % part, b"ab2-%d" % part], p1, e1, 2))
+        send(txn_batch([b"ab3-%d" % part], p1, e1, 4))
+        mark(p2, e2, True)
+        mark(p1, e1, False)
+        send(v2_batch([b"tail-%d" % part]))
+        expected[part] = [b"plain-%d" % part, b"c1-%d" % part, b"c2-%d" % part, b"other-%d" % part,
+                          b"tail-%d" % part]
+    return expected
+
+
+def test_read_committed_clients_see_exactly_the_committed_records(env):
+    """librdkafka and kafka-python drop the aborted records from aborted_transactions and the control batches:
+    what proves the wire format. read_uncommitted sees the aborted ones too."""
+    import confluent_kafka
+    from kafka import KafkaConsumer, TopicPartition
+    c, b = env
+    expected = mixed_transactions(c, b, "rc")
+    want = sorted(v for vs in expected.values() for v in vs)
+
+    def confluent(isolation, count):
+        consumer = confluent_kafka.Consumer({"bootstrap.servers": b.bootstrap, "group.id": f"g-{isolation}",
+                                             "auto.offset.reset": "earliest", "isolation.level": isolation,
+                                             "enable.auto.commit": False})
+        consumer.assign([confluent_kafka.TopicPartition("rc", p, 0) for p in expected])
+        got, deadline = [], time.time() + 8
+        while time.time() < deadline and len(got) < count:
+            m = consumer.poll(0.5)
+            if m is not None and not m.error():
+                got.append((m.partition(), m.value()))
+        consumer.close()
+        return got
+
+    got = confluent("read_committed", len(want) + 1)   # waits for one too many: nothing more may come
+    assert sorted(v for _, v in got) == want
+    for part, values in expected.items():
+        assert [v for p, v in got if p == part] == values
+    assert len(confluent("read_uncommitted", len(want) + 6)) == len(want) + 6   # 3 aborted records per partition
+
+    consumer = KafkaConsumer(bootstrap_servers=b.bootstrap, isolation_level="read_committed",
+                             enable_auto_commit=False, auto_offset_reset="earliest", consumer_timeout_ms=3000)
+    consumer.assign([TopicPartition("rc", p) for p in expected])
+    got = [(m.partition, m.value) for m in consumer]
+    consumer.close()
+    assert sorted(v for _, v in got) == want
+    for part, values in expected.items():
+        assert [v for p, v in got if p == part] == values
