@@ -87,6 +87,9 @@ def log_delete_dir_name(tp: TopicPartition) -> str:
 class Log:
     # Called with the seconds each flush took (the broker's log flush histogram); None: not timed.
     flush_observer: Callable[[float], None] | None = None
+    # The first offset of the oldest open or unreplicated transaction, or None: set by the partition, which
+    # keeps the producer state (the log cleaner and reads stop at the last stable offset).
+    first_unstable_offset: Callable[[], int | None] = staticmethod(lambda: None)
 
     def __init__(self, dir: str, config: LogConfig, recovery_point: int = 0, log_start_offset: int = 0,
                  clock: Clock | None = None, *, had_clean_shutdown: bool = False,
@@ -331,6 +334,13 @@ class Log:
     @property
     def high_watermark(self) -> int:
         return self._high_watermark
+
+    @property
+    def last_stable_offset(self) -> int:
+        """min(first unstable offset, high watermark)."""
+        first_unstable = self.first_unstable_offset()
+        hw = self._high_watermark
+        return hw if first_unstable is None else min(first_unstable, hw)
 
     def update_high_watermark(self, high_watermark: int) -> int:
         """Set the high watermark, clamped to [log start offset, log end offset]; returns the value set."""

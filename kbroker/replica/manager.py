@@ -9,9 +9,10 @@ becoming leader stops fetching it; the become-leader transitions of one request 
 waits for its leader-epoch checkpoint's fsyncs. StopReplica stops fetching and, with delete, removes the log.
 
 Data path: append_txn_markers (WriteTxnMarkers: control batches, acks=-1, then the on_txn_marker_appended
-hook for __consumer_offsets partitions), append_records (Produce; acks=-1 waits in the produce purgatory until every in-sync replica has the
-records, or REQUEST_TIMED_OUT), fetch (consumers up to the high watermark, followers up to the log end offset,
-both long-polling in the fetch purgatory), offsets by timestamp and delete_records. A follower's fetch moves
+hook for __consumer_offsets partitions), append_records (Produce; acks=-1 waits in the produce purgatory
+until every in-sync replica has the records, or REQUEST_TIMED_OUT), fetch (consumers up to the high
+watermark or, READ_COMMITTED, the last stable offset; followers up to the log end offset; both long-polling
+in the fetch purgatory), offsets by timestamp and delete_records. A follower's fetch moves
 its state on the leader, which may advance the high watermark and complete waiting produces and fetches.
 
 ISR: a task shrinks the ISR of led partitions every replica.lag.time.max.ms / 2; expansions happen on follower
@@ -46,8 +47,8 @@ state_change = logging.getLogger("state-change")
 log = logging.getLogger("kbroker.replica")
 
 ISR_NOTIFICATION_INTERVAL_S = 0.25
-LEADER_TRANSITIONS_IN_FLIGHT = 8
-MARKER_TIMEOUT_MS = 30000   # Kafka appends markers with request.timeout.ms (default 30 s)   # of one LeaderAndIsr; gevent's thread pool (fsyncs) has 10 threads
+LEADER_TRANSITIONS_IN_FLIGHT = 8   # of one LeaderAndIsr; gevent's thread pool (fsyncs) has 10 threads
+MARKER_TIMEOUT_MS = 30000          # Kafka appends markers with request.timeout.ms (default 30 s)
 
 
 class DelayedFetch(DelayedOperation):

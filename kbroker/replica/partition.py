@@ -82,6 +82,7 @@ class Partition:
         self.remote: dict[int, RemoteReplica] = {}
         self.producer_state = ProducerStateManager(log.dir)
         self.producer_state.rebuild_from_log(log)
+        log.first_unstable_offset = lambda: self.producer_state.first_unstable_offset(log.high_watermark)
         self._records_config = (log.config, records_config(log.config))
 
     @property
@@ -321,18 +322,11 @@ class Partition:
         if current_leader_epoch > self.leader_epoch:
             raise KafkaError(Errors.UNKNOWN_LEADER_EPOCH, f"epoch {current_leader_epoch} > {self.leader_epoch}")
 
-    @property
-    def last_stable_offset(self) -> int:
-        """min(first unstable offset, high watermark): READ_COMMITTED readers stop here."""
-        hw = self.log.high_watermark
-        first_unstable = self.producer_state.first_unstable_offset(hw)
-        return hw if first_unstable is None else min(first_unstable, hw)
-
     def fetchable_end(self, isolation_level: int, follower: int = -1) -> int:
         """Where a read stops: the log end offset for followers, else the LSO (READ_COMMITTED) or the HW."""
         if follower >= 0:
             return self.log.log_end_offset
-        return self.last_stable_offset if isolation_level == READ_COMMITTED else self.log.high_watermark
+        return self.log.last_stable_offset if isolation_level == READ_COMMITTED else self.log.high_watermark
 
     def aborted_txns(self, start: int, end: int) -> list:
         """The aborted transactions (producer id, first offset) overlapping [start, end) for a READ_COMMITTED
@@ -355,7 +349,7 @@ class Partition:
             raise KafkaError(Errors.OFFSET_OUT_OF_RANGE, str(e)) from None
         if follower >= 0:
             self.update_follower_fetch_state(follower, fetch_offset, leo)
-        return info, log.high_watermark, self.last_stable_offset, log.log_start_offset
+        return info, log.high_watermark, log.last_stable_offset, log.log_start_offset
 
     def offset_for_timestamp(self, timestamp: int, isolation_level: int):
         """(offset, timestamp, leader epoch) for ListOffsets; latest is the high watermark for consumers (the
