@@ -7,6 +7,7 @@ protocol client.
 """
 from __future__ import annotations
 
+import os
 import struct
 import time
 
@@ -152,7 +153,6 @@ def txnindex_entries(path: str):
 
 
 def partition_dir(broker, topic: str, partition: int = 0) -> str:
-    import os
     return os.path.join(broker.dir, "data", f"{topic}-{partition}")
 
 
@@ -288,3 +288,64 @@ def test_read_committed_clients_see_exactly_the_committed_records(env):
     assert sorted(v for _, v in got) == want
     for part, values in expected.items():
         assert [v for p, v in got if p == part] == values
+
+
+def test_old_fetchers_get_no_control_batches(env):
+    """Fetch v2-3 reads magic 1: the markers are dropped by the down-conversion, the data is converted."""
+    c, b = env
+    new_topic(c, b, "old")
+    pid, epoch = init_producer_id(b)
+    assert produce(b, "old", txn_batch([b"a", b"b"], pid, epoch, 0)).error_code == NONE   # 0-1
+    assert write_markers(b, [(pid, epoch, True, 0, "old", [0])]) == [{("old", 0): NONE}]   # 2
+    assert produce(b, "old", v2_batch([b"c"])).error_code == NONE                          # 3
+    data = bytes(fetch_partition(b, "old", 0, READ_UNCOMMITTED, version=3).records)
+    messages, pos = [], 0
+    while pos + 12 <= len(data):
+        offset, size = struct.unpack_from(">qi", data, pos)
+        assert data[pos + 16] == 1                                   # magic 1
+        messages.append(offset)
+        pos += 12 + size
+    assert messages == [0, 1, 3]
+
+
+def leader_of(cluster, topic: str) -> int:
+    return cluster.zk.get_partition_state(topic, 0).leader
+
+
+def test_followers_apply_markers_and_a_new_leader_keeps_the_lso_and_the_aborts(cluster_factory):
+    from tests.integration.conftest import wait_until
+    c = cluster_factory(3)
+    create_topic(c, "rep", "--partitions", "1", "--replication-factor", "3", "--config", "min.insync.replicas=2")
+    wait_until(lambda: (s := c.zk.get_partition_state("rep", 0)) is not None and len(s.isr) == 3, 20,
+               message="ISR of 3")
+    leader = c.brokers[leader_of(c, "rep")]
+    wait_leader(leader, "rep")
+    p1, e1 = init_producer_id(leader)
+    p2, e2 = init_producer_id(leader)
+
+    def send(records):
+        assert produce(leader, "rep", records, acks=-1).error_code == NONE
+    send(txn_batch([b"x1", b"x2"], p1, e1, 0))                                                  # 0-1
+    assert write_markers(leader, [(p1, e1, False, 2, "rep", [0])]) == [{("rep", 0): NONE}]    # 2
+    send(v2_batch([b"plain"]))                                                                  # 3
+    send(txn_batch([b"open"], p2, e2, 0))                                                       # 4, stays open
+    send(v2_batch([b"after"]))                                                                  # 5
+    # every replica has the abort in its .txnindex (followers index what they copy)
+    for broker in c.brokers.values():
+        path = partition_dir(broker, "rep") + "/00000000000000000000.txnindex"
+        wait_until(lambda: os.path.exists(path), 10, message=f"{path}")
+        assert txnindex_entries(path) == [(0, p1, 0, 2, 3)]
+    old = leader.id
+    leader.kill9()
+    wait_until(lambda: leader_of(c, "rep") not in (old, -1), 30, message="a new leader")
+    new = c.brokers[leader_of(c, "rep")]
+    wait_leader(new, "rep")
+    wait_until(lambda: fetch_partition(new, "rep", 0, READ_UNCOMMITTED).high_watermark == 6, 20,
+               message="the high watermark on the new leader")
+    p = fetch_partition(new, "rep", 0, READ_COMMITTED)
+    assert (p.last_stable_offset, p.aborted_transactions) == (4, [(p1, 0)])
+    assert [o for o, _, _ in batches(p.records)] == [0, 2, 3]
+    # the new leader checks markers against the replicated producer state, then completes p2's transaction
+    assert write_markers(new, [(p1, e1, True, 1, "rep", [0])]) == [{("rep", 0): TRANSACTION_COORDINATOR_FENCED}]
+    assert write_markers(new, [(p2, e2, True, 2, "rep", [0])]) == [{("rep", 0): NONE}]
+    assert list_latest(new, "rep", READ_COMMITTED) == 7
