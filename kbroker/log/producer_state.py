@@ -198,6 +198,8 @@ class ProducerStateManager:
     def first_unstable_offset(self, high_watermark: int) -> int | None:
         """The first offset of the oldest open or unreplicated transaction; completed transactions whose
         marker is below the high watermark are forgotten here."""
+        if not self.ongoing and not self.unreplicated:
+            return None
         for offset in [o for o in self.unreplicated if o < high_watermark]:
             del self.unreplicated[offset]
         firsts = list(self.ongoing.values()) + [t.first_offset for t in self.unreplicated.values()]

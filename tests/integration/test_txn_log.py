@@ -17,13 +17,14 @@ from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
 
 from kbroker.protocol.interbroker import WriteTxnMarkersRequest
 from tests.integration.test_produce_fetch_bad_input import (NONE, client_for, create_topic, init_producer_id,
-                                                            produce, v2_batch, wait_leader)
+                                                            produce_request, v2_batch, wait_leader)
 
 INVALID_RECORD = 87
 INVALID_PRODUCER_EPOCH = 47
 INVALID_TXN_STATE = 48
 TRANSACTION_COORDINATOR_FENCED = 52
 UNKNOWN_TOPIC_OR_PARTITION = 3
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
 READ_UNCOMMITTED, READ_COMMITTED = 0, 1
 
 
@@ -34,6 +35,20 @@ def txn_batch(values, pid: int, epoch: int, seq: int) -> bytes:
     for i, v in enumerate(values):
         b.append(i, timestamp=ts, key=None, value=v, headers=[])
     return bytes(b.build())
+
+
+def produce(broker, topic: str, records, partition: int = 0, acks: int = 1, transactional_id: str | None = "txn"):
+    """The partition response of a Produce v7 (transactional records need a transactional id, as in Kafka)."""
+    req = produce_request(topic, partition, records, 7, acks)
+    req.transactional_id = transactional_id
+    c = client_for(broker)
+    try:
+        resp = c.send(req)
+    finally:
+        c.close()
+    [t] = resp.responses
+    [p] = t.partition_responses
+    return p
 
 
 def write_markers(broker, markers, version: int = 0):
@@ -127,6 +142,10 @@ def test_non_transactional_batch_during_an_open_transaction_and_control_batches_
     import crc32c
     struct.pack_into(">I", control, 17, crc32c.crc32c(bytes(control[21:])))
     assert produce(b, "its", control).error_code == INVALID_RECORD
+    # Transactional records need a transactional id (Kafka authorizes it; any id passes here).
+    assert produce(b, "its", txn_batch([b"c"], pid, epoch, 1), transactional_id=None).error_code == \
+        TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    assert produce(b, "its", txn_batch([b"c"], pid, epoch, 1)).error_code == NONE
 
 
 def list_latest(broker, topic: str, isolation: int, partition: int = 0, version: int = 2) -> int:
