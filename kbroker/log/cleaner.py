@@ -30,8 +30,9 @@ Transactions (Kafka's CleanedTransactionMetadata): the dirty section never goes 
 offset. The aborted transactions of the `.txnindex` files tell which transactional batches are aborted: they
 are left out of the offset map (an aborted update never shadows a committed one) and removed (kept as an
 empty batch when it is its producer's last). A transaction marker is removed only past the delete horizon
-and when no batch of its transaction was met in this cleaning (a COMMIT: none kept); an ABORT marker kept
-keeps its `.txnindex` entry in the cleaned segment.
+and when no batch of its transaction was met in this cleaning (so a transaction's last batch kept empty for
+its producer state keeps its marker too); an ABORT marker kept keeps its `.txnindex` entry in the cleaned
+segment.
 
 Retention and compaction: Log.delete_old_segments applies retention.ms / retention.bytes only to logs whose
 policy includes `delete`, so `compact` logs are only compacted and `compact,delete` logs get both; while a log
@@ -171,10 +172,10 @@ class _Transactions:
         self.pending = sorted(aborted, key=lambda t: t.first_offset)
         self.next = 0
         self.ongoing_aborted: dict[int, list] = {}   # producer id -> [its aborted txn, a batch of it was met]
-        self.committed_with_data: set[int] = set()
+        self.ongoing_committed: set[int] = set()     # producers with a batch met of a transaction not aborted
 
     def is_aborted(self, pid: int, transactional: bool, last_offset: int) -> bool:
-        """A data batch: whether it belongs to an aborted transaction (then it counts as met)."""
+        """A data batch (met): whether it belongs to an aborted transaction."""
         while self.next < len(self.pending) and self.pending[self.next].first_offset <= last_offset:
             txn = self.pending[self.next]
             self.ongoing_aborted[txn.producer_id] = [txn, False]
@@ -183,20 +184,18 @@ class _Transactions:
             return False
         ongoing = self.ongoing_aborted.get(pid)
         if ongoing is None:
+            self.ongoing_committed.add(pid)
             return False
         ongoing[1] = True
         return True
 
-    def kept_committed(self, pid: int) -> None:
-        self.committed_with_data.add(pid)
-
     def on_marker(self, pid: int, committed: bool) -> tuple[bool, AbortedTxn | None]:
-        """(whether the marker's transaction left nothing behind, the aborted transaction to index if the
+        """(whether no batch of the marker's transaction was met, the aborted transaction to index if the
         marker must stay)."""
         if committed:
-            with_data = pid in self.committed_with_data
-            self.committed_with_data.discard(pid)
-            return not with_data, None
+            met = pid in self.ongoing_committed
+            self.ongoing_committed.discard(pid)
+            return not met, None
         ongoing = self.ongoing_aborted.pop(pid, None)
         if ongoing is not None and ongoing[1]:
             return False, ongoing[0]
@@ -367,8 +366,6 @@ class _GroupCleaner:
             kept = [r for r in records if self.keep(r.key, r.value, r.offset)]
         self.stats.records_retained += len(kept)
         if kept:
-            if attributes & TRANSACTIONAL_MASK:
-                self.txns.kept_committed(pid)
             if len(kept) == len(records):
                 return original
             return rebuild_v2(kept, base, last_delta, leader_epoch, attributes, max_ts, pid, producer_epoch,

@@ -815,3 +815,26 @@ def test_the_dirty_section_stops_at_the_last_stable_offset(tmp_path):
     log.first_unstable_offset = lambda: None
     assert cleaner_for(log).clean(log).end_offset == 4
     assert [v for _, _, v in records_of(log)] == [b"c", b"d"]
+
+
+def test_a_committed_transactions_last_batch_kept_empty_keeps_its_marker(tmp_path):
+    """The producer's last batch is transactional and all its records are superseded: it stays as an empty
+    batch for the producer state, so its COMMIT marker stays too, or a reload would see an open transaction."""
+    from kbroker.log.producer_state import ProducerStateManager
+    clock = MockClock()
+    log = make_log(tmp_path, clock, overrides={"delete.retention.ms": "0"})
+    append(log, kv_batch(0, [(k(1), b"t")], producer_id=5, producer_epoch=0, base_sequence=0, transactional=True))
+    append(log, control_batch(1, 5, commit=True))
+    append_kv(log, [(k(1), b"plain")])
+    seal(log)
+    cleaner = cleaner_for(log)
+    for _ in range(2):
+        clock.advance(10)
+        cleaner.clean(log)
+        append_kv(log, [(k(2), b"x")], timestamp=clock.now_ms())
+        seal(log)
+    kinds = [(e.base_offset, e.record_count, bool(e.attributes & CONTROL_MASK)) for _, e in entries_of(log)]
+    assert kinds[:3] == [(0, 0, False), (1, 1, True), (2, 1, False)]
+    state = ProducerStateManager(log.dir)
+    state.rebuild_from_log(log)
+    assert state.ongoing == {} and state.first_unstable_offset(log.high_watermark) is None
