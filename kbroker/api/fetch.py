@@ -2,8 +2,7 @@
 
 Reads go up to the high watermark; READ_COMMITTED (v4+) ones up to the last stable offset, with the aborted
 transactions (producer id, first offset) overlapping [fetch offset, end of the segment read or the LSO) from the
-`.txnindex` files and the not yet replicated aborts (null for READ_UNCOMMITTED); every v4+ response carries the
-last stable offset. The broker filters nothing: consumers drop control batches and aborted records. Data
+`.txnindex` files (null for READ_UNCOMMITTED); every v4+ response carries the last stable offset. The broker filters nothing: consumers drop control batches and aborted records. Data
 that needs no conversion is sent straight from the segment files with os.sendfile (the response is built as
 pieces by protocol.hotpath). Fetch v0-v1 read magic 0 and v2-v3 magic 1: newer entries are down-converted,
 lazily and within the size limits (records.convert).

@@ -337,10 +337,11 @@ class Log:
 
     @property
     def last_stable_offset(self) -> int:
-        """min(first unstable offset, high watermark)."""
+        """min(first unstable offset, high watermark); a transaction opened below the log start offset counts
+        from the log start offset (as Kafka)."""
         first_unstable = self.first_unstable_offset()
         hw = self._high_watermark
-        return hw if first_unstable is None else min(first_unstable, hw)
+        return hw if first_unstable is None else min(max(first_unstable, self.log_start_offset), hw)
 
     def update_high_watermark(self, high_watermark: int) -> int:
         """Set the high watermark, clamped to [log start offset, log end offset]; returns the value set."""

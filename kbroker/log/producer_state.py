@@ -205,10 +205,6 @@ class ProducerStateManager:
         firsts = list(self.ongoing.values()) + [t.first_offset for t in self.unreplicated.values()]
         return min(firsts, default=None)
 
-    def aborted_ongoing(self, start: int, end: int) -> list[CompletedTxn]:
-        """Aborted transactions not yet below the high watermark overlapping [start, end)."""
-        return [t for t in self.unreplicated.values() if t.aborted and t.last_offset >= start and t.first_offset < end]
-
     # ---- rebuilding ---------------------------------------------------------------------------------------
     def rebuild_from_log(self, log) -> None:
         """Load the newest snapshot not beyond the log end offset, then replay the v2 batch headers after it."""

@@ -330,10 +330,8 @@ class Partition:
 
     def aborted_txns(self, start: int, end: int) -> list:
         """The aborted transactions (producer id, first offset) overlapping [start, end) for a READ_COMMITTED
-        fetch: the indexed ones and those whose marker is not below the high watermark yet."""
-        found = {(t.producer_id, t.first_offset) for t in self.log.collect_aborted_txns(start, end)}
-        found |= {(t.producer_id, t.first_offset) for t in self.producer_state.aborted_ongoing(start, end)}
-        return sorted(found, key=lambda t: t[1])
+        fetch, from the `.txnindex` files (an abort is indexed as its marker is appended)."""
+        return [(t.producer_id, t.first_offset) for t in self.log.collect_aborted_txns(start, end)]
 
     def read(self, fetch_offset: int, max_bytes: int, isolation_level: int, min_one_message: bool,
              follower: int = -1):
