@@ -17,6 +17,11 @@
   replaceSegments; a crash between the steps is repaired at load), and `truncation_count` /
   `truncation_listeners` tell it about truncations (listeners are called with the new log end offset).
 
+Transactions: the partition (which keeps the producer state) gives `first_unstable_offset`; `last_stable_offset`
+is min(it, high watermark), where READ_COMMITTED reads and the cleaner stop. Aborted transactions are indexed
+(`add_aborted_txn`) in the `.txnindex` of the segment holding their ABORT marker and found by
+`collect_aborted_txns`; the entries follow their segment through truncation, recovery, renames and deletion.
+
 Offsets by timestamp: fetch_offset_by_timestamp also answers the special timestamps -2 (earliest: log start
 offset) and -1 (latest: log end offset), with timestamp -1, as Kafka's Log does.
 """

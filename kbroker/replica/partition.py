@@ -9,6 +9,11 @@ written by the leader to the partition state znode with a zkVersion check, plus 
 entry for the controller (Kafka 2.x's ZooKeeper path); a version conflict means the controller changed the
 state meanwhile, and its LeaderAndIsr will follow.
 
+Transactions: the leader appends the coordinator's markers (append_txn_marker: a control batch, after
+Kafka's producer epoch and coordinator epoch checks); leader and followers alike apply transactional batches
+and markers to the producer state (open transactions, the last stable offset) and index aborted transactions
+in the log's `.txnindex`. Consumers reading READ_COMMITTED stop at the last stable offset.
+
 Follower: appends what its fetcher copies from the leader (CRC-checked, offsets kept), takes the leader's
 high watermark capped by its own log end offset, and truncates where its log diverges from the leader's.
 
