@@ -2,11 +2,12 @@
 
 Each marker (producer id and epoch, COMMIT or ABORT, coordinator epoch, partitions) becomes one control batch
 per partition (records.builder.control_batch), appended with acks=-1: the answer comes once every in-sync
-replica has it, or with the partition's error. Per partition: NONE, UNKNOWN_TOPIC_OR_PARTITION,
-NOT_LEADER_OR_FOLLOWER, UNSUPPORTED_FOR_MESSAGE_FORMAT (message format below v2), INVALID_PRODUCER_EPOCH (epoch
-below the producer's last seen one), TRANSACTION_COORDINATOR_FENCED (an older coordinator epoch),
-NOT_ENOUGH_REPLICAS(_AFTER_APPEND), REQUEST_TIMED_OUT. On `__consumer_offsets` partitions a written marker
-also completes the producer's pending transactional offsets (ReplicaManager.on_txn_marker_appended).
+replica has it, or with the partition's error. Per partition: NONE, UNKNOWN_TOPIC_OR_PARTITION (not hosted
+here, as Kafka's check of the local log), NOT_LEADER_OR_FOLLOWER (a follower here),
+UNSUPPORTED_FOR_MESSAGE_FORMAT (message format below v2), INVALID_PRODUCER_EPOCH (epoch below the producer's
+last seen one), TRANSACTION_COORDINATOR_FENCED (an older coordinator epoch), NOT_ENOUGH_REPLICAS(_AFTER_APPEND),
+REQUEST_TIMED_OUT. On `__consumer_offsets` partitions a written marker also completes the producer's pending
+transactional offsets (ReplicaManager.on_txn_marker_appended).
 """
 from __future__ import annotations
 

@@ -420,6 +420,8 @@ class ReplicaManager:
             errors = {}
             for tp in tps:
                 try:
+                    if tp not in self.partitions:   # Kafka: no local log -> unknown, even if led elsewhere
+                        raise KafkaError(Errors.UNKNOWN_TOPIC_OR_PARTITION, f"{tp[0]}-{tp[1]} is not hosted here")
                     partition = self.leader_partition(tp)
                     if partition.records_config.magic < 2:
                         raise KafkaError(Errors.UNSUPPORTED_FOR_MESSAGE_FORMAT,

@@ -24,6 +24,7 @@ INVALID_PRODUCER_EPOCH = 47
 INVALID_TXN_STATE = 48
 TRANSACTION_COORDINATOR_FENCED = 52
 UNKNOWN_TOPIC_OR_PARTITION = 3
+NOT_LEADER_OR_FOLLOWER = 6
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
 READ_UNCOMMITTED, READ_COMMITTED = 0, 1
 
@@ -354,6 +355,8 @@ def test_followers_apply_markers_and_a_new_leader_keeps_the_lso_and_the_aborts(c
         path = partition_dir(broker, "rep") + "/00000000000000000000.txnindex"
         wait_until(lambda: os.path.exists(path), 10, message=f"{path}")
         assert txnindex_entries(path) == [(0, p1, 0, 2, 3)]
+    follower = next(x for x in c.brokers.values() if x.id != leader.id)
+    assert write_markers(follower, [(p2, e2, True, 2, "rep", [0])]) == [{("rep", 0): NOT_LEADER_OR_FOLLOWER}]
     old = leader.id
     leader.kill9()
     wait_until(lambda: leader_of(c, "rep") not in (old, -1), 30, message="a new leader")
