@@ -4,7 +4,10 @@ The request is decoded by hand (protocol.hotpath) so each partition's records st
 the v2 path validates batch headers, patches offsets in place and appends those same bytes.
 Per partition, any error means nothing of that partition is appended: UNKNOWN_TOPIC_OR_PARTITION,
 NOT_LEADER_OR_FOLLOWER, CORRUPT_MESSAGE, MESSAGE_TOO_LARGE, INVALID_TIMESTAMP, INVALID_RECORD,
-UNSUPPORTED_COMPRESSION_TYPE, idempotence errors, INVALID_TOPIC_EXCEPTION for internal topics.
+UNSUPPORTED_COMPRESSION_TYPE, idempotence errors, INVALID_TXN_STATE (a non-transactional batch from a producer
+with an open transaction), INVALID_TOPIC_EXCEPTION for internal topics. Transactional batches in a request
+without a transactional id fail whole with TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as Kafka's authorization of
+the id (any id is authorized: there is no authorizer).
 acks must be -1, 0 or 1 (else INVALID_REQUIRED_ACKS for every partition). With acks=0 there is no response,
 and as in Kafka an error closes the connection so the producer notices. v2+ answers the log append time,
 v5+ the log start offset, v8+ an error message and the index of each rejected record.
@@ -16,6 +19,7 @@ from kafka.protocol.producer import ProduceRequest, ProduceResponse
 from ..protocol.errors import Errors
 from ..protocol.header import CloseConnection
 from ..protocol.hotpath import decode_produce_request
+from ..records.entries import MAGIC_OFFSET, TRANSACTIONAL_MASK, V2_ATTRIBUTES_OFFSET
 
 API_KEY = 0
 MIN_VERSION, MAX_VERSION = 0, 9
@@ -29,6 +33,12 @@ def decode(body, version):
     return decode_produce_request(body, version)
 
 
+def _transactional(records) -> bool:
+    """Whether the (first) batch is a transactional v2 batch."""
+    return (records is not None and len(records) > V2_ATTRIBUTES_OFFSET + 1 and records[MAGIC_OFFSET] == 2
+            and bool(records[V2_ATTRIBUTES_OFFSET + 1] & TRANSACTIONAL_MASK))
+
+
 def handle(request, ctx):
     version = ctx.api_version
     entries = {}
@@ -37,6 +47,8 @@ def handle(request, ctx):
             entries[(topic.name, p.index)] = p.records
     if request.acks not in (-1, 0, 1):
         results = {tp: (Errors.INVALID_REQUIRED_ACKS, -1, -1, -1, None, []) for tp in entries}
+    elif request.transactional_id is None and any(_transactional(r) for r in entries.values()):
+        results = {tp: (Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, -1, -1, -1, None, []) for tp in entries}
     else:
         results = ctx.broker.replica_manager.append_records(request.acks, request.timeout_ms, entries, version)
     if request.acks == 0:

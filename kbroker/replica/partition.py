@@ -9,6 +9,11 @@ written by the leader to the partition state znode with a zkVersion check, plus 
 entry for the controller (Kafka 2.x's ZooKeeper path); a version conflict means the controller changed the
 state meanwhile, and its LeaderAndIsr will follow.
 
+Transactions: the leader appends the coordinator's markers (append_txn_marker: a control batch, after
+Kafka's producer epoch and coordinator epoch checks); leader and followers alike apply transactional batches
+and markers to the producer state (open transactions, the last stable offset) and index aborted transactions
+in the log's `.txnindex`. Consumers reading READ_COMMITTED stop at the last stable offset.
+
 Follower: appends what its fetcher copies from the leader (CRC-checked, offsets kept), takes the leader's
 high watermark capped by its own log end offset, and truncates where its log diverges from the leader's.
 
@@ -25,6 +30,7 @@ from ..log.config import LogConfig
 from ..log.errors import OffsetOutOfRange, RecordBatchTooLarge
 from ..log.producer_state import ProducerEntry, ProducerStateManager
 from ..protocol.errors import Errors, KafkaError
+from ..records.builder import control_batch
 from ..records.entries import CorruptEntry, iter_entries
 from ..records.validator import CREATE_TIME, LOG_APPEND_TIME, RecordsConfig, magic_for_format_version, validate_and_assign
 
@@ -81,6 +87,7 @@ class Partition:
         self.remote: dict[int, RemoteReplica] = {}
         self.producer_state = ProducerStateManager(log.dir)
         self.producer_state.rebuild_from_log(log)
+        log.first_unstable_offset = lambda: self.producer_state.first_unstable_offset(log.high_watermark)
         self._records_config = (log.config, records_config(log.config))
 
     @property
@@ -152,12 +159,40 @@ class Partition:
         for b in info.batches:
             if b.producer_id >= 0 and not b.is_control:
                 self.producer_state.update(b.producer_id, b.producer_epoch, b.base_sequence, b.last_sequence,
-                                           b.first_offset, b.last_offset, now)
+                                           b.first_offset, b.last_offset, now, b.is_transactional)
         self.maybe_increment_high_watermark()
         log.maybe_flush()
         converted = info.record_count if info.source_magic != self.records_config.magic else 0
         return AppendResult(info.first_offset, info.last_offset, info.log_append_time, log.log_start_offset,
                             info.record_count, converted)
+
+    def append_txn_marker(self, producer_id: int, producer_epoch: int, committed: bool,
+                          coordinator_epoch: int) -> int:
+        """Append a COMMIT/ABORT control batch for the producer (the coordinator's WriteTxnMarkers, after
+        Kafka's epoch and coordinator epoch checks); its offset."""
+        if not self.is_leader:
+            raise KafkaError(Errors.NOT_LEADER_OR_FOLLOWER, f"broker {self.broker_id} is not the leader of "
+                                                            f"{self.topic}-{self.index}")
+        min_isr = self.log.config.min_insync_replicas
+        if len(self.isr) < min_isr:
+            raise KafkaError(Errors.NOT_ENOUGH_REPLICAS,
+                             f"The size of the current ISR {self.isr} is insufficient to satisfy the min.isr "
+                             f"requirement of {min_isr} for partition {self.topic}-{self.index}")
+        self.producer_state.check_marker(producer_id, producer_epoch, coordinator_epoch)
+        log = self.log
+        now = self.clock.now_ms()
+        batch = control_batch(producer_id, producer_epoch, committed, coordinator_epoch, now)
+        info = validate_and_assign(batch, produce_version=None, next_offset=log.log_end_offset, now_ms=now,
+                                   config=self.records_config, partition_leader_epoch=self.leader_epoch)
+        log.append(info.records, info.first_offset, info.last_offset, info.max_timestamp,
+                   info.offset_of_max_timestamp, info.record_count)
+        txn = self.producer_state.complete_txn(producer_id, producer_epoch, committed, coordinator_epoch,
+                                               info.first_offset)
+        if txn is not None and txn.aborted:
+            log.add_aborted_txn(txn)
+        self.maybe_increment_high_watermark()
+        log.maybe_flush()
+        return info.first_offset
 
     def _check_producers(self, info):
         """Sequence checks for idempotent batches; the original metadata when the batch is a retry."""
@@ -166,7 +201,7 @@ class Partition:
             if b.producer_id < 0 or b.is_control:
                 continue
             duplicate = self.producer_state.check(b.producer_id, b.producer_epoch, b.base_sequence,
-                                                  b.last_sequence, pending)
+                                                  b.last_sequence, b.is_transactional, pending)
             if duplicate is not None:
                 return duplicate
         return None
@@ -249,7 +284,9 @@ class Partition:
                     max_ts, max_ts_offset = e.max_timestamp, e.last_offset
             log.append(view[start:end], max(first, log.log_end_offset), entries[-1].last_offset, max_ts,
                        max_ts_offset, sum(e.record_count for e in entries))
-            self.producer_state.update_from_entries(view, entries)
+            for txn in self.producer_state.update_from_entries(view, entries):
+                if txn.aborted:
+                    log.add_aborted_txn(txn)
         log.update_high_watermark(min(leader_hw, log.log_end_offset))
 
     def truncate_to(self, offset: int, reason: str) -> None:
@@ -290,29 +327,42 @@ class Partition:
         if current_leader_epoch > self.leader_epoch:
             raise KafkaError(Errors.UNKNOWN_LEADER_EPOCH, f"epoch {current_leader_epoch} > {self.leader_epoch}")
 
+    def fetchable_end(self, isolation_level: int, follower: int = -1) -> int:
+        """Where a read stops: the log end offset for followers, else the LSO (READ_COMMITTED) or the HW."""
+        if follower >= 0:
+            return self.log.log_end_offset
+        return self.log.last_stable_offset if isolation_level == READ_COMMITTED else self.log.high_watermark
+
+    def aborted_txns(self, start: int, end: int) -> list:
+        """The aborted transactions (producer id, first offset) overlapping [start, end) for a READ_COMMITTED
+        fetch, from the `.txnindex` files (an abort is indexed as its marker is appended)."""
+        return [(t.producer_id, t.first_offset) for t in self.log.collect_aborted_txns(start, end)]
+
     def read(self, fetch_offset: int, max_bytes: int, isolation_level: int, min_one_message: bool,
              follower: int = -1):
         """(FetchDataInfo, high watermark, last stable offset, log start offset). Consumers read up to the high
-        watermark; a follower reads up to the log end offset and its fetch offset updates its state."""
+        watermark (READ_COMMITTED: the last stable offset); a follower reads up to the log end offset and its
+        fetch offset updates its state."""
         log = self.log
         leo = log.log_end_offset
-        limit = leo if follower >= 0 else log.high_watermark
+        limit = self.fetchable_end(isolation_level, follower)
         try:
             info = log.read(fetch_offset, max_bytes, max_offset=limit, min_one_message=min_one_message)
         except OffsetOutOfRange as e:
             raise KafkaError(Errors.OFFSET_OUT_OF_RANGE, str(e)) from None
         if follower >= 0:
             self.update_follower_fetch_state(follower, fetch_offset, leo)
-        hw = log.high_watermark
-        return info, hw, hw, log.log_start_offset
+        return info, log.high_watermark, log.last_stable_offset, log.log_start_offset
 
     def offset_for_timestamp(self, timestamp: int, isolation_level: int):
-        """(offset, timestamp, leader epoch) for ListOffsets; latest is the high watermark for consumers."""
+        """(offset, timestamp, leader epoch) for ListOffsets; latest is the high watermark for consumers (the
+        last stable offset for READ_COMMITTED), and no offset at or beyond it is answered for a time."""
         log = self.log
+        end = self.fetchable_end(isolation_level)
         if timestamp == -1:
-            return log.high_watermark, -1, self.leader_epoch
+            return end, -1, self.leader_epoch
         found = log.fetch_offset_by_timestamp(timestamp)
-        if found is None or found.offset >= log.high_watermark and timestamp != -2:
+        if found is None or found.offset >= end and timestamp != -2:
             return -1, -1, -1
         epoch = found.leader_epoch if found.leader_epoch is not None else -1
         return found.offset, found.timestamp, epoch

@@ -87,3 +87,52 @@ def test_corrupt_snapshot_is_refused(tmp_path):
     open(path, "wb").write(data)
     with pytest.raises(ValueError, match="CRC"):
         manager(tmp_path)._read_snapshot(1)
+
+
+def code_of(fn) -> Errors:
+    with pytest.raises(KafkaError) as e:
+        fn()
+    return e.value.code
+
+
+def test_transactions_open_complete_and_hold_the_first_unstable_offset(tmp_path):
+    m = manager(tmp_path)
+    m.update(7, 0, 0, 1, 10, 11, 1, transactional=True)
+    m.update(7, 0, 2, 2, 14, 14, 1, transactional=True)        # same transaction
+    m.update(8, 0, 0, 0, 12, 12, 1, transactional=True)
+    assert m.ongoing == {7: 10, 8: 12}
+    assert m.first_unstable_offset(100) == 10
+    # a non-transactional batch of a producer in a transaction is refused, after the sequence checks
+    assert code_of(lambda: m.check(7, 0, 3, 3)) == Errors.INVALID_TXN_STATE
+    assert code_of(lambda: m.check(7, 0, 9, 9)) == Errors.OUT_OF_ORDER_SEQUENCE_NUMBER
+    assert m.check(7, 0, 3, 3, transactional=True) is None
+    txn = m.complete_txn(7, 0, False, 5, 15)
+    assert (txn.first_offset, txn.last_offset, txn.aborted, txn.last_stable_offset) == (10, 15, True, 12)
+    assert m.complete_txn(7, 0, True, 5, 16) is None            # nothing open: an empty transaction
+    # 7's transaction stays unstable until the high watermark passes its marker
+    assert m.first_unstable_offset(15) == 10
+    assert m.first_unstable_offset(16) == 12
+    txn = m.complete_txn(8, 0, True, 5, 17)
+    assert (txn.aborted, txn.last_stable_offset) == (False, 18)
+    assert m.first_unstable_offset(17) == 12 and m.first_unstable_offset(18) is None
+
+
+def test_marker_checks(tmp_path):
+    m = manager(tmp_path)
+    m.check_marker(9, 0, 0)                                   # unknown producer: fine
+    m.complete_txn(7, 2, True, 4, 10)
+    assert code_of(lambda: m.check_marker(7, 1, 4)) == Errors.INVALID_PRODUCER_EPOCH
+    assert code_of(lambda: m.check_marker(7, 2, 3)) == Errors.TRANSACTION_COORDINATOR_FENCED
+    m.check_marker(7, 3, 4)
+
+
+def test_snapshot_restores_open_transactions_and_coordinator_epochs(tmp_path):
+    m = manager(tmp_path)
+    m.update(7, 0, 0, 0, 3, 3, 1, transactional=True)
+    m.complete_txn(8, 1, True, 6, 4)
+    m.take_snapshot(5)
+    loaded = manager(tmp_path)
+    loaded._read_snapshot(5)
+    assert loaded.ongoing == {7: 3}
+    assert loaded.producers[8].coordinator_epoch == 6 and loaded.producers[7].current_txn_first_offset == 3
+    assert loaded.first_unstable_offset(5) == 3
