@@ -650,3 +650,21 @@ def test_load_keeps_txn_offsets_pending_until_their_marker(h):
     assert fetch_offsets(new, "tx", tps, True) == {("t", 0): (10, Errors.NONE), ("t", 1): (20, Errors.NONE),
                                                   ("t", 2): (-1, Errors.NONE)}
     new.coord.shutdown()
+
+
+def test_offset_delete_and_delete_groups_with_pending_txn_offsets(h):
+    """As Kafka: OffsetDelete drops the partitions' pending transactional offsets too, so the COMMIT no longer
+    brings them back; an Empty group is deleted even while a transaction of it is open (DeleteGroups looks at
+    the state only), and the marker then finds no group."""
+    h.commit("tx", {("t", 0): 5})
+    txn_commit(h, "tx", 1000, {("t", 0): 10, ("t", 1): 11})
+    assert h.coord.handle_delete_offsets("tx", [("t", 0)]) == (Errors.NONE, {("t", 0): Errors.NONE})
+    assert fetch_offsets(h, "tx", [("t", 0)], True) == {("t", 0): (-1, Errors.NONE)}
+    marker(h, "tx", 1000, True)
+    assert fetch_offsets(h, "tx", [("t", 0), ("t", 1)]) == {("t", 0): (-1, Errors.NONE), ("t", 1): (11, Errors.NONE)}
+
+    txn_commit(h, "tx2", 2000, {("t", 0): 7})
+    assert h.coord.handle_delete_groups(["tx2"]) == {"tx2": Errors.NONE}
+    assert h.group("tx2") is None
+    marker(h, "tx2", 2000, True)
+    assert h.group("tx2") is None
