@@ -53,9 +53,10 @@ MARKER_TIMEOUT_MS = 30000   # Kafka appends markers with request.timeout.ms (def
 class DelayedFetch(DelayedOperation):
     """Completes when enough bytes are readable for the fetch, a partition fails, or the wait is over."""
 
-    def __init__(self, delay_ms: int, manager, requests, min_bytes: int, follower: int):
+    def __init__(self, delay_ms: int, manager, requests, min_bytes: int, follower: int, isolation_level: int):
         super().__init__(delay_ms)
         self.manager, self.requests, self.min_bytes, self.follower = manager, requests, min_bytes, follower
+        self.isolation_level = isolation_level
         self.done = gevent.event.Event()
 
     def try_complete(self) -> bool:
@@ -65,7 +66,7 @@ class DelayedFetch(DelayedOperation):
             if partition is None or not partition.is_leader:
                 return self.force_complete()
             log = partition.log
-            end = log.log_end_offset if self.follower >= 0 else log.high_watermark
+            end = partition.fetchable_end(self.isolation_level, self.follower)
             if fetch_offset > end or fetch_offset < log.log_start_offset:
                 return self.force_complete()
             if fetch_offset < end:
@@ -449,7 +450,8 @@ class ReplicaManager:
                                       producer_id, tp[0], tp[1])
         return results
 
-    def fetch(self, requests, max_wait_ms: int, min_bytes: int, follower: int, read_fn) -> dict:
+    def fetch(self, requests, max_wait_ms: int, min_bytes: int, follower: int, read_fn,
+              isolation_level: int = 0) -> dict:
         """Read for a fetch; wait (up to max_wait_ms) in the purgatory until min_bytes are readable.
 
         requests: [(tp, fetch_offset, partition_max_bytes, current_leader_epoch)]. read_fn(requests) does the
@@ -461,7 +463,7 @@ class ReplicaManager:
                 self.fetch_purgatory.check_and_complete(tp)
         if max_wait_ms <= 0 or size >= min_bytes or errored or not requests:
             return results
-        op = DelayedFetch(max_wait_ms, self, requests, min_bytes, follower)
+        op = DelayedFetch(max_wait_ms, self, requests, min_bytes, follower, isolation_level)
         if not self.fetch_purgatory.try_complete_else_watch(op, [r[0] for r in requests]):
             op.done.wait()
         return read_fn(requests)[0]
