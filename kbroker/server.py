@@ -143,6 +143,8 @@ class KafkaServer:
         self.admin_manager.startup()
         self.group_coordinator = GroupCoordinator(self.broker_id, cfg, self.replica_manager, self.zk, self.clock,
                                                   self.admin_manager)
+        # A transaction marker replicated on __consumer_offsets completes the producer's pending offsets.
+        self.replica_manager.on_txn_marker_appended = self.group_coordinator.complete_txn_offsets
         self.group_coordinator.startup()
 
         self.socket_server = SocketServer(

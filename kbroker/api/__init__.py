@@ -29,7 +29,7 @@ from . import (alter_configs, alter_partition_reassignments, api_versions, contr
                elect_leaders, fetch, find_coordinator, heartbeat, incremental_alter_configs, init_producer_id,
                join_group, leader_and_isr, leave_group, list_groups, list_offsets, list_partition_reassignments,
                metadata, offset_commit, offset_delete, offset_fetch, offset_for_leader_epoch, produce, stop_replica,
-               sync_group, update_metadata, write_txn_markers)
+               sync_group, txn_offset_commit, update_metadata, write_txn_markers)
 
 # Kafka's request log: one DEBUG line per request (kbroker start writes it to kafka-request.log when enabled).
 request_log = logging.getLogger("kafka.request.logger")
@@ -40,7 +40,7 @@ API_MODULES = (produce, fetch, list_offsets, metadata, leader_and_isr, stop_repl
                offset_commit, offset_fetch, find_coordinator, join_group, heartbeat, leave_group, sync_group,
                describe_groups, list_groups, delete_groups, offset_delete, create_topics, delete_topics,
                describe_configs, alter_configs, incremental_alter_configs, describe_log_dirs, describe_cluster,
-               write_txn_markers)
+               txn_offset_commit, write_txn_markers)
 REGISTRY = {m.API_KEY: m for m in API_MODULES}
 
 

@@ -7,8 +7,9 @@ partition without a commit; a null topic list (v2+) means every partition the gr
 errors (COORDINATOR_LOAD_IN_PROGRESS, NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, INVALID_GROUP_ID) go on every
 requested partition for v1 and in the top-level error (with no partitions) for v2+.
 Version notes: v2 adds the top-level error and null topics; v3 the throttle time; v5 the committed leader
-epoch; v6 is flexible; v7 require_stable (only pending transactional commits could make an offset unstable;
-without transactions, an offset commit still being written answers UNSTABLE_OFFSET_COMMIT).
+epoch; v6 is flexible; v7 require_stable: UNSTABLE_OFFSET_COMMIT (offset -1) for a partition with an offset
+commit still being written or a transactional commit (TxnOffsetCommit) whose transaction has no marker yet;
+without it such a partition answers its last committed offset.
 """
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """One consumer group's state, as Kafka 2.8's GroupMetadata and MemberMetadata: members (dynamic and static),
 pending members (told MEMBER_ID_REQUIRED and expected back), the protocol votes, the generation, the leader,
-the committed offsets (and commits still being written) and the state machine:
+the committed offsets (and commits still being written, and transactional commits pending per producer id
+until their transaction's marker) and the state machine:
 
     Empty ─────────────▶ PreparingRebalance   a member joins (or rejoins with new metadata, or leaves)
     PreparingRebalance ▶ CompletingRebalance  every member rejoined, or the rebalance timeout (generation + 1)
@@ -152,6 +153,9 @@ class GroupMetadata:
         self.supported_protocols: dict[str, int] = {}
         self.offsets: dict[tuple[str, int], CommitRecordMetadataAndOffset] = {}
         self.pending_offset_commits: dict[tuple[str, int], OffsetAndMetadata] = {}
+        # producer id -> {tp: commit} of TxnOffsetCommits whose transaction has no marker yet (appended batch
+        # offset None while the write is in flight)
+        self.pending_txn_offset_commits: dict[int, dict[tuple[str, int], CommitRecordMetadataAndOffset]] = {}
         self.subscribed_topics: set[str] | None = None
         self.new_member_added = False
 
@@ -416,8 +420,10 @@ class GroupMetadata:
         return self.state.value, self.protocol_type or "", "", members
 
     # ---- offsets --------------------------------------------------------------------------------------------
-    def initialize_offsets(self, offsets: dict) -> None:
+    def initialize_offsets(self, offsets: dict, pending_txn_offsets: dict | None = None) -> None:
         self.offsets.update(offsets)
+        for producer_id, commits in (pending_txn_offsets or {}).items():
+            self.pending_txn_offset_commits.setdefault(producer_id, {}).update(commits)
 
     def on_offset_commit_append(self, tp, record: CommitRecordMetadataAndOffset) -> None:
         if tp in self.pending_offset_commits:
@@ -434,8 +440,45 @@ class GroupMetadata:
     def prepare_offset_commit(self, offsets: dict) -> None:
         self.pending_offset_commits.update(offsets)
 
+    def prepare_txn_offset_commit(self, producer_id: int, offsets: dict) -> None:
+        commits = self.pending_txn_offset_commits.setdefault(producer_id, {})
+        for tp, o in offsets.items():
+            commits[tp] = CommitRecordMetadataAndOffset(None, o)
+
+    def on_txn_offset_commit_append(self, producer_id: int, tp, record: CommitRecordMetadataAndOffset) -> None:
+        """The transactional commit is in the log: remember where (its position decides on COMMIT)."""
+        pending = self.pending_txn_offset_commits.get(producer_id, {}).get(tp)
+        if pending is not None and pending.offset_and_metadata == record.offset_and_metadata:
+            self.pending_txn_offset_commits[producer_id][tp] = record
+
+    def fail_pending_txn_offset_commit(self, producer_id: int, tp) -> None:
+        commits = self.pending_txn_offset_commits.get(producer_id)
+        if commits is not None:
+            commits.pop(tp, None)
+            if not commits:
+                del self.pending_txn_offset_commits[producer_id]
+
+    def complete_pending_txn_offset_commit(self, producer_id: int, committed: bool) -> None:
+        """The producer's transaction marker is written: on COMMIT its offsets become the committed ones unless
+        a commit later in the offsets log is there (Kafka's completePendingTxnOffsetCommit); on ABORT they go."""
+        commits = self.pending_txn_offset_commits.pop(producer_id, {})
+        if not committed:
+            return
+        for tp, record in commits.items():
+            if record.appended_batch_offset is None:
+                raise RuntimeError(f"Trying to complete a transactional offset commit for producerId {producer_id} "
+                                   f"and groupId {self.group_id} even though the offset commit record itself "
+                                   f"hasn't been appended to the log.")
+            current = self.offsets.get(tp)
+            if current is None or current.older_than(record):
+                self.offsets[tp] = record
+
+    def has_pending_offset_commits_from_producer(self, producer_id: int) -> bool:
+        return producer_id in self.pending_txn_offset_commits
+
     def has_pending_offset_commits_for(self, tp) -> bool:
-        return tp in self.pending_offset_commits
+        return tp in self.pending_offset_commits or any(
+            tp in commits for commits in self.pending_txn_offset_commits.values())
 
     def remove_all_offsets(self) -> dict:
         return self.remove_offsets(list(self.offsets))
@@ -444,6 +487,8 @@ class GroupMetadata:
         removed = {}
         for tp in tps:
             self.pending_offset_commits.pop(tp, None)
+            for commits in self.pending_txn_offset_commits.values():
+                commits.pop(tp, None)
             r = self.offsets.pop(tp, None)
             if r is not None:
                 removed[tp] = r.offset_and_metadata
@@ -491,5 +536,5 @@ class GroupMetadata:
 
     @property
     def has_offsets(self) -> bool:
-        return bool(self.offsets) or bool(self.pending_offset_commits)
+        return bool(self.offsets) or bool(self.pending_offset_commits) or bool(self.pending_txn_offset_commits)
 

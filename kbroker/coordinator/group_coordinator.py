@@ -20,7 +20,9 @@ Membership, as Kafka:
 - Heartbeat keeps a member's session (DelayedHeartbeat of session.timeout.ms); an expired member is removed
   and the group rebalances. LeaveGroup removes members at once (v3+: a batch, by member or instance id).
 - Offsets: OffsetCommit from a member of the current generation (or a simple commit with generation -1 to an
-  Empty group), acknowledged once the offsets partition's ISR has it; OffsetFetch from the cache;
+  Empty group), acknowledged once the offsets partition's ISR has it; TxnOffsetCommit writes a transactional
+  batch of the producer, pending until the transaction's marker (complete_txn_offsets): COMMIT makes it
+  visible, ABORT drops it; OffsetFetch from the cache (require_stable: UNSTABLE_OFFSET_COMMIT while pending);
   DeleteGroups (Empty groups only) and OffsetDelete write tombstones; offsets expire after
   offsets.retention.minutes (GroupMetadataManager).
 """
@@ -680,6 +682,34 @@ class GroupCoordinator:
             callback({tp: Errors.REBALANCE_IN_PROGRESS for tp in offsets})
         else:
             raise RuntimeError(f"Logic error: unexpected group state {group.state.value}")
+
+    def handle_txn_commit_offsets(self, group_id: str, producer_id: int, producer_epoch: int, member_id: str,
+                                  group_instance_id: str | None, generation_id: int, offsets: dict,
+                                  callback) -> None:
+        """TxnOffsetCommit: the offsets written in the producer's transaction, pending until its marker. The
+        member and generation are checked only when given (KIP-447; a producer outside a group sends neither)."""
+        error = self.validate_group_status(group_id, "TxnOffsetCommit")
+        if error is not None:
+            callback({tp: error for tp in offsets})
+            return
+        group = self.manager.get_group(group_id) or self.manager.add_group(
+            GroupMetadata(group_id, GroupState.EMPTY, self.manager.now_ms))
+        if group.is_(GroupState.DEAD):
+            callback({tp: Errors.COORDINATOR_NOT_AVAILABLE for tp in offsets})
+        elif group.is_static_member_fenced(member_id, group_instance_id, "txn-commit-offsets"):
+            callback({tp: Errors.FENCED_INSTANCE_ID for tp in offsets})
+        elif member_id != UNKNOWN_MEMBER_ID and not group.has(member_id):
+            callback({tp: Errors.UNKNOWN_MEMBER_ID for tp in offsets})
+        elif generation_id >= 0 and generation_id != group.generation_id:
+            callback({tp: Errors.ILLEGAL_GENERATION for tp in offsets})
+        else:
+            self.manager.store_offsets(group, member_id, offsets, callback, producer_id, producer_epoch)
+
+    def complete_txn_offsets(self, producer_id: int, offsets_partition: int, committed: bool) -> None:
+        """The replica manager's hook once a transaction marker is replicated on `__consumer_offsets`
+        partition `offsets_partition`: the producer's pending offsets of that partition's groups become visible
+        (COMMIT) or are dropped (ABORT)."""
+        self.manager.handle_txn_completion(producer_id, offsets_partition, committed)
 
     def handle_fetch_offsets(self, group_id: str, partitions: list | None, require_stable: bool = False):
         """(error, {tp: (offset, leader epoch, metadata, error)}); all committed partitions when None."""

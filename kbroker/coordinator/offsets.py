@@ -4,12 +4,16 @@ leads, kept in memory and written to those partitions (Kafka 2.8's GroupMetadata
 Ownership: becoming leader of offsets partition P schedules a load of P (its groups answer
 COORDINATOR_LOAD_IN_PROGRESS meanwhile); the load reads P's log from the log start offset to the log end
 offset (as Kafka: the new leader's log is the truth), the last value per key wins, tombstones delete, and
-transactional offset commits count only once their COMMIT marker is read. Losing leadership (follower,
+transactional offset commits (batches with the transactional bit) are held per producer id until that
+producer's control batch: COMMIT applies them unless a later commit of the same partition was read, ABORT
+drops them; those with no marker yet stay pending in their groups for the marker to come (the group
+coordinator's complete_txn_offsets). Losing leadership (follower,
 StopReplica) schedules an unload: P's groups become Dead and leave the cache, so their requests get
 NOT_COORDINATOR. Loads and unloads run in order on one greenlet (Kafka's single-thread scheduler), and a load
 is skipped when a newer leader epoch has been seen for P or the broker no longer leads P at that epoch.
 
-Writes: group metadata (after a rebalance) and offset commits are v2 batches of keyed records (schemas.py),
+Writes: group metadata (after a rebalance) and offset commits are v2 batches of keyed records (schemas.py;
+TxnOffsetCommit's as a transactional batch of the producer's id and epoch, pending until its marker),
 appended with acks = offsets.commit.required.acks (-1: the whole ISR) and offsets.commit.timeout.ms through
 the replica manager's internal path; callers get the result by callback, mapped to the error codes Kafka
 answers (COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR, REQUEST_TIMED_OUT, ...). Deleted and expired offsets and
@@ -94,6 +98,7 @@ class GroupMetadataManager:
         self.codec = config["offsets.topic.compression.codec"]
         self.max_metadata_size = config["offset.metadata.max.bytes"]
         self.load_buffer_size = config["offsets.load.buffer.size"]
+        self.producer_groups: dict[int, set[str]] = {}   # producer id -> groups with its pending txn offsets
         self.commit_timeout_ms = config["offsets.commit.timeout.ms"]
         self.commit_required_acks = config["offsets.commit.required.acks"]
         self.retention_ms = config["offsets.retention.minutes"] * 60_000
@@ -239,15 +244,20 @@ class GroupMetadataManager:
         by_group: dict[str, dict] = {}
         for (g, t, p), r in loaded_offsets.items():
             by_group.setdefault(g, {})[(t, p)] = r
+        # Transactional commits with no marker yet stay pending, per group and producer, for the marker to come.
+        pending_by_group: dict[str, dict[int, dict]] = {}
+        for producer_id, commits in pending.items():
+            for (g, t, p), r in commits.items():
+                pending_by_group.setdefault(g, {}).setdefault(producer_id, {})[(t, p)] = r
         loaded = []
         for group_id, record in loaded_groups.items():
             group = GroupMetadata.load(group_id, record, self.now_ms)
-            group.initialize_offsets(by_group.get(group_id, {}))
+            group.initialize_offsets(by_group.get(group_id, {}), pending_by_group.get(group_id))
             loaded.append(group)
-        for group_id, offsets in by_group.items():
+        for group_id in dict.fromkeys([*by_group, *pending_by_group]):
             if group_id not in loaded_groups:
                 group = GroupMetadata(group_id, GroupState.EMPTY, self.now_ms)
-                group.initialize_offsets(offsets)
+                group.initialize_offsets(by_group.get(group_id, {}), pending_by_group.get(group_id))
                 loaded.append(group)
         for group in loaded:
             current = self.add_group(group)
@@ -256,10 +266,9 @@ class GroupMetadataManager:
                           "a cached group with generation %d", group.group_id, group.generation_id,
                           current.generation_id)
                 continue
+            for producer_id in group.pending_txn_offset_commits:
+                self.producer_groups.setdefault(producer_id, set()).add(group.group_id)
             on_group_loaded(group)
-        if pending:
-            log.info("%s-%d: ignored transactional offset commits of producers %s with no commit marker yet",
-                     partition.topic, partition.index, sorted(pending))
 
     def _load_entry(self, view, entry, loaded_offsets, pending, loaded_groups, removed_groups) -> None:
         transactional, producer_id = False, -1
@@ -316,6 +325,7 @@ class GroupMetadataManager:
                 on_group_unloaded(group)
                 if self.groups.get(group.group_id) is group:
                     del self.groups[group.group_id]
+                    self._remove_group_from_producers(group.group_id)
                 groups += 1
                 offsets += len(group.offsets)
         log.info("Finished unloading %s-%d for coordinator epoch %s. Removed %d cached offsets and %d cached "
@@ -329,10 +339,15 @@ class GroupMetadataManager:
         """Kafka's getMagic(partition).isDefined: the offsets partition's log is on this broker."""
         return tp in self.replica_manager.partitions
 
-    def _batch(self, records: list[tuple[bytes, bytes | None]]) -> bytearray:
+    def _batch(self, records: list[tuple[bytes, bytes | None]], producer_id: int = -1,
+               producer_epoch: int = -1) -> bytearray:
+        """A batch of keyed records; with a producer id, a transactional batch of that producer (base sequence
+        0, as Kafka's coordinator writes it: the log does not check a coordinator's sequences)."""
         now = self.now_ms()
+        txn = producer_id >= 0
         return build_v2([_Record(i, now, k, v) for i, (k, v) in enumerate(records)], first_offset=0,
-                        codec=self.codec, timestamp_type=CREATE_TIME, log_append_time=-1)
+                        codec=self.codec, timestamp_type=CREATE_TIME, log_append_time=-1, producer_id=producer_id,
+                        producer_epoch=producer_epoch, base_sequence=0 if txn else -1, transactional=txn)
 
     def _append(self, tp, batch, acks: int, callback) -> None:
         """Append now; callback(error, base offset) when acks are satisfied."""
@@ -372,8 +387,10 @@ class GroupMetadataManager:
         return metadata is None or java_string_length(metadata) <= self.max_metadata_size
 
     def store_offsets(self, group: GroupMetadata, member_id: str, offsets: dict[tuple[str, int], OffsetAndMetadata],
-                      callback: Callable[[dict], None]) -> None:
-        """Write offset commits; callback({tp: error}) once the ISR has them (or they failed)."""
+                      callback: Callable[[dict], None], producer_id: int = -1, producer_epoch: int = -1) -> None:
+        """Write offset commits; callback({tp: error}) once the ISR has them (or they failed). With a producer
+        id (TxnOffsetCommit) they are written in a transactional batch of that producer and stay pending in the
+        group until the transaction's marker (complete_txn_offsets)."""
         valid = {tp: o for tp, o in offsets.items() if self.valid_metadata(o.metadata)}
         if not valid:
             callback({tp: Errors.OFFSET_METADATA_TOO_LARGE for tp in offsets})
@@ -382,24 +399,63 @@ class GroupMetadataManager:
         if not self._hosted(tp_log):
             callback({tp: Errors.NOT_COORDINATOR for tp in offsets})
             return
+        txn = producer_id >= 0
         batch = self._batch([(offset_commit_key(group.group_id, t, p), offset_commit_value(o))
-                             for (t, p), o in valid.items()])
-        group.prepare_offset_commit(valid)
+                             for (t, p), o in valid.items()], producer_id, producer_epoch)
+        if txn:
+            self.producer_groups.setdefault(producer_id, set()).add(group.group_id)
+            group.prepare_txn_offset_commit(producer_id, valid)
+        else:
+            group.prepare_offset_commit(valid)
 
         def appended(error: Errors, base: int) -> None:
             if not error:
                 if not group.is_(GroupState.DEAD):
                     for tp, o in valid.items():
-                        group.on_offset_commit_append(tp, CommitRecordMetadataAndOffset(base, o))
+                        record = CommitRecordMetadataAndOffset(base, o)
+                        if txn:
+                            group.on_txn_offset_commit_append(producer_id, tp, record)
+                        else:
+                            group.on_offset_commit_append(tp, record)
             else:
                 if not group.is_(GroupState.DEAD):
                     for tp, o in valid.items():
-                        group.fail_pending_offset_write(tp, o)
+                        if txn:
+                            group.fail_pending_txn_offset_commit(producer_id, tp)
+                        else:
+                            group.fail_pending_offset_write(tp, o)
+                    if txn and not group.has_pending_offset_commits_from_producer(producer_id):
+                        self._remove_producer_group(producer_id, group.group_id)
                 log.debug("Offset commit %s from group %s, consumer %s with generation %d failed when appending "
                           "to log due to %s", valid, group.group_id, member_id, group.generation_id, error.name)
                 error = _store_offsets_error(error)
             callback({tp: error if tp in valid else Errors.OFFSET_METADATA_TOO_LARGE for tp in offsets})
         self._append(tp_log, batch, self.commit_required_acks, appended)
+
+    # ---- transactional offset commits ---------------------------------------------------------------------
+    def handle_txn_completion(self, producer_id: int, partition: int, committed: bool) -> None:
+        """The producer's marker is written on offsets partition `partition`: complete its pending offsets in
+        the groups of that partition (Kafka's handleTxnCompletion)."""
+        for group_id in [g for g in self.producer_groups.get(producer_id, ()) if self.partition_for(g) == partition]:
+            group = self.groups.get(group_id)
+            if group is None:
+                log.info("Group %s has moved away from %d after transaction marker was written but before the "
+                         "cache was updated. The cached content will be updated by appropriate coordinator after "
+                         "the partition is loaded", group_id, self.broker_id)
+            elif not group.is_(GroupState.DEAD):
+                group.complete_pending_txn_offset_commit(producer_id, committed)
+                self._remove_producer_group(producer_id, group_id)
+
+    def _remove_producer_group(self, producer_id: int, group_id: str) -> None:
+        groups = self.producer_groups.get(producer_id)
+        if groups is not None:
+            groups.discard(group_id)
+            if not groups:
+                del self.producer_groups[producer_id]
+
+    def _remove_group_from_producers(self, group_id: str) -> None:
+        for producer_id in [p for p, groups in self.producer_groups.items() if group_id in groups]:
+            self._remove_producer_group(producer_id, group_id)
 
     def get_offsets(self, group_id: str, tps: list[tuple[str, int]] | None, require_stable: bool = False):
         """{tp: (offset, leader epoch, metadata, error)}; -1 offsets for partitions without a commit; all

@@ -148,7 +148,7 @@ class Partition:
                                    now_ms=now, config=self.records_config, partition_leader_epoch=self.leader_epoch)
         if info.first_offset < 0:   # nothing to append (an empty v0-v2 produce)
             return AppendResult(-1, -1, -1, log.log_start_offset)
-        duplicate = self._check_producers(info)
+        duplicate = self._check_producers(info, coordinator=produce_version is None)
         if duplicate is not None:
             return AppendResult(duplicate.first_offset, duplicate.last_offset, -1, log.log_start_offset)
         try:
@@ -194,11 +194,20 @@ class Partition:
         log.maybe_flush()
         return info.first_offset
 
-    def _check_producers(self, info):
-        """Sequence checks for idempotent batches; the original metadata when the batch is a retry."""
+    def _check_producers(self, info, coordinator: bool = False):
+        """Sequence checks for idempotent batches; the original metadata when the batch is a retry. A
+        coordinator's batches written for a producer (TxnOffsetCommit) only get the epoch check: Kafka's
+        AppendOrigin.Coordinator checks no sequences and finds no duplicates."""
         pending: dict[int, ProducerEntry] = {}
         for b in info.batches:
             if b.producer_id < 0 or b.is_control:
+                continue
+            if coordinator:
+                entry = self.producer_state.producers.get(b.producer_id)
+                if entry is not None and b.producer_epoch < entry.epoch:
+                    raise KafkaError(Errors.INVALID_PRODUCER_EPOCH,
+                                     f"Epoch of producer {b.producer_id} is {b.producer_epoch}, which is smaller "
+                                     f"than the last seen epoch {entry.epoch}")
                 continue
             duplicate = self.producer_state.check(b.producer_id, b.producer_epoch, b.base_sequence,
                                                   b.last_sequence, b.is_transactional, pending)

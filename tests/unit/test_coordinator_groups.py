@@ -14,7 +14,7 @@ from kbroker.coordinator.schemas import (GroupMetadataKey, OffsetAndMetadata, Of
                                          read_group_value, read_key, read_offset_value)
 from kbroker.protocol.errors import Errors
 from kbroker.records.batches import v2_records
-from kbroker.records.entries import iter_entries
+from kbroker.records.entries import V2_HEADER, iter_entries
 
 TOPIC = "__consumer_offsets"
 PARTITIONS = 4
@@ -545,3 +545,126 @@ def test_stale_load_is_skipped(h):
     h.coord.on_leadership_change([((TOPIC, p), 3)], [], [])
     settle()
     assert h.coord.handle_fetch_offsets("late", None)[0] == Errors.NOT_COORDINATOR
+
+
+# ---- transactional offset commits ---------------------------------------------------------------------------
+
+def txn_commit(h, group, producer_id, offsets, epoch=0, member_id="", generation=-1, instance=None):
+    out = []
+    h.coord.handle_txn_commit_offsets(group, producer_id, epoch, member_id, instance, generation,
+                                      {tp: OffsetAndMetadata(o, -1, "", h.clock.now_ms())
+                                       for tp, o in offsets.items()}, out.append)
+    return out
+
+
+def marker(h, group, producer_id, committed, epoch=0):
+    """What WriteTxnMarkers leaves behind on the group's offsets partition: the control batch, then the hook."""
+    from kbroker.records.batches import set_v2_crc
+    from kbroker.records.builder import build_v2
+    from kbroker.records.entries import CONTROL_MASK, TRANSACTIONAL_MASK, V2_ATTRIBUTES_OFFSET
+    record = SimpleNamespace(offset=0, timestamp=0, key=struct.pack(">hh", 0, int(committed)),
+                             value=struct.pack(">hi", 0, 0), headers=())
+    batch = build_v2([record], first_offset=0, codec=0, timestamp_type=0, log_append_time=-1,
+                     producer_id=producer_id, producer_epoch=epoch, transactional=True)
+    struct.pack_into(">h", batch, V2_ATTRIBUTES_OFFSET, TRANSACTIONAL_MASK | CONTROL_MASK)
+    set_v2_crc(batch, 0, len(batch))
+    p = partition_for(group, PARTITIONS)
+    h.rm.logs[p].append(batch)
+    h.coord.complete_txn_offsets(producer_id, p, committed)
+
+
+def fetch_offsets(h, group, tps, require_stable=False):
+    return {tp: (o, e) for tp, (o, _, _, e) in h.coord.handle_fetch_offsets(group, tps, require_stable)[1].items()}
+
+
+def test_txn_offsets_pend_until_the_commit_marker(h):
+    assert h.commit("tx", {("t", 0): 5}) == [{("t", 0): Errors.NONE}]
+    assert txn_commit(h, "tx", 1000, {("t", 0): 10, ("t", 1): 20}, epoch=3) == [
+        {("t", 0): Errors.NONE, ("t", 1): Errors.NONE}]
+    tps = [("t", 0), ("t", 1)]
+    assert fetch_offsets(h, "tx", tps) == {("t", 0): (5, Errors.NONE), ("t", 1): (-1, Errors.NONE)}
+    assert fetch_offsets(h, "tx", tps, True) == {("t", 0): (-1, Errors.UNSTABLE_OFFSET_COMMIT),
+                                                ("t", 1): (-1, Errors.UNSTABLE_OFFSET_COMMIT)}
+    # Written as Kafka's coordinator writes it: a transactional batch of the producer, base sequence 0.
+    log = h.log_of("tx")
+    last = list(iter_entries(log.data))[-1]
+    _, _, _, _, _, attributes, _, _, _, pid, epoch, base_seq, _ = V2_HEADER.unpack_from(log.data, last.position)
+    assert (attributes & 0x30, pid, epoch, base_seq) == (0x10, 1000, 3, 0)
+    marker(h, "tx", 999, True)                                 # another producer's marker changes nothing
+    assert fetch_offsets(h, "tx", tps, True)[("t", 0)][1] == Errors.UNSTABLE_OFFSET_COMMIT
+    marker(h, "tx", 1000, True, epoch=3)
+    assert fetch_offsets(h, "tx", tps, True) == {("t", 0): (10, Errors.NONE), ("t", 1): (20, Errors.NONE)}
+
+
+def test_aborted_txn_offsets_are_dropped_and_newer_plain_commits_win(h):
+    h.commit("tx", {("t", 0): 5})
+    txn_commit(h, "tx", 1000, {("t", 0): 10})
+    marker(h, "tx", 1000, False)
+    assert fetch_offsets(h, "tx", [("t", 0)], True) == {("t", 0): (5, Errors.NONE)}
+    # A plain commit written after the transactional one is newer in the log: the COMMIT does not undo it.
+    txn_commit(h, "tx", 1000, {("t", 0): 30, ("t", 1): 31})
+    h.commit("tx", {("t", 0): 40})
+    marker(h, "tx", 1000, True)
+    assert fetch_offsets(h, "tx", [("t", 0), ("t", 1)]) == {("t", 0): (40, Errors.NONE), ("t", 1): (31, Errors.NONE)}
+
+
+def test_txn_commit_group_checks(h):
+    (m1, _), gen = stable_group(h)
+    tp = ("t", 0)
+    assert txn_commit(h, "g", 7, {tp: 1}, member_id="nobody", generation=gen) == [{tp: Errors.UNKNOWN_MEMBER_ID}]
+    assert txn_commit(h, "g", 7, {tp: 1}, member_id=m1, generation=gen + 1) == [{tp: Errors.ILLEGAL_GENERATION}]
+    assert txn_commit(h, "g", 7, {tp: 1}, member_id=m1, generation=gen) == [{tp: Errors.NONE}]
+    assert txn_commit(h, "g", 7, {tp: 1}) == [{tp: Errors.NONE}]          # no member: no checks (pre-KIP-447)
+    assert txn_commit(h, "", 7, {tp: 1}) == [{tp: Errors.INVALID_GROUP_ID}]
+    p = partition_for("elsewhere", PARTITIONS)
+    h.rm.partitions[(TOPIC, p)].is_leader = False
+    h.coord.on_leadership_change([], [((TOPIC, p), 1)], [])
+    settle()
+    assert txn_commit(h, "elsewhere", 7, {tp: 1}) == [{tp: Errors.NOT_COORDINATOR}]
+
+
+def test_a_group_with_pending_txn_offsets_does_not_expire(h):
+    txn_commit(h, "tx", 1000, {("t", 0): 10})
+    h.advance(11 * 60_000)
+    h.coord.manager.expire_offsets()
+    assert h.group("tx") is not None and h.group("tx").is_(GroupState.EMPTY)
+    marker(h, "tx", 1000, True)
+    assert fetch_offsets(h, "tx", [("t", 0)]) == {("t", 0): (10, Errors.NONE)}
+
+
+def test_load_keeps_txn_offsets_pending_until_their_marker(h):
+    h.commit("tx", {("t", 0): 5})
+    txn_commit(h, "tx", 1000, {("t", 0): 10})
+    txn_commit(h, "tx", 2000, {("t", 1): 20})
+    txn_commit(h, "tx", 3000, {("t", 2): 30})
+    marker(h, "tx", 2000, True)
+    marker(h, "tx", 3000, False)
+
+    new = Harness(rm=FakeReplicaManager(logs=h.rm.logs))
+    new.own()
+    tps = [("t", 0), ("t", 1), ("t", 2)]
+    assert fetch_offsets(new, "tx", tps) == {("t", 0): (5, Errors.NONE), ("t", 1): (20, Errors.NONE),
+                                            ("t", 2): (-1, Errors.NONE)}
+    assert fetch_offsets(new, "tx", tps, True)[("t", 0)] == (-1, Errors.UNSTABLE_OFFSET_COMMIT)
+    marker(new, "tx", 1000, True)                              # the marker the loaded state waited for
+    assert fetch_offsets(new, "tx", tps, True) == {("t", 0): (10, Errors.NONE), ("t", 1): (20, Errors.NONE),
+                                                  ("t", 2): (-1, Errors.NONE)}
+    new.coord.shutdown()
+
+
+def test_offset_delete_and_delete_groups_with_pending_txn_offsets(h):
+    """As Kafka: OffsetDelete drops the partitions' pending transactional offsets too, so the COMMIT no longer
+    brings them back; an Empty group is deleted even while a transaction of it is open (DeleteGroups looks at
+    the state only), and the marker then finds no group."""
+    h.commit("tx", {("t", 0): 5})
+    txn_commit(h, "tx", 1000, {("t", 0): 10, ("t", 1): 11})
+    assert h.coord.handle_delete_offsets("tx", [("t", 0)]) == (Errors.NONE, {("t", 0): Errors.NONE})
+    assert fetch_offsets(h, "tx", [("t", 0)], True) == {("t", 0): (-1, Errors.NONE)}
+    marker(h, "tx", 1000, True)
+    assert fetch_offsets(h, "tx", [("t", 0), ("t", 1)]) == {("t", 0): (-1, Errors.NONE), ("t", 1): (11, Errors.NONE)}
+
+    txn_commit(h, "tx2", 2000, {("t", 0): 7})
+    assert h.coord.handle_delete_groups(["tx2"]) == {"tx2": Errors.NONE}
+    assert h.group("tx2") is None
+    marker(h, "tx2", 2000, True)
+    assert h.group("tx2") is None
