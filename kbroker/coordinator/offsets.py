@@ -6,8 +6,9 @@ COORDINATOR_LOAD_IN_PROGRESS meanwhile); the load reads P's log from the log sta
 offset (as Kafka: the new leader's log is the truth), the last value per key wins, tombstones delete, and
 transactional offset commits count only once their COMMIT marker is read. Losing leadership (follower,
 StopReplica) schedules an unload: P's groups become Dead and leave the cache, so their requests get
-NOT_COORDINATOR. The scheduling is CoordinatorPartitions' (partition_loader.py, shared with transactions). Loads and unloads run in order on one greenlet (Kafka's single-thread scheduler), and a load
-is skipped when a newer leader epoch has been seen for P or the broker no longer leads P at that epoch.
+NOT_COORDINATOR. Loads and unloads run in order on one greenlet (Kafka's single-thread scheduler), and a load
+is skipped when a newer leader epoch has been seen for P or the broker no longer leads P at that epoch (this
+scheduling is CoordinatorPartitions', partition_loader.py, shared with the transaction coordinator).
 
 Writes: group metadata (after a rebalance) and offset commits are v2 batches of keyed records (schemas.py),
 appended with acks = offsets.commit.required.acks (-1: the whole ISR) and offsets.commit.timeout.ms through

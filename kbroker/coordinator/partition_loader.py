@@ -22,6 +22,18 @@ from ..records.entries import CorruptEntry, iter_entries
 log = logging.getLogger("kbroker.coordinator")
 
 
+def existing_partition_count(zk, topic: str, default: int) -> int:
+    """The existing topic's partition count, else `default` (the configured count, as Kafka at startup)."""
+    try:
+        assignment = zk.get_topic_assignment(topic) if zk is not None else None
+    except Exception:
+        log.exception("reading the %s assignment failed; using the configured partition count", topic)
+        assignment = None
+    if assignment is not None and assignment.partitions:
+        return len(assignment.partitions)
+    return default
+
+
 class CoordinatorPartitions:
     topic = ""
 
