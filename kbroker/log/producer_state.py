@@ -5,6 +5,14 @@ timestamp), which is what the leader needs to answer a retried batch with its or
 gaps (OUT_OF_ORDER_SEQUENCE_NUMBER), fenced epochs (INVALID_PRODUCER_EPOCH) and unknown producers that do
 not start at sequence 0 (UNKNOWN_PRODUCER_ID), as Kafka 2.8 does for client appends.
 
+Transactions (KIP-98): a transactional batch opens a transaction of its producer at its first offset; the
+producer's COMMIT/ABORT marker completes it, and the completed transaction stays "unreplicated" until the high
+watermark passes its marker. The first unstable offset is the smallest first offset among open and
+unreplicated transactions; the partition's last stable offset is min(first unstable offset, high watermark).
+Leader-side checks: a marker with an epoch below the producer's (INVALID_PRODUCER_EPOCH) or an older
+coordinator epoch (TRANSACTION_COORDINATOR_FENCED), a non-transactional batch from a producer with an open
+transaction (INVALID_TXN_STATE); replicas and replay apply whatever the log holds.
+
 The state is rebuilt after a restart from the newest `<offset>.snapshot` file below the log end offset,
 then from the batch headers after it. Snapshot file format (Kafka's): version int16 (1), crc uint32
 (CRC-32C of what follows), then int32 count and per producer: producer id int64, epoch int16, last sequence
@@ -23,7 +31,9 @@ from dataclasses import dataclass, field
 import crc32c
 
 from ..protocol.errors import Errors, KafkaError
-from ..records.entries import CONTROL_MASK, V2_HEADER, iter_entries
+from ..records.batches import v2_records
+from ..records.builder import COMMIT
+from ..records.entries import CONTROL_MASK, TRANSACTIONAL_MASK, V2_HEADER, iter_entries
 
 logger = logging.getLogger("kbroker.log")
 
@@ -69,6 +79,24 @@ class ProducerEntry:
         return next((b for b in self.batches if b.first_seq == first_seq and b.last_seq == last_seq), None)
 
 
+@dataclass(frozen=True)
+class CompletedTxn:
+    """A transaction its marker ended: first offset of its data, offset of the marker."""
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    aborted: bool
+
+
+def marker_is_commit(data, position: int, size: int) -> bool:
+    """Whether the control batch at position is a COMMIT marker (its record key: int16 version, int16 type)."""
+    records = v2_records(data, position, size, 1 << 20)
+    key = records[0].key if records else None
+    if key is None or len(key) < 4:
+        raise KafkaError(Errors.CORRUPT_MESSAGE, "control record without a valid key")
+    return struct.unpack_from(">h", key, 2)[0] == COMMIT
+
+
 def _in_sequence(last_seq: int, next_seq: int) -> bool:
     return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == INT32_MAX)
 
@@ -82,9 +110,11 @@ class ProducerStateManager:
         self.dir = dir
         self.producers: dict[int, ProducerEntry] = {}
         self.map_end_offset = 0   # batches below this offset are reflected in the state
+        self.ongoing: dict[int, int] = {}                    # producer id -> first offset of its open txn
+        self.unreplicated: dict[int, CompletedTxn] = {}      # marker offset -> txn ended, HW not past it yet
 
     # ---- checks and updates (leader appends) --------------------------------------------------------------
-    def check(self, producer_id: int, epoch: int, first_seq: int, last_seq: int,
+    def check(self, producer_id: int, epoch: int, first_seq: int, last_seq: int, transactional: bool = False,
               pending: dict[int, ProducerEntry] | None = None) -> BatchMetadata | None:
         """Validate a client batch of an idempotent producer: the duplicate it repeats (if any), or raise."""
         entry = (pending or {}).get(producer_id) or self.producers.get(producer_id)
@@ -109,18 +139,77 @@ class ProducerStateManager:
             raise KafkaError(Errors.OUT_OF_ORDER_SEQUENCE_NUMBER,
                              f"Out of order sequence number for producer {producer_id} at epoch {epoch}: "
                              f"{first_seq} (incoming), {entry.last_seq} (current end sequence)")
+        if not transactional and entry.current_txn_first_offset >= 0:
+            raise KafkaError(Errors.INVALID_TXN_STATE,
+                             f"Expected transactional write from producer {producer_id} (its transaction started "
+                             f"at offset {entry.current_txn_first_offset})")
         return None
 
+    def check_marker(self, producer_id: int, epoch: int, coordinator_epoch: int) -> None:
+        """Kafka's partition-side checks of a transaction marker written by the coordinator."""
+        entry = self.producers.get(producer_id)
+        if entry is None:
+            return
+        if epoch < entry.epoch:
+            raise KafkaError(Errors.INVALID_PRODUCER_EPOCH,
+                             f"Epoch of producer {producer_id} at offset {self.map_end_offset} is {epoch}, "
+                             f"which is smaller than the last seen epoch {entry.epoch}")
+        if coordinator_epoch < entry.coordinator_epoch:
+            raise KafkaError(Errors.TRANSACTION_COORDINATOR_FENCED,
+                             f"Invalid coordinator epoch for producer {producer_id}: {coordinator_epoch} "
+                             f"(zombie), {entry.coordinator_epoch} (current)")
+
     def update(self, producer_id: int, epoch: int, first_seq: int, last_seq: int, first_offset: int,
-               last_offset: int, timestamp: int) -> None:
+               last_offset: int, timestamp: int, transactional: bool = False) -> None:
+        entry = self._entry(producer_id, epoch)
+        entry.batches.append(BatchMetadata(first_seq, last_seq, first_offset, last_offset, timestamp))
+        if transactional and entry.current_txn_first_offset < 0:
+            entry.current_txn_first_offset = first_offset
+            self.ongoing[producer_id] = first_offset
+        self.map_end_offset = max(self.map_end_offset, last_offset + 1)
+
+    def complete_txn(self, producer_id: int, epoch: int, committed: bool, coordinator_epoch: int,
+                     offset: int) -> CompletedTxn | None:
+        """Apply a marker appended at `offset`; the transaction it ended (None if none was open)."""
+        entry = self._entry(producer_id, epoch)
+        entry.coordinator_epoch = coordinator_epoch
+        self.map_end_offset = max(self.map_end_offset, offset + 1)
+        first = entry.current_txn_first_offset
+        if first < 0:
+            return None
+        entry.current_txn_first_offset = -1
+        self.ongoing.pop(producer_id, None)
+        txn = CompletedTxn(producer_id, first, offset, not committed)
+        self.unreplicated[offset] = txn
+        return txn
+
+    def _entry(self, producer_id: int, epoch: int) -> ProducerEntry:
         entry = self.producers.get(producer_id)
         if entry is None:
             entry = self.producers[producer_id] = ProducerEntry(producer_id)
         if epoch != entry.epoch:
             entry.epoch = epoch
             entry.batches.clear()
-        entry.batches.append(BatchMetadata(first_seq, last_seq, first_offset, last_offset, timestamp))
-        self.map_end_offset = max(self.map_end_offset, last_offset + 1)
+        return entry
+
+    def last_stable_offset_of(self, txn: CompletedTxn) -> int:
+        """The LSO recorded with an aborted transaction in the txn index: the first offset of the oldest other
+        unstable transaction, else just past the marker (Kafka's Log.lastStableOffset(completedTxn))."""
+        others = [first for pid, first in self.ongoing.items() if pid != txn.producer_id]
+        others += [t.first_offset for t in self.unreplicated.values() if t.producer_id != txn.producer_id]
+        return min(others, default=txn.last_offset + 1)
+
+    def first_unstable_offset(self, high_watermark: int) -> int | None:
+        """The first offset of the oldest open or unreplicated transaction; completed transactions whose
+        marker is below the high watermark are forgotten here."""
+        for offset in [o for o in self.unreplicated if o < high_watermark]:
+            del self.unreplicated[offset]
+        firsts = list(self.ongoing.values()) + [t.first_offset for t in self.unreplicated.values()]
+        return min(firsts, default=None)
+
+    def aborted_ongoing(self, start: int, end: int) -> list[CompletedTxn]:
+        """Aborted transactions not yet below the high watermark overlapping [start, end)."""
+        return [t for t in self.unreplicated.values() if t.aborted and t.last_offset >= start and t.first_offset < end]
 
     # ---- rebuilding ---------------------------------------------------------------------------------------
     def rebuild_from_log(self, log) -> None:
@@ -140,7 +229,9 @@ class ProducerStateManager:
                 os.remove(snapshot_path(self.dir, offset))
         if not loaded:
             self.producers.clear()
+            self.ongoing.clear()
             self.map_end_offset = log.log_start_offset
+        self.unreplicated.clear()
         offset = max(self.map_end_offset, log.log_start_offset)
         while offset < leo:
             data = log.read(offset, 1 << 20, max_offset=leo).records.read()
@@ -151,20 +242,41 @@ class ProducerStateManager:
             offset = entries[-1].last_offset + 1
         self.map_end_offset = leo
 
-    def update_from_entries(self, data, entries) -> None:
-        """Take in the idempotent v2 batches among log entries already appended (replay, follower appends)."""
+    def update_from_entries(self, data, entries) -> list[CompletedTxn]:
+        """Take in the idempotent and transactional v2 batches and markers among log entries already appended
+        (replay, follower appends); the transactions their markers completed."""
+        completed = []
         for entry in entries:
             if entry.magic != 2:
                 continue
             (base, _, _, _, _, attributes, delta, _, max_ts, pid, epoch, base_seq, _) = V2_HEADER.unpack_from(
                 data, entry.position)
-            if pid >= 0 and not attributes & CONTROL_MASK:
+            if pid < 0:
+                continue
+            if attributes & CONTROL_MASK:
+                if entry.record_count:
+                    coordinator_epoch = self._marker_coordinator_epoch(data, entry)
+                    txn = self.complete_txn(pid, epoch, marker_is_commit(data, entry.position, entry.size),
+                                            coordinator_epoch, base)
+                    if txn is not None:
+                        completed.append(txn)
+            else:
                 last_seq = base_seq + delta if base_seq + delta <= INT32_MAX else base_seq + delta - INT32_MAX - 1
-                self.update(pid, epoch, base_seq, last_seq, base, base + delta, max_ts)
+                self.update(pid, epoch, base_seq, last_seq, base, base + delta, max_ts,
+                            bool(attributes & TRANSACTIONAL_MASK))
+        return completed
+
+    @staticmethod
+    def _marker_coordinator_epoch(data, entry) -> int:
+        records = v2_records(data, entry.position, entry.size, 1 << 20)
+        value = records[0].value if records else None
+        return struct.unpack_from(">i", value, 2)[0] if value is not None and len(value) >= 6 else -1
 
     def truncate(self, log) -> None:
         """After the log was truncated: forget everything and rebuild (rare; followers diverging)."""
         self.producers.clear()
+        self.ongoing.clear()
+        self.unreplicated.clear()
         self.map_end_offset = 0
         self.rebuild_from_log(log)
 
@@ -225,4 +337,6 @@ class ProducerStateManager:
                 entry.batches.append(BatchMetadata(first_seq, last_seq, last_offset - delta, last_offset, ts))
             producers[pid] = entry
         self.producers = producers
+        self.ongoing = {pid: e.current_txn_first_offset for pid, e in producers.items()
+                        if e.current_txn_first_offset >= 0}
         self.map_end_offset = offset

@@ -1,7 +1,8 @@
 """Inter-broker (controller <-> broker) Kafka APIs that kafka-python does not ship.
 
-kafka-python 3.x only defines the client-facing APIs.  A broker also has to
-speak the ZooKeeper-era control plane of Apache Kafka 2.8:
+kafka-python 3.x only defines the client-facing APIs (and WriteTxnMarkers in the
+1-2 range of newer Kafka, without 2.8's v0).  A broker also has to speak the
+ZooKeeper-era control plane of Apache Kafka 2.8:
 
 =====================  =======  ==========  =========
 API                    key      versions    flexible
@@ -11,6 +12,7 @@ StopReplica            5        0-3         2+
 UpdateMetadata         6        0-7         6+
 ControlledShutdown     7        0-3         3+
 AlterIsr               56       0           0+
+WriteTxnMarkers        27       0-1         1+
 =====================  =======  ==========  =========
 
 Rather than hand-writing encoders, we describe these messages in the same
@@ -38,7 +40,7 @@ A few adjustments are made on top of the plain schema classes:
 * ``ControlledShutdownRequest`` v0 is sent with request header v0 (no client
   id), which kafka-python's ``RequestHeader`` no longer supports.
 
-Importing this module registers the five response classes in kafka-python's
+Importing this module registers the six response classes in kafka-python's
 ``ResponseClassRegistry`` under their own API keys only; no other key is
 touched.
 """
@@ -61,6 +63,7 @@ __all__ = [
     'StopReplicaRequest', 'StopReplicaResponse',
     'ControlledShutdownRequest', 'ControlledShutdownResponse',
     'AlterIsrRequest', 'AlterIsrResponse',
+    'WriteTxnMarkersRequest', 'WriteTxnMarkersResponse',
     'INTER_BROKER_REQUESTS', 'INTER_BROKER_RESPONSES',
 ]
 
@@ -247,16 +250,28 @@ class AlterIsrResponse(ApiMessage, load_json=_schemas):
 
 
 # ---------------------------------------------------------------------------
+# WriteTxnMarkers (key 27)
+# ---------------------------------------------------------------------------
+
+class WriteTxnMarkersRequest(ApiMessage, load_json=_schemas):
+    """Transaction coordinator -> partition leaders: write COMMIT/ABORT control batches (KIP-98)."""
+
+
+class WriteTxnMarkersResponse(ApiMessage, load_json=_schemas):
+    """Partition leader -> transaction coordinator: per-partition outcome of each marker."""
+
+
+# ---------------------------------------------------------------------------
 
 INTER_BROKER_REQUESTS = {
     cls.API_KEY: cls for cls in (
         LeaderAndIsrRequest, StopReplicaRequest, UpdateMetadataRequest,
-        ControlledShutdownRequest, AlterIsrRequest)
+        ControlledShutdownRequest, AlterIsrRequest, WriteTxnMarkersRequest)
 }
 INTER_BROKER_RESPONSES = {
     cls.API_KEY: cls for cls in (
         LeaderAndIsrResponse, StopReplicaResponse, UpdateMetadataResponse,
-        ControlledShutdownResponse, AlterIsrResponse)
+        ControlledShutdownResponse, AlterIsrResponse, WriteTxnMarkersResponse)
 }
 
 for _cls in (*INTER_BROKER_REQUESTS.values(), *INTER_BROKER_RESPONSES.values()):

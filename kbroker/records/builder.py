@@ -1,5 +1,5 @@
 """Building record batches: v2 batches and v0/v1 message sets from records, and the rebuilt or emptied batches
-of the log cleaner (and, later, transaction markers) — every batch the broker writes itself comes from here.
+of the log cleaner and transaction markers (control batches) — every batch the broker writes itself comes from here.
 
 Per-record encoding is aiokafka's C code (`aiokafka.record._crecords` builders, uncompressed); compression and
 every header and wrapper field are written here, so the framing is Kafka's (see compression.py). Records are
@@ -8,12 +8,13 @@ objects with offset, timestamp, key, value and headers, as batches.py decodes th
 from __future__ import annotations
 
 import struct
+from typing import NamedTuple
 
 from aiokafka.record._crecords import DefaultRecordBatchBuilder, LegacyRecordBatchBuilder
 
 from .batches import CREATE_TIME, LOG_APPEND_TIME, V2_MAX_TIMESTAMP_OFFSET, legacy_message, set_legacy_crc, set_v2_crc
 from .compression import NONE, compress
-from .entries import (COMPRESSION_MASK, LOG_OVERHEAD, MAGIC_OFFSET, NO_TIMESTAMP, TIMESTAMP_TYPE_MASK_V1,
+from .entries import (COMPRESSION_MASK, CONTROL_MASK, LOG_OVERHEAD, MAGIC_OFFSET, NO_TIMESTAMP, TIMESTAMP_TYPE_MASK_V1,
                       TIMESTAMP_TYPE_MASK_V2, TRANSACTIONAL_MASK, V2_ATTRIBUTES_OFFSET, V2_HEADER, V2_HEADER_SIZE)
 
 _NO_LIMIT = 2 ** 31 - 1         # builders' batch size: never refuse a record
@@ -55,6 +56,31 @@ def build_v2(records, *, first_offset: int | None = None, codec: int, timestamp_
         struct.pack_into(">q", out, V2_MAX_TIMESTAMP_OFFSET, log_append_time)
     struct.pack_into(">qii", out, 0, first_offset, len(out) - LOG_OVERHEAD, partition_leader_epoch)
     struct.pack_into(">h", out, V2_ATTRIBUTES_OFFSET, attributes)
+    set_v2_crc(out, 0, len(out))
+    return out
+
+
+class _ControlRecord(NamedTuple):
+    offset: int
+    timestamp: int
+    key: bytes
+    value: bytes
+    headers: list
+
+
+ABORT, COMMIT = 0, 1   # control record types of transaction markers
+
+
+def control_batch(producer_id: int, producer_epoch: int, committed: bool, coordinator_epoch: int,
+                  timestamp: int) -> bytearray:
+    """A transaction marker as Kafka writes it (EndTransactionMarker): a transactional control batch with one
+    uncompressed record, key int16 version 0 + int16 type (0 ABORT, 1 COMMIT), value int16 version 0 + int32
+    coordinator epoch; base sequence -1, offsets assigned on append."""
+    record = _ControlRecord(0, timestamp, struct.pack(">hh", 0, COMMIT if committed else ABORT),
+                            struct.pack(">hi", 0, coordinator_epoch), [])
+    out = _v2_batch([record], None, NONE, True, producer_id, producer_epoch, -1)
+    struct.pack_into(">qii", out, 0, 0, len(out) - LOG_OVERHEAD, -1)
+    struct.pack_into(">h", out, V2_ATTRIBUTES_OFFSET, TRANSACTIONAL_MASK | CONTROL_MASK)
     set_v2_crc(out, 0, len(out))
     return out
 

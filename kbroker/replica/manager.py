@@ -8,7 +8,8 @@ follower moves the partition to a replica fetcher for its leader (which first tr
 becoming leader stops fetching it; the become-leader transitions of one request run several at a time, as each
 waits for its leader-epoch checkpoint's fsyncs. StopReplica stops fetching and, with delete, removes the log.
 
-Data path: append_records (Produce; acks=-1 waits in the produce purgatory until every in-sync replica has the
+Data path: append_txn_markers (WriteTxnMarkers: control batches, acks=-1, then the on_txn_marker_appended
+hook for __consumer_offsets partitions), append_records (Produce; acks=-1 waits in the produce purgatory until every in-sync replica has the
 records, or REQUEST_TIMED_OUT), fetch (consumers up to the high watermark, followers up to the log end offset,
 both long-polling in the fetch purgatory), offsets by timestamp and delete_records. A follower's fetch moves
 its state on the leader, which may advance the high watermark and complete waiting produces and fetches.
@@ -32,6 +33,7 @@ import gevent.pool
 
 from zk import znodes as z
 from zk.admin import INTERNAL_TOPICS
+from ..coordinator.schemas import GROUP_METADATA_TOPIC
 from ..log.config import LogConfig
 from ..metrics import BrokerMetrics
 from ..protocol.errors import Errors, KafkaError
@@ -44,7 +46,8 @@ state_change = logging.getLogger("state-change")
 log = logging.getLogger("kbroker.replica")
 
 ISR_NOTIFICATION_INTERVAL_S = 0.25
-LEADER_TRANSITIONS_IN_FLIGHT = 8   # of one LeaderAndIsr; gevent's thread pool (fsyncs) has 10 threads
+LEADER_TRANSITIONS_IN_FLIGHT = 8
+MARKER_TIMEOUT_MS = 30000   # Kafka appends markers with request.timeout.ms (default 30 s)   # of one LeaderAndIsr; gevent's thread pool (fsyncs) has 10 threads
 
 
 class DelayedFetch(DelayedOperation):
@@ -130,6 +133,9 @@ class ReplicaManager:
         self.fetch_purgatory = DelayedOperationPurgatory("Fetch", clock)
         self.produce_purgatory = DelayedOperationPurgatory("Produce", clock)
         self.fetchers = ReplicaFetcherManager(self)
+        # (producer id, __consumer_offsets partition, committed) after a marker there is replicated: the group
+        # coordinator makes or drops the producer's pending transactional offsets (server.py wires it).
+        self.on_txn_marker_appended = lambda producer_id, offsets_partition, committed: None
         self._isr_changes: set = set()
         self._tasks: list = []
         # Called with ([(tp, leader epoch)] now led here, [(tp, leader epoch)] now followed, [(tp, epoch or None)]
@@ -401,6 +407,46 @@ class ReplicaManager:
         if callback is not None:
             callback(results)
             return None
+        return results
+
+    def append_txn_markers(self, markers) -> list[dict]:
+        """Write transaction markers; per marker {tp: error}, answered once each marker is replicated to the
+        ISR (acks=-1) or failed. markers: [(producer id, epoch, committed, coordinator epoch, [tp])]."""
+        results: list[dict] = []
+        appended: dict = {}
+        for producer_id, epoch, committed, coordinator_epoch, tps in markers:
+            errors = {}
+            for tp in tps:
+                try:
+                    partition = self.leader_partition(tp)
+                    if partition.records_config.magic < 2:
+                        raise KafkaError(Errors.UNSUPPORTED_FOR_MESSAGE_FORMAT,
+                                         f"{tp[0]}-{tp[1]} has a message format without transactions")
+                    offset = partition.append_txn_marker(producer_id, epoch, committed, coordinator_epoch)
+                    appended[tp] = max(offset, appended.get(tp, -1))
+                    errors[tp] = Errors.NONE
+                    self.fetch_purgatory.check_and_complete(tp)
+                except KafkaError as e:
+                    log.info("transaction marker of producer %d for %s-%d failed: %s: %s", producer_id, tp[0],
+                             tp[1], e.code.name, e)
+                    errors[tp] = e.code
+            results.append(errors)
+        if appended:
+            op = DelayedProduce(MARKER_TIMEOUT_MS, self, appended)
+            if not self.produce_purgatory.try_complete_else_watch(op, list(appended)):
+                op.done.wait()
+            for errors in results:
+                for tp in errors:
+                    if op.errors.get(tp):
+                        errors[tp] = op.errors[tp]
+        for (producer_id, _, committed, _, _), errors in zip(markers, results):
+            for tp, error in errors.items():
+                if tp[0] == GROUP_METADATA_TOPIC and error == Errors.NONE:
+                    try:
+                        self.on_txn_marker_appended(producer_id, tp[1], committed)
+                    except Exception:
+                        log.exception("completing transactional offsets of producer %d on %s-%d failed",
+                                      producer_id, tp[0], tp[1])
         return results
 
     def fetch(self, requests, max_wait_ms: int, min_bytes: int, follower: int, read_fn) -> dict:

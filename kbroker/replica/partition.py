@@ -25,6 +25,7 @@ from ..log.config import LogConfig
 from ..log.errors import OffsetOutOfRange, RecordBatchTooLarge
 from ..log.producer_state import ProducerEntry, ProducerStateManager
 from ..protocol.errors import Errors, KafkaError
+from ..records.builder import control_batch
 from ..records.entries import CorruptEntry, iter_entries
 from ..records.validator import CREATE_TIME, LOG_APPEND_TIME, RecordsConfig, magic_for_format_version, validate_and_assign
 
@@ -152,12 +153,41 @@ class Partition:
         for b in info.batches:
             if b.producer_id >= 0 and not b.is_control:
                 self.producer_state.update(b.producer_id, b.producer_epoch, b.base_sequence, b.last_sequence,
-                                           b.first_offset, b.last_offset, now)
+                                           b.first_offset, b.last_offset, now, b.is_transactional)
         self.maybe_increment_high_watermark()
         log.maybe_flush()
         converted = info.record_count if info.source_magic != self.records_config.magic else 0
         return AppendResult(info.first_offset, info.last_offset, info.log_append_time, log.log_start_offset,
                             info.record_count, converted)
+
+    def append_txn_marker(self, producer_id: int, producer_epoch: int, committed: bool,
+                          coordinator_epoch: int) -> int:
+        """Append a COMMIT/ABORT control batch for the producer (the coordinator's WriteTxnMarkers, after
+        Kafka's epoch and coordinator epoch checks); its offset."""
+        if not self.is_leader:
+            raise KafkaError(Errors.NOT_LEADER_OR_FOLLOWER, f"broker {self.broker_id} is not the leader of "
+                                                            f"{self.topic}-{self.index}")
+        min_isr = self.log.config.min_insync_replicas
+        if len(self.isr) < min_isr:
+            raise KafkaError(Errors.NOT_ENOUGH_REPLICAS,
+                             f"The size of the current ISR {self.isr} is insufficient to satisfy the min.isr "
+                             f"requirement of {min_isr} for partition {self.topic}-{self.index}")
+        self.producer_state.check_marker(producer_id, producer_epoch, coordinator_epoch)
+        log = self.log
+        now = self.clock.now_ms()
+        batch = control_batch(producer_id, producer_epoch, committed, coordinator_epoch, now)
+        info = validate_and_assign(batch, produce_version=None, next_offset=log.log_end_offset, now_ms=now,
+                                   config=self.records_config, partition_leader_epoch=self.leader_epoch)
+        log.append(info.records, info.first_offset, info.last_offset, info.max_timestamp,
+                   info.offset_of_max_timestamp, info.record_count)
+        self._complete_txn(producer_id, producer_epoch, committed, coordinator_epoch, info.first_offset)
+        self.maybe_increment_high_watermark()
+        log.maybe_flush()
+        return info.first_offset
+
+    def _complete_txn(self, producer_id: int, producer_epoch: int, committed: bool, coordinator_epoch: int,
+                      offset: int) -> None:
+        self.producer_state.complete_txn(producer_id, producer_epoch, committed, coordinator_epoch, offset)
 
     def _check_producers(self, info):
         """Sequence checks for idempotent batches; the original metadata when the batch is a retry."""
@@ -166,7 +196,7 @@ class Partition:
             if b.producer_id < 0 or b.is_control:
                 continue
             duplicate = self.producer_state.check(b.producer_id, b.producer_epoch, b.base_sequence,
-                                                  b.last_sequence, pending)
+                                                  b.last_sequence, b.is_transactional, pending)
             if duplicate is not None:
                 return duplicate
         return None
