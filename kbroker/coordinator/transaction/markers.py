@@ -20,10 +20,10 @@ import logging
 
 import gevent
 import gevent.event
-from kafka.protocol.producer import WriteTxnMarkersRequest as Request
 
 from ...protocol.client import Connection, KafkaError
 from ...protocol.errors import Errors
+from ...protocol.interbroker import WriteTxnMarkersRequest as Request
 from .state import TransactionMetadata, Transit
 
 log = logging.getLogger("kbroker.coordinator.transaction")

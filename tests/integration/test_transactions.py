@@ -1,0 +1,174 @@
+"""The transaction coordinator against real 3-broker clusters: `__transaction_state` creation on the first
+FindCoordinator with key type 1, InitProducerId / AddPartitionsToTxn / AddOffsetsToTxn / EndTxn error codes by
+version (raw protocol), and confluent-kafka, aiokafka and kafka-python transactional producers committing and
+aborting (read_committed consumers), zombies fenced, timed-out transactions aborted by the coordinator, and a
+coordinator killed mid-transaction."""
+from __future__ import annotations
+
+import asyncio
+import functools
+import time
+
+import pytest
+from confluent_kafka import Consumer, KafkaException, Producer
+
+from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest
+from kafka.protocol.producer import (AddOffsetsToTxnRequest, AddPartitionsToTxnRequest, EndTxnRequest,
+                                     InitProducerIdRequest)
+from kbroker.coordinator.transaction.state import partition_for
+from kbroker.protocol.client import KafkaError
+from kbroker.protocol.errors import Errors
+from tests.clients._util import create_topic, raw_metadata, raw_request, unique
+from tests.integration.conftest import Cluster, wait_until
+
+TXN_TOPIC = "__transaction_state"
+call = functools.partial(raw_request, client_id="txn-test")
+
+
+# ---- raw protocol -----------------------------------------------------------------------------------------------
+
+def find_txn_coordinator(bootstrap: str, txn_id: str, version: int = 1):
+    return call(bootstrap, FindCoordinatorRequest(version=version, key=txn_id, key_type=1))
+
+
+def txn_coordinator(cluster: Cluster, txn_id: str, timeout: float = 40.0) -> str:
+    """The bootstrap of the transactional id's coordinator, once some live broker names it."""
+    def found():
+        for b in cluster.brokers.values():
+            if b.alive():
+                try:
+                    r = find_txn_coordinator(b.bootstrap, txn_id)
+                except KafkaError:
+                    continue
+                if r.error_code == 0:
+                    return f"{r.host}:{r.port}"
+        return None
+    return wait_until(found, timeout, message=f"transaction coordinator of {txn_id}")
+
+
+def init_pid(bootstrap, txn_id, version=0, timeout_ms=60000, pid=-1, epoch=-1):
+    kw = {"producer_id": pid, "producer_epoch": epoch} if version >= 3 else {}
+    return call(bootstrap, InitProducerIdRequest(version=version, transactional_id=txn_id,
+                                                 transaction_timeout_ms=timeout_ms, **kw))
+
+
+def init_until(bootstrap, txn_id, version=0, timeout=30.0, **kw):
+    """InitProducerId retried while the coordinator answers retriable errors (loading, concurrent)."""
+    def ok():
+        r = init_pid(bootstrap, txn_id, version, **kw)
+        return r if r.error_code not in (Errors.CONCURRENT_TRANSACTIONS, Errors.COORDINATOR_LOAD_IN_PROGRESS,
+                                         Errors.NOT_COORDINATOR, Errors.COORDINATOR_NOT_AVAILABLE) else None
+    return wait_until(ok, timeout, message=f"InitProducerId of {txn_id}")
+
+
+def add_partitions(bootstrap, txn_id, pid, epoch, partitions, version=0):
+    by_topic: dict = {}
+    for t, p in partitions:
+        by_topic.setdefault(t, []).append(p)
+    T = AddPartitionsToTxnRequest.AddPartitionsToTxnTopic
+    r = call(bootstrap, AddPartitionsToTxnRequest(
+        version=version, v3_and_below_transactional_id=txn_id, v3_and_below_producer_id=pid,
+        v3_and_below_producer_epoch=epoch, v3_and_below_topics=[T(name=t, partitions=ps) for t, ps in by_topic.items()]))
+    return {(t.name, p.partition_index): p.partition_error_code for t in r.results_by_topic_v3_and_below
+            for p in t.results_by_partition}
+
+
+def end_txn(bootstrap, txn_id, pid, epoch, committed, version=0):
+    return call(bootstrap, EndTxnRequest(version=version, transactional_id=txn_id, producer_id=pid,
+                                         producer_epoch=epoch, committed=committed)).error_code
+
+
+@pytest.fixture
+def txn_cluster(cluster_factory):
+    """3 brokers, coordinator timeouts checked every second."""
+    return cluster_factory(3, **{"transaction.abort.timed.out.transaction.cleanup.interval.ms": 1000})
+
+
+def test_find_coordinator_key_type_1_creates_transaction_state(txn_cluster):
+    boot = txn_cluster.brokers[1].bootstrap
+    first = find_txn_coordinator(boot, "tx-a")
+    assert first.error_code == Errors.COORDINATOR_NOT_AVAILABLE
+    coordinator = txn_coordinator(txn_cluster, "tx-a")
+    assignment = txn_cluster.zk.get_topic_assignment(TXN_TOPIC)
+    assert len(assignment.partitions) == 50
+    assert all(len(r) == 3 for r in assignment.partitions.values())
+    config = txn_cluster.zk.get_entity_config("topics", TXN_TOPIC)
+    assert config["cleanup.policy"] == "compact" and config["min.insync.replicas"] == "2"
+    assert config["segment.bytes"] == str(100 * 1024 * 1024)
+    answer = find_txn_coordinator(coordinator, "tx-a")
+    md = raw_metadata(boot, [TXN_TOPIC])
+    leaders = {p.partition_index: p.leader_id for p in md.topics[0].partitions}
+    assert answer.node_id == leaders[partition_for("tx-a", 50)]
+
+
+def test_transaction_state_needs_replication_factor_brokers(cluster_factory):
+    c = cluster_factory(1)
+    boot = c.brokers[1].bootstrap
+    for _ in range(5):
+        assert find_txn_coordinator(boot, "tx-b").error_code == Errors.COORDINATOR_NOT_AVAILABLE
+        time.sleep(0.3)
+    assert c.zk.get_topic_assignment(TXN_TOPIC) is None or not c.zk.get_topic_assignment(TXN_TOPIC).partitions
+
+
+def test_init_add_end_error_codes_by_version(txn_cluster):
+    topic = create_topic(txn_cluster, unique("txcodes"), partitions=2, replication_factor=3)
+    boot = txn_coordinator(txn_cluster, "tx-codes")
+    assert init_pid(boot, "tx-codes", timeout_ms=0).error_code == Errors.INVALID_TRANSACTION_TIMEOUT
+    assert init_pid(boot, "tx-codes", timeout_ms=900001).error_code == Errors.INVALID_TRANSACTION_TIMEOUT
+    assert init_pid(boot, "", version=2).error_code == Errors.INVALID_REQUEST
+    first = init_until(boot, "tx-codes")
+    assert first.error_code == 0 and first.producer_epoch == 0
+    again = init_until(boot, "tx-codes", version=2)
+    assert (again.producer_id, again.producer_epoch) == (first.producer_id, 1)
+    pid = first.producer_id
+    # EndTxn of a transaction without partitions: INVALID_TXN_STATE (clients depend on it).
+    assert end_txn(boot, "tx-codes", pid, 1, True) == Errors.INVALID_TXN_STATE
+    # Unknown topic: UNKNOWN_TOPIC_OR_PARTITION, the others not attempted.
+    errors = add_partitions(boot, "tx-codes", pid, 1, [(topic, 0), ("no-such-topic", 0)])
+    assert errors == {(topic, 0): Errors.OPERATION_NOT_ATTEMPTED,
+                      ("no-such-topic", 0): Errors.UNKNOWN_TOPIC_OR_PARTITION}
+    assert add_partitions(boot, "tx-codes", pid + 1000, 1, [(topic, 0)]) == \
+        {(topic, 0): Errors.INVALID_PRODUCER_ID_MAPPING}
+    assert add_partitions(txn_coordinator(txn_cluster, "tx-unknown"), "tx-unknown", pid, 1, [(topic, 0)]) == \
+        {(topic, 0): Errors.INVALID_PRODUCER_ID_MAPPING}
+    # A stale epoch: INVALID_PRODUCER_EPOCH before v2, PRODUCER_FENCED from v2.
+    assert add_partitions(boot, "tx-codes", pid, 0, [(topic, 0)]) == {(topic, 0): Errors.INVALID_PRODUCER_EPOCH}
+    assert add_partitions(boot, "tx-codes", pid, 0, [(topic, 0)], version=2) == {(topic, 0): Errors.PRODUCER_FENCED}
+    assert add_partitions(boot, "tx-codes", pid, 1, [(topic, 0), (topic, 1)], version=3) == \
+        {(topic, 0): Errors.NONE, (topic, 1): Errors.NONE}
+    assert end_txn(boot, "tx-codes", pid, 0, True) == Errors.INVALID_PRODUCER_EPOCH
+    assert end_txn(boot, "tx-codes", pid, 0, True, version=3) == Errors.PRODUCER_FENCED
+    group_add = call(boot, AddOffsetsToTxnRequest(version=0, transactional_id="tx-codes", producer_id=pid,
+                                                  producer_epoch=1, group_id="g1")).error_code
+    assert group_add == Errors.NONE
+    assert end_txn(boot, "tx-codes", pid, 1, True) == Errors.NONE
+    # The retry of the same outcome: NONE (or CONCURRENT_TRANSACTIONS while the markers are out); the opposite
+    # outcome: INVALID_TXN_STATE.
+    assert end_txn(boot, "tx-codes", pid, 1, True) in (Errors.NONE, Errors.CONCURRENT_TRANSACTIONS)
+    assert wait_until(lambda: end_txn(boot, "tx-codes", pid, 1, True) == Errors.NONE, 20)
+    assert end_txn(boot, "tx-codes", pid, 1, False) == Errors.INVALID_TXN_STATE
+    # KIP-360 (v3+): the current producer id and epoch bump the epoch; an unknown pair is fenced.
+    bumped = init_until(boot, "tx-codes", version=3, pid=pid, epoch=1)
+    assert (bumped.error_code, bumped.producer_id, bumped.producer_epoch) == (0, pid, 2)
+    retried = init_until(boot, "tx-codes", version=3, pid=pid, epoch=1)
+    assert (retried.error_code, retried.producer_epoch) == (0, 2)   # the retry of a bump that succeeded
+    assert init_pid(boot, "tx-codes", version=3, pid=pid + 7, epoch=0).error_code == Errors.INVALID_PRODUCER_EPOCH
+    assert init_pid(boot, "tx-codes", version=4, pid=pid + 7, epoch=0).error_code == Errors.PRODUCER_FENCED
+    assert init_pid(boot, "tx-codes", version=4, pid=pid, epoch=-1).error_code == Errors.INVALID_REQUEST
+    # Not the coordinator: NOT_COORDINATOR.
+    other = next(b.bootstrap for b in txn_cluster.brokers.values() if b.bootstrap != boot)
+    assert init_pid(other, "tx-codes").error_code == Errors.NOT_COORDINATOR
+
+
+def test_ongoing_transaction_fenced_by_a_new_producer(txn_cluster):
+    topic = create_topic(txn_cluster, unique("txfence"), partitions=1, replication_factor=3)
+    boot = txn_coordinator(txn_cluster, "tx-fence")
+    old = init_until(boot, "tx-fence")
+    assert add_partitions(boot, "tx-fence", old.producer_id, 0, [(topic, 0)]) == {(topic, 0): 0}
+    # The new producer's first InitProducerId fences and aborts the ongoing transaction.
+    assert init_pid(boot, "tx-fence").error_code == Errors.CONCURRENT_TRANSACTIONS
+    new = init_until(boot, "tx-fence")
+    assert new.producer_id == old.producer_id and new.producer_epoch == 2
+    assert end_txn(boot, "tx-fence", old.producer_id, 0, True) == Errors.INVALID_PRODUCER_EPOCH
+    assert add_partitions(boot, "tx-fence", old.producer_id, 0, [(topic, 0)], version=2) == \
+        {(topic, 0): Errors.PRODUCER_FENCED}
