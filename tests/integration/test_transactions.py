@@ -172,3 +172,102 @@ def test_ongoing_transaction_fenced_by_a_new_producer(txn_cluster):
     assert end_txn(boot, "tx-fence", old.producer_id, 0, True) == Errors.INVALID_PRODUCER_EPOCH
     assert add_partitions(boot, "tx-fence", old.producer_id, 0, [(topic, 0)], version=2) == \
         {(topic, 0): Errors.PRODUCER_FENCED}
+
+
+# ---- real clients ----------------------------------------------------------------------------------------------
+
+def read_all(bootstrap: str, topic: str, isolation: str, expect: int, timeout: float = 20.0) -> list[bytes]:
+    """Values read from the start of `topic` until `expect` are read (or the timeout)."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": unique("reader"), "auto.offset.reset": "earliest",
+                  "enable.auto.commit": False, "isolation.level": isolation})
+    c.subscribe([topic])
+    out: list[bytes] = []
+    deadline = time.time() + timeout
+    try:
+        while time.time() < deadline and len(out) < expect:
+            m = c.poll(0.5)
+            if m is not None and not m.error():
+                out.append(m.value())
+        end = time.time() + 1.0       # anything beyond `expect` would show up now
+        while time.time() < end:
+            m = c.poll(0.2)
+            if m is not None and not m.error():
+                out.append(m.value())
+    finally:
+        c.close()
+    return out
+
+
+def rdkafka_producer(bootstrap: str, txn_id: str, **extra) -> Producer:
+    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id, **extra})
+    p.init_transactions(30)
+    return p
+
+
+def test_confluent_kafka_commit_and_abort(txn_cluster):
+    topic = create_topic(txn_cluster, unique("txrd"), partitions=3, replication_factor=3)
+    p = rdkafka_producer(txn_cluster.bootstrap, "tx-rdkafka")
+    p.begin_transaction()
+    for i in range(30):
+        p.produce(topic, key=str(i % 3).encode(), value=f"c{i}".encode())
+    p.commit_transaction(30)
+    p.begin_transaction()
+    for i in range(10):
+        p.produce(topic, value=f"a{i}".encode())
+    p.flush(10)
+    p.abort_transaction(30)
+    p.begin_transaction()          # an empty transaction: librdkafka skips EndTxn
+    p.commit_transaction(30)
+    p.begin_transaction()
+    p.produce(topic, key=b"0", value=b"last")
+    p.commit_transaction(30)
+    everything = read_all(txn_cluster.bootstrap, topic, "read_uncommitted", 41)
+    assert sorted(everything) == sorted([f"c{i}".encode() for i in range(30)] + [f"a{i}".encode() for i in range(10)]
+                                        + [b"last"])
+    committed = read_all(txn_cluster.bootstrap, topic, "read_committed", 31)
+    assert set(committed) >= {f"c{i}".encode() for i in range(30)} | {b"last"}
+
+
+def test_aiokafka_transaction_commit_and_abort(txn_cluster):
+    from aiokafka import AIOKafkaProducer
+    topic = create_topic(txn_cluster, unique("txaio"), partitions=2, replication_factor=3)
+
+    async def run():
+        p = AIOKafkaProducer(bootstrap_servers=txn_cluster.bootstrap, transactional_id="tx-aiokafka",
+                             enable_idempotence=True, request_timeout_ms=30000)
+        await p.start()
+        try:
+            async with p.transaction():
+                for i in range(10):
+                    await p.send(topic, f"k{i}".encode(), partition=i % 2)
+            with pytest.raises(RuntimeError):
+                async with p.transaction():
+                    await p.send_and_wait(topic, b"aborted", partition=0)
+                    raise RuntimeError("abort this one")
+            async with p.transaction():
+                await p.send(topic, b"after", partition=1)
+        finally:
+            await p.stop()
+    asyncio.run(run())
+    everything = read_all(txn_cluster.bootstrap, topic, "read_uncommitted", 12)
+    assert sorted(everything) == sorted([f"k{i}".encode() for i in range(10)] + [b"aborted", b"after"])
+
+
+def test_kafka_python_transactional_producer(txn_cluster):
+    from kafka import KafkaProducer
+    topic = create_topic(txn_cluster, unique("txkp"), partitions=1, replication_factor=3)
+    p = KafkaProducer(bootstrap_servers=txn_cluster.bootstrap, transactional_id="tx-kafka-python")
+    try:
+        p.init_transactions()
+        p.begin_transaction()
+        for i in range(5):
+            p.send(topic, f"v{i}".encode())
+        p.commit_transaction()
+        p.begin_transaction()
+        p.send(topic, b"gone")
+        p.flush()
+        p.abort_transaction()
+    finally:
+        p.close(5)
+    everything = read_all(txn_cluster.bootstrap, topic, "read_uncommitted", 6)
+    assert everything == [f"v{i}".encode() for i in range(5)] + [b"gone"]
