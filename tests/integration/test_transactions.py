@@ -10,11 +10,13 @@ import functools
 import time
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, Producer
+from aiokafka.record.default_records import DefaultRecordBatchBuilder
+from confluent_kafka import Consumer, Producer
 
+from kafka.protocol.consumer import ListOffsetsRequest
 from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest
 from kafka.protocol.producer import (AddOffsetsToTxnRequest, AddPartitionsToTxnRequest, EndTxnRequest,
-                                     InitProducerIdRequest)
+                                     InitProducerIdRequest, ProduceRequest)
 from kbroker.coordinator.transaction.state import partition_for
 from kbroker.protocol.client import KafkaError
 from kbroker.protocol.errors import Errors
@@ -31,8 +33,9 @@ def find_txn_coordinator(bootstrap: str, txn_id: str, version: int = 1):
     return call(bootstrap, FindCoordinatorRequest(version=version, key=txn_id, key_type=1))
 
 
-def txn_coordinator(cluster: Cluster, txn_id: str, timeout: float = 40.0) -> str:
-    """The bootstrap of the transactional id's coordinator, once some live broker names it."""
+def txn_coordinator(cluster: Cluster, txn_id: str, timeout: float = 40.0, not_at: str | None = None) -> str:
+    """The bootstrap of the transactional id's coordinator, once some live broker names one (other than
+    `not_at`)."""
     def found():
         for b in cluster.brokers.values():
             if b.alive():
@@ -40,7 +43,7 @@ def txn_coordinator(cluster: Cluster, txn_id: str, timeout: float = 40.0) -> str
                     r = find_txn_coordinator(b.bootstrap, txn_id)
                 except KafkaError:
                     continue
-                if r.error_code == 0:
+                if r.error_code == 0 and f"{r.host}:{r.port}" != not_at:
                     return f"{r.host}:{r.port}"
         return None
     return wait_until(found, timeout, message=f"transaction coordinator of {txn_id}")
@@ -271,3 +274,85 @@ def test_kafka_python_transactional_producer(txn_cluster):
         p.close(5)
     everything = read_all(txn_cluster.bootstrap, topic, "read_uncommitted", 6)
     assert everything == [f"v{i}".encode() for i in range(5)] + [b"gone"]
+
+
+# ---- coordinator-driven aborts and failover ---------------------------------------------------------------------
+
+def leader_of(cluster: Cluster, topic: str, partition: int = 0):
+    md = raw_metadata(cluster.bootstrap.split(",")[0], [topic])
+    leader = {p.partition_index: p.leader_id for p in md.topics[0].partitions}[partition]
+    return cluster.brokers[leader]
+
+
+def end_offset(cluster: Cluster, topic: str, partition: int = 0) -> int:
+    """The partition's high watermark (ListOffsets LATEST, read_uncommitted) from its leader."""
+    R = ListOffsetsRequest
+    r = call(leader_of(cluster, topic, partition).bootstrap, R(version=2, replica_id=-1, isolation_level=0, topics=[
+        R.ListOffsetsTopic(name=topic, partitions=[R.ListOffsetsTopic.ListOffsetsPartition(
+            partition_index=partition, timestamp=-1)])]))
+    p = r.topics[0].partitions[0]
+    assert p.error_code == 0, p
+    return p.offset
+
+
+def send_txn_record(cluster: Cluster, topic: str, pid: int, epoch: int, seq: int, value: bytes) -> None:
+    b = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=1, producer_id=pid,
+                                  producer_epoch=epoch, base_sequence=seq, batch_size=1 << 20)
+    b.append(0, timestamp=int(time.time() * 1000), key=None, value=value, headers=[])
+    R = ProduceRequest
+    r = call(leader_of(cluster, topic).bootstrap, R(
+        version=7, transactional_id=None, acks=-1, timeout_ms=10000, topic_data=[R.TopicProduceData(
+            name=topic, partition_data=[R.TopicProduceData.PartitionProduceData(index=0, records=bytes(b.build()))])]))
+    assert r.responses[0].partition_responses[0].error_code == 0
+
+
+def test_transaction_past_its_timeout_is_aborted_by_the_coordinator(txn_cluster):
+    topic = create_topic(txn_cluster, unique("txto"), partitions=1, replication_factor=3)
+    boot = txn_coordinator(txn_cluster, "tx-timeout")
+    r = init_until(boot, "tx-timeout", timeout_ms=1500)
+    pid = r.producer_id
+    assert add_partitions(boot, "tx-timeout", pid, 0, [(topic, 0)]) == {(topic, 0): 0}
+    send_txn_record(txn_cluster, topic, pid, 0, 0, b"never committed")
+    # The coordinator fences the producer (epoch 1) and writes the ABORT marker: the high watermark moves past it.
+    wait_until(lambda: end_offset(txn_cluster, topic) == 2, 20, message="the abort marker")
+    assert end_txn(boot, "tx-timeout", pid, 0, True) == Errors.INVALID_PRODUCER_EPOCH
+    assert end_txn(boot, "tx-timeout", pid, 1, False) == Errors.NONE        # the aborted outcome, retried
+    r = init_until(boot, "tx-timeout")
+    assert (r.producer_id, r.producer_epoch) == (pid, 2)
+
+
+def _kill_coordinator(cluster: Cluster, bootstrap: str) -> None:
+    victim = next(b for b in cluster.brokers.values() if b.bootstrap == bootstrap)
+    victim.kill9()
+
+
+def test_coordinator_killed_after_prepare_commit_completes_the_commit(txn_cluster):
+    topic = create_topic(txn_cluster, unique("txkill"), partitions=1, replication_factor=3)
+    boot = txn_coordinator(txn_cluster, "tx-kill")
+    pid = init_until(boot, "tx-kill").producer_id
+    assert add_partitions(boot, "tx-kill", pid, 0, [(topic, 0)]) == {(topic, 0): 0}
+    send_txn_record(txn_cluster, topic, pid, 0, 0, b"committed")
+    assert end_txn(boot, "tx-kill", pid, 0, True) == Errors.NONE
+    _kill_coordinator(txn_cluster, boot)
+    new = txn_coordinator(txn_cluster, "tx-kill", not_at=boot)
+    # The new coordinator loaded PrepareCommit (or CompleteCommit) and finishes it: the retried commit is NONE.
+    wait_until(lambda: end_txn(new, "tx-kill", pid, 0, True) == Errors.NONE, 40, message="the completed commit")
+    assert end_txn(new, "tx-kill", pid, 0, False) == Errors.INVALID_TXN_STATE
+    assert end_offset(txn_cluster, topic) >= 2      # the record and (at least one) COMMIT marker
+    r = init_until(new, "tx-kill")
+    assert (r.producer_id, r.producer_epoch) == (pid, 1)
+
+
+def test_coordinator_killed_mid_transaction_new_producer_aborts_it(txn_cluster):
+    topic = create_topic(txn_cluster, unique("txkill2"), partitions=1, replication_factor=3)
+    boot = txn_coordinator(txn_cluster, "tx-kill-ongoing")
+    pid = init_until(boot, "tx-kill-ongoing").producer_id
+    assert add_partitions(boot, "tx-kill-ongoing", pid, 0, [(topic, 0)]) == {(topic, 0): 0}
+    send_txn_record(txn_cluster, topic, pid, 0, 0, b"in flight")
+    _kill_coordinator(txn_cluster, boot)
+    new = txn_coordinator(txn_cluster, "tx-kill-ongoing", not_at=boot)
+    # The loaded Ongoing transaction is fenced and aborted by the next producer's InitProducerId.
+    r = init_until(new, "tx-kill-ongoing")
+    assert (r.producer_id, r.producer_epoch) == (pid, 2)
+    assert end_txn(new, "tx-kill-ongoing", pid, 1, False) == Errors.INVALID_PRODUCER_EPOCH
+    assert end_offset(txn_cluster, topic) == 2      # the record and the ABORT marker
