@@ -10,17 +10,20 @@ import functools
 import time
 
 import pytest
+from admin_cli.main import cli
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
-from confluent_kafka import Consumer, Producer
+from click.testing import CliRunner
+from confluent_kafka import Consumer, KafkaException, Producer
 
 from kafka.protocol.consumer import ListOffsetsRequest
+from kafka.protocol.metadata import ApiVersionsRequest
 from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest
 from kafka.protocol.producer import (AddOffsetsToTxnRequest, AddPartitionsToTxnRequest, EndTxnRequest,
                                      InitProducerIdRequest, ProduceRequest)
 from kbroker.coordinator.transaction.state import partition_for
 from kbroker.protocol.client import KafkaError
 from kbroker.protocol.errors import Errors
-from tests.clients._util import create_topic, raw_metadata, raw_request, unique
+from tests.clients._util import create_topic, leaders_known, raw_metadata, raw_request, unique
 from tests.integration.conftest import Cluster, wait_until
 
 TXN_TOPIC = "__transaction_state"
@@ -111,6 +114,12 @@ def test_transaction_state_needs_replication_factor_brokers(cluster_factory):
         assert find_txn_coordinator(boot, "tx-b").error_code == Errors.COORDINATOR_NOT_AVAILABLE
         time.sleep(0.3)
     assert c.zk.get_topic_assignment(TXN_TOPIC) is None or not c.zk.get_topic_assignment(TXN_TOPIC).partitions
+
+
+def test_api_versions_advertise_the_transaction_apis_with_kafka_28_ranges(cluster1):
+    r = call(cluster1.brokers[1].bootstrap, ApiVersionsRequest(version=0))
+    ranges = {a.api_key: (a.min_version, a.max_version) for a in r.api_keys}
+    assert [ranges.get(k) for k in (22, 24, 25, 26, 27, 10)] == [(0, 4), (0, 3), (0, 3), (0, 3), (0, 1), (0, 3)]
 
 
 def test_init_add_end_error_codes_by_version(txn_cluster):
@@ -356,3 +365,62 @@ def test_coordinator_killed_mid_transaction_new_producer_aborts_it(txn_cluster):
     assert (r.producer_id, r.producer_epoch) == (pid, 2)
     assert end_txn(new, "tx-kill-ongoing", pid, 1, False) == Errors.INVALID_PRODUCER_EPOCH
     assert end_offset(txn_cluster, topic) == 2      # the record and the ABORT marker
+
+
+def test_prepare_commit_found_on_load_gets_its_markers_sent(txn_cluster):
+    """The markers cannot be written (the partition's only replica is down) when the coordinator dies after
+    PrepareCommit: the next coordinator loads PrepareCommit and writes the COMMIT marker once the partition is
+    back, then CompleteCommit."""
+    boot = txn_coordinator(txn_cluster, "tx-resend")
+    coordinator_id = next(i for i, b in txn_cluster.brokers.items() if b.bootstrap == boot)
+    holder = next(i for i in txn_cluster.brokers if i != coordinator_id)
+    topic = unique("txresend")
+    r = CliRunner().invoke(cli, ["--zookeeper", txn_cluster.zk_connect, "create-topic", topic,
+                                 "--replica-assignment", str(holder)])
+    assert r.exit_code == 0, r.output
+    wait_until(lambda: leaders_known(txn_cluster, topic, 1), 20, message=f"leader of {topic}")
+    pid = init_until(boot, "tx-resend").producer_id
+    assert add_partitions(boot, "tx-resend", pid, 0, [(topic, 0)]) == {(topic, 0): 0}
+    send_txn_record(txn_cluster, topic, pid, 0, 0, b"committed late")
+    txn_cluster.brokers[holder].kill9()
+    # PrepareCommit needs the ISR of the transaction log partition: wait for the dead broker to leave it.
+    wait_until(lambda: end_txn(boot, "tx-resend", pid, 0, True) == Errors.NONE, 30, message="PrepareCommit")
+    time.sleep(0.5)
+    assert end_txn(boot, "tx-resend", pid, 0, True) == Errors.CONCURRENT_TRANSACTIONS   # markers pending
+    _kill_coordinator(txn_cluster, boot)
+    txn_cluster.brokers[holder].start()
+    new = txn_coordinator(txn_cluster, "tx-resend", timeout=60, not_at=boot)
+    wait_until(lambda: end_txn(new, "tx-resend", pid, 0, True) == Errors.NONE, 60, message="the completed commit")
+    assert end_offset(txn_cluster, topic) == 2      # the record and one COMMIT marker
+
+
+def test_confluent_kafka_zombie_is_fenced(txn_cluster):
+    topic = create_topic(txn_cluster, unique("txzombie"), partitions=1, replication_factor=3)
+    zombie = rdkafka_producer(txn_cluster.bootstrap, "tx-zombie")
+    zombie.begin_transaction()
+    zombie.produce(topic, value=b"zombie")
+    zombie.flush(10)
+    fresh = rdkafka_producer(txn_cluster.bootstrap, "tx-zombie")   # fences the zombie, aborts its transaction
+    fresh.begin_transaction()
+    fresh.produce(topic, value=b"fresh")
+    fresh.commit_transaction(30)
+    with pytest.raises(KafkaException) as e:
+        zombie.commit_transaction(30)
+    assert e.value.args[0].fatal() or "fenced" in str(e.value).lower()
+    assert sorted(read_all(txn_cluster.bootstrap, topic, "read_uncommitted", 2)) == [b"fresh", b"zombie"]
+
+
+def test_idle_transactional_id_expires(cluster_factory):
+    c = cluster_factory(3, **{"transactional.id.expiration.ms": 1000,
+                              "transaction.remove.expired.transaction.cleanup.interval.ms": 500})
+    topic = create_topic(c, unique("txexp"), partitions=1, replication_factor=3)
+    boot = txn_coordinator(c, "tx-expire")
+    first = init_until(boot, "tx-expire")
+    assert end_txn(boot, "tx-expire", first.producer_id, 0, True) == Errors.INVALID_TXN_STATE
+    # Once expired (a tombstone written) the id is unknown: its producer id no longer maps to it.
+    wait_until(lambda: end_txn(boot, "tx-expire", first.producer_id, 0, True) == Errors.INVALID_PRODUCER_ID_MAPPING,
+               20, message="the id to expire")
+    assert add_partitions(boot, "tx-expire", first.producer_id, 0, [(topic, 0)]) == \
+        {(topic, 0): Errors.INVALID_PRODUCER_ID_MAPPING}
+    again = init_until(boot, "tx-expire")
+    assert again.producer_id != first.producer_id and again.producer_epoch == 0
