@@ -1,6 +1,9 @@
 """Fetch (key 1), v0-v12: consumers read from the partitions this broker leads.
 
-Reads go up to the high watermark (the last stable offset equals it: there are no transactions yet). Data
+Reads go up to the high watermark; READ_COMMITTED (v4+) ones up to the last stable offset, with the aborted
+transactions (producer id, first offset) overlapping [fetch offset, end of the segment read or the LSO) from the
+`.txnindex` files and the not yet replicated aborts (null for READ_UNCOMMITTED); every v4+ response carries the
+last stable offset. The broker filters nothing: consumers drop control batches and aborted records. Data
 that needs no conversion is sent straight from the segment files with os.sendfile (the response is built as
 pieces by protocol.hotpath). Fetch v0-v1 read magic 0 and v2-v3 magic 1: newer entries are down-converted,
 lazily and within the size limits (records.convert).
@@ -76,7 +79,9 @@ def _read(ctx, requests, max_bytes: int, isolation_level: int, follower: int, co
             info, hw, lso, log_start = partition.read(fetch_offset, min(partition_max, limit), isolation_level,
                                                       min_one, follower)
             data.high_watermark, data.last_stable_offset, data.log_start_offset = hw, lso, log_start
-            data.aborted_transactions = [] if isolation_level else None
+            if isolation_level and follower < 0:
+                upper = min(lso, partition.log.segment_end_offset(fetch_offset))
+                data.aborted_transactions = partition.aborted_txns(fetch_offset, upper)
             piece = info.records
             if piece.length and magic < 2:
                 raw = piece.read()
@@ -120,7 +125,7 @@ def handle(request, ctx):
     conversions: dict = {}
     results = ctx.broker.replica_manager.fetch(
         requests, request.max_wait_ms, request.min_bytes, follower,
-        lambda reqs: _read(ctx, reqs, max(0, max_bytes), isolation, follower, conversions))
+        lambda reqs: _read(ctx, reqs, max(0, max_bytes), isolation, follower, conversions), isolation)
     metrics = ctx.broker.metrics
     topics: list = []
     for tp in order:

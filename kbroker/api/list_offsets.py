@@ -1,10 +1,11 @@
 """ListOffsets (key 2), v0-v6: offsets by time, and the earliest and latest offsets.
 
-Timestamps: -2 earliest (the log start offset), -1 latest (the high watermark for consumers; the log end
-offset for a replica), otherwise the first offset whose timestamp is at or after it, found through the time
-indexes (topics in message format v0 answer UNSUPPORTED_FOR_MESSAGE_FORMAT). v0 answers a list of up to
-max_num_offsets offsets: for latest, the end offset followed by segment base offsets newest first; for
-earliest, the log start offset; for a time, the base offsets of segments last written before it.
+Timestamps: -2 earliest (the log start offset), -1 latest (the high watermark for consumers, the last
+stable offset for v2+ READ_COMMITTED ones; the log end offset for a replica), otherwise the first offset
+whose timestamp is at or after it, found through the time indexes, below that same latest bound (topics in
+message format v0 answer UNSUPPORTED_FOR_MESSAGE_FORMAT). v0 answers a list of up to max_num_offsets
+offsets: for latest, the end offset followed by segment base offsets newest first; for earliest, the log start
+offset; for a time, the base offsets of segments last written before it.
 v4+ fences with the current leader epoch and answers the leader epoch of the offset.
 A partition asked twice in one request is INVALID_REQUEST, as in Kafka.
 """

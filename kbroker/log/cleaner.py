@@ -26,9 +26,12 @@ executor (`Cleaner`) cleans each:
    log was truncated, deleted, renamed or lost one of those segments meanwhile: then the cleaning is aborted
    and its files removed. After the last group the checkpoint moves to the end of the dirty section.
 
-A transaction marker (control batch) is removed only past the delete horizon and when no data of its
-transaction is left before it. (kbroker has no transactions yet: aborted data is not removed, and the high
-watermark stands for the last stable offset.)
+Transactions (Kafka's CleanedTransactionMetadata): the dirty section never goes beyond the last stable
+offset. The aborted transactions of the `.txnindex` files tell which transactional batches are aborted: they
+are left out of the offset map (an aborted update never shadows a committed one) and removed (kept as an
+empty batch when it is its producer's last). A transaction marker is removed only past the delete horizon
+and when no batch of its transaction was met in this cleaning (a COMMIT: none kept); an ABORT marker kept
+keeps its `.txnindex` entry in the cleaned segment.
 
 Retention and compaction: Log.delete_old_segments applies retention.ms / retention.bytes only to logs whose
 policy includes `delete`, so `compact` logs are only compacted and `compact,delete` logs get both; while a log
@@ -40,6 +43,7 @@ import logging
 import os
 import struct
 import time
+from bisect import bisect_right
 from dataclasses import dataclass
 from typing import Callable, Mapping, Sequence
 
@@ -52,13 +56,16 @@ from .checkpoint import fsync_dir
 from .cleaner_manager import CleanerConfig, CleaningAborted, LogCleanerManager, LogToClean
 from .index import MAX_RELATIVE_OFFSET
 from .log import Log, RunBlocking, TopicPartition
+from .producer_state import marker_is_commit
 from .segment import LogSegment
+from .txn_index import AbortedTxn
 
 logger = logging.getLogger("kbroker.log.cleaner")
 
 _DECOMPRESSION_LIMIT = 2 ** 31 - 1   # data in the log was validated when appended
 _SIZE = struct.Struct(">qi")
 _INT64 = struct.Struct(">q")
+_PRODUCER_ID_OFFSET = 43
 
 
 # ---- segment groups -----------------------------------------------------------------------------------------
@@ -154,6 +161,48 @@ def _records_of(buf, entry: Entry) -> list:
     return legacy_records(buf, entry.position, entry.size, _DECOMPRESSION_LIMIT)
 
 
+# ---- transactions met while reading a log in offset order ----------------------------------------------------------
+
+class _Transactions:
+    """Which transactional batches are aborted (from the indexed aborted transactions, oldest first) and
+    whether a marker may go; feed every v2 batch in offset order."""
+
+    def __init__(self, aborted: Sequence[AbortedTxn]):
+        self.pending = sorted(aborted, key=lambda t: t.first_offset)
+        self.next = 0
+        self.ongoing_aborted: dict[int, list] = {}   # producer id -> [its aborted txn, a batch of it was met]
+        self.committed_with_data: set[int] = set()
+
+    def is_aborted(self, pid: int, transactional: bool, last_offset: int) -> bool:
+        """A data batch: whether it belongs to an aborted transaction (then it counts as met)."""
+        while self.next < len(self.pending) and self.pending[self.next].first_offset <= last_offset:
+            txn = self.pending[self.next]
+            self.ongoing_aborted[txn.producer_id] = [txn, False]
+            self.next += 1
+        if not transactional:
+            return False
+        ongoing = self.ongoing_aborted.get(pid)
+        if ongoing is None:
+            return False
+        ongoing[1] = True
+        return True
+
+    def kept_committed(self, pid: int) -> None:
+        self.committed_with_data.add(pid)
+
+    def on_marker(self, pid: int, committed: bool) -> tuple[bool, AbortedTxn | None]:
+        """(whether the marker's transaction left nothing behind, the aborted transaction to index if the
+        marker must stay)."""
+        if committed:
+            with_data = pid in self.committed_with_data
+            self.committed_with_data.discard(pid)
+            return not with_data, None
+        ongoing = self.ongoing_aborted.pop(pid, None)
+        if ongoing is not None and ongoing[1]:
+            return False, ongoing[0]
+        return True, None
+
+
 # ---- statistics ---------------------------------------------------------------------------------------------------
 
 @dataclass
@@ -172,6 +221,7 @@ class CleanerStats:
     keyless_removed: int = 0
     tombstones_removed: int = 0
     markers_removed: int = 0
+    aborted_removed: int = 0
     empty_batches_retained: int = 0
     elapsed_ms: float = 0.0
 
@@ -202,17 +252,20 @@ class _OffsetMap:
 
 
 def _build_offset_map(sources: Sequence[_Source], start: int, upper: int, capacity: int, chunk: int,
-                      check: Callable[[], None], stats: CleanerStats) -> tuple[_OffsetMap, int, dict[int, int]]:
-    """Key -> latest offset of the records in [start, upper), stopping where a new key does not fit; returns
-    the map, where the mapped section ends, and each producer's last data batch (from every header)."""
+                      check: Callable[[], None], stats: CleanerStats,
+                      aborted: Sequence[AbortedTxn]) -> tuple[_OffsetMap, int, dict[int, int]]:
+    """Key -> latest offset of the records in [start, upper) outside aborted transactions, stopping where a
+    new key does not fit; returns the map, where the mapped section ends, and each producer's last data batch
+    (from every header)."""
     offset_map = _OffsetMap(capacity)
+    txns = _Transactions(aborted)
     producers: dict[int, int] = {}
     end = upper
     for i, src in enumerate(sources):
         fd = src.open()
         try:
             _map_segment(fd, src, sources[i + 1].segment.base_offset if i + 1 < len(sources) else None,
-                         offset_map, start, upper, chunk, check, producers)
+                         offset_map, start, upper, chunk, check, producers, txns)
         finally:
             os.close(fd)
         if offset_map.full and offset_map.end < end:
@@ -221,18 +274,24 @@ def _build_offset_map(sources: Sequence[_Source], start: int, upper: int, capaci
 
 
 def _map_segment(fd: int, src: _Source, next_base: int | None, offset_map: _OffsetMap, start: int, upper: int,
-                 chunk: int, check: Callable[[], None], producers: dict[int, int]) -> None:
+                 chunk: int, check: Callable[[], None], producers: dict[int, int], txns: _Transactions) -> None:
     offsets, capacity = offset_map.offsets, offset_map.capacity
     producer_last_offsets(fd, src.size, chunk, producers)
     if offset_map.full or src.segment.base_offset >= upper or (next_base is not None and next_base <= start):
         return
     past_upper = False
     for buf, entry in read_entries(fd, src.size, chunk, check):
-        if entry.last_offset < start:
-            continue
         if entry.base_offset >= upper:
             break
-        if entry.magic == 2 and entry.attributes & CONTROL_MASK:
+        if entry.magic == 2:
+            pid = _INT64.unpack_from(buf, entry.position + _PRODUCER_ID_OFFSET)[0]
+            if entry.attributes & CONTROL_MASK:
+                if entry.record_count:
+                    txns.on_marker(pid, marker_is_commit(buf, entry.position, entry.size))
+                continue
+            if txns.is_aborted(pid, bool(entry.attributes & TRANSACTIONAL_MASK), entry.last_offset):
+                continue
+        if entry.last_offset < start:
             continue
         for record in _records_of(buf, entry):
             offset = record.offset
@@ -257,12 +316,13 @@ class _GroupCleaner:
     """Recopies the batches of one cleaning (its groups in order), deciding record by record."""
 
     def __init__(self, offset_map: _OffsetMap, delete_horizon: int, producers: dict[int, int],
-                 stats: CleanerStats):
+                 stats: CleanerStats, aborted: Sequence[AbortedTxn]):
         self.offsets = offset_map.offsets
         self.delete_horizon = delete_horizon
         self.producers = producers
         self.stats = stats
-        self.txn_with_data: dict[int, bool] = {}     # producer id -> its open transaction kept some data
+        self.txns = _Transactions(aborted)
+        self.kept_aborts: list[AbortedTxn] = []      # of ABORT markers kept, for the cleaned segment's index
 
     def keep(self, key, value, offset: int) -> bool:
         if key is None:
@@ -288,18 +348,27 @@ class _GroupCleaner:
          count) = V2_HEADER.unpack_from(buf, pos)
         original = memoryview(buf)[pos:pos + entry.size]
         if attributes & CONTROL_MASK:
-            with_data = self.txn_with_data.pop(pid, False)      # a marker ends its producer's transaction
-            if not with_data and entry.last_offset < self.delete_horizon:
+            if count == 0:
+                return original
+            spent, abort = self.txns.on_marker(pid, marker_is_commit(buf, pos, entry.size))
+            if spent and entry.last_offset < self.delete_horizon:
                 self.stats.markers_removed += 1
                 return None
+            if abort is not None:
+                self.kept_aborts.append(abort)
             return original
-        records = _records_of(buf, entry)
-        self.stats.records_read += len(records)
-        kept = [r for r in records if self.keep(r.key, r.value, r.offset)]
+        if self.txns.is_aborted(pid, bool(attributes & TRANSACTIONAL_MASK), entry.last_offset):
+            self.stats.records_read += count
+            self.stats.aborted_removed += count
+            kept = []
+        else:
+            records = _records_of(buf, entry)
+            self.stats.records_read += len(records)
+            kept = [r for r in records if self.keep(r.key, r.value, r.offset)]
         self.stats.records_retained += len(kept)
         if kept:
             if attributes & TRANSACTIONAL_MASK:
-                self.txn_with_data[pid] = True
+                self.txns.kept_committed(pid)
             if len(kept) == len(records):
                 return original
             return rebuild_v2(kept, base, last_delta, leader_epoch, attributes, max_ts, pid, producer_epoch,
@@ -395,9 +464,12 @@ class Cleaner:
         try:
             sources = [_Source(segment, segment.log_path, segment.size) for segment in segments]
             stats.delete_horizon_offset = manager.delete_horizon(log, first_dirty, settings, now)
+            aborted = log.collect_aborted_txns(sources[0].segment.base_offset, upper)
+            map_start = log.segments[max(0, bisect_right([s.base_offset for s in log.segments], first_dirty) - 1)]
+            map_aborted = [t for t in aborted if t.last_offset >= map_start.base_offset]
             offset_map, end_offset, producers = self._run_blocking(
                 lambda: _build_offset_map(sources, first_dirty, upper, config.max_map_entries, config.read_chunk,
-                                          check, stats))
+                                          check, stats, map_aborted))
             manager.check_live(log, check)
             stats.end_offset, stats.map_size, stats.map_full = end_offset, len(offset_map.offsets), offset_map.full
             if end_offset <= first_dirty:
@@ -409,7 +481,7 @@ class Cleaner:
             by_segment = {id(src.segment): src for src in to_clean}
             groups = group_segments_by_size([src.segment for src in to_clean], next_offsets,
                                             log.config.segment_bytes, log.config.segment_index_bytes)
-            group_cleaner = _GroupCleaner(offset_map, stats.delete_horizon_offset, producers, stats)
+            group_cleaner = _GroupCleaner(offset_map, stats.delete_horizon_offset, producers, stats, aborted)
             index_interval = log.config.index_interval_bytes
             for group in groups:
                 manager.check_live(log, check)
@@ -434,11 +506,12 @@ class Cleaner:
             stats.elapsed_ms = (time.monotonic() - started) * 1000
             manager.last_stats[tp] = stats
             logger.info("%s cleaned: dirty section [%d, %d) (%s), %d keys mapped, %d groups, %d bytes -> %d bytes, "
-                        "%d records -> %d (%d keyless, %d tombstones, %d markers removed, %d empty batches kept), "
-                        "%.0f ms", log.name, first_dirty, end_offset, "map full" if stats.map_full else "complete",
-                        stats.map_size, stats.groups, stats.bytes_read, stats.bytes_written, stats.records_read,
-                        stats.records_retained, stats.keyless_removed, stats.tombstones_removed,
-                        stats.markers_removed, stats.empty_batches_retained, stats.elapsed_ms)
+                        "%d records -> %d (%d keyless, %d tombstones, %d aborted, %d markers removed, %d empty "
+                        "batches kept), %.0f ms", log.name, first_dirty, end_offset,
+                        "map full" if stats.map_full else "complete", stats.map_size, stats.groups, stats.bytes_read,
+                        stats.bytes_written, stats.records_read, stats.records_retained, stats.keyless_removed,
+                        stats.tombstones_removed, stats.aborted_removed, stats.markers_removed,
+                        stats.empty_batches_retained, stats.elapsed_ms)
             return stats
         except CleaningAborted:
             logger.info("%s: cleaning aborted (the log was truncated, deleted or changed, or the cleaner stopped)",
@@ -467,6 +540,9 @@ class Cleaner:
                         out = group_cleaner.filter(buf, entry)
                         if out is not None:
                             writer.add(out)
+                        for txn in group_cleaner.kept_aborts:
+                            cleaned.txn_index.append(txn)
+                        group_cleaner.kept_aborts.clear()
                 finally:
                     os.close(fd)
             writer.flush()

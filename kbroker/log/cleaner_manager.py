@@ -2,8 +2,8 @@
 
 A compacted log is split at the cleaner checkpoint (the `cleaner-offset-checkpoint` of its log dir, Kafka's
 offset checkpoint format) into a clean section (already compacted) and a dirty section. The dirty section
-ends at the first uncleanable offset: the smallest of the active segment's base offset, the high watermark
-(no transactions yet, so it is the last stable offset) and the base offset of the first dirty segment whose
+ends at the first uncleanable offset: the smallest of the active segment's base offset, the last stable
+offset (an open transaction's data is never cleaned) and the base offset of the first dirty segment whose
 largest timestamp is within min.compaction.lag.ms of now.
 
 Selection (`grab_filthiest_log`): the compacted logs whose dirty ratio (cleanable bytes / (clean + cleanable
@@ -181,7 +181,7 @@ def cleanable_offsets(log: Log, checkpoint_offset: int | None, settings: Compact
                       now_ms: int) -> tuple[int, int, bool]:
     """(first dirty offset, first uncleanable offset, needs compaction now) as Kafka's
     LogCleanerManager.cleanableOffsets: the checkpoint, reset to the log start offset when it is below it or
-    beyond the log end; the dirty section stops at the active segment, the high watermark and the first dirty
+    beyond the log end; the dirty section stops at the active segment, the last stable offset and the first dirty
     segment within min.compaction.lag.ms; max.compaction.lag.ms forces a cleaning when a dirty segment's first
     batch is older than that."""
     start = log.log_start_offset
@@ -190,7 +190,7 @@ def cleanable_offsets(log: Log, checkpoint_offset: int | None, settings: Compact
         first_dirty = start
     segments = log.segments
     dirty_non_active = [s for s, nxt in zip(segments, segments[1:]) if nxt.base_offset > first_dirty]
-    uncleanable = min(segments[-1].base_offset, log.high_watermark)
+    uncleanable = min(segments[-1].base_offset, log.last_stable_offset)
     if settings.min_compaction_lag_ms > 0:
         for segment in dirty_non_active:
             if segment.largest_timestamp > now_ms - settings.min_compaction_lag_ms:

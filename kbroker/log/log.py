@@ -39,7 +39,9 @@ from .config import LogConfig
 from .errors import (CorruptIndex, KafkaStorageError, OffsetOutOfRange, RecordBatchTooLarge,
                      UnexpectedAppendOffset, UnsupportedForMessageFormat)
 from .segment import (CLEANED_SUFFIX, DELETED_SUFFIX, EMPTY_SLICE, SWAP_SUFFIX, FetchDataInfo, LogOffsetMetadata,
-                      LogSegment, OffsetAndTimestamp, log_file_path, offset_index_path, time_index_path)
+                      LogSegment, OffsetAndTimestamp, log_file_path, offset_index_path, time_index_path,
+                      txn_index_path)
+from .txn_index import AbortedTxn
 
 logger = logging.getLogger("kbroker.log")
 
@@ -85,6 +87,9 @@ def log_delete_dir_name(tp: TopicPartition) -> str:
 class Log:
     # Called with the seconds each flush took (the broker's log flush histogram); None: not timed.
     flush_observer: Callable[[float], None] | None = None
+    # The first offset of the oldest open or unreplicated transaction, or None: set by the partition, which
+    # keeps the producer state (the log cleaner and reads stop at the last stable offset).
+    first_unstable_offset: Callable[[], int | None] = staticmethod(lambda: None)
 
     def __init__(self, dir: str, config: LogConfig, recovery_point: int = 0, log_start_offset: int = 0,
                  clock: Clock | None = None, *, had_clean_shutdown: bool = False,
@@ -262,7 +267,8 @@ class Log:
         return valid
 
     def _delete_index_files(self, base_offset: int, suffix: str = "") -> None:
-        for path in (offset_index_path(self.dir, base_offset, suffix), time_index_path(self.dir, base_offset, suffix)):
+        for path in (offset_index_path(self.dir, base_offset, suffix), time_index_path(self.dir, base_offset, suffix),
+                     txn_index_path(self.dir, base_offset, suffix)):
             try:
                 os.unlink(path)
             except FileNotFoundError:
@@ -328,6 +334,13 @@ class Log:
     @property
     def high_watermark(self) -> int:
         return self._high_watermark
+
+    @property
+    def last_stable_offset(self) -> int:
+        """min(first unstable offset, high watermark)."""
+        first_unstable = self.first_unstable_offset()
+        hw = self._high_watermark
+        return hw if first_unstable is None else min(first_unstable, hw)
 
     def update_high_watermark(self, high_watermark: int) -> int:
         """Set the high watermark, clamped to [log start offset, log end offset]; returns the value set."""
@@ -495,6 +508,34 @@ class Log:
             if info is not None:
                 return info
         return FetchDataInfo(self._leo, EMPTY_SLICE)
+
+    def add_aborted_txn(self, txn) -> None:
+        """Index an aborted transaction (a producer_state.CompletedTxn) in the segment holding its ABORT marker,
+        unless it is there already (a replay after a restart)."""
+        segments, bases = self._view
+        i = bisect_right(bases, txn.last_offset) - 1
+        if i < 0:
+            return
+        index = segments[i].txn_index
+        if txn.last_offset > index.last_offset:
+            index.append(AbortedTxn(txn.producer_id, txn.first_offset, txn.last_offset, txn.last_stable_offset))
+
+    def segment_end_offset(self, offset: int) -> int:
+        """The base offset of the segment after the one holding offset (the log end offset for the active one):
+        a read from offset returns nothing beyond it."""
+        segments, bases = self._view
+        i = bisect_right(bases, offset)
+        return bases[i] if i < len(bases) else self.log_end_offset
+
+    def collect_aborted_txns(self, start: int, end: int) -> list[AbortedTxn]:
+        """The indexed aborted transactions overlapping [start, end), oldest marker first."""
+        segments, bases = self._view
+        out: list[AbortedTxn] = []
+        for segment in segments[max(0, bisect_right(bases, start) - 1):]:
+            if segment.base_offset >= end:
+                break
+            out += segment.txn_index.collect(start, end)
+        return out
 
     def fetch_offset_by_timestamp(self, timestamp: int) -> OffsetAndTimestamp | None:
         """The first offset whose record timestamp is >= timestamp (None when there is none); -2 gives the log

@@ -81,11 +81,14 @@ class ProducerEntry:
 
 @dataclass(frozen=True)
 class CompletedTxn:
-    """A transaction its marker ended: first offset of its data, offset of the marker."""
+    """A transaction its marker ended: first offset of its data, offset of the marker, and the last stable
+    offset when it ended (the first offset of the oldest other open transaction, else just past the marker:
+    what Kafka records in the transaction index)."""
     producer_id: int
     first_offset: int
     last_offset: int
     aborted: bool
+    last_stable_offset: int
 
 
 def marker_is_commit(data, position: int, size: int) -> bool:
@@ -179,7 +182,7 @@ class ProducerStateManager:
             return None
         entry.current_txn_first_offset = -1
         self.ongoing.pop(producer_id, None)
-        txn = CompletedTxn(producer_id, first, offset, not committed)
+        txn = CompletedTxn(producer_id, first, offset, not committed, min(self.ongoing.values(), default=offset + 1))
         self.unreplicated[offset] = txn
         return txn
 
@@ -191,13 +194,6 @@ class ProducerStateManager:
             entry.epoch = epoch
             entry.batches.clear()
         return entry
-
-    def last_stable_offset_of(self, txn: CompletedTxn) -> int:
-        """The LSO recorded with an aborted transaction in the txn index: the first offset of the oldest other
-        unstable transaction, else just past the marker (Kafka's Log.lastStableOffset(completedTxn))."""
-        others = [first for pid, first in self.ongoing.items() if pid != txn.producer_id]
-        others += [t.first_offset for t in self.unreplicated.values() if t.producer_id != txn.producer_id]
-        return min(others, default=txn.last_offset + 1)
 
     def first_unstable_offset(self, high_watermark: int) -> int | None:
         """The first offset of the oldest open or unreplicated transaction; completed transactions whose
@@ -238,7 +234,9 @@ class ProducerStateManager:
             entries = list(iter_entries(data))
             if not entries:
                 break
-            self.update_from_entries(data, entries)
+            for txn in self.update_from_entries(data, entries):
+                if txn.aborted:
+                    log.add_aborted_txn(txn)
             offset = entries[-1].last_offset + 1
         self.map_end_offset = leo
 

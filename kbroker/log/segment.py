@@ -1,5 +1,6 @@
 """One log segment: `%020d.log` holding entries (record batches or v0/v1 messages) whose offsets start at the
-segment's base offset, with its `.index` and `.timeindex` (Kafka's LogSegment).
+segment's base offset, with its `.index`, `.timeindex` and `.txnindex` (aborted transactions whose marker is
+here) (Kafka's LogSegment).
 
 Appends take bytes whose offsets are already assigned; reads hand back a FileSlice (fd, position, length) for
 sendfile. Entries are found by reading their headers from the file (records.entries parses them); only a
@@ -17,10 +18,12 @@ from ..records.batches import legacy_records, v2_records
 from ..records.entries import LOG_OVERHEAD, V2_HEADER_SIZE, CorruptEntry, Entry, crc_valid, read_entry
 from .errors import CorruptIndex, InvalidOffset
 from .index import NO_TIMESTAMP, OffsetIndex, TimeIndex, TimestampOffset
+from .txn_index import TransactionIndex
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
+TXN_INDEX_SUFFIX = ".txnindex"
 DELETED_SUFFIX = ".deleted"
 CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
@@ -44,6 +47,10 @@ def offset_index_path(dir: str, base_offset: int, suffix: str = "") -> str:
 
 def time_index_path(dir: str, base_offset: int, suffix: str = "") -> str:
     return os.path.join(dir, filename_prefix(base_offset) + TIME_INDEX_SUFFIX + suffix)
+
+
+def txn_index_path(dir: str, base_offset: int, suffix: str = "") -> str:
+    return os.path.join(dir, filename_prefix(base_offset) + TXN_INDEX_SUFFIX + suffix)
 
 
 class FileSlice(NamedTuple):
@@ -112,6 +119,7 @@ class LogSegment:
             self._size = os.fstat(self._fd).st_size
         self.offset_index = OffsetIndex(offset_index_path(dir, base_offset, suffix), base_offset, max_index_size)
         self.time_index = TimeIndex(time_index_path(dir, base_offset, suffix), base_offset, max_index_size)
+        self.txn_index = TransactionIndex(txn_index_path(dir, base_offset, suffix))
         self._created_ms = self._clock.now_ms()
         self._rolling_based_timestamp: int | None = None
         self._max_ts: TimestampOffset | None = None       # loaded lazily
@@ -318,6 +326,7 @@ class LogSegment:
         self.time_index.reset()
         file_size = os.fstat(self._fd).st_size
         valid = last_index_entry = 0
+        next_offset = self.base_offset
         max_ts = TimestampOffset(NO_TIMESTAMP, self.base_offset)
         if file_size:
             buf = mmap.mmap(self._fd, file_size, access=mmap.ACCESS_READ)
@@ -344,10 +353,13 @@ class LogSegment:
                         if epoch >= 0 and (latest is None or epoch > latest):
                             leader_epoch_cache.assign(epoch, entry.base_offset)
                     valid += entry.size
+                    next_offset = entry.last_offset + 1
             finally:
                 buf.close()
         os.ftruncate(self._fd, valid)
         self._size = valid
+        # entries of markers cut off go; missing ones are added again by the producer state's replay
+        self.txn_index.truncate_to(next_offset)
         self.offset_index.trim_to_valid_size()
         # a normally closed segment ends its time index with the largest timestamp; so does a recovered one
         self.time_index.maybe_append(max_ts.timestamp, max_ts.offset, skip_full_check=True)
@@ -362,6 +374,7 @@ class LogSegment:
         mapping = self.translate_offset(offset)
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
+        self.txn_index.truncate_to(offset)
         self.resize_indexes(self.offset_index.max_index_size)
         truncated = 0
         if mapping is not None:
@@ -387,6 +400,7 @@ class LogSegment:
             return      # deleted while the flush was queued
         self.offset_index.flush()
         self.time_index.flush()
+        self.txn_index.flush()
 
     def close(self) -> None:
         """Write the final time index entry, trim the indexes and the file, fsync, close."""
@@ -408,20 +422,21 @@ class LogSegment:
             os.close(self._fd)
         self.offset_index.delete()
         self.time_index.delete()
+        self.txn_index.delete()
         try:
             os.unlink(self.log_path)
         except FileNotFoundError:
             pass
 
     def change_file_suffixes(self, old_suffix: str, new_suffix: str) -> None:
-        """Rename the three files, e.g. ("", ".deleted") before an asynchronous delete."""
+        """Rename the segment's files, e.g. ("", ".deleted") before an asynchronous delete."""
         def renamed(path: str) -> str:
             if not path.endswith(old_suffix):
                 raise ValueError(f"{path} does not end with {old_suffix!r}")
             return path[:len(path) - len(old_suffix)] + new_suffix
         os.rename(self.log_path, renamed(self.log_path))
         self.log_path = renamed(self.log_path)
-        for index in (self.offset_index, self.time_index):
+        for index in (self.offset_index, self.time_index, self.txn_index):
             try:
                 index.rename_to(renamed(index.path))
             except FileNotFoundError:
@@ -431,7 +446,7 @@ class LogSegment:
         """After the partition directory was renamed: same file names under the new directory."""
         self.dir = dir
         self.log_path = os.path.join(dir, os.path.basename(self.log_path))
-        for index in (self.offset_index, self.time_index):
+        for index in (self.offset_index, self.time_index, self.txn_index):
             index.path = os.path.join(dir, os.path.basename(index.path))
 
 

@@ -9,9 +9,10 @@ becoming leader stops fetching it; the become-leader transitions of one request 
 waits for its leader-epoch checkpoint's fsyncs. StopReplica stops fetching and, with delete, removes the log.
 
 Data path: append_txn_markers (WriteTxnMarkers: control batches, acks=-1, then the on_txn_marker_appended
-hook for __consumer_offsets partitions), append_records (Produce; acks=-1 waits in the produce purgatory until every in-sync replica has the
-records, or REQUEST_TIMED_OUT), fetch (consumers up to the high watermark, followers up to the log end offset,
-both long-polling in the fetch purgatory), offsets by timestamp and delete_records. A follower's fetch moves
+hook for __consumer_offsets partitions), append_records (Produce; acks=-1 waits in the produce purgatory
+until every in-sync replica has the records, or REQUEST_TIMED_OUT), fetch (consumers up to the high
+watermark or, READ_COMMITTED, the last stable offset; followers up to the log end offset; both long-polling
+in the fetch purgatory), offsets by timestamp and delete_records. A follower's fetch moves
 its state on the leader, which may advance the high watermark and complete waiting produces and fetches.
 
 ISR: a task shrinks the ISR of led partitions every replica.lag.time.max.ms / 2; expansions happen on follower
@@ -46,16 +47,17 @@ state_change = logging.getLogger("state-change")
 log = logging.getLogger("kbroker.replica")
 
 ISR_NOTIFICATION_INTERVAL_S = 0.25
-LEADER_TRANSITIONS_IN_FLIGHT = 8
-MARKER_TIMEOUT_MS = 30000   # Kafka appends markers with request.timeout.ms (default 30 s)   # of one LeaderAndIsr; gevent's thread pool (fsyncs) has 10 threads
+LEADER_TRANSITIONS_IN_FLIGHT = 8   # of one LeaderAndIsr; gevent's thread pool (fsyncs) has 10 threads
+MARKER_TIMEOUT_MS = 30000          # Kafka appends markers with request.timeout.ms (default 30 s)
 
 
 class DelayedFetch(DelayedOperation):
     """Completes when enough bytes are readable for the fetch, a partition fails, or the wait is over."""
 
-    def __init__(self, delay_ms: int, manager, requests, min_bytes: int, follower: int):
+    def __init__(self, delay_ms: int, manager, requests, min_bytes: int, follower: int, isolation_level: int):
         super().__init__(delay_ms)
         self.manager, self.requests, self.min_bytes, self.follower = manager, requests, min_bytes, follower
+        self.isolation_level = isolation_level
         self.done = gevent.event.Event()
 
     def try_complete(self) -> bool:
@@ -65,7 +67,7 @@ class DelayedFetch(DelayedOperation):
             if partition is None or not partition.is_leader:
                 return self.force_complete()
             log = partition.log
-            end = log.log_end_offset if self.follower >= 0 else log.high_watermark
+            end = partition.fetchable_end(self.isolation_level, self.follower)
             if fetch_offset > end or fetch_offset < log.log_start_offset:
                 return self.force_complete()
             if fetch_offset < end:
@@ -449,7 +451,8 @@ class ReplicaManager:
                                       producer_id, tp[0], tp[1])
         return results
 
-    def fetch(self, requests, max_wait_ms: int, min_bytes: int, follower: int, read_fn) -> dict:
+    def fetch(self, requests, max_wait_ms: int, min_bytes: int, follower: int, read_fn,
+              isolation_level: int = 0) -> dict:
         """Read for a fetch; wait (up to max_wait_ms) in the purgatory until min_bytes are readable.
 
         requests: [(tp, fetch_offset, partition_max_bytes, current_leader_epoch)]. read_fn(requests) does the
@@ -461,7 +464,7 @@ class ReplicaManager:
                 self.fetch_purgatory.check_and_complete(tp)
         if max_wait_ms <= 0 or size >= min_bytes or errored or not requests:
             return results
-        op = DelayedFetch(max_wait_ms, self, requests, min_bytes, follower)
+        op = DelayedFetch(max_wait_ms, self, requests, min_bytes, follower, isolation_level)
         if not self.fetch_purgatory.try_complete_else_watch(op, [r[0] for r in requests]):
             op.done.wait()
         return read_fn(requests)[0]

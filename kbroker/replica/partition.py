@@ -82,6 +82,7 @@ class Partition:
         self.remote: dict[int, RemoteReplica] = {}
         self.producer_state = ProducerStateManager(log.dir)
         self.producer_state.rebuild_from_log(log)
+        log.first_unstable_offset = lambda: self.producer_state.first_unstable_offset(log.high_watermark)
         self._records_config = (log.config, records_config(log.config))
 
     @property
@@ -180,14 +181,13 @@ class Partition:
                                    config=self.records_config, partition_leader_epoch=self.leader_epoch)
         log.append(info.records, info.first_offset, info.last_offset, info.max_timestamp,
                    info.offset_of_max_timestamp, info.record_count)
-        self._complete_txn(producer_id, producer_epoch, committed, coordinator_epoch, info.first_offset)
+        txn = self.producer_state.complete_txn(producer_id, producer_epoch, committed, coordinator_epoch,
+                                               info.first_offset)
+        if txn is not None and txn.aborted:
+            log.add_aborted_txn(txn)
         self.maybe_increment_high_watermark()
         log.maybe_flush()
         return info.first_offset
-
-    def _complete_txn(self, producer_id: int, producer_epoch: int, committed: bool, coordinator_epoch: int,
-                      offset: int) -> None:
-        self.producer_state.complete_txn(producer_id, producer_epoch, committed, coordinator_epoch, offset)
 
     def _check_producers(self, info):
         """Sequence checks for idempotent batches; the original metadata when the batch is a retry."""
@@ -279,7 +279,9 @@ class Partition:
                     max_ts, max_ts_offset = e.max_timestamp, e.last_offset
             log.append(view[start:end], max(first, log.log_end_offset), entries[-1].last_offset, max_ts,
                        max_ts_offset, sum(e.record_count for e in entries))
-            self.producer_state.update_from_entries(view, entries)
+            for txn in self.producer_state.update_from_entries(view, entries):
+                if txn.aborted:
+                    log.add_aborted_txn(txn)
         log.update_high_watermark(min(leader_hw, log.log_end_offset))
 
     def truncate_to(self, offset: int, reason: str) -> None:
@@ -320,29 +322,44 @@ class Partition:
         if current_leader_epoch > self.leader_epoch:
             raise KafkaError(Errors.UNKNOWN_LEADER_EPOCH, f"epoch {current_leader_epoch} > {self.leader_epoch}")
 
+    def fetchable_end(self, isolation_level: int, follower: int = -1) -> int:
+        """Where a read stops: the log end offset for followers, else the LSO (READ_COMMITTED) or the HW."""
+        if follower >= 0:
+            return self.log.log_end_offset
+        return self.log.last_stable_offset if isolation_level == READ_COMMITTED else self.log.high_watermark
+
+    def aborted_txns(self, start: int, end: int) -> list:
+        """The aborted transactions (producer id, first offset) overlapping [start, end) for a READ_COMMITTED
+        fetch: the indexed ones and those whose marker is not below the high watermark yet."""
+        found = {(t.producer_id, t.first_offset) for t in self.log.collect_aborted_txns(start, end)}
+        found |= {(t.producer_id, t.first_offset) for t in self.producer_state.aborted_ongoing(start, end)}
+        return sorted(found, key=lambda t: t[1])
+
     def read(self, fetch_offset: int, max_bytes: int, isolation_level: int, min_one_message: bool,
              follower: int = -1):
         """(FetchDataInfo, high watermark, last stable offset, log start offset). Consumers read up to the high
-        watermark; a follower reads up to the log end offset and its fetch offset updates its state."""
+        watermark (READ_COMMITTED: the last stable offset); a follower reads up to the log end offset and its
+        fetch offset updates its state."""
         log = self.log
         leo = log.log_end_offset
-        limit = leo if follower >= 0 else log.high_watermark
+        limit = self.fetchable_end(isolation_level, follower)
         try:
             info = log.read(fetch_offset, max_bytes, max_offset=limit, min_one_message=min_one_message)
         except OffsetOutOfRange as e:
             raise KafkaError(Errors.OFFSET_OUT_OF_RANGE, str(e)) from None
         if follower >= 0:
             self.update_follower_fetch_state(follower, fetch_offset, leo)
-        hw = log.high_watermark
-        return info, hw, hw, log.log_start_offset
+        return info, log.high_watermark, log.last_stable_offset, log.log_start_offset
 
     def offset_for_timestamp(self, timestamp: int, isolation_level: int):
-        """(offset, timestamp, leader epoch) for ListOffsets; latest is the high watermark for consumers."""
+        """(offset, timestamp, leader epoch) for ListOffsets; latest is the high watermark for consumers (the
+        last stable offset for READ_COMMITTED), and no offset at or beyond it is answered for a time."""
         log = self.log
+        end = self.fetchable_end(isolation_level)
         if timestamp == -1:
-            return log.high_watermark, -1, self.leader_epoch
+            return end, -1, self.leader_epoch
         found = log.fetch_offset_by_timestamp(timestamp)
-        if found is None or found.offset >= log.high_watermark and timestamp != -2:
+        if found is None or found.offset >= end and timestamp != -2:
             return -1, -1, -1
         epoch = found.leader_epoch if found.leader_epoch is not None else -1
         return found.offset, found.timestamp, epoch

@@ -126,3 +126,165 @@ def test_non_transactional_batch_during_an_open_transaction_and_control_batches_
     import crc32c
     struct.pack_into(">I", control, 17, crc32c.crc32c(bytes(control[21:])))
     assert produce(b, "its", control).error_code == INVALID_RECORD
+
+
+def list_latest(broker, topic: str, isolation: int, partition: int = 0, version: int = 2) -> int:
+    R = ListOffsetsRequest
+    req = R(version=version, replica_id=-1, isolation_level=isolation, topics=[R.ListOffsetsTopic(
+        name=topic, partitions=[R.ListOffsetsTopic.ListOffsetsPartition(
+            partition_index=partition, timestamp=-1, current_leader_epoch=-1, max_num_offsets=1)])])
+    c = client_for(broker)
+    try:
+        resp = c.send(req)
+    finally:
+        c.close()
+    [t] = resp.topics
+    [p] = t.partitions
+    assert p.error_code == NONE, p
+    return p.offset
+
+
+def txnindex_entries(path: str):
+    with open(path, "rb") as f:
+        data = f.read()
+    assert len(data) % 34 == 0, len(data)
+    return [struct.unpack_from(">hqqqq", data, i) for i in range(0, len(data), 34)]
+
+
+def partition_dir(broker, topic: str, partition: int = 0) -> str:
+    import os
+    return os.path.join(broker.dir, "data", f"{topic}-{partition}")
+
+
+def test_read_committed_stops_at_the_lso_and_lists_aborted_transactions(env):
+    c, b = env
+    new_topic(c, b, "lso")
+    p1, e1 = init_producer_id(b)
+    p2, e2 = init_producer_id(b)
+    assert produce(b, "lso", v2_batch([b"plain"])).error_code == NONE                      # 0
+    assert produce(b, "lso", txn_batch([b"t1-a", b"t1-b"], p1, e1, 0)).error_code == NONE  # 1-2
+    assert produce(b, "lso", txn_batch([b"t2-a"], p2, e2, 0)).error_code == NONE           # 3
+    # Both transactions open: read_committed sees only offset 0; read_uncommitted everything.
+    p = fetch_partition(b, "lso", 0, READ_COMMITTED)
+    assert (p.high_watermark, p.last_stable_offset, p.aborted_transactions) == (4, 1, [])
+    assert [o for o, _, _ in batches(p.records)] == [0]
+    p = fetch_partition(b, "lso", 0, READ_UNCOMMITTED)
+    assert (p.last_stable_offset, p.aborted_transactions) == (1, None)
+    assert [o for o, _, _ in batches(p.records)] == [0, 1, 3]
+    assert (list_latest(b, "lso", READ_COMMITTED), list_latest(b, "lso", READ_UNCOMMITTED)) == (1, 4)
+    # p1 aborts (marker at 4): the LSO moves to p2's first offset; the abort is listed.
+    assert write_markers(b, [(p1, e1, False, 0, "lso", [0])]) == [{("lso", 0): NONE}]
+    p = fetch_partition(b, "lso", 0, READ_COMMITTED)
+    assert (p.high_watermark, p.last_stable_offset, p.aborted_transactions) == (5, 3, [(p1, 1)])
+    assert [o for o, _, _ in batches(p.records)] == [0, 1]
+    # p2 commits (marker at 5): everything is stable.
+    assert write_markers(b, [(p2, e2, True, 0, "lso", [0])]) == [{("lso", 0): NONE}]
+    p = fetch_partition(b, "lso", 0, READ_COMMITTED)
+    assert (p.high_watermark, p.last_stable_offset, p.aborted_transactions) == (6, 6, [(p1, 1)])
+    assert [o for o, _, _ in batches(p.records)] == [0, 1, 3, 4, 5]
+    assert fetch_partition(b, "lso", 3, READ_COMMITTED).aborted_transactions == [(p1, 1)]   # marker at 4 >= 3
+    assert fetch_partition(b, "lso", 5, READ_COMMITTED).aborted_transactions == []
+    assert list_latest(b, "lso", READ_COMMITTED) == 6
+    assert fetch_partition(b, "lso", 0, READ_COMMITTED, version=4).last_stable_offset == 6
+    # The abort is in the segment's .txnindex: version 0, pid, first 1, last (marker) 4, LSO then 3 (p2 open).
+    assert txnindex_entries(partition_dir(b, "lso") + "/00000000000000000000.txnindex") == [(0, p1, 1, 4, 3)]
+    # An empty transaction's abort (no data) is not indexed.
+    assert write_markers(b, [(p1, e1, False, 0, "lso", [0])]) == [{("lso", 0): NONE}]
+    assert txnindex_entries(partition_dir(b, "lso") + "/00000000000000000000.txnindex") == [(0, p1, 1, 4, 3)]
+
+
+@pytest.mark.parametrize("how", ["sigterm", "kill9"])
+def test_open_and_aborted_transactions_survive_a_restart(cluster_factory, how):
+    from tests.integration.test_crash_recovery import BROKER_PROPS, restart, wait_gone
+    c = cluster_factory(1, **BROKER_PROPS)
+    b = c.brokers[1]
+    new_topic(c, b, "rs")
+    p1, e1 = init_producer_id(b)
+    p2, e2 = init_producer_id(b)
+    assert produce(b, "rs", txn_batch([b"x"], p1, e1, 0)).error_code == NONE     # 0
+    assert write_markers(b, [(p1, e1, False, 7, "rs", [0])]) == [{("rs", 0): NONE}]  # 1
+    assert produce(b, "rs", txn_batch([b"y"], p2, e2, 0)).error_code == NONE     # 2, stays open
+    assert produce(b, "rs", v2_batch([b"z"])).error_code == NONE                  # 3
+    if how == "sigterm":
+        assert b.terminate() == 0
+    else:
+        b.kill9()
+        wait_gone(c, 1)
+    restart(c, b, "rs")
+    p = fetch_partition(b, "rs", 0, READ_COMMITTED)
+    assert (p.high_watermark, p.last_stable_offset, p.aborted_transactions) == (4, 2, [(p1, 0)])
+    assert list_latest(b, "rs", READ_COMMITTED) == 2
+    # The restored open transaction still refuses p2's non-transactional writes, and p1's coordinator epoch
+    # is remembered.
+    assert produce(b, "rs", v2_batch([b"w"], producer_id=p2, producer_epoch=e2,
+                                     base_sequence=1)).error_code == INVALID_TXN_STATE
+    assert write_markers(b, [(p1, e1, True, 6, "rs", [0])]) == [{("rs", 0): TRANSACTION_COORDINATOR_FENCED}]
+    assert write_markers(b, [(p2, e2, True, 7, "rs", [0])]) == [{("rs", 0): NONE}]
+    assert list_latest(b, "rs", READ_COMMITTED) == 5
+    assert txnindex_entries(partition_dir(b, "rs") + "/00000000000000000000.txnindex") == [(0, p1, 0, 1, 2)]
+
+
+def mixed_transactions(c, b, topic: str, partitions: int = 2):
+    """On each partition: plain records, a committed transaction, an aborted one, interleaved with a second
+    producer's committed one; returns the committed values per partition in offset order."""
+    new_topic(c, b, topic, partitions)
+    expected = {}
+    for part in range(partitions):
+        p1, e1 = init_producer_id(b)
+        p2, e2 = init_producer_id(b)
+
+        def send(records):
+            assert produce(b, topic, records, partition=part).error_code == NONE
+
+        def mark(pid, epoch, committed):
+            assert write_markers(b, [(pid, epoch, committed, 0, topic, [part])]) == [{(topic, part): NONE}]
+        send(v2_batch([b"plain-%d" % part]))
+        send(txn_batch([b"c1-%d" % part, b"c2-%d" % part], p1, e1, 0))
+        send(txn_batch([b"other-%d" % part], p2, e2, 0))
+        mark(p1, e1, True)
+        send(txn_batch([b"ab1-%d" % part, b"ab2-%d" % part], p1, e1, 2))
+        send(txn_batch([b"ab3-%d" % part], p1, e1, 4))
+        mark(p2, e2, True)
+        mark(p1, e1, False)
+        send(v2_batch([b"tail-%d" % part]))
+        expected[part] = [b"plain-%d" % part, b"c1-%d" % part, b"c2-%d" % part, b"other-%d" % part,
+                          b"tail-%d" % part]
+    return expected
+
+
+def test_read_committed_clients_see_exactly_the_committed_records(env):
+    """librdkafka and kafka-python drop the aborted records from aborted_transactions and the control batches:
+    what proves the wire format. read_uncommitted sees the aborted ones too."""
+    import confluent_kafka
+    from kafka import KafkaConsumer, TopicPartition
+    c, b = env
+    expected = mixed_transactions(c, b, "rc")
+    want = sorted(v for vs in expected.values() for v in vs)
+
+    def confluent(isolation, count):
+        consumer = confluent_kafka.Consumer({"bootstrap.servers": b.bootstrap, "group.id": f"g-{isolation}",
+                                             "auto.offset.reset": "earliest", "isolation.level": isolation,
+                                             "enable.auto.commit": False})
+        consumer.assign([confluent_kafka.TopicPartition("rc", p, 0) for p in expected])
+        got, deadline = [], time.time() + 8
+        while time.time() < deadline and len(got) < count:
+            m = consumer.poll(0.5)
+            if m is not None and not m.error():
+                got.append((m.partition(), m.value()))
+        consumer.close()
+        return got
+
+    got = confluent("read_committed", len(want) + 1)   # waits for one too many: nothing more may come
+    assert sorted(v for _, v in got) == want
+    for part, values in expected.items():
+        assert [v for p, v in got if p == part] == values
+    assert len(confluent("read_uncommitted", len(want) + 6)) == len(want) + 6   # 3 aborted records per partition
+
+    consumer = KafkaConsumer(bootstrap_servers=b.bootstrap, isolation_level="read_committed",
+                             enable_auto_commit=False, auto_offset_reset="earliest", consumer_timeout_ms=3000)
+    consumer.assign([TopicPartition("rc", p) for p in expected])
+    got = [(m.partition, m.value) for m in consumer]
+    consumer.close()
+    assert sorted(v for _, v in got) == want
+    for part, values in expected.items():
+        assert [v for p, v in got if p == part] == values

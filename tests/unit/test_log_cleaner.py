@@ -761,3 +761,57 @@ def test_rebuilt_batches_keep_headers_and_log_append_time(tmp_path):
     assert h[5] & 0x08 and h[5] & 0x07 == 1 and h[8] == T0 + 500       # LogAppendTime, gzip, max timestamp
     [r5] = v2_records(second, 0, e2.size, 10 ** 6)
     assert (r5.offset, r5.key, r5.timestamp) == (4, k(5), T0 + 500)
+
+
+# ---- transactions ------------------------------------------------------------------------------------------------
+
+def test_aborted_transactions_are_removed_and_never_shadow_committed_values(tmp_path):
+    from kbroker.log.producer_state import CompletedTxn
+    clock = MockClock()
+    log = make_log(tmp_path, clock, overrides={"delete.retention.ms": "1000"})
+    append_kv(log, [(k(1), b"committed")])                                                      # 0
+    append(log, kv_batch(1, [(k(1), b"aborted"), (k(2), b"aborted")], producer_id=7, producer_epoch=0,
+                         base_sequence=0, transactional=True))                                   # 1-2
+    append(log, kv_batch(3, [(k(3), b"txn-ok")], producer_id=8, producer_epoch=0, base_sequence=0,
+                         transactional=True))                                                    # 3
+    append(log, control_batch(4, 7, commit=False))                                               # 4
+    log.add_aborted_txn(CompletedTxn(7, 1, 4, True, 3))
+    append(log, control_batch(5, 8, commit=True))                                                # 5
+    append(log, kv_batch(6, [(k(4), b"later")], producer_id=7, producer_epoch=0, base_sequence=2,
+                         transactional=True))                                                    # 6: pid 7 again
+    append(log, control_batch(7, 7, commit=True))                                                # 7
+    append_kv(log, [(k(9), b"x")])                                                               # 8
+    seal(log)
+    cleaner = cleaner_for(log)
+    stats = cleaner.clean(log)
+    assert stats.aborted_removed == 2
+    assert [(o, key, v) for o, key, v in records_of(log)] == [
+        (0, k(1), b"committed"), (3, k(3), b"txn-ok"), (6, k(4), b"later"), (8, k(9), b"x")]
+    # the ABORT marker stays (its data was met in this cleaning) with its .txnindex entry, in the cleaned segment
+    markers = [e.base_offset for _, e in entries_of(log) if e.attributes & CONTROL_MASK]
+    assert markers == [4, 5, 7]
+    assert [(t.producer_id, t.first_offset, t.last_offset) for t in log.collect_aborted_txns(0, 100)] == [(7, 1, 4)]
+    # past delete.retention.ms, the next cleaning meets no data of the aborted transaction: its marker goes
+    clock.advance(1000)
+    append_kv(log, [(k(8), b"y")], timestamp=clock.now_ms())
+    seal(log)
+    cleaner.clean(log)
+    assert [e.base_offset for _, e in entries_of(log) if e.attributes & CONTROL_MASK] == [5, 7]
+    assert log.collect_aborted_txns(0, 100) == []
+
+
+def test_the_dirty_section_stops_at_the_last_stable_offset(tmp_path):
+    log = make_log(tmp_path)
+    append_kv(log, [(k(1), b"a")])
+    append_kv(log, [(k(1), b"b")])
+    append_kv(log, [(k(1), b"c")])
+    log.roll()
+    append_kv(log, [(k(2), b"d")])
+    seal(log)
+    log.first_unstable_offset = lambda: 1          # a transaction open from offset 1
+    stats = cleaner_for(log).clean(log)
+    assert stats is None or stats.end_offset <= 1
+    assert [v for _, _, v in records_of(log)] == [b"a", b"b", b"c", b"d"]
+    log.first_unstable_offset = lambda: None
+    assert cleaner_for(log).clean(log).end_offset == 4
+    assert [v for _, _, v in records_of(log)] == [b"c", b"d"]
