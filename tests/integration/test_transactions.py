@@ -237,7 +237,7 @@ def test_confluent_kafka_commit_and_abort(txn_cluster):
     assert sorted(everything) == sorted([f"c{i}".encode() for i in range(30)] + [f"a{i}".encode() for i in range(10)]
                                         + [b"last"])
     committed = read_all(txn_cluster.bootstrap, topic, "read_committed", 31)
-    assert set(committed) >= {f"c{i}".encode() for i in range(30)} | {b"last"}
+    assert sorted(committed) == sorted([f"c{i}".encode() for i in range(30)] + [b"last"])
 
 
 def test_aiokafka_transaction_commit_and_abort(txn_cluster):
@@ -263,6 +263,8 @@ def test_aiokafka_transaction_commit_and_abort(txn_cluster):
     asyncio.run(run())
     everything = read_all(txn_cluster.bootstrap, topic, "read_uncommitted", 12)
     assert sorted(everything) == sorted([f"k{i}".encode() for i in range(10)] + [b"aborted", b"after"])
+    committed = read_all(txn_cluster.bootstrap, topic, "read_committed", 11)
+    assert sorted(committed) == sorted([f"k{i}".encode() for i in range(10)] + [b"after"])
 
 
 def test_kafka_python_transactional_producer(txn_cluster):
@@ -283,6 +285,7 @@ def test_kafka_python_transactional_producer(txn_cluster):
         p.close(5)
     everything = read_all(txn_cluster.bootstrap, topic, "read_uncommitted", 6)
     assert everything == [f"v{i}".encode() for i in range(5)] + [b"gone"]
+    assert read_all(txn_cluster.bootstrap, topic, "read_committed", 5) == [f"v{i}".encode() for i in range(5)]
 
 
 # ---- coordinator-driven aborts and failover ---------------------------------------------------------------------
@@ -324,6 +327,7 @@ def test_transaction_past_its_timeout_is_aborted_by_the_coordinator(txn_cluster)
     send_txn_record(txn_cluster, topic, pid, 0, 0, b"never committed")
     # The coordinator fences the producer (epoch 1) and writes the ABORT marker: the high watermark moves past it.
     wait_until(lambda: end_offset(txn_cluster, topic) == 2, 20, message="the abort marker")
+    assert read_all(txn_cluster.bootstrap, topic, "read_committed", 0, timeout=3) == []
     assert end_txn(boot, "tx-timeout", pid, 0, True) == Errors.INVALID_PRODUCER_EPOCH
     assert end_txn(boot, "tx-timeout", pid, 1, False) == Errors.NONE        # the aborted outcome, retried
     r = init_until(boot, "tx-timeout")
@@ -348,6 +352,7 @@ def test_coordinator_killed_after_prepare_commit_completes_the_commit(txn_cluste
     wait_until(lambda: end_txn(new, "tx-kill", pid, 0, True) == Errors.NONE, 40, message="the completed commit")
     assert end_txn(new, "tx-kill", pid, 0, False) == Errors.INVALID_TXN_STATE
     assert end_offset(txn_cluster, topic) >= 2      # the record and (at least one) COMMIT marker
+    assert read_all(txn_cluster.bootstrap, topic, "read_committed", 1) == [b"committed"]
     r = init_until(new, "tx-kill")
     assert (r.producer_id, r.producer_epoch) == (pid, 1)
 
@@ -365,6 +370,8 @@ def test_coordinator_killed_mid_transaction_new_producer_aborts_it(txn_cluster):
     assert (r.producer_id, r.producer_epoch) == (pid, 2)
     assert end_txn(new, "tx-kill-ongoing", pid, 1, False) == Errors.INVALID_PRODUCER_EPOCH
     assert end_offset(txn_cluster, topic) == 2      # the record and the ABORT marker
+    assert read_all(txn_cluster.bootstrap, topic, "read_committed", 0, timeout=3) == []
+    assert read_all(txn_cluster.bootstrap, topic, "read_uncommitted", 1) == [b"in flight"]
 
 
 def test_prepare_commit_found_on_load_gets_its_markers_sent(txn_cluster):
@@ -392,6 +399,7 @@ def test_prepare_commit_found_on_load_gets_its_markers_sent(txn_cluster):
     new = txn_coordinator(txn_cluster, "tx-resend", timeout=60, not_at=boot)
     wait_until(lambda: end_txn(new, "tx-resend", pid, 0, True) == Errors.NONE, 60, message="the completed commit")
     assert end_offset(txn_cluster, topic) == 2      # the record and one COMMIT marker
+    assert read_all(txn_cluster.bootstrap, topic, "read_committed", 1) == [b"committed late"]
 
 
 def test_confluent_kafka_zombie_is_fenced(txn_cluster):
@@ -408,6 +416,7 @@ def test_confluent_kafka_zombie_is_fenced(txn_cluster):
         zombie.commit_transaction(30)
     assert e.value.args[0].fatal() or "fenced" in str(e.value).lower()
     assert sorted(read_all(txn_cluster.bootstrap, topic, "read_uncommitted", 2)) == [b"fresh", b"zombie"]
+    assert read_all(txn_cluster.bootstrap, topic, "read_committed", 1) == [b"fresh"]
 
 
 def test_idle_transactional_id_expires(cluster_factory):
