@@ -13,7 +13,7 @@ import pytest
 from admin_cli.main import cli
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
 from click.testing import CliRunner
-from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
 
 from kafka.protocol.consumer import ListOffsetsRequest
 from kafka.protocol.metadata import ApiVersionsRequest
@@ -189,10 +189,12 @@ def test_ongoing_transaction_fenced_by_a_new_producer(txn_cluster):
 # ---- real clients ----------------------------------------------------------------------------------------------
 
 def read_all(bootstrap: str, topic: str, isolation: str, expect: int, timeout: float = 20.0) -> list[bytes]:
-    """Values read from the start of `topic` until `expect` are read (or the timeout)."""
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": unique("reader"), "auto.offset.reset": "earliest",
-                  "enable.auto.commit": False, "isolation.level": isolation})
-    c.subscribe([topic])
+    """Values read from the start of every partition of `topic` until `expect` are read (or the timeout); the
+    partitions are assigned, not subscribed (no group: __consumer_offsets needs 3 live brokers)."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": unique("reader"), "enable.auto.commit": False,
+                  "isolation.level": isolation})
+    partitions = c.list_topics(topic, timeout=10).topics[topic].partitions
+    c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
     out: list[bytes] = []
     deadline = time.time() + timeout
     try:
