@@ -85,7 +85,7 @@ class TransactionStateManager(CoordinatorPartitions):
                     yield epoch, metadata
 
     # ---- writes -------------------------------------------------------------------------------------------
-    def append(self, transactional_id: str, coordinator_epoch: int, transit: Transit | None,
+    def append(self, transactional_id: str, coordinator_epoch: int, transit: Transit,
                callback: Callable[[Errors], None], retry_on_error: Callable[[Errors], bool] = lambda e: False) -> None:
         """Write the transit (a tombstone for Dead) with acks=-1, then apply it (see the module docstring);
         callback(error)."""

@@ -59,7 +59,8 @@ class _BrokerQueue:
         self.waiting.setdefault(transactional_id, set()).add(tp)
         self.ready.set()
 
-    def _connection(self) -> Connection | None:
+    def connect(self) -> Connection | None:
+        """The connection to the broker's inter-broker endpoint (a new one when the endpoint changed)."""
         endpoint = self.sender.endpoint(self.broker_id)
         if endpoint is None:
             return None
@@ -184,7 +185,7 @@ class TransactionMarkerSender:
                 topics=[Request.WritableTxnMarker.WritableTxnMarkerTopic(name=t, partition_indexes=ps)
                         for t, ps in by_topic.items()]))
         request = Request(version=WRITE_TXN_MARKERS_VERSION, markers=markers)
-        connection = queue._connection()
+        connection = queue.connect()
         try:
             if connection is None:
                 raise KafkaError(Errors.BROKER_NOT_AVAILABLE, f"broker {queue.broker_id} has no endpoint")
