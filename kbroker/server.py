@@ -38,6 +38,9 @@ from .admin_manager import AdminManager
 from .clock import Clock
 from .controller.controller import KafkaController
 from .coordinator.group_coordinator import GroupCoordinator
+from .coordinator.partition_loader import existing_partition_count
+from .coordinator.transaction.coordinator import TransactionCoordinator
+from .coordinator.transaction.state import TRANSACTION_STATE_TOPIC
 from .coordinator.producer_id_manager import ProducerIdManager
 from .dynamic_config import DynamicConfigManager
 from .log.config import LogConfig
@@ -103,6 +106,7 @@ class KafkaServer:
         self.metadata_cache: MetadataCache | None = None
         self.replica_manager: ReplicaManager | None = None
         self.group_coordinator: GroupCoordinator | None = None
+        self.txn_coordinator: TransactionCoordinator | None = None
         self.admin_manager: AdminManager | None = None
         self.broker_info: z.BrokerInfo | None = None
         self._session_lost = False
@@ -146,6 +150,10 @@ class KafkaServer:
         # A transaction marker replicated on __consumer_offsets completes the producer's pending offsets.
         self.replica_manager.on_txn_marker_appended = self.group_coordinator.complete_txn_offsets
         self.group_coordinator.startup()
+        self.txn_coordinator = TransactionCoordinator(self.broker_id, cfg, self.replica_manager, self.metadata_cache,
+                                                      self.producer_ids, self.clock, self.admin_manager)
+        self.txn_coordinator.startup(existing_partition_count(self.zk, TRANSACTION_STATE_TOPIC,
+                                                              cfg["transaction.state.log.num.partitions"]))
 
         self.socket_server = SocketServer(
             lambda frame, listener, address: api.dispatch(frame, self, listener, address), cfg, cfg.listeners,
@@ -390,6 +398,8 @@ class KafkaServer:
             steps.append(self.controller.shutdown)
         if self.group_coordinator is not None:
             steps.append(self.group_coordinator.shutdown)
+        if self.txn_coordinator is not None:
+            steps.append(self.txn_coordinator.shutdown)
         if self.admin_manager is not None:
             steps.append(self.admin_manager.shutdown)
         if self.replica_manager is not None:

@@ -23,10 +23,11 @@ from typing import Any
 from ..protocol.header import (MalformedRequest, parse_request_header_v1, response_header,
                                skip_tagged_fields)
 from ..protocol.hotpath import piece_size
-from . import (alter_configs, alter_partition_reassignments, api_versions, controlled_shutdown, create_partitions,
-               create_topics, delete_groups, delete_topics, delete_records, describe_cluster, describe_configs,
-               describe_groups, describe_log_dirs,
-               elect_leaders, fetch, find_coordinator, heartbeat, incremental_alter_configs, init_producer_id,
+from . import (add_offsets_to_txn, add_partitions_to_txn, alter_configs, alter_partition_reassignments,
+               api_versions, controlled_shutdown, create_partitions, create_topics, delete_groups, delete_topics,
+               delete_records, describe_cluster, describe_configs, describe_groups, describe_log_dirs,
+               elect_leaders, end_txn, fetch, find_coordinator, heartbeat, incremental_alter_configs,
+               init_producer_id,
                join_group, leader_and_isr, leave_group, list_groups, list_offsets, list_partition_reassignments,
                metadata, offset_commit, offset_delete, offset_fetch, offset_for_leader_epoch, produce, stop_replica,
                sync_group, txn_offset_commit, update_metadata, write_txn_markers)
@@ -36,6 +37,7 @@ request_log = logging.getLogger("kafka.request.logger")
 
 API_MODULES = (produce, fetch, list_offsets, metadata, leader_and_isr, stop_replica, update_metadata, api_versions,
                controlled_shutdown, delete_records, init_producer_id, offset_for_leader_epoch, create_partitions,
+               add_partitions_to_txn, add_offsets_to_txn, end_txn,
                elect_leaders, alter_partition_reassignments, list_partition_reassignments,
                offset_commit, offset_fetch, find_coordinator, join_group, heartbeat, leave_group, sync_group,
                describe_groups, list_groups, delete_groups, offset_delete, create_topics, delete_topics,

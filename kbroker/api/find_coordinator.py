@@ -7,8 +7,9 @@ When the topic does not exist yet the group coordinator has the admin manager cr
 COORDINATOR_NOT_AVAILABLE, as it is while the partition has no live leader, the leader has no endpoint on this
 listener, or there are fewer live brokers than the replication factor (the topic is then created once there
 are enough). Clients retry on COORDINATOR_NOT_AVAILABLE.
-Key type 1 (transaction): COORDINATOR_NOT_AVAILABLE until transactions exist. Any other key type is
-INVALID_REQUEST.
+Key type 1 (transaction): the same for the transactional id's `__transaction_state` partition (created by the
+transaction coordinator: transaction.state.log.num.partitions, transaction.state.log.replication.factor,
+min ISR transaction.state.log.min.isr, compacted). Any other key type is INVALID_REQUEST.
 Version notes: v1 adds the key type, the throttle time and an error message; v2 is v1 (throttling semantics);
 v3 is the flexible encoding. The error message is Kafka's Errors.message(): the code's default message, and
 "NONE" on success (Kafka sends that string too).
@@ -18,6 +19,7 @@ from __future__ import annotations
 from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
 
 from ..coordinator.schemas import GROUP_METADATA_TOPIC
+from ..coordinator.transaction.state import TRANSACTION_STATE_TOPIC
 from ..protocol.errors import Errors
 
 API_KEY = 10
@@ -43,16 +45,19 @@ def _answer(version: int, error: Errors, node=(-1, "", -1)):
 def handle(request, ctx):
     version = ctx.api_version
     key_type = request.key_type if version >= 1 else GROUP
-    if key_type == TRANSACTION:
-        return _answer(version, Errors.COORDINATOR_NOT_AVAILABLE)
-    if key_type != GROUP:
-        return _answer(version, Errors.INVALID_REQUEST)
     broker = ctx.broker
-    coordinator = broker.group_coordinator
+    if key_type == GROUP:
+        coordinator, topic = broker.group_coordinator, GROUP_METADATA_TOPIC
+        create = coordinator.create_offsets_topic
+    elif key_type == TRANSACTION:
+        coordinator, topic = broker.txn_coordinator, TRANSACTION_STATE_TOPIC
+        create = coordinator.create_topic
+    else:
+        return _answer(version, Errors.INVALID_REQUEST)
     cache = broker.metadata_cache
-    partitions = cache.topic_partitions(GROUP_METADATA_TOPIC)
+    partitions = cache.topic_partitions(topic)
     if partitions is None:
-        coordinator.create_offsets_topic()
+        create()
         return _answer(version, Errors.COORDINATOR_NOT_AVAILABLE)
     state = partitions.get(coordinator.partition_for(request.key or ""))
     if state is None or state.leader < 0 or not cache.is_alive(state.leader):

@@ -1,11 +1,15 @@
-"""InitProducerId (key 22), v0-v4: a producer id and epoch for an idempotent producer.
+"""InitProducerId (key 22), v0-v4: a producer id and epoch for an idempotent or transactional producer.
 
 Without a transactional id every request gets a new producer id with epoch 0 (as Kafka 2.8, which accepts
-such requests blindly, KIP-360's epoch bump included). Transactions are not implemented yet: a request with
-a transactional id is answered COORDINATOR_NOT_AVAILABLE, which producers treat as retriable and then report.
+such requests blindly, KIP-360's epoch bump included). With one, the transaction coordinator answers
+(coordinator/transaction/coordinator.py: epoch bumps, fencing an ongoing transaction, producer id rotation,
+KIP-360 recovery). v3+ carries the producer's current id and epoch: both -1 (a fresh producer), or both set;
+one of them -1 is INVALID_REQUEST. PRODUCER_FENCED is answered as INVALID_PRODUCER_EPOCH below v4.
+Version notes: v1 is v0 (throttling); v2 is flexible; v3 adds ProducerId/ProducerEpoch; v4 PRODUCER_FENCED.
 """
 from __future__ import annotations
 
+import gevent.event
 from kafka.protocol.producer import InitProducerIdRequest, InitProducerIdResponse
 
 from zk.client import ZkError
@@ -20,9 +24,21 @@ def handle(request, ctx):
     version = ctx.api_version
 
     def answer(error, pid=-1, epoch=-1):
+        if error == Errors.PRODUCER_FENCED and version < 4:
+            error = Errors.INVALID_PRODUCER_EPOCH
         return RESPONSE(version=version, throttle_time_ms=0, error_code=error, producer_id=pid, producer_epoch=epoch)
     if request.transactional_id is not None:
-        return answer(Errors.COORDINATOR_NOT_AVAILABLE)
+        expected = None
+        if version >= 3:
+            pid, epoch = request.producer_id, request.producer_epoch
+            if (pid == -1) != (epoch == -1):
+                return answer(Errors.INVALID_REQUEST)
+            expected = None if pid == -1 else (pid, epoch)
+        result = gevent.event.AsyncResult()
+        ctx.broker.txn_coordinator.handle_init_producer_id(
+            request.transactional_id, request.transaction_timeout_ms, expected,
+            lambda error, pid, epoch: result.set((error, pid, epoch)))
+        return answer(*result.get())
     try:
         pid = ctx.broker.producer_ids.generate()
     except ZkError:

@@ -2,4 +2,5 @@
 and offsets APIs), group (one group's state machine), offsets (GroupMetadataManager: the __consumer_offsets
 partitions led here, loading, writes, expiry), schemas (the offsets topic's record formats and the group ->
 partition mapping), delayed (join / sync / heartbeat timeouts on the timing wheel), zk_offsets (v0 offsets in
-ZooKeeper). Transactions later."""
+ZooKeeper); transaction/ (the transaction coordinator). partition_loader: the load/unload scheduling both
+coordinators share."""

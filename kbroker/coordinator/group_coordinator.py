@@ -39,6 +39,7 @@ from .delayed import (DelayedHeartbeat, DelayedJoin, DelayedSync, InitialDelayed
 from .group import (UNKNOWN_MEMBER_ID, GroupMetadata, GroupState, JoinGroupResult, MemberMetadata,
                     SyncGroupResult)
 from .offsets import GroupMetadataManager
+from .partition_loader import existing_partition_count
 from .schemas import GROUP_METADATA_TOPIC
 from .zk_offsets import ZkOffsetStore
 
@@ -73,16 +74,7 @@ class GroupCoordinator:
 
     # ---- lifecycle ------------------------------------------------------------------------------------------
     def offsets_topic_partition_count(self) -> int:
-        """The existing topic's partition count, else offsets.topic.num.partitions (as Kafka at startup)."""
-        try:
-            assignment = self.zk.get_topic_assignment(GROUP_METADATA_TOPIC) if self.zk is not None else None
-        except Exception:
-            log.exception("reading the %s assignment failed; using offsets.topic.num.partitions",
-                          GROUP_METADATA_TOPIC)
-            assignment = None
-        if assignment is not None and assignment.partitions:
-            return len(assignment.partitions)
-        return self.config["offsets.topic.num.partitions"]
+        return existing_partition_count(self.zk, GROUP_METADATA_TOPIC, self.config["offsets.topic.num.partitions"])
 
     def startup(self, enable_expiration: bool = True) -> None:
         log.info("[GroupCoordinator %d]: Starting up.", self.broker_id)

@@ -10,7 +10,8 @@ drops them; those with no marker yet stay pending in their groups for the marker
 coordinator's complete_txn_offsets). Losing leadership (follower,
 StopReplica) schedules an unload: P's groups become Dead and leave the cache, so their requests get
 NOT_COORDINATOR. Loads and unloads run in order on one greenlet (Kafka's single-thread scheduler), and a load
-is skipped when a newer leader epoch has been seen for P or the broker no longer leads P at that epoch.
+is skipped when a newer leader epoch has been seen for P or the broker no longer leads P at that epoch (this
+scheduling is CoordinatorPartitions', partition_loader.py, shared with the transaction coordinator).
 
 Writes: group metadata (after a rebalance) and offset commits are v2 batches of keyed records (schemas.py;
 TxnOffsetCommit's as a transactional batch of the producer's id and epoch, pending until its marker),
@@ -28,14 +29,12 @@ import logging
 import struct
 from typing import Callable
 
-import gevent
-import gevent.queue
-
-from ..protocol.errors import Errors, KafkaError
+from ..protocol.errors import Errors
 from ..records.batches import CREATE_TIME, legacy_records, v2_records
 from ..records.builder import build_v2
-from ..records.entries import CONTROL_MASK, TRANSACTIONAL_MASK, V2_HEADER, CorruptEntry, iter_entries
+from ..records.entries import CONTROL_MASK, TRANSACTIONAL_MASK, V2_HEADER
 from .group import CommitRecordMetadataAndOffset, GroupMetadata, GroupState
+from .partition_loader import CoordinatorPartitions
 from .schemas import (GROUP_METADATA_TOPIC, GroupMetadataKey, GroupRecord, MemberRecord, OffsetAndMetadata,
                       OffsetKey, group_metadata_key, group_metadata_value, offset_commit_key, offset_commit_value,
                       partition_for, read_group_value, read_key, read_offset_value)
@@ -84,17 +83,14 @@ def _store_offsets_error(error: Errors) -> Errors:
     return error
 
 
-class GroupMetadataManager:
+class GroupMetadataManager(CoordinatorPartitions):
+    topic = GROUP_METADATA_TOPIC
+
     def __init__(self, broker_id: int, config, replica_manager, clock):
+        super().__init__(replica_manager, clock, config["offsets.topic.num.partitions"])
         self.broker_id = broker_id
         self.config = config
-        self.replica_manager = replica_manager
-        self.clock = clock
         self.groups: dict[str, GroupMetadata] = {}
-        self.loading_partitions: set[int] = set()
-        self.owned_partitions: set[int] = set()
-        self.epoch_for_partition: dict[int, int] = {}
-        self.partition_count = config["offsets.topic.num.partitions"]
         self.codec = config["offsets.topic.compression.codec"]
         self.max_metadata_size = config["offset.metadata.max.bytes"]
         self.load_buffer_size = config["offsets.load.buffer.size"]
@@ -102,37 +98,19 @@ class GroupMetadataManager:
         self.commit_timeout_ms = config["offsets.commit.timeout.ms"]
         self.commit_required_acks = config["offsets.commit.required.acks"]
         self.retention_ms = config["offsets.retention.minutes"] * 60_000
-        self._jobs: gevent.queue.Queue = gevent.queue.Queue()
-        self._worker: gevent.Greenlet | None = None
-        self._shutting_down = False
 
     def now_ms(self) -> int:
         return self.clock.now_ms()
-
-    def startup(self, partition_count: int) -> None:
-        self.partition_count = partition_count
-        self._worker = gevent.spawn(self._run_jobs)
-        self._worker.name = "group-metadata-manager"
-
-    def shutdown(self) -> None:
-        self._shutting_down = True
-        if self._worker is not None:
-            self._worker.kill()
-            self._worker = None
 
     # ---- ownership ------------------------------------------------------------------------------------------
     def partition_for(self, group_id: str) -> int:
         return partition_for(group_id, self.partition_count)
 
     def is_group_local(self, group_id: str) -> bool:
-        return self.partition_for(group_id) in self.owned_partitions
+        return self.is_local(group_id)
 
     def is_group_loading(self, group_id: str) -> bool:
-        return self.partition_for(group_id) in self.loading_partitions
-
-    @property
-    def is_loading(self) -> bool:
-        return bool(self.loading_partitions)
+        return self.is_loading_key(group_id)
 
     def group_not_exists(self, group_id: str) -> bool:
         """True iff this broker owns the group's partition and has no live group by that id."""
@@ -154,92 +132,16 @@ class GroupMetadataManager:
     def current_groups(self) -> list[GroupMetadata]:
         return list(self.groups.values())
 
-    # ---- load / unload --------------------------------------------------------------------------------------
-    def _maybe_update_epoch(self, partition: int, epoch: int | None) -> bool:
-        current = self.epoch_for_partition.get(partition)
-        if current is None:
-            if epoch is not None:
-                self.epoch_for_partition[partition] = epoch
-        elif epoch is not None and epoch > current:
-            self.epoch_for_partition[partition] = epoch
-        return epoch is None or self.epoch_for_partition.get(partition) == epoch
-
-    def schedule_load(self, partition: int, epoch: int, on_group_loaded: Callable) -> None:
-        log.info("Scheduling loading of offsets and group metadata from %s-%d for epoch %d",
-                 GROUP_METADATA_TOPIC, partition, epoch)
-        # Loading from now on (Kafka marks it when the job starts; marking it here closes the window in
-        # which the group's requests would get NOT_COORDINATOR from the new leader).
-        if partition not in self.owned_partitions:
-            self.loading_partitions.add(partition)
-        self._jobs.put((self._load, partition, epoch, on_group_loaded))
-
-    def schedule_unload(self, partition: int, epoch: int | None, on_group_unloaded: Callable) -> None:
-        log.info("Scheduling unloading of offsets and group metadata from %s-%d", GROUP_METADATA_TOPIC, partition)
-        self._jobs.put((self._unload, partition, epoch, on_group_unloaded))
-
-    def _run_jobs(self) -> None:
-        while True:
-            fn, *args = self._jobs.get()
-            try:
-                fn(*args)
-            except Exception:
-                log.exception("group metadata job %s%r failed", fn.__name__, tuple(args[:2]))
-
-    def _load(self, partition: int, epoch: int, on_group_loaded: Callable) -> None:
-        tp = (GROUP_METADATA_TOPIC, partition)
-        p = self.replica_manager.partitions.get(tp)
-        if not self._maybe_update_epoch(partition, epoch) or p is None or not p.is_leader or \
-                p.leader_epoch != epoch:
-            log.info("Not loading offsets and group metadata for %s-%d in epoch %d: newer epoch %s or no longer "
-                     "the leader", tp[0], partition, epoch, self.epoch_for_partition.get(partition))
-            if partition not in self.owned_partitions:
-                self.loading_partitions.discard(partition)
-            return
-        if partition in self.owned_partitions:
-            log.info("Already loaded offsets and group metadata from %s-%d", tp[0], partition)
-            return
-        self.loading_partitions.add(partition)
-        start = self.clock.monotonic_ms()
-        try:
-            self._do_load(p, epoch, on_group_loaded)
-            log.info("Finished loading offsets and group metadata from %s-%d in %d milliseconds for epoch %d",
-                     tp[0], partition, self.clock.monotonic_ms() - start, epoch)
-        except Exception:
-            log.exception("Error loading offsets from %s-%d", tp[0], partition)
-        finally:
-            self.owned_partitions.add(partition)
-            self.loading_partitions.discard(partition)
-
+    # ---- load / unload (scheduled by CoordinatorPartitions) ------------------------------------------------
     def _do_load(self, partition, epoch: int, on_group_loaded: Callable) -> None:
-        log_ = partition.log
         loaded_offsets: dict[tuple[str, str, int], CommitRecordMetadataAndOffset] = {}
         pending: dict[int, dict[tuple[str, str, int], CommitRecordMetadataAndOffset]] = {}
         loaded_groups: dict[str, GroupRecord] = {}
         removed_groups: set[str] = set()
-        offset = log_.log_start_offset
-        while offset < log_.log_end_offset and not self._shutting_down:
-            if not partition.is_leader or partition.leader_epoch != epoch:
-                log.info("Stopped loading %s-%d: leadership changed", partition.topic, partition.index)
-                return
-            data = log_.read(offset, self.load_buffer_size, min_one_message=True).records.read()
-            if not data:
-                break
-            view = memoryview(data)
-            progressed = False
-            try:
-                entries = list(iter_entries(view))
-            except CorruptEntry as e:
-                raise KafkaError(Errors.CORRUPT_MESSAGE, f"corrupt entry in {partition.topic}-{partition.index} "
-                                                         f"at offset {offset}: {e}") from None
-            for entry in entries:
-                if entry.last_offset < offset:
-                    continue
-                self._load_entry(view, entry, loaded_offsets, pending, loaded_groups, removed_groups)
-                offset = entry.last_offset + 1
-                progressed = True
-            if not progressed:
-                break
-            gevent.sleep(0)   # let requests run between chunks of a long log
+        for view, entry in self.read_log(partition, epoch, self.load_buffer_size):
+            self._load_entry(view, entry, loaded_offsets, pending, loaded_groups, removed_groups)
+        if not self.still_leader(partition, epoch):
+            return
 
         by_group: dict[str, dict] = {}
         for (g, t, p), r in loaded_offsets.items():
@@ -312,13 +214,7 @@ class GroupMetadataManager:
                     loaded_groups.pop(key.group, None)
                     removed_groups.add(key.group)
 
-    def _unload(self, partition: int, epoch: int | None, on_group_unloaded: Callable) -> None:
-        if not self._maybe_update_epoch(partition, epoch):
-            log.info("Not removing offsets and group metadata for %s-%d in epoch %s since current epoch is %s",
-                     GROUP_METADATA_TOPIC, partition, epoch, self.epoch_for_partition.get(partition))
-            return
-        self.owned_partitions.discard(partition)
-        self.loading_partitions.discard(partition)
+    def _do_unload(self, partition: int, epoch: int | None, on_group_unloaded: Callable) -> None:
         groups = offsets = 0
         for group in list(self.groups.values()):
             if self.partition_for(group.group_id) == partition:

@@ -180,8 +180,9 @@ def test_offsets_topic_waits_for_enough_brokers_then_is_created_as_kafka(cluster
     assert (r.error_code, r.node_id, r.host, r.port) == (0, leader, "127.0.0.1", c.brokers[leader].port)
     assert r.error_message == "NONE" and coordinator.id == leader
     assert find_coordinator(b1.bootstrap, "my-group", 0).node_id == leader
-    # Transactions are not there yet.
+    # Two brokers cannot hold __transaction_state (transaction.state.log.replication.factor 3): not created.
     assert find_coordinator(b1.bootstrap, "txn", 3, key_type=1).error_code == Errors.COORDINATOR_NOT_AVAILABLE
+    assert not c.zk.topic_exists("__transaction_state")
 
 
 def test_every_served_version_round_trips(two_brokers):

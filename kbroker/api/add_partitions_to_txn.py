@@ -1,0 +1,49 @@
+"""AddPartitionsToTxn (key 24), v0-v3: a transactional producer adds partitions to its ongoing transaction.
+
+Partitions of unknown topics get UNKNOWN_TOPIC_OR_PARTITION and the others OPERATION_NOT_ATTEMPTED (nothing is
+added, as Kafka). Otherwise the transaction coordinator answers one error for every partition
+(coordinator/transaction/coordinator.py): NONE once the Ongoing state with the partitions is written,
+INVALID_PRODUCER_ID_MAPPING, PRODUCER_FENCED (INVALID_PRODUCER_EPOCH below v2), CONCURRENT_TRANSACTIONS,
+COORDINATOR_LOAD_IN_PROGRESS, NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, INVALID_REQUEST (empty id).
+Version notes: v1 is v0 (throttling); v2 PRODUCER_FENCED; v3 is flexible. librdkafka and aiokafka send v0.
+"""
+from __future__ import annotations
+
+import gevent.event
+from kafka.protocol.producer import AddPartitionsToTxnRequest, AddPartitionsToTxnResponse
+
+from ..protocol.errors import Errors
+
+API_KEY = 24
+MIN_VERSION, MAX_VERSION = 0, 3
+REQUEST, RESPONSE = AddPartitionsToTxnRequest, AddPartitionsToTxnResponse
+Topic = RESPONSE.AddPartitionsToTxnTopicResult
+Partition = Topic.AddPartitionsToTxnPartitionResult
+
+
+def fenced_for(version: int, error: Errors) -> Errors:
+    """PRODUCER_FENCED as versions before 2 know it (also used by AddOffsetsToTxn and EndTxn)."""
+    return Errors.INVALID_PRODUCER_EPOCH if error == Errors.PRODUCER_FENCED and version < 2 else error
+
+
+def handle(request, ctx):
+    version = ctx.api_version
+    cache = ctx.broker.metadata_cache
+    partitions = list(dict.fromkeys((t.name, p) for t in request.v3_and_below_topics for p in t.partitions))
+    unknown = {tp for tp in partitions if cache.partition(*tp) is None}
+    if unknown:
+        errors = {tp: Errors.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else Errors.OPERATION_NOT_ATTEMPTED
+                  for tp in partitions}
+    else:
+        result = gevent.event.AsyncResult()
+        ctx.broker.txn_coordinator.handle_add_partitions(
+            request.v3_and_below_transactional_id, request.v3_and_below_producer_id,
+            request.v3_and_below_producer_epoch, partitions, result.set)
+        error = fenced_for(version, result.get())
+        errors = {tp: error for tp in partitions}
+    by_topic: dict = {}
+    for (topic, partition), error in errors.items():
+        by_topic.setdefault(topic, []).append(Partition(partition_index=partition, partition_error_code=error))
+    return RESPONSE(version=version, throttle_time_ms=0,
+                    results_by_topic_v3_and_below=[Topic(name=t, results_by_partition=ps)
+                                                   for t, ps in by_topic.items()])
