@@ -315,7 +315,7 @@ def send_txn_record(cluster: Cluster, topic: str, pid: int, epoch: int, seq: int
     b.append(0, timestamp=int(time.time() * 1000), key=None, value=value, headers=[])
     R = ProduceRequest
     r = call(leader_of(cluster, topic).bootstrap, R(
-        version=7, transactional_id=None, acks=-1, timeout_ms=10000, topic_data=[R.TopicProduceData(
+        version=7, transactional_id="t", acks=-1, timeout_ms=10000, topic_data=[R.TopicProduceData(
             name=topic, partition_data=[R.TopicProduceData.PartitionProduceData(index=0, records=bytes(b.build()))])]))
     assert r.responses[0].partition_responses[0].error_code == 0
 
