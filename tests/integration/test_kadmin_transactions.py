@@ -181,3 +181,24 @@ def test_find_and_abort_hanging_partition_transactions(cluster1):
     assert gone.exit_code == 1 and "No open transaction" in gone.stderr
     usage = kadmin(bs, "transactions", "abort", "--topic", topic, "--partition", 0, "--producer-id", pid1)
     assert usage.exit_code == 2
+
+
+def test_kip664_apis_advertised_and_bad_input_gets_error_codes(cluster1):
+    from kafka.protocol.admin import (DescribeProducersRequest, DescribeTransactionsRequest,
+                                      ListTransactionsRequest)
+    from kafka.protocol.metadata import ApiVersionsRequest
+
+    from tests.clients._util import raw_request
+    bs = cluster1.brokers[1].bootstrap
+    r = raw_request(bs, ApiVersionsRequest(version=0))
+    ranges = {k.api_key: (k.min_version, k.max_version) for k in r.api_keys}
+    assert [ranges.get(k) for k in (61, 65, 66)] == [(0, 0), (0, 0), (0, 0)]
+    r = raw_request(bs, ListTransactionsRequest(version=0, state_filters=["Ongoing", "Running"],
+                                                producer_id_filters=[]))
+    assert (r.error_code, r.unknown_state_filters, r.transaction_states) == (0, ["Running"], [])
+    r = raw_request(bs, DescribeTransactionsRequest(version=0, transactional_ids=["nobody", ""]))
+    # no __transaction_state partition is led here (none exists yet): NOT_COORDINATOR, as for InitProducerId
+    assert [(t.transactional_id, t.error_code) for t in r.transaction_states] == [("nobody", 16), ("", 16)]
+    r = raw_request(bs, DescribeProducersRequest(version=0, topics=[
+        DescribeProducersRequest.TopicRequest(name="no-such-topic", partition_indexes=[0])]))
+    assert [(p.partition_index, p.error_code) for t in r.topics for p in t.partitions] == [(0, 3)]
