@@ -7,6 +7,7 @@ never from kadmin itself."""
 from __future__ import annotations
 
 import json
+import time
 
 from click.testing import CliRunner
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer
@@ -16,10 +17,12 @@ from admin_cli.main import cli
 from tests.clients._util import create_topic, unique
 from tests.integration.conftest import wait_until
 from tests.integration.test_produce_fetch_bad_input import init_producer_id, v2_batch
-from tests.integration.test_transactions import find_txn_coordinator, txn_coordinator
+from tests.integration.test_transactions import add_partitions, find_txn_coordinator, init_until, txn_coordinator
 from tests.integration.test_txn_log import READ_COMMITTED, list_latest, produce, txn_batch
 
-TXN_CONFIG = {"transaction.state.log.num.partitions": 5}
+# The coordinators never abort timed-out transactions themselves here, so one past its timeout stays Ongoing.
+TXN_CONFIG = {"transaction.state.log.num.partitions": 5,
+              "transaction.abort.timed.out.transaction.cleanup.interval.ms": 3_600_000}
 
 
 def kadmin(bootstrap, *args, output="table"):
@@ -97,6 +100,21 @@ def test_list_and_describe_open_committed_and_empty_transactions(cluster_factory
     table = rows(ok(kadmin(bs, "transactions", "describe", open_id)))
     assert table[0][-1] == "PARTITIONS" and table[1][0] == open_id and table[1][2] == "Ongoing"
     assert table[1][-1] == f"{topic}-1"
+
+    # find-hanging: an Ongoing transaction past its 1 s timeout (raw protocol: AddPartitionsToTxn, nothing
+    # produced) is hanging on the coordinator side; the confluent one (45 s, its partition known to its
+    # coordinator) is not, even with --max-transaction-timeout 0.
+    slow_id = unique("slow")
+    slow_coordinator = txn_coordinator(cluster, slow_id)
+    r = init_until(slow_coordinator, slow_id, timeout_ms=1000)
+    assert add_partitions(slow_coordinator, slow_id, r.producer_id, r.producer_epoch, [(topic, 0)]) == \
+        {(topic, 0): 0}
+    time.sleep(1.5)
+    doc = json.loads(ok(kadmin(bs, "transactions", "find-hanging", "--topic", topic, "--max-transaction-timeout",
+                               0, output="json")))
+    assert [(h["source"], h["transactional_id"], h["producer_id"], h["producer_epoch"]) for h in doc["hanging"]] \
+        == [("coordinator", slow_id, r.producer_id, r.producer_epoch)]
+    assert doc["hanging"][0]["duration_ms"] > 1000
 
     p_open.commit_transaction(30)
     wait_until(lambda: json.loads(ok(kadmin(bs, "transactions", "describe", open_id, output="json")))["state"]
