@@ -8,7 +8,9 @@ asked (progress on stderr) and turns failures into one line on stderr with the e
 admin_cli.errors (0 ok, 1 refused, 2 usage, 3 unreachable or timed out).
 
 `groups ...` always speaks the Kafka protocol (consumer groups live in the brokers): with --zookeeper alone it
-finds the registered brokers (/brokers/ids) to bootstrap from.
+finds the registered brokers (/brokers/ids) to bootstrap from. `transactions ...` needs --bootstrap-server
+(usage error, exit 2, with --zookeeper): transaction state is in the brokers' memory and logs only, and Kafka's
+kafka-transactions.sh has no ZooKeeper mode either.
 """
 from __future__ import annotations
 
