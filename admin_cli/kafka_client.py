@@ -500,6 +500,22 @@ class AdminClient(ClusterClient):
                 break
         return found, sorted(unknown)
 
+    def describe_transactions_at(self, broker_id: int, transactional_ids: list[str]
+                                 ) -> dict[str, TransactionDescription | int]:
+        """One DescribeTransactions to a broker that listed these ids: each id's description, or its error
+        code (an id whose coordinator moved meanwhile answers NOT_COORDINATOR: ask describe_transaction)."""
+        deadline = self.deadline()
+        broker = self.brokers(deadline)[broker_id]
+        r = self.send(broker, lambda c: DescribeTransactionsRequest(
+            version=c.version_for(DescribeTransactionsRequest), transactional_ids=transactional_ids), deadline)
+        return {t.transactional_id: t.error_code or self._transaction(broker_id, t) for t in r.transaction_states}
+
+    @staticmethod
+    def _transaction(coordinator: int, t) -> TransactionDescription:
+        return TransactionDescription(t.transactional_id, coordinator, t.transaction_state, t.producer_id,
+                                      t.producer_epoch, t.transaction_timeout_ms, t.transaction_start_time_ms,
+                                      sorted(TopicPartition(x.topic, p) for x in t.topics for p in x.partitions))
+
     def describe_transaction(self, transactional_id: str) -> TransactionDescription:
         """DescribeTransactions to the id's coordinator; KafkaError (TRANSACTIONAL_ID_NOT_FOUND, ...) if refused."""
         def call(coordinator, deadline):
@@ -514,9 +530,7 @@ class AdminClient(ClusterClient):
             transactional_id, call, f"transactional id '{transactional_id}' to be described", TRANSACTION)
         if code:
             raise KafkaError(code, f"Cannot describe transactional id '{transactional_id}': {error_text(code)}")
-        return TransactionDescription(t.transactional_id, coordinator.node_id, t.transaction_state, t.producer_id,
-                                      t.producer_epoch, t.transaction_timeout_ms, t.transaction_start_time_ms,
-                                      sorted(TopicPartition(x.topic, p) for x in t.topics for p in x.partitions))
+        return self._transaction(coordinator.node_id, t)
 
     def describe_producers(self, tps) -> dict[TopicPartition, tuple[int, list[ProducerState]]]:
         """(error code, active producers) of each partition, from DescribeProducers to its leader; a partition

@@ -53,17 +53,25 @@ def _tx_json(d: TransactionDescription) -> dict:
 # ---- list / describe ------------------------------------------------------------------------------------------
 
 def describe_all(admin: AdminClient, states: list[str], producer_ids: list[int]) -> list[TransactionDescription]:
-    """Every transactional id matching the filters, described by its coordinator, sorted by id. An id that
-    expired between listing and describing is left out."""
+    """Every transactional id matching the filters, described by the broker that listed it (one request per
+    broker; an id whose coordinator moved meanwhile is asked of its new one), sorted by id. An id that expired
+    between listing and describing is left out."""
     listed, _ = admin.list_transactions(states, producer_ids)
-    out = []
-    for tid in sorted(listed):
-        try:
-            out.append(admin.describe_transaction(tid))
-        except KafkaError as e:
-            if e.code != Errors.TRANSACTIONAL_ID_NOT_FOUND:
-                raise
-    return out
+    by_broker: dict[int, list[str]] = {}
+    for tid, broker_id in listed.items():
+        by_broker.setdefault(broker_id, []).append(tid)
+    found: dict[str, TransactionDescription] = {}
+    for broker_id, ids in sorted(by_broker.items()):
+        for tid, answer in admin.describe_transactions_at(broker_id, sorted(ids)).items():
+            if isinstance(answer, TransactionDescription):
+                found[tid] = answer
+                continue
+            try:
+                found[tid] = admin.describe_transaction(tid)
+            except KafkaError as e:
+                if e.code != Errors.TRANSACTIONAL_ID_NOT_FOUND:
+                    raise
+    return [found[t] for t in sorted(found)]
 
 
 @dataclass
