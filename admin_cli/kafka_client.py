@@ -505,7 +505,9 @@ class AdminClient(ClusterClient):
         """One DescribeTransactions to a broker that listed these ids: each id's description, or its error
         code (an id whose coordinator moved meanwhile answers NOT_COORDINATOR: ask describe_transaction)."""
         deadline = self.deadline()
-        broker = self.brokers(deadline)[broker_id]
+        broker = self.brokers(deadline).get(broker_id)
+        if broker is None:                        # gone since it listed them
+            return {tid: Errors.NOT_COORDINATOR for tid in transactional_ids}
         r = self.send(broker, lambda c: DescribeTransactionsRequest(
             version=c.version_for(DescribeTransactionsRequest), transactional_ids=transactional_ids), deadline)
         return {t.transactional_id: t.error_code or self._transaction(broker_id, t) for t in r.transaction_states}
