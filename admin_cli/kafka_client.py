@@ -1,12 +1,13 @@
 """kadmin's Admin API calls (`--bootstrap-server`): topics, configs, reassignments, leader elections, the cluster,
-and consumer groups, built on the project's protocol client (kbroker.protocol.client), which does the framing,
+consumer groups and transactions, built on the project's protocol client (kbroker.protocol.client), which does the framing,
 version choice, routing, retries and errors.
 
 kafka-python's message classes encode the requests and decode the responses; what is kadmin's here is which
 requests a command sends and how their answers become results or one line for the user. Routing is Kafka's
 AdminClient's: CreateTopics, DeleteTopics, ElectLeaders and Alter/ListPartitionReassignments go to the controller
 (NOT_CONTROLLER or a lost connection looks it up again); a BROKER config resource named by id goes to that
-broker; group requests to the group's coordinator; everything else to whichever broker answers first.
+broker; group requests to the group's coordinator, DescribeTransactions to the transactional id's coordinator,
+ListTransactions to every broker, DescribeProducers and WriteTxnMarkers to partition leaders; everything else to whichever broker answers first.
 """
 from __future__ import annotations
 
@@ -16,11 +17,14 @@ from kafka.protocol.admin import (AlterPartitionReassignmentsRequest, CreateTopi
                                   DescribeClusterRequest, DescribeConfigsRequest, ElectLeadersRequest,
                                   IncrementalAlterConfigsRequest, ListPartitionReassignmentsRequest)
 from kafka.protocol.admin.groups import DeleteGroupsRequest, DescribeGroupsRequest, ListGroupsRequest
+from kafka.protocol.admin.transactions import (DescribeProducersRequest, DescribeTransactionsRequest,
+                                               ListTransactionsRequest)
 from kafka.protocol.consumer import OffsetCommitRequest, OffsetFetchRequest
 from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment
 
-from kbroker.protocol.client import (COORDINATOR_ERRORS, Broker, ClusterClient, Errors, KafkaError, Metadata, TimedOut,
+from kbroker.protocol.client import (COORDINATOR_ERRORS, TRANSACTION, Broker, ClusterClient, Errors, KafkaError, Metadata, TimedOut,
                                      TopicPartition, error_name, error_text)
+from kbroker.protocol.interbroker import WriteTxnMarkersRequest
 
 # Config resource types and the config sources of DescribeConfigs v1+.
 TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4
@@ -78,6 +82,30 @@ class ConfigEntry:
     read_only: bool
     sensitive: bool
     synonyms: list[tuple[str, str | None, str]]    # (name, value, source), most specific first
+
+
+@dataclass
+class TransactionDescription:
+    """A transactional id as its coordinator describes it (DescribeTransactions)."""
+    transactional_id: str
+    coordinator: int                # broker id
+    state: str                      # Kafka's names: Empty, Ongoing, PrepareCommit, CompleteCommit, ...
+    producer_id: int
+    producer_epoch: int
+    timeout_ms: int
+    start_time_ms: int              # -1: no transaction started
+    partitions: list[TopicPartition]
+
+
+@dataclass
+class ProducerState:
+    """An active producer of a partition (DescribeProducers)."""
+    producer_id: int
+    producer_epoch: int
+    last_sequence: int
+    last_timestamp: int
+    coordinator_epoch: int
+    txn_start_offset: int           # first offset of its open transaction, -1 when none
 
 
 def _config_refused(resource_type: int, name: str, res, fallback: str) -> KafkaError:
@@ -446,3 +474,114 @@ class AdminClient(ClusterClient):
             out[group], _ = self.with_coordinator(group, call, f"group '{group}' to be deleted")
         return out
 
+    # ---- transactions (KIP-664 APIs, and WriteTxnMarkers for aborts) ----------------------------------------
+
+    def list_transactions(self, states: list[str], producer_ids: list[int]) -> tuple[dict[str, int], list[str]]:
+        """({transactional id: coordinator broker id}, unknown state filters) from ListTransactions to every
+        broker (each answers for the ids it coordinates)."""
+        deadline = self.deadline()
+        found: dict[str, int] = {}
+        unknown: set[str] = set()
+        for broker in sorted(self.brokers(deadline).values(), key=lambda b: b.node_id):
+            while True:
+                r = self.send(broker, lambda c: ListTransactionsRequest(
+                    version=c.version_for(ListTransactionsRequest), state_filters=states,
+                    producer_id_filters=producer_ids), deadline)
+                if r.error_code in COORDINATOR_ERRORS:
+                    self.backoff(deadline, f"broker {broker.node_id} to list its transactions "
+                                            f"({error_name(r.error_code)})")
+                    continue
+                if r.error_code:
+                    raise KafkaError(r.error_code, f"ListTransactions to broker {broker.node_id} ({broker}) "
+                                                   f"failed: {error_text(r.error_code)}")
+                unknown.update(r.unknown_state_filters)
+                for t in r.transaction_states:
+                    found[t.transactional_id] = broker.node_id
+                break
+        return found, sorted(unknown)
+
+    def describe_transactions_at(self, broker_id: int, transactional_ids: list[str]
+                                 ) -> dict[str, TransactionDescription | int]:
+        """One DescribeTransactions to a broker that listed these ids: each id's description, or its error
+        code (an id whose coordinator moved meanwhile answers NOT_COORDINATOR: ask describe_transaction)."""
+        deadline = self.deadline()
+        broker = self.brokers(deadline).get(broker_id)
+        if broker is None:                        # gone since it listed them
+            return {tid: Errors.NOT_COORDINATOR for tid in transactional_ids}
+        r = self.send(broker, lambda c: DescribeTransactionsRequest(
+            version=c.version_for(DescribeTransactionsRequest), transactional_ids=transactional_ids), deadline)
+        return {t.transactional_id: t.error_code or self._transaction(broker_id, t) for t in r.transaction_states}
+
+    @staticmethod
+    def _transaction(coordinator: int, t) -> TransactionDescription:
+        return TransactionDescription(t.transactional_id, coordinator, t.transaction_state, t.producer_id,
+                                      t.producer_epoch, t.transaction_timeout_ms, t.transaction_start_time_ms,
+                                      sorted(TopicPartition(x.topic, p) for x in t.topics for p in x.partitions))
+
+    def describe_transaction(self, transactional_id: str) -> TransactionDescription:
+        """DescribeTransactions to the id's coordinator; KafkaError (TRANSACTIONAL_ID_NOT_FOUND, ...) if refused."""
+        def call(coordinator, deadline):
+            r = self.send(coordinator, lambda c: DescribeTransactionsRequest(
+                version=c.version_for(DescribeTransactionsRequest), transactional_ids=[transactional_id]), deadline)
+            (t,) = [t for t in r.transaction_states if t.transactional_id == transactional_id] or [None]
+            if t is None:
+                raise KafkaError(Errors.UNKNOWN_SERVER_ERROR,
+                                 f"The coordinator did not describe transactional id '{transactional_id}'.")
+            return t.error_code, (coordinator, t)
+        code, (coordinator, t) = self.with_coordinator(
+            transactional_id, call, f"transactional id '{transactional_id}' to be described", TRANSACTION)
+        if code:
+            raise KafkaError(code, f"Cannot describe transactional id '{transactional_id}': {error_text(code)}")
+        return self._transaction(coordinator.node_id, t)
+
+    def describe_producers(self, tps) -> dict[TopicPartition, tuple[int, list[ProducerState]]]:
+        """(error code, active producers) of each partition, from DescribeProducers to its leader; a partition
+        without a leader, or whose leader moved, is asked again until the deadline."""
+        deadline = self.deadline()
+        out: dict[TopicPartition, tuple[int, list[ProducerState]]] = {}
+        todo = set(tps)
+        while todo:
+            by_leader, errors = self.group_by_leader(todo, deadline)
+            for tp, code in errors.items():
+                out[tp] = (code, [])
+            todo -= set(errors)
+            for leader, group in by_leader.items():
+                r = self.send(leader, lambda c, group=group: DescribeProducersRequest(
+                    version=c.version_for(DescribeProducersRequest), topics=[
+                        DescribeProducersRequest.TopicRequest(name=t, partition_indexes=ps)
+                        for t, ps in by_topic((tp.topic, tp.partition) for tp in group).items()]), deadline)
+                for t in r.topics:
+                    for p in t.partitions:
+                        tp = TopicPartition(t.name, p.partition_index)
+                        if p.error_code == Errors.NOT_LEADER_OR_FOLLOWER:
+                            continue
+                        out[tp] = (p.error_code, [ProducerState(s.producer_id, s.producer_epoch, s.last_sequence,
+                                                                s.last_timestamp, s.coordinator_epoch,
+                                                                s.current_txn_start_offset)
+                                                  for s in p.active_producers])
+                        todo.discard(tp)
+            if todo:
+                self.backoff(deadline, f"the leaders of {', '.join(str(tp) for tp in sorted(todo))}")
+        return out
+
+    def abort_transaction(self, tp: TopicPartition, producer_id: int, producer_epoch: int,
+                          coordinator_epoch: int) -> int:
+        """An ABORT marker for the producer's open transaction, written by tp's leader (WriteTxnMarkers, as
+        Kafka's Admin.abortTransaction); the partition's error code (0: written)."""
+        deadline = self.deadline()
+        Marker = WriteTxnMarkersRequest.WritableTxnMarker
+        while True:
+            leader = self.leader(tp, deadline)
+            r = self.send(leader, lambda c: WriteTxnMarkersRequest(
+                version=c.version_for(WriteTxnMarkersRequest), markers=[Marker(
+                    producer_id=producer_id, producer_epoch=producer_epoch, transaction_result=False,
+                    coordinator_epoch=coordinator_epoch,
+                    topics=[Marker.WritableTxnMarkerTopic(name=tp.topic, partition_indexes=[tp.partition])])]),
+                deadline)
+            code = next((p.error_code for m in r.markers for t in m.topics for p in t.partitions
+                         if t.name == tp.topic and p.partition_index == tp.partition), Errors.UNKNOWN_SERVER_ERROR)
+            if code in (Errors.NOT_LEADER_OR_FOLLOWER, Errors.LEADER_NOT_AVAILABLE):
+                self.metadata([tp.topic], deadline)
+                self.backoff(deadline, f"the leader of {tp} ({error_name(code)})")
+                continue
+            return code

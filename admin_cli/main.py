@@ -8,7 +8,9 @@ asked (progress on stderr) and turns failures into one line on stderr with the e
 admin_cli.errors (0 ok, 1 refused, 2 usage, 3 unreachable or timed out).
 
 `groups ...` always speaks the Kafka protocol (consumer groups live in the brokers): with --zookeeper alone it
-finds the registered brokers (/brokers/ids) to bootstrap from.
+finds the registered brokers (/brokers/ids) to bootstrap from. `transactions ...` needs --bootstrap-server
+(usage error, exit 2, with --zookeeper): transaction state is in the brokers' memory and logs only, and Kafka's
+kafka-transactions.sh has no ZooKeeper mode either.
 """
 from __future__ import annotations
 
@@ -28,7 +30,8 @@ from zk import admin as zk_admin
 from zk.admin_errors import AdminError
 from zk.assignment import parse_replica_assignment
 from zk.client import KafkaZkClient, ZkError
-from kbroker.protocol.client import Errors, KafkaError, TimedOut, Unreachable, error_text, parse_bootstrap
+from kbroker.protocol.client import (Errors, KafkaError, TimedOut, TopicPartition, Unreachable, error_text,
+                                     parse_bootstrap)
 
 from . import cluster as cluster_ops
 from . import configs as config_ops
@@ -36,6 +39,7 @@ from . import elect as elect_ops
 from . import groups as group_ops
 from . import reassign as reassign_ops
 from . import topics as topic_ops
+from . import transactions as txn_ops
 from .errors import EXIT_REFUSED, EXIT_UNREACHABLE, WaitTimedOut, describe_failure
 from .kafka_client import PREFERRED, UNCLEAN, AdminClient
 from .output import Output, progress
@@ -876,6 +880,127 @@ def groups_delete(ctx, group_ids, all_groups, timeout):
     _out(ctx).emit(result)
     if result.failed:
         ctx.exit(EXIT_REFUSED)
+
+
+# ---- transactions (Kafka protocol) ------------------------------------------------------------------------------
+
+@contextmanager
+def _txn_admin(ctx: click.Context, timeout: float):
+    """An AdminClient on --bootstrap-server: transaction state lives in the brokers' memory and logs, which
+    ZooKeeper does not hold (Kafka's kafka-transactions.sh has no --zookeeper mode either)."""
+    s = _settings(ctx)
+    if not s.bootstrap_server:
+        raise click.UsageError("The transactions commands need --bootstrap-server HOST:PORT: transaction state is "
+                               "kept by the brokers (the transaction coordinators), not in ZooKeeper.")
+    client = AdminClient(_servers(ctx), timeout=timeout)
+    try:
+        yield client
+    finally:
+        client.close()
+
+
+@cli.group("transactions")
+def transactions():
+    """Transactions (kafka-transactions.sh), through the Kafka protocol: --bootstrap-server HOST:PORT."""
+
+
+@transactions.command("list")
+@click.option("--state", "states", metavar="STATE[,STATE...]",
+              help="Only transactional ids in these states (e.g. ongoing,empty).")
+@click.option("--producer-id", "producer_ids", type=int, multiple=True, metavar="ID",
+              help="Only the transactional id of this producer id; repeatable.")
+@_timeout_option
+@click.pass_context
+def transactions_list(ctx, states, producer_ids, timeout):
+    """List the transactional ids (ListTransactions to every broker, DescribeTransactions to each
+    coordinator): coordinator, state, producer id and epoch, timeout, start of the current transaction.
+    JSON: {"transactions": [{"transactional_id", "coordinator", "state", "producer_id", "producer_epoch",
+    "timeout_ms", "start_time_ms"}]}."""
+    wanted = []
+    if states:
+        try:
+            wanted = txn_ops.parse_states(states)
+        except ValueError as e:
+            raise click.BadParameter(str(e), param_hint="--state") from None
+    with _txn_admin(ctx, timeout) as admin:
+        listed = txn_ops.describe_all(admin, wanted, list(producer_ids))
+    # a transaction may change state between the list and the describe: the filter holds for what is shown
+    listed = [d for d in listed if not wanted or d.state in wanted]
+    _out(ctx).emit(txn_ops.TransactionList(listed))
+
+
+@transactions.command("describe")
+@click.argument("transactional_id")
+@_timeout_option
+@click.pass_context
+def transactions_describe(ctx, transactional_id, timeout):
+    """Describe a transactional id as its coordinator knows it, with the partitions of its current transaction.
+    Exit 1 if the id is unknown. JSON: as list's entries, plus "duration_ms" and "partitions": [{"topic",
+    "partition"}]."""
+    with _txn_admin(ctx, timeout) as admin:
+        desc = admin.describe_transaction(transactional_id)
+    _out(ctx).emit(txn_ops.TransactionView(desc, int(time.time() * 1000)))
+
+
+@transactions.command("find-hanging")
+@click.option("--topic", "topics", multiple=True, metavar="TOPIC",
+              help="Only these topics' partitions (default: every topic); repeatable.")
+@click.option("--max-transaction-timeout", type=click.FloatRange(min=0), default=15.0, show_default=True,
+              metavar="MINUTES",
+              help="A partition's open transaction unknown to the coordinators counts as hanging once its "
+                   "producer has been silent this long (the brokers' transaction.max.timeout.ms).")
+@_timeout_option
+@click.pass_context
+def transactions_find_hanging(ctx, topics, max_transaction_timeout, timeout):
+    """Find hanging transactions: Ongoing transactions past their timeout (the coordinators'), and open
+    transactions on partitions (DescribeProducers) that no coordinator has. Exit 1 if a partition could not be
+    examined. JSON: {"hanging": [{"source", "transactional_id", "topic", "partition", "producer_id",
+    "producer_epoch", "coordinator_epoch", "start_offset", "start_time_ms", "duration_ms"}]}."""
+    with _txn_admin(ctx, timeout) as admin:
+        if topics:
+            admin.topics(list(topics))
+        hanging, errors = txn_ops.find_hanging(admin, list(topics) or None,
+                                               int(max_transaction_timeout * 60_000), int(time.time() * 1000))
+    for tp, code in errors.items():
+        _error(f"Cannot describe the producers of {tp}: {error_text(code)}")
+    _out(ctx).emit(txn_ops.HangingList(hanging))
+    if errors:
+        ctx.exit(EXIT_REFUSED)
+
+
+@transactions.command("abort")
+@click.option("--topic", required=True, help="The partition's topic.")
+@click.option("--partition", type=click.IntRange(min=0), required=True, help="The partition.")
+@click.option("--start-offset", type=click.IntRange(min=0), metavar="OFFSET",
+              help="The first offset of the open transaction (its producer is looked up).")
+@click.option("--producer-id", type=int, help="The producer of the open transaction (instead of --start-offset).")
+@click.option("--producer-epoch", type=int, help="Its producer epoch (with --producer-id).")
+@click.option("--coordinator-epoch", type=int, help="The coordinator epoch of the marker (with --producer-id).")
+@_timeout_option
+@click.pass_context
+def transactions_abort(ctx, topic, partition, start_offset, producer_id, producer_epoch, coordinator_epoch,
+                       timeout):
+    """Abort an open transaction on one partition: its leader writes an ABORT marker (WriteTxnMarkers), which
+    unblocks read_committed consumers of a hanging transaction. Exit 1 if the leader refuses. JSON: {"topic",
+    "partition", "producer_id", "producer_epoch", "coordinator_epoch", "aborted"}."""
+    explicit = (producer_id, producer_epoch, coordinator_epoch)
+    if start_offset is None and None in explicit:
+        raise click.UsageError("Give --start-offset, or all of --producer-id, --producer-epoch and "
+                               "--coordinator-epoch.")
+    if start_offset is not None and explicit != (None, None, None):
+        raise click.UsageError("Give --start-offset or --producer-id/--producer-epoch/--coordinator-epoch, "
+                               "not both.")
+    tp = TopicPartition(topic, partition)
+    with _txn_admin(ctx, timeout) as admin:
+        if start_offset is not None:
+            found = txn_ops.producer_at(admin, tp, start_offset)
+            producer_id, producer_epoch = found.producer_id, found.producer_epoch
+            coordinator_epoch = max(found.coordinator_epoch, 0)
+        code = admin.abort_transaction(tp, producer_id, producer_epoch, coordinator_epoch)
+    if code:
+        raise KafkaError(code, f"Cannot abort the transaction of producer {producer_id} on {tp}: "
+                               f"{error_text(code)}")
+    _out(ctx).emit(txn_ops.AbortResult(tp, producer_id, producer_epoch, coordinator_epoch))
 
 
 def _set_output(ctx: click.Context, _param, value) -> None:

@@ -26,9 +26,10 @@ from ..protocol.hotpath import piece_size
 from . import (add_offsets_to_txn, add_partitions_to_txn, alter_configs, alter_partition_reassignments,
                api_versions, controlled_shutdown, create_partitions, create_topics, delete_groups, delete_topics,
                delete_records, describe_cluster, describe_configs, describe_groups, describe_log_dirs,
-               elect_leaders, end_txn, fetch, find_coordinator, heartbeat, incremental_alter_configs,
-               init_producer_id,
+               describe_producers, describe_transactions, elect_leaders, end_txn, fetch, find_coordinator, heartbeat,
+               incremental_alter_configs, init_producer_id,
                join_group, leader_and_isr, leave_group, list_groups, list_offsets, list_partition_reassignments,
+               list_transactions,
                metadata, offset_commit, offset_delete, offset_fetch, offset_for_leader_epoch, produce, stop_replica,
                sync_group, txn_offset_commit, update_metadata, write_txn_markers)
 
@@ -42,7 +43,8 @@ API_MODULES = (produce, fetch, list_offsets, metadata, leader_and_isr, stop_repl
                offset_commit, offset_fetch, find_coordinator, join_group, heartbeat, leave_group, sync_group,
                describe_groups, list_groups, delete_groups, offset_delete, create_topics, delete_topics,
                describe_configs, alter_configs, incremental_alter_configs, describe_log_dirs, describe_cluster,
-               txn_offset_commit, write_txn_markers)
+               txn_offset_commit, write_txn_markers,
+               describe_producers, describe_transactions, list_transactions)   # KIP-664 (Kafka 3.0) extensions
 REGISTRY = {m.API_KEY: m for m in API_MODULES}
 
 

@@ -107,6 +107,7 @@ class Errors(IntEnum):
     INVALID_UPDATE_VERSION = 95
     FEATURE_UPDATE_FAILED = 96
     UNKNOWN_TOPIC_ID = 100
+    TRANSACTIONAL_ID_NOT_FOUND = 105   # Kafka 3.0 (KIP-664), answered by the DescribeTransactions extension
 
 
 def error_name(code: int) -> str:

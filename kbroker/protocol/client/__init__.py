@@ -12,12 +12,12 @@ be added here, once, for every outgoing connection.
 - KafkaError (protocol.errors) with Unreachable, ConnectionLost, TimedOut and the one RETRIABLE set (errors.py)
 """
 from ..errors import Errors, KafkaError, error_name
-from .cluster import (EARLIEST, LATEST, Broker, ClusterClient, Metadata, PartitionInfo, TopicInfo,
+from .cluster import (EARLIEST, GROUP, LATEST, TRANSACTION, Broker, ClusterClient, Metadata, PartitionInfo, TopicInfo,
                       TopicPartition, is_retriable, parse_bootstrap)
 from .connection import KAFKA_28_MAX, Connection, api_name
 from .errors import COORDINATOR_ERRORS, RETRIABLE, ConnectionLost, TimedOut, Unreachable, error_text
 
-__all__ = ["Errors", "KafkaError", "error_name", "EARLIEST", "LATEST", "Broker", "ClusterClient", "Metadata",
+__all__ = ["Errors", "KafkaError", "error_name", "EARLIEST", "LATEST", "GROUP", "TRANSACTION", "Broker", "ClusterClient", "Metadata",
            "PartitionInfo", "TopicInfo", "TopicPartition", "is_retriable", "parse_bootstrap", "KAFKA_28_MAX",
            "Connection", "api_name", "COORDINATOR_ERRORS", "RETRIABLE", "ConnectionLost", "TimedOut",
            "Unreachable", "error_text"]

@@ -30,6 +30,11 @@ RETRY_BACKOFF = 0.1
 LATEST, EARLIEST = -1, -2          # ListOffsets timestamps
 
 
+# FindCoordinator key types: a consumer group, a transactional id (v1+).
+GROUP, TRANSACTION = 0, 1
+_KEY_WORDS = {GROUP: "group", TRANSACTION: "transactional id"}
+
+
 class TopicPartition(NamedTuple):
     """A tuple, so that hashing it (dict keys on per-record paths) stays in C."""
     topic: str
@@ -120,7 +125,7 @@ class ClusterClient:
         self.timeout = timeout
         self.connections: dict[tuple[str, int], Connection] = {}
         self.cached: Metadata | None = None
-        self._coordinators: dict[str, Broker] = {}
+        self._coordinators: dict[tuple[int, str], Broker] = {}
 
     def __enter__(self):
         return self
@@ -307,40 +312,42 @@ class ClusterClient:
         return by_leader, errors
 
     # ---- coordinators -------------------------------------------------------------------------------------
-    def coordinator(self, group: str, deadline: float) -> Broker:
-        """The group's coordinator (FindCoordinator, retried while it is not available)."""
-        cached = self._coordinators.get(group)
+    def coordinator(self, key: str, deadline: float, key_type: int = GROUP) -> Broker:
+        """The coordinator of a group (key_type GROUP) or a transactional id (TRANSACTION): FindCoordinator,
+        retried while it is not available."""
+        cached = self._coordinators.get((key_type, key))
         if cached is not None:
             return cached
+        what = _KEY_WORDS[key_type]
         while True:
             r = self.send(self.any_broker(deadline), lambda c: FindCoordinatorRequest(
-                version=c.version_for(FindCoordinatorRequest), key=group, key_type=0), deadline)
+                version=c.version_for(FindCoordinatorRequest, key_type), key=key, key_type=key_type), deadline)
             if r.error_code == 0:
-                broker = self._coordinators[group] = Broker(r.node_id, r.host, r.port)
+                broker = self._coordinators[(key_type, key)] = Broker(r.node_id, r.host, r.port)
                 return broker
             if r.error_code not in COORDINATOR_ERRORS:
-                raise KafkaError(r.error_code, f"Cannot find the coordinator of group '{group}': "
+                raise KafkaError(r.error_code, f"Cannot find the coordinator of {what} '{key}': "
                                                f"{error_text(r.error_code)}")
-            self.backoff(deadline, f"the coordinator of group '{group}' ({error_name(r.error_code)})")
+            self.backoff(deadline, f"the coordinator of {what} '{key}' ({error_name(r.error_code)})")
 
-    def known_coordinator(self, group: str) -> Broker | None:
-        return self._coordinators.get(group)
+    def known_coordinator(self, key: str, key_type: int = GROUP) -> Broker | None:
+        return self._coordinators.get((key_type, key))
 
-    def with_coordinator(self, group: str, call, what: str):
+    def with_coordinator(self, key: str, call, what: str, key_type: int = GROUP):
         """call(coordinator, deadline) -> (error_code, result), retried while the coordinator moves or loads."""
         deadline = self.deadline()
         while True:
-            coordinator = self.coordinator(group, deadline)
+            coordinator = self.coordinator(key, deadline, key_type)
             try:
                 code, result = call(coordinator, deadline)
             except ConnectionLost:
                 if time.monotonic() >= deadline:
                     raise
-                self._coordinators.pop(group, None)      # the coordinator may have gone: look again
+                self._coordinators.pop((key_type, key), None)      # the coordinator may have gone: look again
                 self.backoff(deadline, f"{what} (the coordinator at {coordinator} did not answer)")
                 continue
             if code in COORDINATOR_MOVED:
-                self._coordinators.pop(group, None)
+                self._coordinators.pop((key_type, key), None)
             if code in COORDINATOR_ERRORS:
                 self.backoff(deadline, f"{what} ({error_name(code)})")
                 continue

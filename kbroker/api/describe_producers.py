@@ -1,0 +1,37 @@
+"""DescribeProducers (key 61), v0 (KIP-664, Kafka 3.0, served here as an extension): per partition this broker
+leads, the producers its producer state knows, each with its epoch, last sequence and timestamp, the
+coordinator epoch of its last marker and the first offset of its open transaction (-1 when none): what
+hanging-transaction detection reads. Partition errors: UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER.
+"""
+from __future__ import annotations
+
+from kafka.protocol.admin import DescribeProducersRequest, DescribeProducersResponse
+
+from ..protocol.errors import Errors, KafkaError
+
+API_KEY = 61
+MIN_VERSION, MAX_VERSION = 0, 0
+REQUEST, RESPONSE = DescribeProducersRequest, DescribeProducersResponse
+TopicResponse = RESPONSE.TopicResponse
+PartitionResponse = TopicResponse.PartitionResponse
+ProducerState = PartitionResponse.ProducerState
+
+
+def _partition(replicas, topic: str, index: int) -> PartitionResponse:
+    try:
+        state = replicas.leader_partition((topic, index)).producer_state
+    except KafkaError as e:
+        return PartitionResponse(partition_index=index, error_code=e.code, error_message=str(e), active_producers=[])
+    producers = [ProducerState(producer_id=pid, producer_epoch=e.epoch, last_sequence=e.last_seq,
+                               last_timestamp=e.last_timestamp, coordinator_epoch=e.coordinator_epoch,
+                               current_txn_start_offset=state.ongoing.get(pid, -1))
+                 for pid, e in sorted(state.producers.items())]
+    return PartitionResponse(partition_index=index, error_code=Errors.NONE, error_message=None,
+                             active_producers=producers)
+
+
+def handle(request, ctx):
+    replicas = ctx.broker.replica_manager
+    return RESPONSE(version=ctx.api_version, throttle_time_ms=0, topics=[
+        TopicResponse(name=t.name, partitions=[_partition(replicas, t.name, p) for p in t.partition_indexes])
+        for t in request.topics or []])
