@@ -10,6 +10,8 @@ import os
 import pytest
 
 from kbroker.spark.client import KafkaClient
+from kbroker.spark.options import source_options
+from kbroker.spark.reader import plan, read_range, source_client
 from tests.integration.test_produce_fetch_bad_input import NONE, init_producer_id, v2_batch
 from tests.spark.conftest import make_topic, unique
 from tests.spark.test_batch_read import reader
@@ -45,6 +47,17 @@ class Txns:
         assert write_markers(self.broker, [(pid, epoch, committed, 0, self.topic, [0])]) == [{(self.topic, 0): NONE}]
 
 
+def planned_and_read(kcluster, topic: str, **options) -> tuple[list[tuple[int, int]], list[tuple[int, bytes]]]:
+    """The ranges a read_committed batch read plans, and the (offset, value) its tasks read."""
+    o = source_options({"kafka.bootstrap.servers": kcluster.bootstrap, "subscribe": topic, **options, **COMMITTED},
+                       streaming=False)
+    ranges = plan(o)
+    with source_client(o) as client:
+        got = [(offset, value) for r in ranges for b in read_range(client, r, o)
+               for offset, value in zip(b.column("offset").to_pylist(), b.column("value").to_pylist())]
+    return [(r.start, r.end) for r in ranges], got
+
+
 def values(df) -> list[tuple[int, bytes]]:
     return sorted((r.offset, bytes(r.value)) for r in df.select("offset", "value").collect())
 
@@ -68,14 +81,15 @@ def test_batch_reads_see_committed_records_once_and_stop_at_the_last_stable_offs
 
     committed = [(0, b"c1"), (1, b"c2"), (3, b"p1"), (9, b"c3")]
     assert values(reader(spark, kcluster, subscribe=topic, **COMMITTED)) == committed
-    # -1 in endingOffsets is the last stable offset too; minPartitions cuts ranges that start, end or lie wholly
-    # in markers and aborted records: each completes, failOnDataLoss does not fire
-    for options in ({"endingOffsets": json.dumps({topic: {"0": -1}})}, {"minPartitions": "5"},
-                    {"startingOffsets": json.dumps({topic: {"0": 4}})}):
-        assert values(reader(spark, kcluster, subscribe=topic, **options, **COMMITTED)) == \
-            [c for c in committed if c[0] >= 4 or "startingOffsets" not in options]
-    invisible = {"startingOffsets": json.dumps({topic: {"0": 5}}), "endingOffsets": json.dumps({topic: {"0": 9}})}
-    assert reader(spark, kcluster, subscribe=topic, **invisible, **COMMITTED).count() == 0
+    # What Spark's planner and tasks run, in-process (faster than a Spark job each): -1 in endingOffsets is the
+    # last stable offset too; minPartitions cuts ranges that start, end or lie wholly in markers and aborted
+    # records: each completes, failOnDataLoss does not fire
+    assert planned_and_read(kcluster, topic, endingOffsets=json.dumps({topic: {"0": -1}})) == ([(0, 11)], committed)
+    ranges, got = planned_and_read(kcluster, topic, minPartitions="5")
+    assert len(ranges) == 5 and got == committed
+    assert planned_and_read(kcluster, topic, startingOffsets=json.dumps({topic: {"0": 4}}))[1] == [(9, b"c3")]
+    assert planned_and_read(kcluster, topic, startingOffsets=json.dumps({topic: {"0": 5}}),
+                            endingOffsets=json.dumps({topic: {"0": 9}})) == ([(5, 9)], [])
 
     # read_uncommitted (the default) sees every record, aborted and open ones included
     everything = [(0, b"c1"), (1, b"c2"), (2, b"a1"), (3, b"p1"), (5, b"a2"), (6, b"a3"), (9, b"c3"), (11, b"o1"),
