@@ -13,8 +13,7 @@ def fetch_request(version: int, topic: str, partition: int, offset: int, partiti
     F = FetchRequest
     return F(version=version, replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=min_bytes,
              max_bytes=partition_max_bytes if max_bytes is None else max_bytes, isolation_level=isolation_level,
-             session_id=0,
-             session_epoch=-1, topics=[F.FetchTopic(topic=topic, partitions=[F.FetchTopic.FetchPartition(
+             session_id=0, session_epoch=-1, topics=[F.FetchTopic(topic=topic, partitions=[F.FetchTopic.FetchPartition(
                  partition=partition, current_leader_epoch=-1, fetch_offset=offset, log_start_offset=-1,
                  partition_max_bytes=partition_max_bytes)])], forgotten_topics_data=[], rack_id="")
 
