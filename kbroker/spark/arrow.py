@@ -8,7 +8,8 @@ Records are walked with aiokafka's C record readers (`MemoryRecords`: v2 batches
 decompressing as it goes); one Python loop per record collects key, value and timestamp into lists that
 become arrow arrays in one C call each. Offsets come from the batch header when a batch has no gaps, and
 per-batch values (topic, partition, timestamp type) never go through per-record Python objects. Control
-batches (transaction markers) are skipped and v2 batch CRCs are checked, as consumers do.
+batches (transaction markers) are skipped and v2 batch CRCs are checked, as consumers do; a read_committed
+reader also skips the batches aborted_batches() names, from their headers alone.
 """
 from __future__ import annotations
 
@@ -41,7 +42,11 @@ ARROW_SCHEMA_WITH_HEADERS = ARROW_SCHEMA.append(pa.field("headers", _ARROW_HEADE
 
 _ENTRY_HEAD = struct.Struct(">qiibI")      # base offset, length, (v2) leader epoch, magic, crc
 _I32 = struct.Struct(">i")
-_LAST_OFFSET_DELTA, _RECORD_COUNT = 23, 57  # positions in a v2 batch header
+_I16 = struct.Struct(">h")
+_I64 = struct.Struct(">q")
+# positions in a v2 batch header, and its attribute bits
+_ATTRIBUTES, _LAST_OFFSET_DELTA, _PRODUCER_ID, _RECORD_COUNT, _FIRST_RECORD = 21, 23, 43, 57, 61
+_TRANSACTIONAL, _CONTROL = 0x10, 0x20
 
 
 class CorruptRecords(ValueError):
@@ -71,6 +76,64 @@ def scan(records: bytes) -> list[tuple[int, int, int]]:
     return out
 
 
+def _varint(data: bytes, pos: int) -> tuple[int, int]:
+    """A zigzag varint at pos: (value, position after it)."""
+    shift = raw = 0
+    while True:
+        b = data[pos]
+        pos += 1
+        raw |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return (raw >> 1) ^ -(raw & 1), pos
+        shift += 7
+
+
+def _is_abort_marker(records: bytes, pos: int, stop: int) -> bool:
+    """Whether the control batch at pos holds an ABORT marker: its first record's key is (version int16,
+    type int16), type 0 ABORT, 1 COMMIT (control batches are never compressed)."""
+    at = pos + _FIRST_RECORD
+    if at >= stop:
+        return False
+    _, at = _varint(records, at)                # record length
+    at += 1                                     # record attributes
+    _, at = _varint(records, at)                # timestamp delta
+    _, at = _varint(records, at)                # offset delta
+    key_length, at = _varint(records, at)
+    return key_length >= 4 and at + 4 <= stop and _I16.unpack_from(records, at + 2)[0] == 0
+
+
+def aborted_batches(records: bytes, aborted: list[tuple[int, int]]) -> set[int]:
+    """Base offsets of the batches of one READ_COMMITTED Fetch partition's bytes that belong to aborted
+    transactions, found as Kafka consumers do: `aborted` is the response's [(producer id, first offset)]; once
+    a batch reaches an aborted transaction's first offset its producer is aborted, its transactional batches
+    are dropped until its ABORT marker, which ends it. (Control batches themselves are dropped by Columns.)"""
+    pending = sorted(aborted, key=lambda a: a[1])
+    first = 0
+    producers: set[int] = set()
+    out: set[int] = set()
+    pos, end = 0, len(records)
+    while pos + _ENTRY_HEAD.size <= end:
+        base, length, _, magic, _ = _ENTRY_HEAD.unpack_from(records, pos)
+        stop = pos + 12 + length
+        if stop > end or length < 0:
+            break
+        if magic >= 2 and stop >= pos + _FIRST_RECORD:
+            producer_id = _I64.unpack_from(records, pos + _PRODUCER_ID)[0]
+            if producer_id >= 0:
+                last = base + _I32.unpack_from(records, pos + _LAST_OFFSET_DELTA)[0]
+                while first < len(pending) and pending[first][1] <= last:
+                    producers.add(pending[first][0])
+                    first += 1
+                attributes = _I16.unpack_from(records, pos + _ATTRIBUTES)[0]
+                if attributes & _CONTROL:
+                    if producer_id in producers and _is_abort_marker(records, pos, stop):
+                        producers.discard(producer_id)
+                elif attributes & _TRANSACTIONAL and producer_id in producers:
+                    out.add(base)
+        pos = stop
+    return out
+
+
 def spark_schema(include_headers: bool) -> StructType:
     return SCHEMA_WITH_HEADERS if include_headers else SCHEMA
 
@@ -89,9 +152,11 @@ class Columns:
         self.header_values: list = []
         self.header_ends = array("i", [0])
 
-    def add(self, records: bytes, entries: list[tuple[int, int, int]] | None = None) -> int:
+    def add(self, records: bytes, entries: list[tuple[int, int, int]] | None = None,
+            skip: set[int] | None = None) -> int:
         """Append the complete entries of `records` (one Fetch partition's bytes; `entries` is their scan() when
-        the caller has it); returns the offset after the last complete entry (-1 when there was none)."""
+        the caller has it) but the batches whose base offset is in `skip`; returns the offset after the last
+        complete entry (-1 when there was none)."""
         if entries is None:
             entries = scan(records)
         mem = MemoryRecords(records)
@@ -101,7 +166,7 @@ class Columns:
         with_headers = self.include_headers
         for base, count, after in entries:
             batch = mem.next_batch()
-            if batch.is_control_batch:
+            if batch.is_control_batch or (skip and base in skip):
                 continue
             if count < 0:
                 self._add_legacy(batch)

@@ -13,8 +13,10 @@ __all__ = ["EARLIEST", "LATEST", "KafkaClient", "KafkaError", "TopicPartition"]
 class KafkaClient(ClusterClient):
     """Requests routed to leaders through a metadata cache, retried on retriable errors within `timeout`."""
 
-    def __init__(self, bootstrap: str, client_id: str = "kbroker-spark", timeout: float = 30.0):
+    def __init__(self, bootstrap: str, client_id: str = "kbroker-spark", timeout: float = 30.0,
+                 isolation_level: int = 0):
         super().__init__(bootstrap, client_id, timeout)
+        self.isolation_level = isolation_level  # 1 READ_COMMITTED: LATEST is the last stable offset
 
     def partitions_of(self, topics: list[str]) -> dict[str, list[int]]:
         """Partition ids of each existing topic of `topics` (missing topics are left out)."""
@@ -28,9 +30,10 @@ class KafkaClient(ClusterClient):
 
     def offsets(self, specs: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
         """For each partition, the offset for its timestamp: EARLIEST (-2) the log start offset, LATEST (-1)
-        the high watermark, otherwise the first offset whose timestamp is >= it (-1 when there is none)."""
+        the high watermark (read_committed: the last stable offset), otherwise the first offset whose timestamp
+        is >= it (-1 when there is none)."""
         out = {}
-        for tp, (code, offset) in self.list_offsets(specs).items():
+        for tp, (code, offset) in self.list_offsets(specs, self.isolation_level).items():
             if code:
                 raise KafkaError(code, f"ListOffsets {tp}: {error_name(code)}")
             out[tp] = offset

@@ -29,6 +29,8 @@ _UNSUPPORTED = {
     "value.serializer": "Values are written as bytes; cast the value column to string or binary.",
 }
 
+_ISOLATION_LEVELS = {"read_uncommitted": 0, "read_committed": 1}     # kafka.isolation.level (case-sensitive)
+
 
 class OptionError(ValueError):
     """An option is missing, malformed or contradicts another (Spark raises IllegalArgumentException)."""
@@ -74,6 +76,7 @@ class SourceOptions:
     client_id: str
     request_timeout: float
     max_partition_fetch_bytes: int
+    isolation_level: int                        # 0 read_uncommitted, 1 read_committed (Kafka's wire values)
 
 
 @dataclass(frozen=True)
@@ -224,6 +227,10 @@ def source_options(options: Mapping[str, str], streaming: bool) -> SourceOptions
     if strategy not in ("error", "latest"):
         raise OptionError(f"Option 'startingOffsetsByTimestampStrategy' must be 'error' or 'latest', not '{strategy}'")
     timeout_ms = _positive(o, "kafka.request.timeout.ms") or 30000
+    isolation = o.get("kafka.isolation.level", "read_uncommitted")
+    if isolation not in _ISOLATION_LEVELS:
+        raise OptionError(f"Invalid value {isolation} for configuration isolation.level: String must be one of: "
+                          "read_committed, read_uncommitted")
     return SourceOptions(
         bootstrap=bootstrap, subscription=subscription, starting=starting, ending=ending,
         by_timestamp_strategy=strategy,
@@ -234,6 +241,7 @@ def source_options(options: Mapping[str, str], streaming: bool) -> SourceOptions
         client_id=o.get("kafka.client.id", "kbroker-spark"),
         request_timeout=timeout_ms / 1000,
         max_partition_fetch_bytes=_positive(o, "kafka.max.partition.fetch.bytes") or 8 * 1024 * 1024,
+        isolation_level=_ISOLATION_LEVELS[isolation],
     )
 
 

@@ -4,10 +4,11 @@ per partition).
 
 A query starts from `startingOffsets` (default latest) the first time and from its checkpoint afterwards, so a
 restarted query reads only records it has not processed. Each trigger asks the leaders for their high
-watermarks (the end of committed data); `maxOffsetsPerTrigger` caps a micro-batch, shared among the partitions
-in proportion to their backlog. Partitions that appear later (new partitions, new topics matching a pattern)
-are read from their earliest offset. `trigger(availableNow=True)` fixes the end at the high watermarks seen
-when the query starts and reads up to them, in as many micro-batches as the cap requires.
+watermarks (the end of committed data; with read_committed, their last stable offsets); `maxOffsetsPerTrigger`
+caps a micro-batch, shared among the partitions in proportion to their backlog. Partitions that appear later
+(new partitions, new topics matching a pattern) are read from their earliest offset. `trigger(availableNow=True)`
+fixes the end at the high watermarks (last stable offsets) seen when the query starts and reads up to them, in
+as many micro-batches as the cap requires.
 """
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 
 from .client import EARLIEST, LATEST, KafkaClient, TopicPartition
 from .options import SourceOptions
-from .reader import OffsetRange, read_range, report_data_loss, resolve, subscribed_partitions
+from .reader import OffsetRange, read_range, report_data_loss, resolve, source_client, subscribed_partitions
 
 
 def to_json(offsets: dict[TopicPartition, int]) -> dict:
@@ -63,8 +64,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     @property
     def client(self) -> KafkaClient:
         if self._client is None:
-            o = self.options
-            self._client = KafkaClient(o.bootstrap, o.client_id, o.request_timeout)
+            self._client = source_client(self.options)
         return self._client
 
     def initialOffset(self) -> dict:
@@ -112,9 +112,8 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def read(self, partition: InputPartition):
         if not isinstance(partition, OffsetRange):
             return
-        o = self.options
-        with KafkaClient(o.bootstrap, o.client_id, o.request_timeout) as client:
-            yield from read_range(client, partition, o)
+        with source_client(self.options) as client:
+            yield from read_range(client, partition, self.options)
 
     def commit(self, end: dict) -> None:
         """Nothing to do: the offsets live in Spark's checkpoint, not in Kafka."""

@@ -12,12 +12,12 @@ import struct
 import time
 
 import pytest
-from aiokafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
+from aiokafka.record.default_records import DefaultRecordBatch
 from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
 
-from kbroker.protocol.interbroker import WriteTxnMarkersRequest
 from tests.integration.test_produce_fetch_bad_input import (NONE, client_for, create_topic, init_producer_id,
-                                                            produce_request, v2_batch, wait_leader)
+                                                            v2_batch, wait_leader)
+from tests.txn_helpers import produce_txn, txn_batch, write_markers
 
 INVALID_RECORD = 87
 INVALID_PRODUCER_EPOCH = 47
@@ -27,45 +27,6 @@ UNKNOWN_TOPIC_OR_PARTITION = 3
 NOT_LEADER_OR_FOLLOWER = 6
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
 READ_UNCOMMITTED, READ_COMMITTED = 0, 1
-
-
-def txn_batch(values, pid: int, epoch: int, seq: int) -> bytes:
-    b = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=1, producer_id=pid,
-                                  producer_epoch=epoch, base_sequence=seq, batch_size=10 ** 7)
-    ts = int(time.time() * 1000)
-    for i, v in enumerate(values):
-        b.append(i, timestamp=ts, key=None, value=v, headers=[])
-    return bytes(b.build())
-
-
-def produce(broker, topic: str, records, partition: int = 0, acks: int = 1, transactional_id: str | None = "txn"):
-    """The partition response of a Produce v7 (transactional records need a transactional id, as in Kafka)."""
-    req = produce_request(topic, partition, records, 7, acks)
-    req.transactional_id = transactional_id
-    c = client_for(broker)
-    try:
-        resp = c.send(req)
-    finally:
-        c.close()
-    [t] = resp.responses
-    [p] = t.partition_responses
-    return p
-
-
-def write_markers(broker, markers, version: int = 0):
-    """markers: [(pid, epoch, committed, coordinator epoch, topic, [partitions])] -> [{(topic, p): error}]."""
-    M = WriteTxnMarkersRequest.WritableTxnMarker
-    req = WriteTxnMarkersRequest(version=version, markers=[
-        M(producer_id=pid, producer_epoch=epoch, transaction_result=committed, coordinator_epoch=coord,
-          topics=[M.WritableTxnMarkerTopic(name=topic, partition_indexes=parts)])
-        for pid, epoch, committed, coord, topic, parts in markers])
-    c = client_for(broker)
-    try:
-        resp = c.send(req)
-    finally:
-        c.close()
-    return [{(t.name, p.partition_index): p.error_code for t in m.topics for p in t.partitions}
-            for m in resp.markers]
 
 
 def fetch_partition(broker, topic: str, offset: int, isolation: int, version: int = 11, partition: int = 0):
@@ -113,9 +74,9 @@ def test_markers_are_control_batches_with_kafkas_checks(env):
     c, b = env
     new_topic(c, b, "mk")
     pid, epoch = init_producer_id(b)
-    assert produce(b, "mk", txn_batch([b"a", b"b"], pid, epoch, 0)).error_code == NONE
+    assert produce_txn(b, "mk", txn_batch([b"a", b"b"], pid, epoch, 0)).error_code == NONE
     assert write_markers(b, [(pid, epoch, True, 3, "mk", [0])]) == [{("mk", 0): NONE}]
-    assert produce(b, "mk", txn_batch([b"c"], pid, epoch, 2)).error_code == NONE
+    assert produce_txn(b, "mk", txn_batch([b"c"], pid, epoch, 2)).error_code == NONE
     assert write_markers(b, [(pid, epoch, False, 3, "mk", [0])], version=1) == [{("mk", 0): NONE}]
     got = batches(fetch_partition(b, "mk", 0, READ_UNCOMMITTED).records)
     assert got == [(0, False, [(None, b"a"), (None, b"b")]),
@@ -135,18 +96,18 @@ def test_non_transactional_batch_during_an_open_transaction_and_control_batches_
     c, b = env
     new_topic(c, b, "its")
     pid, epoch = init_producer_id(b)
-    assert produce(b, "its", txn_batch([b"a"], pid, epoch, 0)).error_code == NONE
-    plain = produce(b, "its", v2_batch([b"b"], producer_id=pid, producer_epoch=epoch, base_sequence=1))
+    assert produce_txn(b, "its", txn_batch([b"a"], pid, epoch, 0)).error_code == NONE
+    plain = produce_txn(b, "its", v2_batch([b"b"], producer_id=pid, producer_epoch=epoch, base_sequence=1))
     assert plain.error_code == INVALID_TXN_STATE
     control = bytearray(txn_batch([b"x"], pid, epoch, 1))
     struct.pack_into(">h", control, 21, 0x30)
     import crc32c
     struct.pack_into(">I", control, 17, crc32c.crc32c(bytes(control[21:])))
-    assert produce(b, "its", control).error_code == INVALID_RECORD
+    assert produce_txn(b, "its", control).error_code == INVALID_RECORD
     # Transactional records need a transactional id (Kafka authorizes it; any id passes here).
-    assert produce(b, "its", txn_batch([b"c"], pid, epoch, 1), transactional_id=None).error_code == \
+    assert produce_txn(b, "its", txn_batch([b"c"], pid, epoch, 1), transactional_id=None).error_code == \
         TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-    assert produce(b, "its", txn_batch([b"c"], pid, epoch, 1)).error_code == NONE
+    assert produce_txn(b, "its", txn_batch([b"c"], pid, epoch, 1)).error_code == NONE
 
 
 def list_latest(broker, topic: str, isolation: int, partition: int = 0, version: int = 2) -> int:
@@ -181,9 +142,9 @@ def test_read_committed_stops_at_the_lso_and_lists_aborted_transactions(env):
     new_topic(c, b, "lso")
     p1, e1 = init_producer_id(b)
     p2, e2 = init_producer_id(b)
-    assert produce(b, "lso", v2_batch([b"plain"])).error_code == NONE                      # 0
-    assert produce(b, "lso", txn_batch([b"t1-a", b"t1-b"], p1, e1, 0)).error_code == NONE  # 1-2
-    assert produce(b, "lso", txn_batch([b"t2-a"], p2, e2, 0)).error_code == NONE           # 3
+    assert produce_txn(b, "lso", v2_batch([b"plain"])).error_code == NONE                      # 0
+    assert produce_txn(b, "lso", txn_batch([b"t1-a", b"t1-b"], p1, e1, 0)).error_code == NONE  # 1-2
+    assert produce_txn(b, "lso", txn_batch([b"t2-a"], p2, e2, 0)).error_code == NONE           # 3
     # Both transactions open: read_committed sees only offset 0; read_uncommitted everything.
     p = fetch_partition(b, "lso", 0, READ_COMMITTED)
     assert (p.high_watermark, p.last_stable_offset, p.aborted_transactions) == (4, 1, [])
@@ -221,10 +182,10 @@ def test_open_and_aborted_transactions_survive_a_restart(cluster_factory, how):
     new_topic(c, b, "rs")
     p1, e1 = init_producer_id(b)
     p2, e2 = init_producer_id(b)
-    assert produce(b, "rs", txn_batch([b"x"], p1, e1, 0)).error_code == NONE     # 0
+    assert produce_txn(b, "rs", txn_batch([b"x"], p1, e1, 0)).error_code == NONE     # 0
     assert write_markers(b, [(p1, e1, False, 7, "rs", [0])]) == [{("rs", 0): NONE}]  # 1
-    assert produce(b, "rs", txn_batch([b"y"], p2, e2, 0)).error_code == NONE     # 2, stays open
-    assert produce(b, "rs", v2_batch([b"z"])).error_code == NONE                  # 3
+    assert produce_txn(b, "rs", txn_batch([b"y"], p2, e2, 0)).error_code == NONE     # 2, stays open
+    assert produce_txn(b, "rs", v2_batch([b"z"])).error_code == NONE                  # 3
     if how == "sigterm":
         assert b.terminate() == 0
     else:
@@ -236,7 +197,7 @@ def test_open_and_aborted_transactions_survive_a_restart(cluster_factory, how):
     assert list_latest(b, "rs", READ_COMMITTED) == 2
     # The restored open transaction still refuses p2's non-transactional writes, and p1's coordinator epoch
     # is remembered.
-    assert produce(b, "rs", v2_batch([b"w"], producer_id=p2, producer_epoch=e2,
+    assert produce_txn(b, "rs", v2_batch([b"w"], producer_id=p2, producer_epoch=e2,
                                      base_sequence=1)).error_code == INVALID_TXN_STATE
     assert write_markers(b, [(p1, e1, True, 6, "rs", [0])]) == [{("rs", 0): TRANSACTION_COORDINATOR_FENCED}]
     assert write_markers(b, [(p2, e2, True, 7, "rs", [0])]) == [{("rs", 0): NONE}]
@@ -254,7 +215,7 @@ def mixed_transactions(c, b, topic: str, partitions: int = 2):
         p2, e2 = init_producer_id(b)
 
         def send(records):
-            assert produce(b, topic, records, partition=part).error_code == NONE
+            assert produce_txn(b, topic, records, partition=part).error_code == NONE
 
         def mark(pid, epoch, committed):
             assert write_markers(b, [(pid, epoch, committed, 0, topic, [part])]) == [{(topic, part): NONE}]
@@ -315,9 +276,9 @@ def test_old_fetchers_get_no_control_batches(env):
     c, b = env
     new_topic(c, b, "old")
     pid, epoch = init_producer_id(b)
-    assert produce(b, "old", txn_batch([b"a", b"b"], pid, epoch, 0)).error_code == NONE   # 0-1
+    assert produce_txn(b, "old", txn_batch([b"a", b"b"], pid, epoch, 0)).error_code == NONE   # 0-1
     assert write_markers(b, [(pid, epoch, True, 0, "old", [0])]) == [{("old", 0): NONE}]   # 2
-    assert produce(b, "old", v2_batch([b"c"])).error_code == NONE                          # 3
+    assert produce_txn(b, "old", v2_batch([b"c"])).error_code == NONE                          # 3
     data = bytes(fetch_partition(b, "old", 0, READ_UNCOMMITTED, version=3).records)
     messages, pos = [], 0
     while pos + 12 <= len(data):
@@ -344,7 +305,7 @@ def test_followers_apply_markers_and_a_new_leader_keeps_the_lso_and_the_aborts(c
     p2, e2 = init_producer_id(leader)
 
     def send(records):
-        assert produce(leader, "rep", records, acks=-1).error_code == NONE
+        assert produce_txn(leader, "rep", records, acks=-1).error_code == NONE
     send(txn_batch([b"x1", b"x2"], p1, e1, 0))                                                  # 0-1
     assert write_markers(leader, [(p1, e1, False, 2, "rep", [0])]) == [{("rep", 0): NONE}]    # 2
     send(v2_batch([b"plain"]))                                                                  # 3

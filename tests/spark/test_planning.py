@@ -1,13 +1,17 @@
 """Pure functions of the Spark data source: option checks, range splitting, the streaming rate limit, the arrow
-schema Spark expects, and record bytes to arrow (v2 with headers and compression, v0/v1 messages)."""
+schema Spark expects, record bytes to arrow (v2 with headers and compression, v0/v1 messages), and the
+batches a read_committed reader drops."""
 from __future__ import annotations
 
+import struct
+
+import crc32c
 import pytest
 from aiokafka.record._crecords import DefaultRecordBatchBuilder, LegacyRecordBatchBuilder
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from kbroker.spark.arrow import (ARROW_SCHEMA, ARROW_SCHEMA_WITH_HEADERS, SCHEMA, SCHEMA_WITH_HEADERS, Columns,
-                                 CorruptRecords)
+                                 CorruptRecords, aborted_batches)
 from kbroker.spark.client import TopicPartition
 from kbroker.spark.options import OptionError, sink_options, source_options
 from kbroker.spark.reader import OffsetRange, split_ranges
@@ -129,3 +133,39 @@ def test_columns_from_legacy_messages():
     assert rb.column("value").to_pylist() == [b"m0", b"m1", b"old"]
     assert rb.column("timestampType").to_pylist() == [0, 0, -1]
     assert rb.column("timestamp").cast("int64").to_pylist() == [5_000_000, 5_001_000, -1000]
+
+
+def _batch(base: int, pid: int, values=(b"v",), transactional: bool = True, marker: int | None = None) -> bytes:
+    """A v2 batch at `base`; with `marker` (0 ABORT, 1 COMMIT) a control batch holding that marker."""
+    b = DefaultRecordBatchBuilder(2, 0, int(transactional), pid, 0, 0, 10 ** 6)
+    if marker is None:
+        for i, v in enumerate(values):
+            b.append(i, timestamp=1, key=None, value=v, headers=[])
+    else:
+        b.append(0, timestamp=1, key=struct.pack(">hh", 0, marker), value=struct.pack(">hi", 0, 0), headers=[])
+    data = bytearray(b.build())
+    struct.pack_into(">q", data, 0, base)
+    if marker is not None:
+        struct.pack_into(">h", data, 21, 0x30)
+        struct.pack_into(">I", data, 17, crc32c.crc32c(bytes(data[21:])))
+    return bytes(data)
+
+
+def test_aborted_batches_follow_kafkas_consumer():
+    """Producer 1 aborts [2, 5] while producer 2 commits around it; producer 1's idempotent (non-transactional)
+    batch is never dropped; after its ABORT marker, producer 1's next transaction is visible again."""
+    records = b"".join([
+        _batch(0, 1, (b"c1", b"c2")),           # 0-1 before producer 1's aborted transaction starts
+        _batch(2, 1),                           # 2 aborted
+        _batch(3, 2),                           # 3 producer 2
+        _batch(4, 1, transactional=False),      # 4 not transactional: kept
+        _batch(5, 2, marker=1),                 # 5 COMMIT of producer 2
+        _batch(6, 1, marker=0),                 # 6 ABORT of producer 1: ends it
+        _batch(7, 1),                           # 7 producer 1's next transaction
+    ])
+    assert aborted_batches(records, [(1, 2)]) == {2}
+    assert aborted_batches(records, [(1, 2), (2, 3)]) == {2, 3}
+    assert aborted_batches(records[len(_batch(0, 1, (b"c1", b"c2"))):], [(1, 2)]) == {2}  # a fetch from offset 2
+    columns = Columns(False)
+    columns.add(records, skip=aborted_batches(records, [(1, 2)]))
+    assert columns.offsets == [0, 1, 3, 4, 7]           # markers and the aborted batch dropped

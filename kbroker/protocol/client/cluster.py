@@ -354,10 +354,12 @@ class ClusterClient:
             return code, result
 
     # ---- offsets of partitions ----------------------------------------------------------------------------
-    def list_offsets(self, specs: dict[TopicPartition, int]) -> dict[TopicPartition, tuple[int, int]]:
-        """ListOffsets on each partition's leader: LATEST (-1) the high watermark, EARLIEST (-2) the log start
-        offset, else the first offset with a timestamp at or after it (-1 when none). (error code, offset) per
-        partition; retriable errors are retried until the deadline."""
+    def list_offsets(self, specs: dict[TopicPartition, int],
+                     isolation_level: int = 0) -> dict[TopicPartition, tuple[int, int]]:
+        """ListOffsets on each partition's leader: LATEST (-1) the high watermark (the last stable offset with
+        isolation_level 1, READ_COMMITTED), EARLIEST (-2) the log start offset, else the first offset with a
+        timestamp at or after it (-1 when none). (error code, offset) per partition; retriable errors are
+        retried until the deadline."""
         deadline = self.deadline()
         results: dict[TopicPartition, tuple[int, int]] = {}
         pending = dict(specs)
@@ -376,7 +378,8 @@ class ClusterClient:
                                                                   timestamp=pending[tp], max_num_offsets=1))
                 try:
                     r = self.send(leader, lambda c: ListOffsetsRequest(
-                        version=c.version_for(ListOffsetsRequest, 1), replica_id=-1, isolation_level=0,
+                        version=c.version_for(ListOffsetsRequest, 2 if isolation_level else 1), replica_id=-1,
+                        isolation_level=isolation_level,
                         topics=[Topic(name=t, partitions=ps) for t, ps in by_topic.items()]), deadline)
                 except ConnectionLost:
                     if time.monotonic() >= deadline:
@@ -393,7 +396,8 @@ class ClusterClient:
         return results
 
     # ---- fetch and produce --------------------------------------------------------------------------------
-    def send_fetch(self, tp: TopicPartition, offset: int, max_bytes: int, max_wait_ms: int = 500) -> tuple | None:
+    def send_fetch(self, tp: TopicPartition, offset: int, max_bytes: int, max_wait_ms: int = 500,
+                   isolation_level: int = 0) -> tuple | None:
         """Send a Fetch of tp at offset to its leader without waiting for the answer, so that the broker sends it
         while the caller works; pass the result to the next fetch() as `sent`. None when it could not be sent
         for a retriable reason (fetch() then sends it again)."""
@@ -402,8 +406,8 @@ class ClusterClient:
             leader = self.leader(tp, deadline)
             c = self.connection(leader.address, deadline)
             version = c.version_for(FetchRequest, 4)
-            c.submit(fetch_request(version, tp.topic, tp.partition, offset, max_bytes, max_wait_ms=max_wait_ms),
-                     decode=False, timeout=self.remaining(deadline))
+            c.submit(fetch_request(version, tp.topic, tp.partition, offset, max_bytes, max_wait_ms=max_wait_ms,
+                                   isolation_level=isolation_level), decode=False, timeout=self.remaining(deadline))
         except KafkaError as e:
             if not is_retriable(e):
                 raise
@@ -411,9 +415,11 @@ class ClusterClient:
         return leader.address, tp, offset, version
 
     def fetch(self, tp: TopicPartition, offset: int, max_bytes: int, max_wait_ms: int = 500,
-              sent: tuple | None = None) -> FetchPartitionData:
-        """One Fetch of tp from its leader at offset (the answer to `sent` when that asked for it); retriable
-        errors are retried, others returned. The records are [one view into the received frame] or []."""
+              sent: tuple | None = None, isolation_level: int = 0) -> FetchPartitionData:
+        """One Fetch of tp from its leader at offset (the answer to `sent` when that asked for it, sent with the
+        same isolation level); retriable errors are retried, others returned. The records are [one view into
+        the received frame] or []; with isolation_level 1 (READ_COMMITTED) they end at the last stable offset
+        and aborted_transactions lists the aborted transactions among them."""
         if sent is not None:
             address, sent_tp, sent_offset, version = sent
             c = self.connections.get(address)
@@ -432,7 +438,8 @@ class ClusterClient:
             leader = self.leader(tp, deadline)
             version = self.connection(leader.address, deadline).version_for(FetchRequest, 4)
             body = self.send(leader, lambda c: fetch_request(version, tp.topic, tp.partition, offset, max_bytes,
-                                                             max_wait_ms=max_wait_ms), deadline, decode=False)
+                                                             max_wait_ms=max_wait_ms, isolation_level=isolation_level),
+                             deadline, decode=False)
             fetched = decode_fetch_response(body, version).partition(*tp)
             if fetched.error_code in RETRIABLE:
                 raise KafkaError(fetched.error_code, f"Fetch {tp}: {error_name(fetched.error_code)}")
