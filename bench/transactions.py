@@ -12,10 +12,13 @@ one topic of `--partitions` (3) partitions with RF 3 and min.insync.replicas 2, 
    partition from offset 0 until all committed records are in (bounded by `--seconds` × 3); ratio
    read_committed ÷ read_uncommitted.
 
+`--py-spy FILE.svg` profiles every broker during the transactional run into FILE-broker-N.svg.
+
     .venv/bin/python -m bench.transactions [--seconds 10] [--per-txn 100] [--partitions 3]
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import sys
@@ -26,7 +29,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if REPO not in sys.path:
     sys.path.insert(0, REPO)
 
-from bench._common import bench_parser, consume_count, fmt_rate, log, print_table  # noqa: E402
+from bench._common import PySpy, bench_parser, consume_count, fmt_rate, log, print_table  # noqa: E402
 from kbroker import cluster as dev_cluster  # noqa: E402
 from kbroker.cluster import free_port, free_port_range, wait_until  # noqa: E402
 from zk import admin as zk_admin  # noqa: E402
@@ -125,8 +128,13 @@ def main() -> None:
         log(f"idempotent producer for {args.seconds:g} s")
         n_idem, t_idem = idempotent_rate(bootstrap, "idempotent", args.partitions, args.seconds)
         log(f"transactional producer for {args.seconds:g} s, {args.per_txn} records per transaction")
-        n_txn, txns, t_txn = transactional_rate(bootstrap, "transactional", args.partitions, args.seconds,
-                                                args.per_txn)
+        with contextlib.ExitStack() as profiles:
+            if args.py_spy:     # every broker, during the transactional run: FILE-broker-N.svg
+                root, ext = os.path.splitext(args.py_spy)
+                for b in state["brokers"]:
+                    profiles.enter_context(PySpy(b["pid"], f"{root}-broker-{b['id']}{ext}", args.py_spy_format))
+            n_txn, txns, t_txn = transactional_rate(bootstrap, "transactional", args.partitions, args.seconds,
+                                                    args.per_txn)
         r_idem, r_txn = n_idem / t_idem, n_txn / t_txn
         rows.append(["idempotent producer, acks=all", f"{n_idem:,}", f"{t_idem:.1f}", fmt_rate(r_idem), "", "1.00"])
         rows.append([f"transactional producer, {args.per_txn}/txn", f"{n_txn:,}", f"{t_txn:.1f}", fmt_rate(r_txn),
