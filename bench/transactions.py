@@ -7,14 +7,15 @@ one topic of `--partitions` (3) partitions with RF 3 and min.insync.replicas 2, 
    the partitions, `produce()` in a loop for `--seconds`, then `flush()`; records/s up to the end of the flush.
 2. **transactional producer**: the same producer settings plus a transactional.id, `--per-txn` (100) records
    per transaction (begin, produce, commit) for `--seconds`; records/s and transactions/s up to the last
-   commit. The ratio to (1) is the issue's figure (target ≥ 0.7).
+   commit. The ratio to (1) is the issue's figure (target ≥ 0.7). Then `--producers` (4) such producers at
+   once (distinct transactional ids, one thread each), their total records/s and transactions/s.
 3. **consumers** of the transactional topic: read_uncommitted and read_committed, each `assign()` of every
    partition from offset 0 until all committed records are in (bounded by `--seconds` × 3); ratio
    read_committed ÷ read_uncommitted.
 
 `--py-spy FILE.svg` profiles every broker during the transactional run into FILE-broker-N.svg.
 
-    .venv/bin/python -m bench.transactions [--seconds 10] [--per-txn 100] [--partitions 3]
+    .venv/bin/python -m bench.transactions [--seconds 10] [--per-txn 100] [--producers 4] [--partitions 3]
 """
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ import os
 import shutil
 import sys
 import tempfile
+import threading
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -65,16 +67,32 @@ def idempotent_rate(bootstrap: str, topic: str, partitions: int, seconds: float)
     return i, time.perf_counter() - start
 
 
-def transactional_rate(bootstrap: str, topic: str, partitions: int, seconds: float,
-                       per_txn: int) -> tuple[int, int, float]:
-    """(records committed, transactions committed, seconds up to the last commit) of a transactional producer
-    committing `per_txn` records per transaction for `seconds`. init_transactions is not timed."""
+def transactional_rate(bootstrap: str, topic: str, partitions: int, seconds: float, per_txn: int,
+                       producers: int = 1) -> tuple[int, int, float]:
+    """(records committed, transactions committed, seconds up to the last commit) of `producers` transactional
+    producers (one thread each: librdkafka's blocking calls release the GIL) committing `per_txn` records per
+    transaction for `seconds`. init_transactions is not timed."""
     from confluent_kafka import Producer
-    p = Producer({**producer_config(bootstrap), "transactional.id": "bench-txn"})
-    p.init_transactions(60)
-    txns = i = 0
+    clients = [Producer({**producer_config(bootstrap), "transactional.id": f"bench-txn-{producers}-{n}"})
+               for n in range(producers)]
+    for p in clients:
+        p.init_transactions(60)
+    results: list[tuple[int, int, float]] = []
     start = time.perf_counter()
-    end = start + seconds
+    threads = [threading.Thread(target=lambda p=p: results.append(
+        _commit_loop(p, topic, partitions, start + seconds, per_txn))) for p in clients]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if len(results) != producers:
+        raise RuntimeError("a transactional producer failed (see its traceback above)")
+    return sum(r[0] for r in results), sum(r[1] for r in results), max(r[2] for r in results) - start
+
+
+def _commit_loop(p, topic: str, partitions: int, end: float, per_txn: int) -> tuple[int, int, float]:
+    """(records, transactions, time.perf_counter() after the last commit) of one producer until `end`."""
+    txns = i = 0
     while time.perf_counter() < end:
         p.begin_transaction()
         for _ in range(per_txn):
@@ -82,7 +100,7 @@ def transactional_rate(bootstrap: str, topic: str, partitions: int, seconds: flo
             i += 1
         p.commit_transaction(60)
         txns += 1
-    return i, txns, time.perf_counter() - start
+    return i, txns, time.perf_counter()
 
 
 def consume_rate(bootstrap: str, topic: str, partitions: int, isolation: str, records: int,
@@ -104,6 +122,8 @@ def main() -> None:
     parser = bench_parser("transactions", __doc__)
     parser.add_argument("--seconds", type=float, default=10.0, help="duration of each producer run")
     parser.add_argument("--per-txn", type=int, default=100, help="records per transaction")
+    parser.add_argument("--producers", type=int, default=4,
+                        help="transactional producers of the second transactional run (one thread each)")
     parser.add_argument("--partitions", type=int, default=3, help="partitions of each topic (RF 3, min ISR 2)")
     args = parser.parse_args()
 
@@ -135,19 +155,25 @@ def main() -> None:
                     profiles.enter_context(PySpy(b["pid"], f"{root}-broker-{b['id']}{ext}", args.py_spy_format))
             n_txn, txns, t_txn = transactional_rate(bootstrap, "transactional", args.partitions, args.seconds,
                                                     args.per_txn)
+        log(f"{args.producers} transactional producers for {args.seconds:g} s")
+        n_many, txns_many, t_many = transactional_rate(bootstrap, "transactional", args.partitions, args.seconds,
+                                                       args.per_txn, args.producers)
         r_idem, r_txn = n_idem / t_idem, n_txn / t_txn
         rows.append(["idempotent producer, acks=all", f"{n_idem:,}", f"{t_idem:.1f}", fmt_rate(r_idem), "", "1.00"])
         rows.append([f"transactional producer, {args.per_txn}/txn", f"{n_txn:,}", f"{t_txn:.1f}", fmt_rate(r_txn),
                      f"{txns / t_txn:,.1f}", f"{r_txn / r_idem:.2f} (target ≥ 0.7)"])
+        rows.append([f"{args.producers} transactional producers, {args.per_txn}/txn", f"{n_many:,}", f"{t_many:.1f}",
+                     fmt_rate(n_many / t_many), f"{txns_many / t_many:,.1f}", f"{n_many / t_many / r_idem:.2f}"])
+        committed = n_txn + n_many
 
         reads = {}
         for isolation in ("read_uncommitted", "read_committed"):
-            log(f"{isolation} consumer over the {n_txn:,} committed records")
-            reads[isolation] = consume_rate(bootstrap, "transactional", args.partitions, isolation, n_txn,
+            log(f"{isolation} consumer over the {committed:,} committed records")
+            reads[isolation] = consume_rate(bootstrap, "transactional", args.partitions, isolation, committed,
                                             args.seconds * 3)
         base_rate = reads["read_uncommitted"][0] / reads["read_uncommitted"][1]
         for isolation, (n, t) in reads.items():
-            note = "" if n == n_txn else f" (only {n:,} of {n_txn:,})"
+            note = "" if n == committed else f" (only {n:,} of {committed:,})"
             rows.append([f"consumer {isolation}{note}", f"{n:,}", f"{t:.1f}", fmt_rate(n / t), "",
                          f"{n / t / base_rate:.2f}"])
     finally:
