@@ -163,6 +163,7 @@ class BrokerMetrics:
                                   "(IsrExpandsPerSec).", value=self.isr_expands)
         yield from self._replica_gauges()
         yield from self._controller_gauges()
+        yield from self._transaction_gauges()
         server = self.server
         if server is not None and server.socket_server is not None:
             yield GaugeMetricFamily("kafka_server_socketservermetrics_connection_count", "Open client and "
@@ -190,6 +191,29 @@ class BrokerMetrics:
             purgatory.add_metric(["Produce"], rm.produce_purgatory.delayed)
             purgatory.add_metric(["Fetch"], rm.fetch_purgatory.delayed)
         yield purgatory
+
+    def _transaction_gauges(self):
+        """Kafka's transaction coordinator metrics: TransactionMarkerChannelManager's queue sizes, and
+        transaction-coordinator-metrics' partition-load-time (Kafka's client-style metric over a 60 s window;
+        here over every `__transaction_state` load since the broker started, NaN before the first)."""
+        coordinator = getattr(self.server, "txn_coordinator", None)
+        markers = coordinator.markers if coordinator is not None else None
+        manager = coordinator.manager if coordinator is not None else None
+        prefix = "kafka_coordinator_transaction_transactionmarkerchannelmanager_"
+        yield GaugeMetricFamily(f"{prefix}unknowndestinationqueuesize", "Transactions whose markers wait for a "
+                                "partition leader to be known (UnknownDestinationQueueSize).",
+                                value=len(markers.no_leader) if markers is not None else 0)
+        yield GaugeMetricFamily(f"{prefix}logappendretryqueuesize", "Complete* state appends to "
+                                "__transaction_state waiting to be retried (LogAppendRetryQueueSize).",
+                                value=markers.completion_retries if markers is not None else 0)
+        loads = manager.loads if manager is not None else 0
+        nan = float("nan")
+        yield GaugeMetricFamily("kafka_server_transaction_coordinator_metrics_partition_load_time_max",
+                                "Longest load of a __transaction_state partition, in ms (partition-load-time-max).",
+                                value=manager.load_ms_max if loads else nan)
+        yield GaugeMetricFamily("kafka_server_transaction_coordinator_metrics_partition_load_time_avg",
+                                "Average load of a __transaction_state partition, in ms (partition-load-time-avg).",
+                                value=manager.load_ms_total / loads if loads else nan)
 
     def _controller_gauges(self):
         controller = self.server.controller if self.server is not None else None

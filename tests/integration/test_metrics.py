@@ -3,6 +3,7 @@ cluster sees them: scrape after real clients produced and fetched, then after a 
 from __future__ import annotations
 
 import glob
+import math
 import os
 import re
 import urllib.request
@@ -163,3 +164,37 @@ def test_metrics_and_logs_after_traffic_and_a_dead_follower(cluster):
     assert clash.proc.wait(30) == 1
     assert "cannot bind metrics.port" in clash.log()
     assert 4 not in c.zk.get_broker_ids()
+
+
+def test_transaction_coordinator_metrics_after_a_transactional_producer(cluster):
+    """Kafka's transaction coordinator series: partition-load-time once `__transaction_state` was loaded (NaN
+    before), and empty marker queues once a confluent-kafka transaction committed."""
+    c = cluster
+    load_max = "kafka_server_transaction_coordinator_metrics_partition_load_time_max"
+    load_avg = "kafka_server_transaction_coordinator_metrics_partition_load_time_avg"
+    queues = ("kafka_coordinator_transaction_transactionmarkerchannelmanager_unknowndestinationqueuesize",
+              "kafka_coordinator_transaction_transactionmarkerchannelmanager_logappendretryqueuesize")
+    before = scrape(c.brokers[1])
+    assert math.isnan(before[(load_max, frozenset())]) and math.isnan(before[(load_avg, frozenset())])
+    assert all(before[(q, frozenset())] == 0 for q in queues)
+
+    result = CliRunner().invoke(kadmin, ["--zookeeper", c.zk_connect, "create-topic", "tm", "--partitions", "3",
+                                         "--replication-factor", "3"])
+    assert result.exit_code == 0, result.output
+    p = Producer({"bootstrap.servers": c.bootstrap, "transactional.id": "tx-metrics", "acks": "all"})
+    p.init_transactions(60)
+    for _ in range(3):
+        p.begin_transaction()
+        for i in range(30):
+            p.produce("tm", value=b"t%d" % i, partition=i % 3)
+        p.commit_transaction(30)
+
+    everyone = {i: scrape(b) for i, b in c.brokers.items()}
+    for i, s in everyone.items():
+        # 50 partitions over 3 brokers: every broker leads and so has loaded some of them.
+        assert 0 <= s[(load_avg, frozenset())] <= s[(load_max, frozenset())] < 30_000, i
+        for q in queues:
+            assert s[(q, frozenset())] == 0, (i, q)
+    end_txn = [by_label(s, "kafka_network_requestmetrics_requests_total", "version", request="EndTxn")
+               for s in everyone.values()]
+    assert sum(sum(v.values()) for v in end_txn) >= 3

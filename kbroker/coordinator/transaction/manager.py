@@ -15,6 +15,7 @@ anything else UNKNOWN_SERVER_ERROR; a coordinator epoch changed meanwhile -> NOT
 from __future__ import annotations
 
 import logging
+import time
 from typing import Callable
 
 from ...protocol.errors import Errors
@@ -56,6 +57,9 @@ class TransactionStateManager(CoordinatorPartitions):
         self.load_buffer_size = config["transaction.state.log.load.buffer.size"]
         # partition -> (coordinator epoch, {transactional id: metadata})
         self.cache: dict[int, tuple[int, dict[str, TransactionMetadata]]] = {}
+        # partition loads completed here: count, total and longest wall time in ms (the metrics' partition-load-time)
+        self.loads = 0
+        self.load_ms_total = self.load_ms_max = 0.0
 
     def partition_for(self, transactional_id: str) -> int:
         return partition_for(transactional_id, self.partition_count)
@@ -124,6 +128,7 @@ class TransactionStateManager(CoordinatorPartitions):
 
     # ---- load / unload --------------------------------------------------------------------------------------
     def _do_load(self, partition, epoch: int, send_markers: Callable) -> None:
+        started = time.monotonic()
         loaded: dict[str, TransactionMetadata] = {}
         for view, entry in self.read_log(partition, epoch, self.load_buffer_size):
             if entry.magic != 2 or entry.attributes & CONTROL_MASK:
@@ -140,6 +145,10 @@ class TransactionStateManager(CoordinatorPartitions):
         if not self.still_leader(partition, epoch):
             return
         self.cache[partition.index] = (epoch, loaded)
+        load_ms = (time.monotonic() - started) * 1000.0
+        self.loads += 1
+        self.load_ms_total += load_ms
+        self.load_ms_max = max(self.load_ms_max, load_ms)
         now = self.clock.now_ms()
         for metadata in loaded.values():
             if metadata.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):

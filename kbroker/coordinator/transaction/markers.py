@@ -100,6 +100,7 @@ class TransactionMarkerSender:
         self.pending: dict[str, _PendingTxn] = {}
         self.queues: dict[int, _BrokerQueue] = {}
         self.no_leader: dict[str, set] = {}
+        self.completion_retries = 0     # Complete* appends waiting to be retried (LogAppendRetryQueueSize)
         self._retry = gevent.spawn(self._retry_no_leader)
 
     def shutdown(self) -> None:
@@ -231,10 +232,15 @@ class TransactionMarkerSender:
         del self.pending[txn_id]
         self._write_completion(txn_id, pending)
 
+    def _retry_completion(self, txn_id: str, pending: _PendingTxn) -> None:
+        self.completion_retries -= 1
+        self._write_completion(txn_id, pending)
+
     def _write_completion(self, txn_id: str, pending: _PendingTxn) -> None:
         def done(error: Errors) -> None:
             if error == Errors.COORDINATOR_NOT_AVAILABLE:
-                gevent.spawn_later(RETRY_BACKOFF_S, self._write_completion, txn_id, pending)
+                self.completion_retries += 1
+                gevent.spawn_later(RETRY_BACKOFF_S, self._retry_completion, txn_id, pending)
             elif error:
                 log.info("Writing the completion of %s failed: %s", txn_id, error.name)
             else:
