@@ -102,9 +102,14 @@ def test_find_coordinator_key_type_1_creates_transaction_state(txn_cluster):
     assert config["cleanup.policy"] == "compact" and config["min.insync.replicas"] == "2"
     assert config["segment.bytes"] == str(100 * 1024 * 1024)
     answer = find_txn_coordinator(coordinator, "tx-a")
-    md = raw_metadata(boot, [TXN_TOPIC])
-    leaders = {p.partition_index: p.leader_id for p in md.topics[0].partitions}
-    assert answer.node_id == leaders[partition_for("tx-a", 50)]
+    partition = partition_for("tx-a", 50)
+
+    def leader_served_by_boot():
+        # The broker asked may learn of the new topic's partitions a moment after the coordinator does.
+        md = raw_metadata(boot, [TXN_TOPIC])
+        leaders = {p.partition_index: p.leader_id for p in md.topics[0].partitions}
+        return leaders.get(partition, -1) >= 0 and leaders[partition]
+    assert answer.node_id == wait_until(leader_served_by_boot, 20, message=f"{TXN_TOPIC}-{partition} in metadata")
 
 
 def test_transaction_state_needs_replication_factor_brokers(cluster_factory):
