@@ -18,7 +18,8 @@ from tests.clients._util import create_topic, unique
 from tests.integration.conftest import wait_until
 from tests.integration.test_produce_fetch_bad_input import init_producer_id, v2_batch
 from tests.integration.test_transactions import add_partitions, find_txn_coordinator, init_until, txn_coordinator
-from tests.integration.test_txn_log import READ_COMMITTED, list_latest, produce, txn_batch
+from tests.integration.test_txn_log import READ_COMMITTED, list_latest
+from tests.txn_helpers import produce_txn, txn_batch
 
 # The coordinators never abort timed-out transactions themselves here, so one past its timeout stays Ongoing.
 TXN_CONFIG = {"transaction.state.log.num.partitions": 5,
@@ -157,10 +158,10 @@ def test_find_and_abort_hanging_partition_transactions(cluster1):
     topic = create_topic(cluster1, unique("hang"))
     pid1, epoch1 = init_producer_id(b)
     pid2, epoch2 = init_producer_id(b)
-    assert produce(b, topic, v2_batch([b"plain"])).error_code == 0                       # 0
-    assert produce(b, topic, txn_batch([b"h1-a", b"h1-b"], pid1, epoch1, 0)).error_code == 0  # 1-2
-    assert produce(b, topic, txn_batch([b"h2"], pid2, epoch2, 0)).error_code == 0           # 3
-    assert produce(b, topic, v2_batch([b"after"])).error_code == 0                       # 4
+    assert produce_txn(b, topic, v2_batch([b"plain"])).error_code == 0                       # 0
+    assert produce_txn(b, topic, txn_batch([b"h1-a", b"h1-b"], pid1, epoch1, 0)).error_code == 0  # 1-2
+    assert produce_txn(b, topic, txn_batch([b"h2"], pid2, epoch2, 0)).error_code == 0           # 3
+    assert produce_txn(b, topic, v2_batch([b"after"])).error_code == 0                       # 4
     assert list_latest(b, topic, READ_COMMITTED) == 1
     assert read_committed(bs, topic, 1) == [b"plain"]
 
