@@ -16,12 +16,13 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from tests.clients._util import create_topic
 from tests.integration.conftest import SESSION_TIMEOUT_MS, wait_until
-from tests.integration.test_group_coordinator import FAST
+from tests.integration.test_group_coordinator import FAST, coordinator_of
+from tests.integration.test_transactions import txn_coordinator
 
 IN, OUT = "copy-in", "copy-out"
 IN_PARTITIONS, OUT_PARTITIONS = 2, 3
-RECORDS = 4000
-BATCH = 100
+RECORDS = 6000
+BATCH = 50
 GROUP = "copier-group"
 DEADLINE_S = 75          # the copiers give up (and the test fails) after this long
 
@@ -107,6 +108,24 @@ class Copier:
             self.committed_txns += 1
             self.position = next_offset
 
+    def _recover(self, err) -> None:
+        """After a failed transaction: abort it and rewind, or (a fatal error) start over with new clients; a
+        failure while recovering is recovered from in turn, a bounded number of times."""
+        for _ in range(5):
+            self.errors.append(f"p{self.partition}: {err}")
+            try:
+                if err.fatal():
+                    self._drop()
+                    self._open()
+                else:
+                    if err.txn_requires_abort():
+                        self.producer.abort_transaction(30)
+                    self._rewind()
+                return
+            except KafkaException as e:
+                err = e.args[0]
+        raise RuntimeError(f"p{self.partition}: could not recover: {err}")
+
     def _run(self) -> None:
         try:
             self._open()
@@ -114,15 +133,7 @@ class Copier:
                 try:
                     self._transaction()
                 except KafkaException as e:
-                    err = e.args[0]
-                    self.errors.append(f"p{self.partition}: {err}")
-                    if err.fatal():
-                        self._drop()
-                        self._open()
-                    else:
-                        if err.txn_requires_abort():
-                            self.producer.abort_transaction(30)
-                        self._rewind()
+                    self._recover(e.args[0])
             self.done = self.position >= self.end
         except Exception as e:   # reported by the test
             self.errors.append(f"p{self.partition}: gave up: {e!r}")
@@ -152,6 +163,24 @@ class Reader:
                 self.values.append(m.value())
                 n += 1
         return n
+
+    def _recover(self, err) -> None:
+        """After a failed transaction: abort it and rewind, or (a fatal error) start over with new clients; a
+        failure while recovering is recovered from in turn, a bounded number of times."""
+        for _ in range(5):
+            self.errors.append(f"p{self.partition}: {err}")
+            try:
+                if err.fatal():
+                    self._drop()
+                    self._open()
+                else:
+                    if err.txn_requires_abort():
+                        self.producer.abort_transaction(30)
+                    self._rewind()
+                return
+            except KafkaException as e:
+                err = e.args[0]
+        raise RuntimeError(f"p{self.partition}: could not recover: {err}")
 
     def _run(self) -> None:
         while not self.stop.is_set():
@@ -211,28 +240,34 @@ def test_transactional_copiers_exactly_once_through_kills_bounces_and_copier_res
     def progress() -> int:
         return sum(cp.position for cp in copiers)
 
-    def after(fraction: float) -> None:
-        wait_until(lambda: progress() >= fraction * RECORDS or all(not cp.thread.is_alive() for cp in copiers),
+    def after(fraction: float, of: list[Copier] = copiers) -> None:
+        """Until the copiers `of` copied `fraction` of their input (or stopped)."""
+        wait_until(lambda: sum(cp.position for cp in of) >= fraction * sum(cp.end for cp in of)
+                   or all(not cp.thread.is_alive() for cp in of),
                    timeout=max(deadline - time.monotonic(), 1), interval=0.1, message=f"{fraction:.0%} copied")
 
+    def broker_at(bootstrap: str):
+        return next(b for b in c.brokers.values() if b.bootstrap == bootstrap)
+
     events: list[str] = []
-    # (a) kill -9 a broker mid-copy, and start it again.
+    # (a) kill -9 copier 0's transaction coordinator mid-copy, and start it again.
     after(0.1)
-    victim = c.brokers[1]
+    victim = broker_at(txn_coordinator(c, "copier-0"))
     victim.kill9()
-    events.append(f"kill -9 broker 1 at {progress()}")
+    events.append(f"kill -9 broker {victim.id} at {progress()}")
     time.sleep(SESSION_TIMEOUT_MS / 1000 + 1)
     victim.start()
-    c.wait_ready([1], timeout=30)
-    # (b) a clean bounce of another.
+    c.wait_ready([victim.id], timeout=30)
+    # (b) a clean bounce of copier 1's transaction coordinator, or of the group's, or of another broker.
     after(0.35)
-    bounced = c.brokers[2]
+    candidates = [broker_at(txn_coordinator(c, "copier-1")), coordinator_of(c, GROUP)]
+    bounced = next((b for b in candidates if b.id != victim.id), c.brokers[victim.id % 3 + 1])
     assert bounced.terminate(30) == 0, bounced.log(30)
-    events.append(f"SIGTERM broker 2 at {progress()}")
+    events.append(f"SIGTERM broker {bounced.id} at {progress()}")
     bounced.start()
-    c.wait_ready([2], timeout=30)
+    c.wait_ready([bounced.id], timeout=30)
     # (c) a copier replaced mid-transaction by a new one with the same transactional id.
-    after(0.6)
+    after(0.6, copiers[:1])
     copiers[0].restart.set()
     events.append(f"restart copier 0 at {progress()}")
 
