@@ -12,7 +12,7 @@ import threading
 import time
 from collections import Counter
 
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from tests.clients._util import create_topic
 from tests.integration.conftest import SESSION_TIMEOUT_MS, wait_until
@@ -108,6 +108,15 @@ class Copier:
             self.committed_txns += 1
             self.position = next_offset
 
+    def _abort_if_open(self) -> None:
+        """Abort the current transaction (after a retriable error too: its records must not reach a later
+        commit); none being open is fine."""
+        try:
+            self.producer.abort_transaction(30)
+        except KafkaException as e:
+            if e.args[0].code() != KafkaError._STATE:
+                raise
+
     def _recover(self, err) -> None:
         """After a failed transaction: abort it and rewind, or (a fatal error) start over with new clients; a
         failure while recovering is recovered from in turn, a bounded number of times."""
@@ -118,8 +127,7 @@ class Copier:
                     self._drop()
                     self._open()
                 else:
-                    if err.txn_requires_abort():
-                        self.producer.abort_transaction(30)
+                    self._abort_if_open()
                     self._rewind()
                 return
             except KafkaException as e:
@@ -164,6 +172,15 @@ class Reader:
                 n += 1
         return n
 
+    def _abort_if_open(self) -> None:
+        """Abort the current transaction (after a retriable error too: its records must not reach a later
+        commit); none being open is fine."""
+        try:
+            self.producer.abort_transaction(30)
+        except KafkaException as e:
+            if e.args[0].code() != KafkaError._STATE:
+                raise
+
     def _recover(self, err) -> None:
         """After a failed transaction: abort it and rewind, or (a fatal error) start over with new clients; a
         failure while recovering is recovered from in turn, a bounded number of times."""
@@ -174,8 +191,7 @@ class Reader:
                     self._drop()
                     self._open()
                 else:
-                    if err.txn_requires_abort():
-                        self.producer.abort_transaction(30)
+                    self._abort_if_open()
                     self._rewind()
                 return
             except KafkaException as e:
