@@ -8,7 +8,8 @@ import time
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
 
 from kbroker.protocol.interbroker import WriteTxnMarkersRequest
-from tests.integration.test_produce_fetch_bad_input import client_for, produce_request
+from tests.clients._util import raw_request
+from tests.integration.test_produce_fetch_bad_input import TIMEOUT, produce_request
 
 
 def txn_batch(values, pid: int, epoch: int, seq: int) -> bytes:
@@ -25,12 +26,7 @@ def produce_txn(broker, topic: str, records, partition: int = 0, acks: int = 1,
     """The partition response of a Produce v7 (transactional records need a transactional id, as in Kafka)."""
     req = produce_request(topic, partition, records, 7, acks)
     req.transactional_id = transactional_id
-    c = client_for(broker)
-    try:
-        resp = c.send(req)
-    finally:
-        c.close()
-    [t] = resp.responses
+    [t] = raw_request(broker.bootstrap, req, TIMEOUT).responses
     [p] = t.partition_responses
     return p
 
@@ -42,10 +38,6 @@ def write_markers(broker, markers, version: int = 0):
         M(producer_id=pid, producer_epoch=epoch, transaction_result=committed, coordinator_epoch=coord,
           topics=[M.WritableTxnMarkerTopic(name=topic, partition_indexes=parts)])
         for pid, epoch, committed, coord, topic, parts in markers])
-    c = client_for(broker)
-    try:
-        resp = c.send(req)
-    finally:
-        c.close()
+    resp = raw_request(broker.bootstrap, req, TIMEOUT)
     return [{(t.name, p.partition_index): p.error_code for t in m.topics for p in t.partitions}
             for m in resp.markers]

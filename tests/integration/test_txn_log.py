@@ -15,7 +15,8 @@ import pytest
 from aiokafka.record.default_records import DefaultRecordBatch
 from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
 
-from tests.integration.test_produce_fetch_bad_input import (NONE, client_for, create_topic, init_producer_id,
+from tests.clients._util import raw_request
+from tests.integration.test_produce_fetch_bad_input import (NONE, TIMEOUT, create_topic, init_producer_id,
                                                             v2_batch, wait_leader)
 from tests.txn_helpers import produce_txn, txn_batch, write_markers
 
@@ -36,12 +37,7 @@ def fetch_partition(broker, topic: str, offset: int, isolation: int, version: in
                 F.FetchTopic.FetchPartition(partition=partition, current_leader_epoch=-1, fetch_offset=offset,
                                             log_start_offset=-1, partition_max_bytes=10 ** 7)])],
             forgotten_topics_data=[], rack_id="")
-    c = client_for(broker)
-    try:
-        resp = c.send(req)
-    finally:
-        c.close()
-    [t] = resp.responses
+    [t] = raw_request(broker.bootstrap, req, TIMEOUT).responses
     [p] = t.partitions
     return p
 
@@ -115,12 +111,7 @@ def list_latest(broker, topic: str, isolation: int, partition: int = 0, version:
     req = R(version=version, replica_id=-1, isolation_level=isolation, topics=[R.ListOffsetsTopic(
         name=topic, partitions=[R.ListOffsetsTopic.ListOffsetsPartition(
             partition_index=partition, timestamp=-1, current_leader_epoch=-1, max_num_offsets=1)])])
-    c = client_for(broker)
-    try:
-        resp = c.send(req)
-    finally:
-        c.close()
-    [t] = resp.topics
+    [t] = raw_request(broker.bootstrap, req, TIMEOUT).topics
     [p] = t.partitions
     assert p.error_code == NONE, p
     return p.offset
