@@ -52,10 +52,9 @@ def _commit_v0(ctx, group_id: str, partitions: dict) -> dict:
     return out
 
 
-def handle(request, ctx):
-    version = ctx.api_version
-    broker = ctx.broker
-    cache = broker.metadata_cache
+def known_partitions(request, cache) -> tuple[list, dict, dict]:
+    """(the request's partitions in order, {tp: UNKNOWN_TOPIC_OR_PARTITION} for those the metadata cache does not
+    know, {tp: the request's partition entry} for the others); TxnOffsetCommit splits its request the same way."""
     order, errors, known = [], {}, {}
     for t in request.topics:
         for p in t.partitions:
@@ -65,6 +64,13 @@ def handle(request, ctx):
                 errors[tp] = Errors.UNKNOWN_TOPIC_OR_PARTITION
             else:
                 known[tp] = p
+    return order, errors, known
+
+
+def handle(request, ctx):
+    version = ctx.api_version
+    broker = ctx.broker
+    order, errors, known = known_partitions(request, broker.metadata_cache)
     if known and version == 0:
         errors.update(_commit_v0(ctx, request.group_id, known))
     elif known:

@@ -20,6 +20,7 @@ from kafka.protocol.producer import TxnOffsetCommitRequest, TxnOffsetCommitRespo
 
 from ..coordinator.schemas import OffsetAndMetadata
 from ..protocol.errors import Errors
+from .offset_commit import known_partitions
 
 API_KEY = 28
 MIN_VERSION, MAX_VERSION = 0, 3
@@ -31,19 +32,12 @@ Partition = Topic.TxnOffsetCommitResponsePartition
 def handle(request, ctx):
     version = ctx.api_version
     broker = ctx.broker
-    cache = broker.metadata_cache
     now = broker.clock.now_ms()
-    order, errors, offsets = [], {}, {}
-    for t in request.topics:
-        for p in t.partitions:
-            tp = (t.name, p.partition_index)
-            order.append(tp)
-            if cache.partition(*tp) is None:
-                errors[tp] = Errors.UNKNOWN_TOPIC_OR_PARTITION
-            else:
-                offsets[tp] = OffsetAndMetadata(
-                    offset=p.committed_offset, leader_epoch=p.committed_leader_epoch if version >= 2 else -1,
-                    metadata=p.committed_metadata if p.committed_metadata is not None else "", commit_timestamp=now)
+    order, errors, known = known_partitions(request, broker.metadata_cache)
+    offsets = {tp: OffsetAndMetadata(
+        offset=p.committed_offset, leader_epoch=p.committed_leader_epoch if version >= 2 else -1,
+        metadata=p.committed_metadata if p.committed_metadata is not None else "", commit_timestamp=now)
+        for tp, p in known.items()}
     if offsets:
         result = gevent.event.AsyncResult()
         if version >= 3:
