@@ -184,32 +184,6 @@ class Reader:
                 n += 1
         return n
 
-    def _abort_if_open(self) -> None:
-        """Abort the current transaction (after a retriable error too: its records must not reach a later
-        commit); none being open is fine."""
-        try:
-            self.producer.abort_transaction(30)
-        except KafkaException as e:
-            if e.args[0].code() != KafkaError._STATE:
-                raise
-
-    def _recover(self, err) -> None:
-        """After a failed transaction: abort it and rewind, or (a fatal error) start over with new clients; a
-        failure while recovering is recovered from in turn, a bounded number of times."""
-        for _ in range(5):
-            self.errors.append(f"p{self.partition}: {err}")
-            try:
-                if err.fatal():
-                    self._drop()
-                    self._open()
-                else:
-                    self._abort_if_open()
-                    self._rewind()
-                return
-            except KafkaException as e:
-                err = e.args[0]
-        raise RuntimeError(f"p{self.partition}: could not recover: {err}")
-
     def _run(self) -> None:
         while not self.stop.is_set():
             self.poll_once()
