@@ -327,3 +327,18 @@ def test_pipelined_requests_are_answered_in_order(broker, witness):
     finally:
         s.close()
 
+
+
+# ---- the transaction APIs: a valid header, then no body or a body cut short ------------------------------
+# (api key, highest version, first flexible version) of InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn,
+# EndTxn, WriteTxnMarkers, TxnOffsetCommit, DescribeProducers, DescribeTransactions, ListTransactions.
+TXN_APIS = [(22, 4, 2), (24, 3, 3), (25, 3, 3), (26, 3, 3), (27, 1, 1), (28, 3, 3), (61, 0, 0), (65, 0, 0), (66, 0, 0)]
+
+
+@pytest.mark.parametrize("body", [b"", b"\xff\xff\xff"], ids=["no-body", "cut-short"])
+@pytest.mark.parametrize("api_key,version,flexible",
+                         [(k, v, v >= f) for k, top, f in TXN_APIS for v in range(top + 1)],
+                         ids=lambda x: str(x))
+def test_transaction_api_bodies_cut_short_close(broker, witness, api_key, version, flexible, body):
+    header = struct.pack(">hhih", api_key, version, 21, 4) + b"test" + (b"\x00" if flexible else b"")
+    send_and_expect_close(broker, size_prefixed(header + body))
