@@ -220,6 +220,7 @@ class ReplicaManager:
                 partition_log.flush_observer = self.metrics.log_flush.observe
                 current = Partition(tp[0], tp[1], self.broker_id, partition_log, self.clock, self.write_isr,
                                     self.config["replica.lag.time.max.ms"])
+                current.on_high_watermark_moved = self._complete_delayed
                 self.partitions[tp] = current
                 created = True
             errors[tp] = Errors.NONE
@@ -459,11 +460,7 @@ class ReplicaManager:
 
         requests: [(tp, fetch_offset, partition_max_bytes, current_leader_epoch)]. read_fn(requests) does the
         reads and returns (results, bytes read, any error) so the caller decides response limits."""
-        results, size, errored = read_fn(requests)
-        if follower >= 0:
-            for tp, *_ in requests:
-                self.produce_purgatory.check_and_complete(tp)
-                self.fetch_purgatory.check_and_complete(tp)
+        results, size, errored = read_fn(requests)    # a follower's read may move the HW (see Partition)
         if max_wait_ms <= 0 or size >= min_bytes or errored or not requests:
             return results
         op = DelayedFetch(max_wait_ms, self, requests, min_bytes, follower, isolation_level)

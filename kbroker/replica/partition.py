@@ -85,6 +85,9 @@ class Partition:
         self.zk_version = 0
         self.topic_id: uuid.UUID | None = None
         self.remote: dict[int, RemoteReplica] = {}
+        # called with the partition's tp when its high watermark moved (the replica manager completes the
+        # produce and fetch requests waiting on it)
+        self.on_high_watermark_moved = lambda tp: None
         self.producer_state = ProducerStateManager(log.dir)
         self.producer_state.rebuild_from_log(log)
         log.first_unstable_offset = lambda: self.producer_state.first_unstable_offset(log.high_watermark)
@@ -243,6 +246,7 @@ class Partition:
                 new_hw = min(new_hw, max(replica.log_end_offset, 0))
         if new_hw > log.high_watermark:
             log.update_high_watermark(new_hw)
+            self.on_high_watermark_moved(self.tp)
             return True
         return False
 

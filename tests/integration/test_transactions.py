@@ -21,7 +21,7 @@ from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest
 from kafka.protocol.producer import (AddOffsetsToTxnRequest, AddPartitionsToTxnRequest, EndTxnRequest,
                                      InitProducerIdRequest, ProduceRequest)
 from kbroker.coordinator.transaction.state import partition_for
-from kbroker.protocol.client import KafkaError
+from kbroker.protocol.client import Connection, KafkaError
 from kbroker.protocol.errors import Errors
 from tests.clients._util import create_topic, leaders_known, raw_metadata, raw_request, unique
 from tests.integration.conftest import Cluster, wait_until
@@ -191,6 +191,62 @@ def test_ongoing_transaction_fenced_by_a_new_producer(txn_cluster):
         {(topic, 0): Errors.PRODUCER_FENCED}
 
 
+def _add_partitions_request(txn_id, pid, epoch, partitions):
+    T = AddPartitionsToTxnRequest.AddPartitionsToTxnTopic
+    return AddPartitionsToTxnRequest(version=0, v3_and_below_transactional_id=txn_id, v3_and_below_producer_id=pid,
+                                     v3_and_below_producer_epoch=epoch,
+                                     v3_and_below_topics=[T(name=t, partitions=[p]) for t, p in partitions])
+
+
+def test_next_transaction_is_held_until_the_markers_are_written_not_refused(txn_cluster):
+    """AddPartitionsToTxn sent right behind EndTxn (pipelined on one connection, so the markers are surely still
+    out) is answered NONE once the previous transaction completes, where Kafka answers CONCURRENT_TRANSACTIONS
+    and the client retries after its backoff."""
+    topic = create_topic(txn_cluster, unique("txhold"), partitions=3, replication_factor=3)
+    boot = txn_coordinator(txn_cluster, "tx-hold")
+    pid = init_until(boot, "tx-hold").producer_id
+    tps = [(topic, p) for p in range(3)]
+    host, port = boot.rsplit(":", 1)
+    conn = Connection(host, int(port), "txn-test", 15)
+    try:
+        for round_ in range(3):
+            assert {e for _, e in _errors(conn.send(_add_partitions_request("tx-hold", pid, 0, tps)))} == {0}
+            for p in range(3):
+                send_txn_record(txn_cluster, topic, pid, 0, round_, f"r{round_}".encode(), partition=p)
+            conn.submit(EndTxnRequest(version=0, transactional_id="tx-hold", producer_id=pid, producer_epoch=0,
+                                      committed=True))
+            conn.submit(_add_partitions_request("tx-hold", pid, 0, tps))
+            assert conn.receive().error_code == Errors.NONE
+            assert {e for _, e in _errors(conn.receive())} == {Errors.NONE}
+            assert conn.send(EndTxnRequest(version=0, transactional_id="tx-hold", producer_id=pid, producer_epoch=0,
+                                           committed=False)).error_code == Errors.NONE
+    finally:
+        conn.close()
+    assert sorted(read_all(txn_cluster.bootstrap, topic, "read_committed", 9)) == sorted([b"r0", b"r1", b"r2"] * 3)
+
+
+def test_held_request_answers_concurrent_transactions_when_the_markers_cannot_be_written(txn_cluster):
+    """A marker that cannot be written (its only replica is down) keeps the transaction in PrepareCommit: the
+    next AddPartitionsToTxn is held for a moment, then answered CONCURRENT_TRANSACTIONS as Kafka does."""
+    topic = create_topic(txn_cluster, unique("txstuck"), partitions=3, replication_factor=1)
+    boot = txn_coordinator(txn_cluster, "tx-stuck")
+    coordinator_id = next(i for i, b in txn_cluster.brokers.items() if b.bootstrap == boot)
+    md = raw_metadata(txn_cluster.bootstrap.split(",")[0], [topic])
+    leaders = {p.partition_index: p.leader_id for p in md.topics[0].partitions}
+    lonely = next(p for p, leader in leaders.items() if leader != coordinator_id)
+    pid = init_until(boot, "tx-stuck").producer_id
+    assert add_partitions(boot, "tx-stuck", pid, 0, [(topic, lonely)]) == {(topic, lonely): 0}
+    txn_cluster.brokers[leaders[lonely]].kill9()
+    wait_until(lambda: end_txn(boot, "tx-stuck", pid, 0, True) == Errors.NONE, 40, message="the PrepareCommit")
+    assert add_partitions(boot, "tx-stuck", pid, 0, [(topic, lonely)]) == {(topic, lonely):
+                                                                           Errors.CONCURRENT_TRANSACTIONS}
+
+
+def _errors(response):
+    return [((t.name, p.partition_index), p.partition_error_code) for t in response.results_by_topic_v3_and_below
+            for p in t.results_by_partition]
+
+
 # ---- real clients ----------------------------------------------------------------------------------------------
 
 def read_all(bootstrap: str, topic: str, isolation: str, expect: int, timeout: float = 20.0) -> list[bytes]:
@@ -314,14 +370,16 @@ def end_offset(cluster: Cluster, topic: str, partition: int = 0) -> int:
     return p.offset
 
 
-def send_txn_record(cluster: Cluster, topic: str, pid: int, epoch: int, seq: int, value: bytes) -> None:
+def send_txn_record(cluster: Cluster, topic: str, pid: int, epoch: int, seq: int, value: bytes,
+                    partition: int = 0) -> None:
     b = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=1, producer_id=pid,
                                   producer_epoch=epoch, base_sequence=seq, batch_size=1 << 20)
     b.append(0, timestamp=int(time.time() * 1000), key=None, value=value, headers=[])
     R = ProduceRequest
-    r = call(leader_of(cluster, topic).bootstrap, R(
+    r = call(leader_of(cluster, topic, partition).bootstrap, R(
         version=7, transactional_id="t", acks=-1, timeout_ms=10000, topic_data=[R.TopicProduceData(
-            name=topic, partition_data=[R.TopicProduceData.PartitionProduceData(index=0, records=bytes(b.build()))])]))
+            name=topic, partition_data=[R.TopicProduceData.PartitionProduceData(index=partition,
+                                                                                records=bytes(b.build()))])]))
     assert r.responses[0].partition_responses[0].error_code == 0
 
 

@@ -60,6 +60,8 @@ class TransactionStateManager(CoordinatorPartitions):
         # partition loads completed here: count, total and longest wall time in ms (the metrics' partition-load-time)
         self.loads = 0
         self.load_ms_total = self.load_ms_max = 0.0
+        # called with a transactional id whose pending transition was applied or dropped, or which was unloaded
+        self.on_settled: Callable[[str], None] = lambda transactional_id: None
 
     def partition_for(self, transactional_id: str) -> int:
         return partition_for(transactional_id, self.partition_count)
@@ -123,6 +125,7 @@ class TransactionStateManager(CoordinatorPartitions):
             elif not retry_on_error(error):
                 found[1].pending = None
             callback(error)
+            self.on_settled(transactional_id)
         self.replica_manager.append_records(-1, transit.timeout_ms, {tp: batch}, None, internal=True,
                                             callback=appended)
 
@@ -160,6 +163,8 @@ class TransactionStateManager(CoordinatorPartitions):
     def _do_unload(self, partition: int, epoch: int | None, on_unloaded: Callable) -> None:
         entry = self.cache.pop(partition, None)
         on_unloaded(partition)
+        for transactional_id in entry[1] if entry else ():
+            self.on_settled(transactional_id)
         log.info("Unloaded %d transactional ids of %s-%d (epoch %s)", len(entry[1]) if entry else 0, self.topic,
                  partition, epoch)
 
