@@ -5,11 +5,15 @@ one topic of `--partitions` (3) partitions with RF 3 and min.insync.replicas 2, 
 
 1. **idempotent producer**: confluent-kafka, acks=all, enable.idempotence, 100 B values, records spread over
    the partitions, `produce()` in a loop for `--seconds`, then `flush()`; records/s up to the end of the flush.
-2. **transactional producer**: the same producer settings plus a transactional.id, `--per-txn` (100) records
+2. **idempotent producer, flush every `--per-txn`**: the same producer, `--per-txn` records then `flush()`,
+   again and again: the transactional loop without the transaction (what a commit costs beyond waiting for
+   the records' acks).
+3. **transactional producer**: the same producer settings plus a transactional.id, `--per-txn` (100) records
    per transaction (begin, produce, commit) for `--seconds`; records/s and transactions/s up to the last
-   commit. The ratio to (1) is the issue's figure (target ≥ 0.7). Then `--producers` (4) such producers at
-   once (distinct transactional ids, one thread each), their total records/s and transactions/s.
-3. **consumers** of the transactional topic: read_uncommitted and read_committed, each `assign()` of every
+   commit. The ratio to (1) is the issue's figure (target ≥ 0.7); the ratio to (2) is the cost of the
+   transaction protocol itself. Then `--producers` (4) such producers at once (distinct transactional ids, one
+   thread each), their total records/s and transactions/s.
+4. **consumers** of the transactional topic: read_uncommitted and read_committed, each `assign()` of every
    partition from offset 0 until all committed records are in (bounded by `--seconds` × 3); ratio
    read_committed ÷ read_uncommitted.
 
@@ -65,6 +69,24 @@ def idempotent_rate(bootstrap: str, topic: str, partitions: int, seconds: float)
     if p.flush(120) or failed:
         raise RuntimeError(f"idempotent producer: {len(failed)} failed deliveries {failed[:3]}")
     return i, time.perf_counter() - start
+
+
+def flushed_rate(bootstrap: str, topic: str, partitions: int, seconds: float, per_flush: int) -> tuple[int, int, float]:
+    """(records delivered, flushes, seconds) of an idempotent producer that flushes every `per_flush` records."""
+    from confluent_kafka import Producer
+    p = Producer(producer_config(bootstrap))
+    failed = []
+    start = time.perf_counter()
+    end, i, flushes = start + seconds, 0, 0
+    while time.perf_counter() < end:
+        for _ in range(per_flush):
+            p.produce(topic, value=VALUE, partition=i % partitions,
+                      on_delivery=lambda err, _m: err is not None and failed.append(err))
+            i += 1
+        if p.flush(60) or failed:
+            raise RuntimeError(f"idempotent producer: {len(failed)} failed deliveries {failed[:3]}")
+        flushes += 1
+    return i, flushes, time.perf_counter() - start
 
 
 def transactional_rate(bootstrap: str, topic: str, partitions: int, seconds: float, per_txn: int,
@@ -147,6 +169,9 @@ def main() -> None:
 
         log(f"idempotent producer for {args.seconds:g} s")
         n_idem, t_idem = idempotent_rate(bootstrap, "idempotent", args.partitions, args.seconds)
+        log(f"idempotent producer for {args.seconds:g} s, flush() every {args.per_txn} records")
+        n_flush, flushes, t_flush = flushed_rate(bootstrap, "idempotent", args.partitions, args.seconds,
+                                                 args.per_txn)
         log(f"transactional producer for {args.seconds:g} s, {args.per_txn} records per transaction")
         with contextlib.ExitStack() as profiles:
             if args.py_spy:     # every broker, during the transactional run: FILE-broker-N.svg
@@ -158,12 +183,16 @@ def main() -> None:
         log(f"{args.producers} transactional producers for {args.seconds:g} s")
         n_many, txns_many, t_many = transactional_rate(bootstrap, "transactional", args.partitions, args.seconds,
                                                        args.per_txn, args.producers)
-        r_idem, r_txn = n_idem / t_idem, n_txn / t_txn
-        rows.append(["idempotent producer, acks=all", f"{n_idem:,}", f"{t_idem:.1f}", fmt_rate(r_idem), "", "1.00"])
+        r_idem, r_flush, r_txn = n_idem / t_idem, n_flush / t_flush, n_txn / t_txn
+        rows.append(["idempotent producer, acks=all", f"{n_idem:,}", f"{t_idem:.1f}", fmt_rate(r_idem), "", "1.00",
+                     ""])
+        rows.append([f"idempotent, flush() every {args.per_txn}", f"{n_flush:,}", f"{t_flush:.1f}",
+                     fmt_rate(r_flush), f"({flushes / t_flush:,.1f})", f"{r_flush / r_idem:.2f}", "1.00"])
         rows.append([f"transactional producer, {args.per_txn}/txn", f"{n_txn:,}", f"{t_txn:.1f}", fmt_rate(r_txn),
-                     f"{txns / t_txn:,.1f}", f"{r_txn / r_idem:.2f} (target ≥ 0.7)"])
+                     f"{txns / t_txn:,.1f}", f"{r_txn / r_idem:.2f} (target ≥ 0.7)", f"{r_txn / r_flush:.2f}"])
         rows.append([f"{args.producers} transactional producers, {args.per_txn}/txn", f"{n_many:,}", f"{t_many:.1f}",
-                     fmt_rate(n_many / t_many), f"{txns_many / t_many:,.1f}", f"{n_many / t_many / r_idem:.2f}"])
+                     fmt_rate(n_many / t_many), f"{txns_many / t_many:,.1f}", f"{n_many / t_many / r_idem:.2f}",
+                     f"{n_many / t_many / r_flush:.2f}"])
         committed = n_txn + n_many
 
         reads = {}
@@ -175,14 +204,14 @@ def main() -> None:
         for isolation, (n, t) in reads.items():
             note = "" if n == committed else f" (only {n:,} of {committed:,})"
             rows.append([f"consumer {isolation}{note}", f"{n:,}", f"{t:.1f}", fmt_rate(n / t), "",
-                         f"{n / t / base_rate:.2f}"])
+                         f"{n / t / base_rate:.2f}", ""])
     finally:
         dev_cluster.down(data)
         if not args.keep:
             shutil.rmtree(data, ignore_errors=True)
     print_table(f"Transactions, 3 brokers, RF 3, min ISR 2, {args.partitions} partitions, 100 B values "
                 f"(load average {load:.2f} at start)",
-                ["scenario", "records", "seconds", "records/s", "txn/s", "ratio"], rows)
+                ["scenario", "records", "seconds", "records/s", "txn/s", "ratio", "ratio to flush"], rows)
 
 
 if __name__ == "__main__":
