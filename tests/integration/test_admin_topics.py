@@ -171,8 +171,12 @@ def test_raw_requests_and_kafka_python_admin(cluster3):
     wait_until(lambda: "doomed" in c.zk.get_topic_deletions(), message="doomed marked")
     req = ElectLeadersRequest(version=1, election_type=0, timeout_ms=10000, topic_partitions=[
         ElectLeadersRequest.TopicPartitions(topic="doomed", partitions=[0])])
-    (topic,) = send(ctl, req).replica_election_results
-    (p,) = topic.partition_result
+
+    def election_result():
+        (topic,) = send(ctl, req).replica_election_results
+        (p,) = topic.partition_result
+        return p if p.error_code != 84 else None   # PREFERRED_LEADER_NOT_AVAILABLE until the controller saw the marker
+    p = wait_until(election_result, message="the controller knows doomed is being deleted")
     assert (p.error_code, p.error_message) == (17, "The topic is being deleted")
     for mode in (["--zookeeper", c.zk_connect], ["--bootstrap-server", c.bootstrap]):
         result = CliRunner().invoke(kadmin, [*mode, "--output", "json", "elect-leaders", "--preferred",
