@@ -172,8 +172,13 @@ def test_offsets_topic_waits_for_enough_brokers_then_is_created_as_kafka(cluster
     # The coordinator is the leader of partition abs("my-group".hashCode) % 5 = 1906497762 % 5 = 2.
     p = partition_for("my-group", 5)
     assert p == 2
-    md = call(b1.bootstrap, MetadataRequest(version=1, topics=[MetadataRequest.MetadataRequestTopic(name=OFFSETS)]))
-    (topic,) = md.topics
+
+    def offsets_topic_at_b1():
+        # Broker 1 may learn of the new topic's leaders a moment after the coordinator was named.
+        md = call(b1.bootstrap, MetadataRequest(version=1, topics=[MetadataRequest.MetadataRequestTopic(name=OFFSETS)]))
+        (topic,) = md.topics
+        return topic if topic.partitions and all(q.leader_id >= 0 for q in topic.partitions) else None
+    topic = wait_until(offsets_topic_at_b1, 20, message=f"the leaders of {OFFSETS} at broker 1")
     assert topic.is_internal and len(topic.partitions) == 5
     leader = {q.partition_index: q.leader_id for q in topic.partitions}[p]
     r = find_coordinator(c.brokers[2].bootstrap, "my-group", 3)

@@ -67,16 +67,24 @@ def init_until(bootstrap, txn_id, version=0, timeout=30.0, **kw):
     return wait_until(ok, timeout, message=f"InitProducerId of {txn_id}")
 
 
-def add_partitions(bootstrap, txn_id, pid, epoch, partitions, version=0):
+def add_partitions_request(txn_id, pid, epoch, partitions, version=0):
     by_topic: dict = {}
     for t, p in partitions:
         by_topic.setdefault(t, []).append(p)
     T = AddPartitionsToTxnRequest.AddPartitionsToTxnTopic
-    r = call(bootstrap, AddPartitionsToTxnRequest(
+    return AddPartitionsToTxnRequest(
         version=version, v3_and_below_transactional_id=txn_id, v3_and_below_producer_id=pid,
-        v3_and_below_producer_epoch=epoch, v3_and_below_topics=[T(name=t, partitions=ps) for t, ps in by_topic.items()]))
-    return {(t.name, p.partition_index): p.partition_error_code for t in r.results_by_topic_v3_and_below
+        v3_and_below_producer_epoch=epoch,
+        v3_and_below_topics=[T(name=t, partitions=ps) for t, ps in by_topic.items()])
+
+
+def add_partitions_errors(response) -> dict:
+    return {(t.name, p.partition_index): p.partition_error_code for t in response.results_by_topic_v3_and_below
             for p in t.results_by_partition}
+
+
+def add_partitions(bootstrap, txn_id, pid, epoch, partitions, version=0):
+    return add_partitions_errors(call(bootstrap, add_partitions_request(txn_id, pid, epoch, partitions, version)))
 
 
 def end_txn(bootstrap, txn_id, pid, epoch, committed, version=0):
@@ -191,13 +199,6 @@ def test_ongoing_transaction_fenced_by_a_new_producer(txn_cluster):
         {(topic, 0): Errors.PRODUCER_FENCED}
 
 
-def _add_partitions_request(txn_id, pid, epoch, partitions):
-    T = AddPartitionsToTxnRequest.AddPartitionsToTxnTopic
-    return AddPartitionsToTxnRequest(version=0, v3_and_below_transactional_id=txn_id, v3_and_below_producer_id=pid,
-                                     v3_and_below_producer_epoch=epoch,
-                                     v3_and_below_topics=[T(name=t, partitions=[p]) for t, p in partitions])
-
-
 def test_next_transaction_is_held_until_the_markers_are_written_not_refused(txn_cluster):
     """AddPartitionsToTxn sent right behind EndTxn (pipelined on one connection, so the markers are surely still
     out) is answered NONE once the previous transaction completes, where Kafka answers CONCURRENT_TRANSACTIONS
@@ -210,14 +211,14 @@ def test_next_transaction_is_held_until_the_markers_are_written_not_refused(txn_
     conn = Connection(host, int(port), "txn-test", 15)
     try:
         for round_ in range(3):
-            assert {e for _, e in _errors(conn.send(_add_partitions_request("tx-hold", pid, 0, tps)))} == {0}
+            assert set(add_partitions_errors(conn.send(add_partitions_request("tx-hold", pid, 0, tps))).values()) == {0}
             for p in range(3):
                 send_txn_record(txn_cluster, topic, pid, 0, round_, f"r{round_}".encode(), partition=p)
             conn.submit(EndTxnRequest(version=0, transactional_id="tx-hold", producer_id=pid, producer_epoch=0,
                                       committed=True))
-            conn.submit(_add_partitions_request("tx-hold", pid, 0, tps))
+            conn.submit(add_partitions_request("tx-hold", pid, 0, tps))
             assert conn.receive().error_code == Errors.NONE
-            assert {e for _, e in _errors(conn.receive())} == {Errors.NONE}
+            assert set(add_partitions_errors(conn.receive()).values()) == {Errors.NONE}
             assert conn.send(EndTxnRequest(version=0, transactional_id="tx-hold", producer_id=pid, producer_epoch=0,
                                            committed=False)).error_code == Errors.NONE
     finally:
@@ -240,11 +241,6 @@ def test_held_request_answers_concurrent_transactions_when_the_markers_cannot_be
     wait_until(lambda: end_txn(boot, "tx-stuck", pid, 0, True) == Errors.NONE, 40, message="the PrepareCommit")
     assert add_partitions(boot, "tx-stuck", pid, 0, [(topic, lonely)]) == {(topic, lonely):
                                                                            Errors.CONCURRENT_TRANSACTIONS}
-
-
-def _errors(response):
-    return [((t.name, p.partition_index), p.partition_error_code) for t in response.results_by_topic_v3_and_below
-            for p in t.results_by_partition]
 
 
 # ---- real clients ----------------------------------------------------------------------------------------------
