@@ -59,7 +59,8 @@ def test_snapshot_is_kafkas_format_and_round_trips(tmp_path):
     m = manager(tmp_path)
     m.update(7, 2, 10, 14, 100, 104, 1234)
     m.update(9, 0, 0, 0, 105, 105, 1300)
-    m.take_snapshot(106)
+    m.map_end_offset = 106
+    m.take_snapshot()
     path = snapshot_path(str(tmp_path), 106)
     assert os.path.basename(path) == "00000000000000000106.snapshot"
     data = open(path, "rb").read()
@@ -80,7 +81,7 @@ def test_snapshot_is_kafkas_format_and_round_trips(tmp_path):
 def test_corrupt_snapshot_is_refused(tmp_path):
     m = manager(tmp_path)
     m.update(7, 0, 0, 0, 0, 0, 1)
-    m.take_snapshot(1)
+    m.take_snapshot()
     path = snapshot_path(str(tmp_path), 1)
     data = bytearray(open(path, "rb").read())
     data[-1] ^= 0xFF
@@ -130,7 +131,7 @@ def test_snapshot_restores_open_transactions_and_coordinator_epochs(tmp_path):
     m = manager(tmp_path)
     m.update(7, 0, 0, 0, 3, 3, 1, transactional=True)
     m.complete_txn(8, 1, True, 6, 4)
-    m.take_snapshot(5)
+    m.take_snapshot()
     loaded = manager(tmp_path)
     loaded._read_snapshot(5)
     assert loaded.ongoing == {7: 3}
