@@ -274,6 +274,7 @@ class ProducerStateManager:
             try:
                 self._read_snapshot(offset)
                 self.last_snap_offset = offset
+                logger.info("%s: loaded producer state from snapshot %d", os.path.basename(self.dir), offset)
                 return
             except (OSError, ValueError) as e:
                 logger.warning("%s: ignoring corrupt producer snapshot %d: %s", os.path.basename(self.dir), offset, e)
