@@ -329,9 +329,6 @@ class ProducerStateManager:
         return struct.unpack_from(">i", value, 2)[0] if value is not None and len(value) >= 6 else -1
 
     # ---- snapshots ----------------------------------------------------------------------------------------
-    def snapshot_offsets(self) -> list[int]:
-        return list(self._snapshots)
-
     def take_snapshot(self) -> None:
         """Write the state as of the map end offset, unless a snapshot there (or later) was taken already. The
         file is not fsynced here: `flush_snapshots` does it (the log's flush, off the hub)."""
