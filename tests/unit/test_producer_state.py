@@ -266,3 +266,36 @@ def test_segments_deleted_take_their_snapshots(tmp_path):
     assert snapshot_files(log) == [4, 6]
     assert not [n for n in os.listdir(log.dir) if n.endswith(".deleted")]
     assert log.producer_state.producers[7].last_seq == 3    # the state itself stays (as Kafka)
+
+
+def test_a_rolls_snapshot_is_fsynced_only_through_run_blocking(tmp_path, monkeypatch):
+    """The roll writes the snapshot where it happens (on the hub, in the broker); its fsync waits for the
+    log's flush, which runs through run_blocking (the broker's thread pool)."""
+    from kbroker.clock import MockClock
+    from kbroker.log.config import LogConfig
+    from kbroker.log.log import Log
+
+    from .test_log_cleaner import kv_batch
+    in_pool = []
+    synced = []
+
+    def run_blocking(fn):
+        in_pool.append(True)
+        try:
+            return fn()
+        finally:
+            in_pool.pop()
+    log = Log(str(tmp_path / "orders-0"), LogConfig(), clock=MockClock(), had_clean_shutdown=True,
+              run_blocking=run_blocking)
+    real_fsync = os.fsync
+
+    def fsync(fd):
+        assert in_pool, "fsync on the caller's thread"
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real_fsync(fd)
+    monkeypatch.setattr(os, "fsync", fsync)
+    write(log, kv_batch(0, [(b"k", b"a")], producer_id=7, producer_epoch=0, base_sequence=0))
+    log.roll()
+    assert snapshot_files(log) == [1] and not synced
+    assert log.maybe_flush()
+    assert snapshot_path(log.dir, 1) in synced
