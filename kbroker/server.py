@@ -404,8 +404,6 @@ class KafkaServer:
             steps.append(self.admin_manager.shutdown)
         if self.replica_manager is not None:
             steps.append(self.replica_manager.shutdown)
-            steps.append(lambda: [p.producer_state.take_snapshot(p.log.log_end_offset)
-                                  for p in self.replica_manager.partitions.values()])
         if self.log_manager is not None:
             steps.append(self.log_manager.shutdown)
         if self.zk is not None:

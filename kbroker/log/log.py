@@ -17,7 +17,13 @@
   replaceSegments; a crash between the steps is repaired at load), and `truncation_count` /
   `truncation_listeners` tell it about truncations (listeners are called with the new log end offset).
 
-Transactions: the partition (which keeps the producer state) gives `first_unstable_offset`; `last_stable_offset`
+Producer state (producer_state.py, Kafka's ProducerStateManager) belongs to the log: loaded after the segments
+(after an unclean shutdown from the newest snapshot at or below the first segment recovered, replaying from
+there), snapshotted at every roll and at close, reloaded on truncation; the snapshot of a deleted segment goes
+with it, and `delete_snapshots_after_recovery_point_checkpoint` drops those recovery no longer needs. Snapshot
+files are fsynced by `flush`, with the segments, through run_blocking.
+
+Transactions: the partition (which updates the producer state) gives `first_unstable_offset`; `last_stable_offset`
 is min(it, high watermark), where READ_COMMITTED reads and the cleaner stop. Aborted transactions are indexed
 (`add_aborted_txn`) in the `.txnindex` of the segment holding their ABORT marker and found by
 `collect_aborted_txns`; the entries follow their segment through truncation, recovery, renames and deletion.
@@ -34,7 +40,7 @@ import shutil
 import struct
 import time
 import uuid
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from typing import Callable
 
 from ..clock import Clock
@@ -46,6 +52,7 @@ from .errors import (CorruptIndex, KafkaStorageError, OffsetOutOfRange, RecordBa
 from .segment import (CLEANED_SUFFIX, DELETED_SUFFIX, EMPTY_SLICE, SWAP_SUFFIX, FetchDataInfo, LogOffsetMetadata,
                       LogSegment, OffsetAndTimestamp, log_file_path, offset_index_path, time_index_path,
                       txn_index_path)
+from .producer_state import ProducerStateManager, snapshot_path
 from .txn_index import AbortedTxn
 
 logger = logging.getLogger("kbroker.log")
@@ -119,7 +126,8 @@ class Log:
         os.makedirs(self.dir, exist_ok=True)
         self.leader_epoch_cache = LeaderEpochFileCache(os.path.join(self.dir, LEADER_EPOCH_CHECKPOINT),
                                                        lambda: self.log_end_offset, self._run_blocking)
-        next_offset = self._load_segments(had_clean_shutdown)
+        self.producer_state = ProducerStateManager(self.dir)
+        next_offset, recovered = self._load_segments(had_clean_shutdown)
         active = self.active_segment
         self._leo = LogOffsetMetadata(next_offset, active.base_offset, active.size)
         self.log_start_offset = max(log_start_offset, self.segments[0].base_offset)
@@ -127,6 +135,7 @@ class Log:
         self._high_watermark = self.log_start_offset
         self.leader_epoch_cache.truncate_from_end(next_offset)
         self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
+        self.producer_state.load(self, next_offset, had_clean_shutdown, recovered)
         self.delete_pending_segments()
 
     def __repr__(self) -> str:
@@ -172,13 +181,15 @@ class Log:
                           preallocate_bytes=0 if loaded else self.config.initial_file_size, suffix=suffix)
 
     def _remove_and_delete_segments(self, segments, reason: str) -> None:
-        """Take segments out of the log now; rename them `.deleted` and delete them file.delete.delay.ms later."""
+        """Take segments out of the log now; rename them (and the producer snapshots at their base offsets)
+        `.deleted` and delete them file.delete.delay.ms later."""
         if not segments:
             return
         gone = {id(s) for s in segments}
         self._set_segments([s for s in self.segments if id(s) not in gone])
         for segment in segments:
             segment.change_file_suffixes("", DELETED_SUFFIX)
+            self.producer_state.mark_snapshot_for_deletion(segment.base_offset)
         logger.info("%s deleting segments %s due to %s", self.name, [s.base_offset for s in segments], reason)
         due = self._clock.monotonic_ms() + self.config.file_delete_delay_ms
         self._pending_deletes.extend((due, s) for s in segments)
@@ -190,12 +201,22 @@ class Log:
         if not due:
             return 0
         self._pending_deletes = [(t, s) for t, s in self._pending_deletes if not (force or t <= now)]
-        self._run_blocking(lambda: [s.delete() for s in due])
+        self._run_blocking(lambda: [self._delete_segment(s) for s in due])
         return len(due)
+
+    def _delete_segment(self, segment: LogSegment) -> None:
+        """Delete a `.deleted` segment's files and its `.deleted` producer snapshot, if any; blocking."""
+        segment.delete()
+        try:
+            os.unlink(snapshot_path(self.dir, segment.base_offset) + DELETED_SUFFIX)
+        except FileNotFoundError:
+            pass
 
     # ---- loading and recovery -------------------------------------------------------------------------------------
 
-    def _load_segments(self, had_clean_shutdown: bool) -> int:
+    def _load_segments(self, had_clean_shutdown: bool) -> tuple[int, list[int]]:
+        """Load and check the segments, recovering the unflushed ones; the log end offset and the base offsets
+        of the segments recovered."""
         swap_files = self._remove_temp_files_and_collect_swap_files()
         missing_indexes: dict[int, list[str]] = {}
         for name in sorted(os.listdir(self.dir)):
@@ -217,6 +238,9 @@ class Log:
         # the segments from the recovery point on are rebuilt by recovery after an unclean shutdown; check the
         # indexes of the others
         unflushed = () if had_clean_shutdown else self._segments_from(self.recovery_point)
+        if unflushed:
+            # the producer state of the data being recovered is rebuilt from before it (Kafka's recoverSegment)
+            self.producer_state.delete_snapshots_after(unflushed[0].base_offset)
         for segment in self.segments:
             if segment in unflushed:
                 continue
@@ -230,7 +254,8 @@ class Log:
             if problem is not None:
                 logger.warning("%s rebuilding the indexes of segment %s: %s", self.name, segment.log_path, problem)
                 self._recover_segment(segment)
-        return self._recover_log(unflushed, had_clean_shutdown)
+        end = self._recover_log(unflushed, had_clean_shutdown)
+        return end, [s.base_offset for s in unflushed if s in self.segments]
 
     def _remove_temp_files_and_collect_swap_files(self) -> list[str]:
         """Kafka's removeTempFilesAndCollectSwapFiles: delete `.deleted` and `.cleaned` files, and `.swap`
@@ -398,6 +423,7 @@ class Log:
         position = segment.size
         segment.append(last_offset, max_timestamp, offset_of_max_timestamp, data)
         self._leo = LogOffsetMetadata(last_offset + 1, segment.base_offset, segment.size)
+        self.producer_state.map_end_offset = last_offset + 1
         self.records_appended += record_count
         self._update_leader_epochs(data)
         if (self.unflushed_messages >= self.config.flush_messages
@@ -439,6 +465,9 @@ class Log:
                                    path)
                     os.unlink(path)
             active.on_become_inactive()
+        # the producer state as of the new segment's base offset: recovering it starts from this snapshot
+        self.producer_state.map_end_offset = new_offset
+        self.producer_state.take_snapshot()
         segment = self._new_segment(new_offset)
         self._add_segment(segment)
         self._leo = LogOffsetMetadata(self.log_end_offset, segment.base_offset, segment.size)
@@ -451,15 +480,17 @@ class Log:
         offset), then advance the recovery point to it."""
         offset = self.log_end_offset if offset is None else offset
         start = self.recovery_point
-        if offset <= start:
+        snapshots = self.producer_state.take_unflushed()
+        if offset <= start and not snapshots:
             return
-        segments = [s for s in self._segments_from(start) if s.base_offset < offset]
-        new_files = any(s.base_offset >= start for s in segments)
+        segments = [s for s in self._segments_from(start) if s.base_offset < offset] if offset > start else []
+        new_files = bool(snapshots) or any(s.base_offset >= start for s in segments)
         truncations = self._truncations
 
         def work() -> None:
             for segment in segments:
                 segment.flush()
+            ProducerStateManager.flush_snapshots(snapshots)
             if new_files:
                 fsync_dir(self.dir)
         started = time.perf_counter()
@@ -480,6 +511,9 @@ class Log:
             return True
         if self._pending_flush_offset is not None:
             self.flush(self._pending_flush_offset)
+            return True
+        if self.producer_state.has_unflushed:
+            self.flush(self.recovery_point)
             return True
         return False
 
@@ -592,6 +626,7 @@ class Log:
         logger.info("%s truncating fully and starting at offset %d", self.name, new_offset)
         self._remove_and_delete_segments(self.segments, "log truncation")
         self._add_segment(self._new_segment(new_offset))
+        self.producer_state.truncate_fully_and_start_at(new_offset)
         self._complete_truncation(new_offset, new_offset)
         self.leader_epoch_cache.clear_and_flush()
         self.delete_pending_segments()
@@ -606,6 +641,7 @@ class Log:
         self._truncations += 1
         self._hw_cache = None
         self.update_high_watermark(min(self._high_watermark, end_offset))
+        self.producer_state.load(self, end_offset, clean_shutdown=False)
         for listener in list(self.truncation_listeners):
             listener(self, end_offset)
 
@@ -613,6 +649,20 @@ class Log:
     def truncation_count(self) -> int:
         """How many truncations this log went through (the cleaner aborts when it changed meanwhile)."""
         return self._truncations
+
+    def delete_snapshots_after_recovery_point_checkpoint(self) -> int:
+        """Delete the producer snapshots below min(the base offset of the segment before the active one, that
+        of the segment below the recovery point), as Kafka does after each recovery-point checkpoint: recovery
+        and the common truncations start from a snapshot kept. Returns that offset."""
+        segments, bases = self._view
+        active = segments[-1].base_offset
+        i = bisect_left(bases, active) - 1
+        two_segments = bases[i] if i >= 0 else active
+        j = bisect_left(bases, self.recovery_point) - 1
+        recovery = bases[j] if j >= 0 else self.recovery_point
+        keep_from = min(two_segments, recovery)
+        self.producer_state.delete_snapshots_before(keep_from)
+        return keep_from
 
     # ---- retention ----------------------------------------------------------------------------------------------
 
@@ -627,6 +677,7 @@ class Log:
             self.recovery_point = max(self.recovery_point, new_log_start_offset)
             logger.info("%s incremented log start offset to %d", self.name, new_log_start_offset)
             self.leader_epoch_cache.truncate_from_start(new_log_start_offset)
+            self.producer_state.on_log_start_offset_incremented(new_log_start_offset)
 
     def delete_old_segments(self) -> int:
         """Retention (Kafka's deleteOldSegments): segments wholly below the log start offset, then, with
@@ -717,10 +768,13 @@ class Log:
         self.config = config
 
     def close(self) -> None:
-        """Close every segment (final time index entry, trimmed indexes and files, fsync); blocking."""
+        """Snapshot the producer state at the log end (a restart then replays nothing), close every segment
+        (final time index entry, trimmed indexes and files, fsync); blocking."""
         for _, segment in self._pending_deletes:
-            segment.delete()
+            self._delete_segment(segment)
         self._pending_deletes = []
+        self.producer_state.take_snapshot()
+        ProducerStateManager.flush_snapshots(self.producer_state.take_unflushed())
         for segment in self.segments:
             segment.close()
 
@@ -731,12 +785,13 @@ class Log:
         self.dir = new_dir
         for segment in list(self.segments) + [s for _, s in self._pending_deletes]:
             segment.update_parent_dir(new_dir)
+        self.producer_state.update_parent_dir(new_dir)
         self.leader_epoch_cache.checkpoint.path = os.path.join(new_dir, LEADER_EPOCH_CHECKPOINT)
 
     def delete(self) -> None:
         """Delete every file and the directory; blocking."""
         for _, segment in self._pending_deletes:
-            segment.delete()
+            self._delete_segment(segment)
         self._pending_deletes = []
         for segment in self.segments:
             segment.delete()

@@ -226,8 +226,11 @@ class LogManager:
         self._run_blocking(lambda: OffsetCheckpointFile(path).write(offsets))
 
     def _checkpoint_recovery_points_in(self, log_dir: str) -> None:
-        self._write_checkpoint(log_dir, RECOVERY_POINT_CHECKPOINT,
-                               {tp: log.recovery_point for tp, log in self._logs_in_dir(log_dir).items()})
+        """Write the recovery points, then drop the producer snapshots recovery no longer needs (as Kafka)."""
+        logs = self._logs_in_dir(log_dir)
+        self._write_checkpoint(log_dir, RECOVERY_POINT_CHECKPOINT, {tp: log.recovery_point for tp, log in logs.items()})
+        for log in logs.values():
+            log.delete_snapshots_after_recovery_point_checkpoint()
 
     def _checkpoint_log_start_offsets_in(self, log_dir: str) -> None:
         # as Kafka, only the logs whose start offset is above their first segment's base offset

@@ -13,11 +13,16 @@ Leader-side checks: a marker with an epoch below the producer's (INVALID_PRODUCE
 coordinator epoch (TRANSACTION_COORDINATOR_FENCED), a non-transactional batch from a producer with an open
 transaction (INVALID_TXN_STATE); replicas and replay apply whatever the log holds.
 
-The state is rebuilt after a restart from the newest `<offset>.snapshot` file below the log end offset,
-then from the batch headers after it. Snapshot file format (Kafka's): version int16 (1), crc uint32
-(CRC-32C of what follows), then int32 count and per producer: producer id int64, epoch int16, last sequence
-int32, last offset int64, offset delta int32, timestamp int64, coordinator epoch int32, current transaction
-first offset int64.
+Snapshots (Kafka 2.8's): the log takes one at every segment roll, named by the new segment's base offset,
+and one at close (the log end offset); `load` (Log.rebuildProducerState) reads the newest usable snapshot at or
+below the offset to load to and replays the v2 batch headers after it, segment by segment. Snapshots above the
+log end and at or below the log start offset are deleted on (re)load, those of deleted segments go with them,
+and the log drops the ones below min(the segment before the active one, the segment below the recovery point)
+after each recovery-point checkpoint. A snapshot is written (page cache) where it is taken and fsynced later
+by the log's flush, off the hub; a torn one fails its CRC and is skipped. File format (Kafka's): version int16
+(1), crc uint32 (CRC-32C of what follows), then int32 count and per producer: producer id int64, epoch int16,
+last sequence int32, last offset int64, offset delta int32, timestamp int64, coordinator epoch int32, current
+transaction first offset int64.
 """
 from __future__ import annotations
 
@@ -34,6 +39,7 @@ from ..protocol.errors import Errors, KafkaError
 from ..records.batches import v2_records
 from ..records.builder import COMMIT
 from ..records.entries import CONTROL_MASK, TRANSACTIONAL_MASK, V2_HEADER, iter_entries
+from .segment import DELETED_SUFFIX
 
 logger = logging.getLogger("kbroker.log")
 
@@ -113,8 +119,11 @@ class ProducerStateManager:
         self.dir = dir
         self.producers: dict[int, ProducerEntry] = {}
         self.map_end_offset = 0   # batches below this offset are reflected in the state
+        self.last_snap_offset = 0
         self.ongoing: dict[int, int] = {}                    # producer id -> first offset of its open txn
         self.unreplicated: dict[int, CompletedTxn] = {}      # marker offset -> txn ended, HW not past it yet
+        self._snapshots = sorted(int(m.group(1)) for m in map(_SNAPSHOT_FILE.match, os.listdir(dir)) if m)
+        self._unflushed: list[str] = []                      # snapshot files written, not fsynced yet
 
     # ---- checks and updates (leader appends) --------------------------------------------------------------
     def check(self, producer_id: int, epoch: int, first_seq: int, last_seq: int, transactional: bool = False,
@@ -205,30 +214,41 @@ class ProducerStateManager:
         firsts = list(self.ongoing.values()) + [t.first_offset for t in self.unreplicated.values()]
         return min(firsts, default=None)
 
-    # ---- rebuilding ---------------------------------------------------------------------------------------
-    def rebuild_from_log(self, log) -> None:
-        """Load the newest snapshot not beyond the log end offset, then replay the v2 batch headers after it."""
-        leo = log.log_end_offset
-        for offset in self.snapshot_offsets():
-            if offset > leo:
-                os.remove(snapshot_path(self.dir, offset))
-        loaded = False
-        for offset in reversed(self.snapshot_offsets()):
-            try:
-                self._read_snapshot(offset)
-                loaded = True
-                break
-            except (OSError, ValueError) as e:
-                logger.warning("%s: ignoring corrupt producer snapshot %d: %s", os.path.basename(self.dir), offset, e)
-                os.remove(snapshot_path(self.dir, offset))
-        if not loaded:
-            self.producers.clear()
-            self.ongoing.clear()
-            self.map_end_offset = log.log_start_offset
-        self.unreplicated.clear()
-        offset = max(self.map_end_offset, log.log_start_offset)
-        while offset < leo:
-            data = log.read(offset, 1 << 20, max_offset=leo).records.read()
+    # ---- loading (Kafka's Log.rebuildProducerState / ProducerStateManager.truncateAndReload) --------------
+    def load(self, log, end_offset: int, clean_shutdown: bool, snapshot_at=()) -> None:
+        """Bring the state to `end_offset`: from the newest usable snapshot at or below it, replaying the
+        segments after it. Snapshots are taken at the base offsets of the last two segments and those in
+        `snapshot_at` (segments being recovered) as the replay passes them, and at `end_offset`. With no
+        snapshot after a clean shutdown, or on a log of message format below v2, there is nothing to replay
+        (Kafka's upgrade shortcut): empty snapshots are written instead."""
+        segments = log.segments
+        points = {s.base_offset for s in segments[-2:]} | set(snapshot_at)
+        if log.config.record_version < 2 or (not self._snapshots and clean_shutdown):
+            for offset in sorted(points | {end_offset}):
+                if offset <= end_offset:
+                    self.map_end_offset = offset
+                    self.take_snapshot()
+            return
+        was_empty = not self.producers and not self.unreplicated and self.map_end_offset >= end_offset
+        self.truncate_and_reload(log.log_start_offset, end_offset)
+        if end_offset > self.map_end_offset and not was_empty:
+            for i, segment in enumerate(segments):
+                seg_end = segments[i + 1].base_offset if i + 1 < len(segments) else end_offset
+                if seg_end <= self.map_end_offset or segment.base_offset >= end_offset:
+                    continue
+                start = max(segment.base_offset, self.map_end_offset, log.log_start_offset)
+                self.map_end_offset = start
+                if segment.base_offset in points:
+                    self.take_snapshot()
+                self.replay(log, start, min(seg_end, end_offset))
+        self.map_end_offset = end_offset
+        self.take_snapshot()
+
+    def replay(self, log, start: int, stop: int) -> None:
+        """Apply the batches in [start, stop), indexing the aborted transactions their markers end."""
+        offset = start
+        while offset < stop:
+            data = log.read(offset, 1 << 20, max_offset=stop).records.read()
             entries = list(iter_entries(data))
             if not entries:
                 break
@@ -236,7 +256,47 @@ class ProducerStateManager:
                 if txn.aborted:
                     log.add_aborted_txn(txn)
             offset = entries[-1].last_offset + 1
-        self.map_end_offset = leo
+
+    def truncate_and_reload(self, log_start_offset: int, log_end_offset: int) -> None:
+        """Delete the snapshots above the log end or at/below the log start; unless the state is at the log end
+        already, start again from the newest snapshot left (or empty at the log start)."""
+        for offset in list(self._snapshots):
+            if offset > log_end_offset or offset <= log_start_offset:
+                self._delete_snapshot(offset)
+        if log_end_offset == self.map_end_offset:
+            self.on_log_start_offset_incremented(log_start_offset)
+            return
+        self.producers.clear()
+        self.ongoing.clear()
+        self.unreplicated.clear()
+        while self._snapshots:
+            offset = self._snapshots[-1]
+            try:
+                self._read_snapshot(offset)
+                self.last_snap_offset = offset
+                logger.info("%s: loaded producer state from snapshot %d", os.path.basename(self.dir), offset)
+                return
+            except (OSError, ValueError) as e:
+                logger.warning("%s: ignoring corrupt producer snapshot %d: %s", os.path.basename(self.dir), offset, e)
+                self._delete_snapshot(offset)
+        self.map_end_offset = self.last_snap_offset = log_start_offset
+
+    def on_log_start_offset_incremented(self, log_start_offset: int) -> None:
+        """Forget completed transactions below the new log start; the state itself stays (as Kafka)."""
+        for offset in [o for o in self.unreplicated if o < log_start_offset]:
+            del self.unreplicated[offset]
+        self.map_end_offset = max(self.map_end_offset, log_start_offset)
+        self.last_snap_offset = self._snapshots[-1] if self._snapshots else log_start_offset
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Forget everything and every snapshot: the log starts again, empty, at offset."""
+        self.producers.clear()
+        self.ongoing.clear()
+        self.unreplicated.clear()
+        for snapshot in list(self._snapshots):
+            self._delete_snapshot(snapshot)
+        self.last_snap_offset = 0
+        self.map_end_offset = offset
 
     def update_from_entries(self, data, entries) -> list[CompletedTxn]:
         """Take in the idempotent and transactional v2 batches and markers among log entries already appended
@@ -268,28 +328,12 @@ class ProducerStateManager:
         value = records[0].value if records else None
         return struct.unpack_from(">i", value, 2)[0] if value is not None and len(value) >= 6 else -1
 
-    def truncate(self, log) -> None:
-        """After the log was truncated: forget everything and rebuild (rare; followers diverging)."""
-        self.producers.clear()
-        self.ongoing.clear()
-        self.unreplicated.clear()
-        self.map_end_offset = 0
-        self.rebuild_from_log(log)
-
     # ---- snapshots ----------------------------------------------------------------------------------------
-    def snapshot_offsets(self) -> list[int]:
-        out = []
-        for name in os.listdir(self.dir):
-            m = _SNAPSHOT_FILE.match(name)
-            if m:
-                out.append(int(m.group(1)))
-        return sorted(out)
-
-    def take_snapshot(self, offset: int) -> None:
-        """Write the state as of `offset` (the log end offset: every batch below it is reflected). A partition
-        that never had an idempotent producer needs none (replay from the log start finds nothing)."""
-        self.map_end_offset = offset
-        if not self.producers and not self.snapshot_offsets():
+    def take_snapshot(self) -> None:
+        """Write the state as of the map end offset, unless a snapshot there (or later) was taken already. The
+        file is not fsynced here: `flush_snapshots` does it (the log's flush, off the hub)."""
+        offset = self.map_end_offset
+        if offset <= self.last_snap_offset:
             return
         body = bytearray(struct.pack(">i", len(self.producers)))
         for e in self.producers.values():
@@ -298,17 +342,67 @@ class ProducerStateManager:
                                 last.last_offset if last else -1,
                                 (last.last_offset - last.first_offset) if last else 0,
                                 last.timestamp if last else -1, e.coordinator_epoch, e.current_txn_first_offset)
-        data = _HEAD.pack(SNAPSHOT_VERSION, crc32c.crc32c(body)) + bytes(body)
         path = snapshot_path(self.dir, offset)
-        tmp = path + ".tmp"
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-        # Keep the newest two, as Kafka keeps a few around the log start.
-        for old in self.snapshot_offsets()[:-2]:
-            os.remove(snapshot_path(self.dir, old))
+        with open(path, "wb") as f:
+            f.write(_HEAD.pack(SNAPSHOT_VERSION, crc32c.crc32c(body)) + bytes(body))
+        self._unflushed.append(path)
+        if offset not in self._snapshots:
+            self._snapshots.append(offset)
+            self._snapshots.sort()
+        self.last_snap_offset = offset
+        logger.info("%s: wrote producer snapshot at offset %d with %d producer ids", os.path.basename(self.dir),
+                    offset, len(self.producers))
+
+    @property
+    def has_unflushed(self) -> bool:
+        return bool(self._unflushed)
+
+    def take_unflushed(self) -> list[str]:
+        """The snapshot files written since the last call, for the caller to fsync (`flush_snapshots`)."""
+        out, self._unflushed = self._unflushed, []
+        return out
+
+    @staticmethod
+    def flush_snapshots(paths) -> None:
+        """fsync snapshot files (blocking); one deleted meanwhile is skipped."""
+        for path in paths:
+            try:
+                fd = os.open(path, os.O_RDONLY)
+            except FileNotFoundError:
+                continue
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+
+    def delete_snapshots_before(self, offset: int) -> None:
+        for snapshot in [o for o in self._snapshots if o < offset]:
+            self._delete_snapshot(snapshot)
+
+    def delete_snapshots_after(self, offset: int) -> None:
+        for snapshot in [o for o in self._snapshots if o > offset]:
+            self._delete_snapshot(snapshot)
+
+    def mark_snapshot_for_deletion(self, offset: int) -> None:
+        """The segment at `offset` is being deleted: its snapshot leaves the state now, renamed `.deleted`, and
+        its file goes with the segment's (Kafka's removeAndMarkSnapshotForDeletion)."""
+        if offset in self._snapshots:
+            self._snapshots.remove(offset)
+            try:
+                os.rename(snapshot_path(self.dir, offset), snapshot_path(self.dir, offset) + DELETED_SUFFIX)
+            except FileNotFoundError:
+                pass
+
+    def _delete_snapshot(self, offset: int) -> None:
+        self._snapshots.remove(offset)
+        try:
+            os.remove(snapshot_path(self.dir, offset))
+        except FileNotFoundError:
+            pass
+
+    def update_parent_dir(self, dir: str) -> None:
+        self.dir = dir
+        self._unflushed = [os.path.join(dir, os.path.basename(p)) for p in self._unflushed]
 
     def _read_snapshot(self, offset: int) -> None:
         with open(snapshot_path(self.dir, offset), "rb") as f:

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 from ..log.config import LogConfig
 from ..log.errors import OffsetOutOfRange, RecordBatchTooLarge
-from ..log.producer_state import ProducerEntry, ProducerStateManager
+from ..log.producer_state import ProducerEntry
 from ..protocol.errors import Errors, KafkaError
 from ..records.builder import control_batch
 from ..records.entries import CorruptEntry, iter_entries
@@ -88,8 +88,7 @@ class Partition:
         # called with the partition's tp when its high watermark moved (the replica manager completes the
         # produce and fetch requests waiting on it)
         self.on_high_watermark_moved = lambda tp: None
-        self.producer_state = ProducerStateManager(log.dir)
-        self.producer_state.rebuild_from_log(log)
+        self.producer_state = log.producer_state
         log.first_unstable_offset = lambda: self.producer_state.first_unstable_offset(log.high_watermark)
         self._records_config = (log.config, records_config(log.config))
 
@@ -307,13 +306,11 @@ class Partition:
             state_change.info("partition %s-%d: truncating from %d to %d: %s", self.topic, self.index,
                               self.log.log_end_offset, offset, reason)
             self.log.truncate_to(offset)
-            self.producer_state.truncate(self.log)
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         state_change.info("partition %s-%d: truncating fully, restarting at offset %d (the leader's log start)",
                           self.topic, self.index, offset)
         self.log.truncate_fully_and_start_at(offset)
-        self.producer_state.truncate(self.log)
 
     def truncate_for_leader_epoch(self, leader_epoch: int, end_offset: int) -> None:
         """Truncate by the leader's answer to OffsetForLeaderEpoch (Kafka's KIP-101/279 rule)."""

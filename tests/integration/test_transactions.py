@@ -435,10 +435,46 @@ def test_coordinator_killed_mid_transaction_new_producer_aborts_it(txn_cluster):
     assert read_all(txn_cluster.bootstrap, topic, "read_uncommitted", 1) == [b"in flight"]
 
 
+def describe_txn(bootstrap: str, txn_id: str):
+    """(state name, {(topic, partition)}) of DescribeTransactions."""
+    from kafka.protocol.admin import DescribeTransactionsRequest
+    [t] = call(bootstrap, DescribeTransactionsRequest(version=0, transactional_ids=[txn_id])).transaction_states
+    assert t.error_code == 0, t
+    return t.transaction_state, {(d.topic, p) for d in t.topics for p in d.partitions}
+
+
+def txn_log_records(bootstrap: str, txn_id: str) -> list[tuple[str, set]]:
+    """[(state name, partitions)] of the transactional id's records in its `__transaction_state` partition, read
+    from that partition's leader."""
+    from aiokafka.record.default_records import DefaultRecordBatch
+
+    from kafka.protocol.consumer import FetchRequest
+    from kbroker.coordinator.transaction.state import read_txn_key, read_txn_value
+    from kbroker.coordinator.transaction.views import STATE_NAMES
+    F = FetchRequest
+    req = F(version=11, replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=10 ** 7, isolation_level=0,
+            session_id=0, session_epoch=-1, topics=[F.FetchTopic(topic=TXN_TOPIC, partitions=[
+                F.FetchTopic.FetchPartition(partition=partition_for(txn_id, 50), current_leader_epoch=-1,
+                                            fetch_offset=0, log_start_offset=-1, partition_max_bytes=10 ** 7)])],
+            forgotten_topics_data=[], rack_id="")
+    data = call(bootstrap, req).responses[0].partitions[0].records or b""
+    out, pos = [], 0
+    while pos + 12 <= len(data):
+        size = int.from_bytes(data[pos + 8:pos + 12], "big")
+        for r in DefaultRecordBatch(data[pos:pos + 12 + size]):
+            if read_txn_key(r.key) == txn_id and r.value is not None:
+                m = read_txn_value(txn_id, r.value)
+                out.append((STATE_NAMES[m.state], m.partitions))
+        pos += 12 + size
+    return out
+
+
 def test_prepare_commit_found_on_load_gets_its_markers_sent(txn_cluster):
-    """The markers cannot be written (the partition's only replica is down) when the coordinator dies after
-    PrepareCommit: the next coordinator loads PrepareCommit and writes the COMMIT marker once the partition is
-    back, then CompleteCommit."""
+    """The marker to one partition cannot be written (its only replica is down) when the coordinator dies after
+    PrepareCommit. Meanwhile DescribeTransactions lists only that partition (the other's marker is written:
+    Kafka's removePartition); the next coordinator loads PrepareCommit (both partitions: the removal is not
+    written), sends both markers again and, once the partition is back, writes CompleteCommit with no
+    partitions."""
     boot = txn_coordinator(txn_cluster, "tx-resend")
     coordinator_id = next(i for i, b in txn_cluster.brokers.items() if b.bootstrap == boot)
     holder = next(i for i in txn_cluster.brokers if i != coordinator_id)
@@ -446,21 +482,31 @@ def test_prepare_commit_found_on_load_gets_its_markers_sent(txn_cluster):
     r = CliRunner().invoke(cli, ["--zookeeper", txn_cluster.zk_connect, "create-topic", topic,
                                  "--replica-assignment", str(holder)])
     assert r.exit_code == 0, r.output
+    live = create_topic(txn_cluster, unique("txlive"), partitions=1, replication_factor=3)
     wait_until(lambda: leaders_known(txn_cluster, topic, 1), 20, message=f"leader of {topic}")
     pid = init_until(boot, "tx-resend").producer_id
-    assert add_partitions(boot, "tx-resend", pid, 0, [(topic, 0)]) == {(topic, 0): 0}
+    assert add_partitions(boot, "tx-resend", pid, 0, [(topic, 0), (live, 0)]) == {(topic, 0): 0, (live, 0): 0}
     send_txn_record(txn_cluster, topic, pid, 0, 0, b"committed late")
+    send_txn_record(txn_cluster, live, pid, 0, 0, b"committed at once")
     txn_cluster.brokers[holder].kill9()
     # PrepareCommit needs the ISR of the transaction log partition: wait for the dead broker to leave it.
     wait_until(lambda: end_txn(boot, "tx-resend", pid, 0, True) == Errors.NONE, 30, message="PrepareCommit")
-    time.sleep(0.5)
+    wait_until(lambda: describe_txn(boot, "tx-resend") == ("PrepareCommit", {(topic, 0)}), 40,
+               message="only the partition whose marker is pending listed")
+    assert end_offset(txn_cluster, live) == 2                  # the record and its COMMIT marker
     assert end_txn(boot, "tx-resend", pid, 0, True) == Errors.CONCURRENT_TRANSACTIONS   # markers pending
+    assert txn_log_records(boot, "tx-resend")[-1] == ("PrepareCommit", {(topic, 0), (live, 0)})
     _kill_coordinator(txn_cluster, boot)
     txn_cluster.brokers[holder].start()
     new = txn_coordinator(txn_cluster, "tx-resend", timeout=60, not_at=boot)
     wait_until(lambda: end_txn(new, "tx-resend", pid, 0, True) == Errors.NONE, 60, message="the completed commit")
+    assert describe_txn(new, "tx-resend") == ("CompleteCommit", set())
+    assert txn_log_records(new, "tx-resend")[-2:] == [("PrepareCommit", {(topic, 0), (live, 0)}),
+                                                      ("CompleteCommit", set())]
     assert end_offset(txn_cluster, topic) == 2      # the record and one COMMIT marker
+    assert end_offset(txn_cluster, live) == 3       # a second COMMIT marker: sent again from the loaded state
     assert read_all(txn_cluster.bootstrap, topic, "read_committed", 1) == [b"committed late"]
+    assert read_all(txn_cluster.bootstrap, live, "read_committed", 1) == [b"committed at once"]
 
 
 def test_confluent_kafka_zombie_is_fenced(txn_cluster):

@@ -16,6 +16,7 @@ from aiokafka.record.default_records import DefaultRecordBatch
 from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
 
 from tests.clients._util import raw_request
+from tests.integration.conftest import wait_until
 from tests.integration.test_produce_fetch_bad_input import (NONE, TIMEOUT, create_topic, init_producer_id,
                                                             v2_batch, wait_leader)
 from tests.txn_helpers import produce_txn, txn_batch, write_markers
@@ -285,7 +286,6 @@ def leader_of(cluster, topic: str) -> int:
 
 
 def test_followers_apply_markers_and_a_new_leader_keeps_the_lso_and_the_aborts(cluster_factory):
-    from tests.integration.conftest import wait_until
     c = cluster_factory(3)
     create_topic(c, "rep", "--partitions", "1", "--replication-factor", "3", "--config", "min.insync.replicas=2")
     wait_until(lambda: (s := c.zk.get_partition_state("rep", 0)) is not None and len(s.isr) == 3, 20,
@@ -323,3 +323,98 @@ def test_followers_apply_markers_and_a_new_leader_keeps_the_lso_and_the_aborts(c
     assert write_markers(new, [(p1, e1, True, 1, "rep", [0])]) == [{("rep", 0): TRANSACTION_COORDINATOR_FENCED}]
     assert write_markers(new, [(p2, e2, True, 2, "rep", [0])]) == [{("rep", 0): NONE}]
     assert list_latest(new, "rep", READ_COMMITTED) == 7
+
+
+# ---- producer snapshots across several segments ------------------------------------------------------------------
+
+SMALL_SEGMENTS = ("--partitions", "1", "--replication-factor", "1", "--config", "segment.bytes=400",
+                  "--config", "file.delete.delay.ms=0")
+
+
+def snapshot_offsets(pdir: str) -> list[int]:
+    return sorted(int(n[:20]) for n in os.listdir(pdir) if n.endswith(".snapshot"))
+
+
+def checkpointed_recovery_point(broker, topic: str) -> int | None:
+    path = os.path.join(broker.dir, "data", "recovery-point-offset-checkpoint")
+    try:
+        with open(path) as f:
+            lines = f.read().splitlines()[2:]
+    except FileNotFoundError:
+        return None
+    found = [int(o) for t, p, o in (line.split() for line in lines) if (t, p) == (topic, "0")]
+    return found[0] if found else None
+
+
+def test_producer_state_after_kill9_of_a_log_that_rolled(cluster_factory):
+    """Kafka's snapshots: one per roll; after each recovery-point checkpoint only those of the last two segments
+    stay. After kill -9 the broker loads the snapshot of the segment holding the recovery point and replays
+    that segment only: the idempotent producer's retry is still a duplicate, the transaction opened segments
+    earlier still holds the LSO, the earlier abort is still listed for read_committed."""
+    from tests.integration.test_crash_recovery import (BROKER_PROPS, log_since, restart, segment_bases,
+                                                       wait_gone)
+    from tests.integration.test_produce_fetch_bad_input import OUT_OF_ORDER_SEQUENCE_NUMBER
+    c = cluster_factory(1, **BROKER_PROPS, **{"log.flush.offset.checkpoint.interval.ms": 200})
+    b, topic = c.brokers[1], "rolled"
+    create_topic(c, topic, *SMALL_SEGMENTS)
+    wait_leader(b, topic)
+    idem, e1 = init_producer_id(b)
+    opened, e2 = init_producer_id(b)
+    aborted, e3 = init_producer_id(b)
+    assert produce_txn(b, topic, txn_batch([b"gone"], aborted, e3, 0)).error_code == NONE          # 0
+    assert write_markers(b, [(aborted, e3, False, 0, topic, [0])]) == [{(topic, 0): NONE}]         # 1
+    assert produce_txn(b, topic, txn_batch([b"open"], opened, e2, 0)).error_code == NONE           # 2
+
+    def send(seq):
+        return produce_txn(b, topic, v2_batch([b"v%03d" % seq + b"." * 100], producer_id=idem, producer_epoch=e1,
+                                              base_sequence=seq), transactional_id=None)
+    for seq in range(12):
+        assert send(seq).base_offset == 3 + seq
+    pdir = partition_dir(b, topic)
+    bases = segment_bases(pdir)
+    assert len(bases) >= 5, bases
+    # the snapshots of the rolls, then only those of the last two segments once the recovery point is checkpointed
+    wait_until(lambda: checkpointed_recovery_point(b, topic) == bases[-1], 20, message="recovery point checkpoint")
+    wait_until(lambda: snapshot_offsets(pdir) == bases[-2:], 20, message=f"snapshots {bases[-2:]}")
+
+    b.kill9()
+    wait_gone(c, 1)
+    mark = restart(c, b, topic)
+    assert f"{topic}-0: loaded producer state from snapshot {bases[-1]}" in log_since(b, mark)
+    assert snapshot_offsets(pdir) == bases[-2:] + [15]            # and one at the log end
+
+    dup = send(11)
+    assert (dup.error_code, dup.base_offset) == (NONE, 14), f"the retry is not recognised as a duplicate: {dup}"
+    assert send(13).error_code == OUT_OF_ORDER_SEQUENCE_NUMBER
+    assert send(12).base_offset == 15
+    p = fetch_partition(b, topic, 0, READ_COMMITTED)
+    assert (p.high_watermark, p.last_stable_offset, p.aborted_transactions) == (16, 2, [(aborted, 0)])
+    assert list_latest(b, topic, READ_COMMITTED) == 2
+    assert produce_txn(b, topic, v2_batch([b"w"], producer_id=opened, producer_epoch=e2,
+                                          base_sequence=1)).error_code == INVALID_TXN_STATE
+    assert write_markers(b, [(opened, e2, True, 0, topic, [0])]) == [{(topic, 0): NONE}]
+    assert list_latest(b, topic, READ_COMMITTED) == 17
+
+
+def test_retention_deletes_the_snapshots_of_the_segments_it_deletes(cluster_factory):
+    from tests.integration.test_crash_recovery import BROKER_PROPS, segment_bases
+    c = cluster_factory(1, **BROKER_PROPS, **{"log.retention.check.interval.ms": 200,
+                                              "log.flush.offset.checkpoint.interval.ms": 3600000})
+    b, topic = c.brokers[1], "retained"
+    create_topic(c, topic, *SMALL_SEGMENTS, "--config", "retention.ms=3600000")
+    wait_leader(b, topic)
+    pid, epoch = init_producer_id(b)
+    old = int(time.time() * 1000) - 2 * 3600000
+    for seq in range(10):
+        batch = v2_batch([b"v%03d" % seq + b"." * 100], producer_id=pid, producer_epoch=epoch, base_sequence=seq,
+                         timestamp=old if seq < 6 else None)
+        assert produce_txn(b, topic, batch, transactional_id=None).base_offset == seq
+    pdir = partition_dir(b, topic)
+    bases = segment_bases(pdir)
+    assert bases == [0, 2, 4, 6, 8], bases
+    wait_until(lambda: segment_bases(pdir) == [6, 8], 20, message="retention of the old segments")
+    assert snapshot_offsets(pdir) == [6, 8]
+    assert not [n for n in os.listdir(pdir) if n.endswith(".deleted")]
+    dup = produce_txn(b, topic, v2_batch([b"v009" + b"." * 100], producer_id=pid, producer_epoch=epoch,
+                                         base_sequence=9), transactional_id=None)
+    assert (dup.error_code, dup.base_offset) == (NONE, 9)

@@ -396,7 +396,7 @@ def test_an_idempotent_producers_last_batch_is_kept_empty_and_its_state_survives
     ]
     assert headers[0][1] == 49 and headers[0][8] == T0 + 2          # just a header, max timestamp kept
     state = ProducerStateManager(log.dir)
-    state.rebuild_from_log(log)
+    state.replay(log, log.log_start_offset, log.log_end_offset)
     assert state.producers[7].last_seq == 4 and state.producers[7].epoch == 3
     assert state.producers[7].batches[-1].last_offset == 4
     assert state.producers[8].last_seq == 2
@@ -836,5 +836,5 @@ def test_a_committed_transactions_last_batch_kept_empty_keeps_its_marker(tmp_pat
     kinds = [(e.base_offset, e.record_count, bool(e.attributes & CONTROL_MASK)) for _, e in entries_of(log)]
     assert kinds[:3] == [(0, 0, False), (1, 1, True), (2, 1, False)]
     state = ProducerStateManager(log.dir)
-    state.rebuild_from_log(log)
+    state.replay(log, log.log_start_offset, log.log_end_offset)
     assert state.ongoing == {} and state.first_unstable_offset(log.high_watermark) is None

@@ -345,7 +345,8 @@ def test_retention_by_time_rolls_the_active_segment_when_everything_expired(tmp_
     assert log.delete_old_segments() == 3
     assert [s.base_offset for s in log.segments] == [24] and log.active_segment.size == 0
     assert log.log_start_offset == 24 == log.log_end_offset
-    assert files(log) == ["00000000000000000024.index", "00000000000000000024.log",
+    # the snapshots the rolls at 8 and 16 took went with their segments; the roll at 24 took one
+    assert files(log) == ["00000000000000000024.index", "00000000000000000024.log", "00000000000000000024.snapshot",
                           "00000000000000000024.timeindex", "leader-epoch-checkpoint"]
     assert log.delete_old_segments() == 0                  # an empty active segment is never deleted
     append_batch(log, 24, 2, clock.now_ms())
