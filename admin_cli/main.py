@@ -921,7 +921,8 @@ def transactions():
 @click.pass_context
 def transactions_list(ctx, states, producer_ids, timeout):
     """List the transactional ids (ListTransactions to every broker, DescribeTransactions to each
-    coordinator): coordinator, state, producer id and epoch, timeout, start of the current transaction.
+    coordinator; with --zookeeper, replayed from `__transaction_state`: what its log holds): coordinator, state,
+    producer id and epoch, timeout, start of the current transaction.
     JSON: {"transactions": [{"transactional_id", "coordinator", "state", "producer_id", "producer_epoch",
     "timeout_ms", "start_time_ms"}]}."""
     wanted = []
