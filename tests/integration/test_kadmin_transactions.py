@@ -14,6 +14,7 @@ from click.testing import CliRunner
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer
 from confluent_kafka import TopicPartition as CTopicPartition
 
+from admin_cli import transactions as txn_ops
 from admin_cli.main import cli
 from tests.clients._util import create_topic, unique
 from tests.integration.conftest import wait_until
@@ -56,7 +57,7 @@ def producer(bootstrap: str, txn_id: str) -> Producer:
     return p
 
 
-def test_list_and_describe_open_committed_and_empty_transactions(cluster_factory):
+def test_list_and_describe_open_committed_and_empty_transactions(cluster_factory, monkeypatch):
     cluster = cluster_factory(3, **TXN_CONFIG)
     bs = cluster.bootstrap
     topic = create_topic(cluster, unique("txa"), partitions=2, replication_factor=3)
@@ -117,6 +118,10 @@ def test_list_and_describe_open_committed_and_empty_transactions(cluster_factory
     assert json.loads(ok(kadmin_zk(cluster, "transactions", "list", output="json"))) == \
         json.loads(ok(kadmin(bs, "transactions", "list", output="json")))
     assert rows(ok(kadmin_zk(cluster, "transactions", "list"))) == rows(ok(kadmin(bs, "transactions", "list")))
+    with monkeypatch.context() as m:     # one batch per Fetch (a broker answers a whole first batch): the same
+        m.setattr(txn_ops, "_FETCH_BYTES", 1)
+        assert json.loads(ok(kadmin_zk(cluster, "transactions", "list", output="json"))) == \
+            json.loads(ok(kadmin(bs, "transactions", "list", output="json")))
     doc = json.loads(ok(kadmin_zk(cluster, "transactions", "list", "--state", "ongoing", output="json")))
     assert [t["transactional_id"] for t in doc["transactions"]] == [open_id]
     doc = json.loads(ok(kadmin_zk(cluster, "transactions", "list", "--state", "Empty,completecommit",
