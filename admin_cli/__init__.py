@@ -5,9 +5,10 @@ With `--zookeeper` the topic, config, reassignment and election commands write Z
 and wait for the controller where Kafka's tools do. With `--bootstrap-server` they use the brokers' Admin APIs
 (admin_cli.kafka_client, over the project's protocol client kbroker.protocol.client) as Kafka's AdminClient
 does. `groups` (kafka-consumer-groups.sh) always speaks the Kafka protocol, since consumer groups live in the
-group coordinators, not in ZooKeeper.
+group coordinators, not in ZooKeeper; so do `transactions` (kafka-transactions.sh), except that with
+`--zookeeper` their list and describe replay the `__transaction_state` log read from its leaders.
 
-Each command module (topics, configs, reassign, elect, cluster, groups) builds one result object from either
-source and renders it (admin_cli.output: rich tables, or --output json); admin_cli.errors holds the exit
-statuses. Entry point: `admin_cli.main:cli`.
+Each command module (topics, configs, reassign, elect, cluster, groups, transactions) builds one result object
+from either source and renders it (admin_cli.output: rich tables, or --output json); admin_cli.errors holds the
+exit statuses. Entry point: `admin_cli.main:cli`.
 """

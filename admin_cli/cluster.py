@@ -14,6 +14,13 @@ from .kafka_client import AdminClient
 from .output import Output, table
 
 
+def plaintext_address(info) -> tuple[str, int] | None:
+    """(host, port) of a registered broker's (zk BrokerInfo) PLAINTEXT listener, the one kadmin speaks; None
+    when it has none."""
+    e = next((e for e in info.endpoints if e.security_protocol == "PLAINTEXT"), None)
+    return None if e is None else (e.host or "localhost", e.port)
+
+
 @dataclass
 class BrokerRow:
     id: int

@@ -8,9 +8,11 @@ asked (progress on stderr) and turns failures into one line on stderr with the e
 admin_cli.errors (0 ok, 1 refused, 2 usage, 3 unreachable or timed out).
 
 `groups ...` always speaks the Kafka protocol (consumer groups live in the brokers): with --zookeeper alone it
-finds the registered brokers (/brokers/ids) to bootstrap from. `transactions ...` needs --bootstrap-server
-(usage error, exit 2, with --zookeeper): transaction state is in the brokers' memory and logs only, and Kafka's
-kafka-transactions.sh has no ZooKeeper mode either.
+finds the registered brokers (/brokers/ids) to bootstrap from. `transactions ...` does the same for the
+partitions' side (DescribeProducers, abort's WriteTxnMarkers); with --zookeeper, list, describe and the
+coordinators' side of find-hanging read `__transaction_state` itself (leaders from ZooKeeper, the log fetched up
+to the high watermark and replayed as a coordinator loads it), since Kafka's kafka-transactions.sh has no
+ZooKeeper mode to follow: the state the log holds, so a transition still being written may not show yet.
 """
 from __future__ import annotations
 
@@ -629,21 +631,19 @@ def cluster_describe(ctx):
 
 def _bootstrap_from_zookeeper(ctx: click.Context) -> list[tuple[str, int]]:
     """The PLAINTEXT endpoints of the brokers registered in /brokers/ids."""
-    s = _settings(ctx)
     with _zk(ctx) as zk:
-        brokers = zk.get_all_brokers()
-    servers = []
-    for _, info in sorted(brokers.items()):
-        for e in info.endpoints:
-            if e.security_protocol == "PLAINTEXT":
-                servers.append((e.host or "localhost", e.port))
-                break
+        return _registered_brokers(zk, _settings(ctx).zookeeper)
+
+
+def _registered_brokers(zk: KafkaZkClient, zookeeper: str) -> list[tuple[str, int]]:
+    brokers = zk.get_all_brokers()
+    servers = [a for _, info in sorted(brokers.items()) if (a := cluster_ops.plaintext_address(info))]
     if not servers:
         if brokers:
-            raise Unreachable(f"None of the brokers registered in ZooKeeper at {s.zookeeper} has a PLAINTEXT "
+            raise Unreachable(f"None of the brokers registered in ZooKeeper at {zookeeper} has a PLAINTEXT "
                               "listener; give --bootstrap-server HOST:PORT.")
-        raise Unreachable(f"No brokers are registered in ZooKeeper at {s.zookeeper} (/brokers/ids is empty): the "
-                          "groups commands need a running broker.")
+        raise Unreachable(f"No brokers are registered in ZooKeeper at {zookeeper} (/brokers/ids is empty): this "
+                          "command needs a running broker.")
     return servers
 
 
@@ -882,26 +882,34 @@ def groups_delete(ctx, group_ids, all_groups, timeout):
         ctx.exit(EXIT_REFUSED)
 
 
-# ---- transactions (Kafka protocol) ------------------------------------------------------------------------------
+# ---- transactions ------------------------------------------------------------------------------------------------
 
 @contextmanager
-def _txn_admin(ctx: click.Context, timeout: float):
-    """An AdminClient on --bootstrap-server: transaction state lives in the brokers' memory and logs, which
-    ZooKeeper does not hold (Kafka's kafka-transactions.sh has no --zookeeper mode either)."""
+def _txn_cluster(ctx: click.Context, timeout: float):
+    """(AdminClient, KafkaZkClient or None) for list/describe/find-hanging: with --zookeeper, ZooKeeper too (the
+    `__transaction_state` partitions' leaders are read there) and the client bootstraps from the brokers
+    registered in it (as groups do)."""
     s = _settings(ctx)
-    if not s.bootstrap_server:
-        raise click.UsageError("The transactions commands need --bootstrap-server HOST:PORT: transaction state is "
-                               "kept by the brokers (the transaction coordinators), not in ZooKeeper.")
-    client = AdminClient(_servers(ctx), timeout=timeout)
-    try:
-        yield client
-    finally:
-        client.close()
+    if s.bootstrap_server or not s.zookeeper:
+        with _admin(ctx, timeout) as admin:
+            yield admin, None
+        return
+    with _zk(ctx) as zk:
+        client = AdminClient(_registered_brokers(zk, s.zookeeper), timeout=timeout)
+        try:
+            yield client, zk
+        finally:
+            client.close()
 
 
 @cli.group("transactions")
 def transactions():
-    """Transactions (kafka-transactions.sh), through the Kafka protocol: --bootstrap-server HOST:PORT."""
+    """Transactions (kafka-transactions.sh). With --bootstrap-server HOST:PORT the transaction coordinators
+    answer (ListTransactions, DescribeTransactions). With --zookeeper, list, describe and find-hanging read the
+    coordinators' state from the `__transaction_state` log itself (each partition from its leader found in
+    ZooKeeper, up to the high watermark): what the log holds, so a transition still being written may not show
+    yet, and the coordinator shown is the partition's leader; the partitions' side (DescribeProducers, abort's
+    marker) goes to the brokers registered in ZooKeeper."""
 
 
 @transactions.command("list")
@@ -913,7 +921,8 @@ def transactions():
 @click.pass_context
 def transactions_list(ctx, states, producer_ids, timeout):
     """List the transactional ids (ListTransactions to every broker, DescribeTransactions to each
-    coordinator): coordinator, state, producer id and epoch, timeout, start of the current transaction.
+    coordinator; with --zookeeper, replayed from `__transaction_state`: what its log holds): coordinator, state,
+    producer id and epoch, timeout, start of the current transaction.
     JSON: {"transactions": [{"transactional_id", "coordinator", "state", "producer_id", "producer_epoch",
     "timeout_ms", "start_time_ms"}]}."""
     wanted = []
@@ -922,8 +931,11 @@ def transactions_list(ctx, states, producer_ids, timeout):
             wanted = txn_ops.parse_states(states)
         except ValueError as e:
             raise click.BadParameter(str(e), param_hint="--state") from None
-    with _txn_admin(ctx, timeout) as admin:
-        listed = txn_ops.describe_all(admin, wanted, list(producer_ids))
+    with _txn_cluster(ctx, timeout) as (admin, zk):
+        if zk is None:
+            listed = txn_ops.describe_all(admin, wanted, list(producer_ids))
+        else:
+            listed = txn_ops.describe_all_from_log(zk, admin, wanted, list(producer_ids))
     # a transaction may change state between the list and the describe: the filter holds for what is shown
     listed = [d for d in listed if not wanted or d.state in wanted]
     _out(ctx).emit(txn_ops.TransactionList(listed))
@@ -934,11 +946,14 @@ def transactions_list(ctx, states, producer_ids, timeout):
 @_timeout_option
 @click.pass_context
 def transactions_describe(ctx, transactional_id, timeout):
-    """Describe a transactional id as its coordinator knows it, with the partitions of its current transaction.
-    Exit 1 if the id is unknown. JSON: as list's entries, plus "duration_ms" and "partitions": [{"topic",
-    "partition"}]."""
-    with _txn_admin(ctx, timeout) as admin:
-        desc = admin.describe_transaction(transactional_id)
+    """Describe a transactional id as its coordinator knows it (with --zookeeper: as its `__transaction_state`
+    partition's log holds it), with the partitions of its current transaction. Exit 1 if the id is unknown.
+    JSON: as list's entries, plus "duration_ms" and "partitions": [{"topic", "partition"}]."""
+    with _txn_cluster(ctx, timeout) as (admin, zk):
+        if zk is None:
+            desc = admin.describe_transaction(transactional_id)
+        else:
+            desc = txn_ops.describe_from_log(zk, admin, transactional_id)
     _out(ctx).emit(txn_ops.TransactionView(desc, int(time.time() * 1000)))
 
 
@@ -952,14 +967,17 @@ def transactions_describe(ctx, transactional_id, timeout):
 @_timeout_option
 @click.pass_context
 def transactions_find_hanging(ctx, topics, max_transaction_timeout, timeout):
-    """Find hanging transactions: Ongoing transactions past their timeout (the coordinators'), and open
-    transactions on partitions (DescribeProducers) that no coordinator has. Exit 1 if a partition could not be
-    examined. JSON: {"hanging": [{"source", "transactional_id", "topic", "partition", "producer_id",
-    "producer_epoch", "coordinator_epoch", "start_offset", "start_time_ms", "duration_ms"}]}."""
-    with _txn_admin(ctx, timeout) as admin:
+    """Find hanging transactions: Ongoing transactions past their timeout (the coordinators', or with --zookeeper
+    `__transaction_state`'s), and open transactions on partitions (DescribeProducers) that no coordinator has.
+    Exit 1 if a partition could not be examined. JSON: {"hanging": [{"source", "transactional_id", "topic",
+    "partition", "producer_id", "producer_epoch", "coordinator_epoch", "start_offset", "start_time_ms",
+    "duration_ms"}]}."""
+    with _txn_cluster(ctx, timeout) as (admin, zk):
         if topics:
             admin.topics(list(topics))
-        hanging, errors = txn_ops.find_hanging(admin, list(topics) or None,
+        described = txn_ops.describe_all(admin, [], []) if zk is None else \
+            txn_ops.describe_all_from_log(zk, admin, [], [])
+        hanging, errors = txn_ops.find_hanging(admin, described, list(topics) or None,
                                                int(max_transaction_timeout * 60_000), int(time.time() * 1000))
     for tp, code in errors.items():
         _error(f"Cannot describe the producers of {tp}: {error_text(code)}")
@@ -981,8 +999,9 @@ def transactions_find_hanging(ctx, topics, max_transaction_timeout, timeout):
 def transactions_abort(ctx, topic, partition, start_offset, producer_id, producer_epoch, coordinator_epoch,
                        timeout):
     """Abort an open transaction on one partition: its leader writes an ABORT marker (WriteTxnMarkers), which
-    unblocks read_committed consumers of a hanging transaction. Exit 1 if the leader refuses. JSON: {"topic",
-    "partition", "producer_id", "producer_epoch", "coordinator_epoch", "aborted"}."""
+    unblocks read_committed consumers of a hanging transaction (with --zookeeper, through the brokers registered
+    there). Exit 1 if the leader refuses. JSON: {"topic", "partition", "producer_id", "producer_epoch",
+    "coordinator_epoch", "aborted"}."""
     explicit = (producer_id, producer_epoch, coordinator_epoch)
     if start_offset is None and None in explicit:
         raise click.UsageError("Give --start-offset, or all of --producer-id, --producer-epoch and "
@@ -991,7 +1010,7 @@ def transactions_abort(ctx, topic, partition, start_offset, producer_id, produce
         raise click.UsageError("Give --start-offset or --producer-id/--producer-epoch/--coordinator-epoch, "
                                "not both.")
     tp = TopicPartition(topic, partition)
-    with _txn_admin(ctx, timeout) as admin:
+    with _admin(ctx, timeout) as admin:
         if start_offset is not None:
             found = txn_ops.producer_at(admin, tp, start_offset)
             producer_id, producer_epoch = found.producer_id, found.producer_epoch

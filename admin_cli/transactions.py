@@ -1,9 +1,13 @@
-"""`kadmin transactions ...`: transactions through the Kafka protocol, as Kafka's kafka-transactions.sh (3.0).
+"""`kadmin transactions ...`: transactions as Kafka's kafka-transactions.sh (3.0) shows and ends them.
 
 The state lives in the brokers (the transaction coordinators and `__transaction_state`, the partitions'
-producer state), so every command talks to the cluster: ListTransactions (every broker) and
-DescribeTransactions (the coordinators) — KIP-664 APIs kbroker serves as extensions — DescribeProducers and
-WriteTxnMarkers (the partition leaders).
+producer state). With --bootstrap-server the coordinators answer: ListTransactions (every broker) and
+DescribeTransactions (the coordinators), KIP-664 APIs kbroker serves as extensions. With --zookeeper the
+coordinators' side is read from `__transaction_state` itself: each partition's leader is found in ZooKeeper,
+its log fetched up to the high watermark and replayed as a coordinator loads it (transactions_from_log), so
+what shows is what the log holds (a transition still being written may not show yet) and the coordinator is
+the partition's leader. The partitions' side is always DescribeProducers and WriteTxnMarkers to their leaders
+(with --zookeeper, through the brokers registered there).
 
 - list: every transactional id with its coordinator, state, producer id/epoch, timeout and start time.
 - describe: one id, with the partitions of its current transaction.
@@ -18,8 +22,18 @@ from __future__ import annotations
 import time
 from dataclasses import asdict, dataclass
 
-from kbroker.protocol.client import Errors, KafkaError, TopicPartition, error_text
+from kafka.protocol.consumer import FetchRequest
 
+from zk.client import KafkaZkClient
+from kbroker.coordinator.transaction.state import TRANSACTION_STATE_TOPIC, partition_for, transactions_from_log
+from kbroker.coordinator.transaction.views import STATE_NAMES
+from kbroker.protocol.client import (Broker, ClusterClient, Errors, KafkaError, TopicPartition, Unreachable,
+                                     error_name, error_text)
+from kbroker.protocol.client.requests import fetch_request
+from kbroker.protocol.hotpath import decode_fetch_response
+from kbroker.records.entries import iter_entries
+
+from .cluster import plaintext_address
 from .kafka_client import AdminClient, ProducerState, TransactionDescription
 from .output import Output, table
 
@@ -72,6 +86,84 @@ def describe_all(admin: AdminClient, states: list[str], producer_ids: list[int])
                 if e.code != Errors.TRANSACTIONAL_ID_NOT_FOUND:
                     raise
     return [found[t] for t in sorted(found)]
+
+
+# ---- list / describe from `__transaction_state` (--zookeeper) ---------------------------------------------------
+
+_FETCH_BYTES = 4 * 1024 * 1024
+
+
+def _log_batches(client: ClusterClient, leader: Broker, partition: int, deadline: float):
+    """(view, Entry) of every batch of a `__transaction_state` partition, fetched from its leader as a consumer
+    does (so up to the high watermark the first answer gave)."""
+    version = client.connection(leader.address, deadline).version_for(FetchRequest, 4)
+    offset, end = 0, None
+    while end is None or offset < end:
+        body = client.send(leader, lambda c: fetch_request(version, TRANSACTION_STATE_TOPIC, partition, offset,
+                                                           _FETCH_BYTES, max_wait_ms=0), deadline, decode=False)
+        fetched = decode_fetch_response(body, version).partition(TRANSACTION_STATE_TOPIC, partition)
+        if fetched.error_code:
+            raise KafkaError(fetched.error_code, f"Fetch {TRANSACTION_STATE_TOPIC}-{partition} at offset {offset} "
+                                                 f"from broker {leader.node_id}: {error_name(fetched.error_code)}")
+        end = fetched.high_watermark if end is None else end
+        view = fetched.records[0] if fetched.records else b""
+        start = offset
+        for entry in iter_entries(view):
+            if entry.last_offset >= offset:
+                yield view, entry
+                offset = entry.last_offset + 1
+        if offset == start:          # nothing left below the high watermark (compaction leaves gaps)
+            return
+
+
+def _read_partition(zk: KafkaZkClient, client: ClusterClient, partition: int,
+                    deadline: float) -> list[TransactionDescription]:
+    """The ids one `__transaction_state` partition's log holds, with its leader (from ZooKeeper) as their
+    coordinator; read again from the start, until the deadline, while the partition has no reachable leader or
+    that leader moves."""
+    tp = TopicPartition(TRANSACTION_STATE_TOPIC, partition)
+
+    def attempt(deadline):
+        state = zk.get_partition_state(*tp)
+        info = None if state is None or state.leader < 0 else zk.get_broker(state.leader)
+        if info is None:
+            raise KafkaError(Errors.LEADER_NOT_AVAILABLE, f"no live leader of {tp} in ZooKeeper")
+        address = plaintext_address(info)
+        if address is None:
+            raise Unreachable(f"the leader of {tp}, broker {info.id}, has no PLAINTEXT listener")
+        leader = Broker(info.id, *address)
+        return [TransactionDescription(tid, leader.node_id, STATE_NAMES[m.state], m.producer_id, m.producer_epoch,
+                                       m.timeout_ms, m.start_ms, sorted(TopicPartition(*x) for x in m.partitions))
+                for tid, m in transactions_from_log(_log_batches(client, leader, partition, deadline)).items()]
+    return client.retrying(f"reading {tp}", attempt, deadline)
+
+
+def _log_partitions(zk: KafkaZkClient) -> list[int]:
+    assignment = zk.get_topic_assignment(TRANSACTION_STATE_TOPIC)
+    return sorted(assignment.partitions) if assignment else []
+
+
+def describe_all_from_log(zk: KafkaZkClient, client: ClusterClient, states: list[str],
+                          producer_ids: list[int]) -> list[TransactionDescription]:
+    """describe_all from `__transaction_state` (see the module docstring): every partition read, filtered,
+    sorted by id."""
+    deadline = client.deadline()
+    found = [d for p in _log_partitions(zk) for d in _read_partition(zk, client, p, deadline)
+             if (not states or d.state in states) and (not producer_ids or d.producer_id in producer_ids)]
+    return sorted(found, key=lambda d: d.transactional_id)
+
+
+def describe_from_log(zk: KafkaZkClient, client: ClusterClient, transactional_id: str) -> TransactionDescription:
+    """One id from its `__transaction_state` partition's log; KafkaError TRANSACTIONAL_ID_NOT_FOUND if the log
+    holds none (or the topic does not exist yet)."""
+    partitions = _log_partitions(zk)
+    if partitions:
+        p = partition_for(transactional_id, len(partitions))
+        for d in _read_partition(zk, client, p, client.deadline()):
+            if d.transactional_id == transactional_id:
+                return d
+    code = Errors.TRANSACTIONAL_ID_NOT_FOUND
+    raise KafkaError(code, f"Cannot describe transactional id '{transactional_id}': {error_text(code)}")
 
 
 @dataclass
@@ -132,11 +224,10 @@ class Hanging:
     duration_ms: int
 
 
-def find_hanging(admin: AdminClient, topics: list[str] | None, max_timeout_ms: int,
-                 now_ms: int) -> tuple[list[Hanging], dict[TopicPartition, int]]:
-    """(hanging transactions, {partition: error code} of partitions that could not be described); topics None:
-    every topic."""
-    described = describe_all(admin, [], [])
+def find_hanging(admin: AdminClient, described: list[TransactionDescription], topics: list[str] | None,
+                 max_timeout_ms: int, now_ms: int) -> tuple[list[Hanging], dict[TopicPartition, int]]:
+    """(hanging transactions, {partition: error code} of partitions that could not be described), given every
+    transactional id as described (describe_all, or describe_all_from_log); topics None: every topic."""
     hanging = [Hanging("coordinator", d.transactional_id, None, None, d.producer_id, d.producer_epoch, None, None,
                        d.start_time_ms, now_ms - d.start_time_ms)
                for d in described

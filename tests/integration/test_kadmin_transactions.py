@@ -3,7 +3,8 @@ committed by confluent-kafka producers show with their coordinator's state (tabl
 select, and a hanging partition-side transaction (transactional records produced raw, never ended) is found
 and aborted, which moves the last stable offset so a read_committed confluent-kafka consumer gets past it.
 Expected values come from the clients and the raw protocol (FindCoordinator, InitProducerId, ListOffsets),
-never from kadmin itself."""
+never from kadmin itself. With --zookeeper (state replayed from `__transaction_state`, brokers found in
+ZooKeeper) the same scenarios show the same ids, states, producer ids and coordinators."""
 from __future__ import annotations
 
 import json
@@ -13,6 +14,7 @@ from click.testing import CliRunner
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer
 from confluent_kafka import TopicPartition as CTopicPartition
 
+from admin_cli import transactions as txn_ops
 from admin_cli.main import cli
 from tests.clients._util import create_topic, unique
 from tests.integration.conftest import wait_until
@@ -31,6 +33,15 @@ def kadmin(bootstrap, *args, output="table"):
                               catch_exceptions=False)
 
 
+def kadmin_zk(cluster, *args, output="table"):
+    return CliRunner().invoke(cli, ["--zookeeper", cluster.zk_connect, "--output", output] + [str(a) for a in args],
+                              catch_exceptions=False)
+
+
+def without_duration(doc: dict) -> dict:
+    return {k: v for k, v in doc.items() if k != "duration_ms"}
+
+
 def ok(result) -> str:
     assert result.exit_code == 0, (result.exit_code, result.stdout, result.stderr)
     return result.stdout
@@ -46,7 +57,7 @@ def producer(bootstrap: str, txn_id: str) -> Producer:
     return p
 
 
-def test_list_and_describe_open_committed_and_empty_transactions(cluster_factory):
+def test_list_and_describe_open_committed_and_empty_transactions(cluster_factory, monkeypatch):
     cluster = cluster_factory(3, **TXN_CONFIG)
     bs = cluster.bootstrap
     topic = create_topic(cluster, unique("txa"), partitions=2, replication_factor=3)
@@ -102,6 +113,31 @@ def test_list_and_describe_open_committed_and_empty_transactions(cluster_factory
     assert table[0][-1] == "PARTITIONS" and table[1][0] == open_id and table[1][2] == "Ongoing"
     assert table[1][-1] == f"{topic}-1"
 
+    # --zookeeper: the same list (JSON and table; the coordinator is the __transaction_state partition's
+    # leader), filters and descriptions, replayed from the log.
+    assert json.loads(ok(kadmin_zk(cluster, "transactions", "list", output="json"))) == \
+        json.loads(ok(kadmin(bs, "transactions", "list", output="json")))
+    assert rows(ok(kadmin_zk(cluster, "transactions", "list"))) == rows(ok(kadmin(bs, "transactions", "list")))
+    with monkeypatch.context() as m:     # one batch per Fetch (a broker answers a whole first batch): the same
+        m.setattr(txn_ops, "_FETCH_BYTES", 1)
+        assert json.loads(ok(kadmin_zk(cluster, "transactions", "list", output="json"))) == \
+            json.loads(ok(kadmin(bs, "transactions", "list", output="json")))
+    doc = json.loads(ok(kadmin_zk(cluster, "transactions", "list", "--state", "ongoing", output="json")))
+    assert [t["transactional_id"] for t in doc["transactions"]] == [open_id]
+    doc = json.loads(ok(kadmin_zk(cluster, "transactions", "list", "--state", "Empty,completecommit",
+                                  output="json")))
+    assert sorted(t["transactional_id"] for t in doc["transactions"]) == sorted([done_id, empty_id])
+    doc = json.loads(ok(kadmin_zk(cluster, "transactions", "list", "--producer-id", open_pid, output="json")))
+    assert [t["transactional_id"] for t in doc["transactions"]] == [open_id]
+    for t in (open_id, done_id, empty_id):
+        by_zk = json.loads(ok(kadmin_zk(cluster, "transactions", "describe", t, output="json")))
+        assert without_duration(by_zk) == \
+            without_duration(json.loads(ok(kadmin(bs, "transactions", "describe", t, output="json"))))
+        assert (by_zk["duration_ms"] is None) == (t != open_id)
+    table = rows(ok(kadmin_zk(cluster, "transactions", "describe", open_id)))
+    assert table[0][-1] == "PARTITIONS" and table[1][:3] == [open_id, str(node_of[open_id]), "Ongoing"]
+    assert table[1][-1] == f"{topic}-1"
+
     # find-hanging: an Ongoing transaction past its 1 s timeout (raw protocol: AddPartitionsToTxn, nothing
     # produced) is hanging on the coordinator side; the confluent one (45 s, its partition known to its
     # coordinator) is not, even with --max-transaction-timeout 0.
@@ -116,19 +152,24 @@ def test_list_and_describe_open_committed_and_empty_transactions(cluster_factory
     assert [(h["source"], h["transactional_id"], h["producer_id"], h["producer_epoch"]) for h in doc["hanging"]] \
         == [("coordinator", slow_id, r.producer_id, r.producer_epoch)]
     assert doc["hanging"][0]["duration_ms"] > 1000
+    by_zk = json.loads(ok(kadmin_zk(cluster, "transactions", "find-hanging", "--topic", topic,
+                                    "--max-transaction-timeout", 0, output="json")))
+    assert [(h["source"], h["transactional_id"], h["producer_id"], h["producer_epoch"], h["start_time_ms"])
+            for h in by_zk["hanging"]] == \
+        [("coordinator", slow_id, r.producer_id, r.producer_epoch, doc["hanging"][0]["start_time_ms"])]
 
     p_open.commit_transaction(30)
     wait_until(lambda: json.loads(ok(kadmin(bs, "transactions", "describe", open_id, output="json")))["state"]
                == "CompleteCommit", timeout=20)
     doc = json.loads(ok(kadmin(bs, "transactions", "describe", open_id, output="json")))
     assert doc["partitions"] == [] and doc["duration_ms"] is None
+    by_zk = json.loads(ok(kadmin_zk(cluster, "transactions", "describe", open_id, output="json")))
+    assert by_zk == doc
 
-    missing = kadmin(bs, "transactions", "describe", "no-such-id")
-    assert (missing.exit_code, missing.stdout) == (1, "")
-    assert "TRANSACTIONAL_ID_NOT_FOUND" in missing.stderr
-    # No ZooKeeper mode: transaction state is in the brokers.
-    zk = CliRunner().invoke(cli, ["--zookeeper", cluster.zk_connect, "transactions", "list"])
-    assert zk.exit_code == 2 and "--bootstrap-server" in zk.stderr
+    for run in (lambda *a: kadmin(bs, *a), lambda *a: kadmin_zk(cluster, *a)):
+        missing = run("transactions", "describe", "no-such-id")
+        assert (missing.exit_code, missing.stdout) == (1, "")
+        assert "TRANSACTIONAL_ID_NOT_FOUND" in missing.stderr
     del p_open, p_done, p_empty           # librdkafka's producers go before the cluster does
 
 
@@ -173,12 +214,18 @@ def test_find_and_abort_hanging_partition_transactions(cluster1):
     assert (found[pid1]["source"], found[pid1]["topic"], found[pid1]["partition"], found[pid1]["start_offset"],
             found[pid1]["producer_epoch"]) == ("partition", topic, 0, 1, epoch1)
     assert found[pid2]["start_offset"] == 3
+    # --zookeeper: the same (brokers found in ZooKeeper; no __transaction_state exists here).
+    by_zk = json.loads(ok(kadmin_zk(cluster1, "transactions", "find-hanging", "--topic", topic,
+                                    "--max-transaction-timeout", 0, output="json")))
+    assert {h["producer_id"]: without_duration(h) for h in by_zk["hanging"]} == \
+        {p: without_duration(h) for p, h in found.items()}
     # With the default 15 minutes they are too young to count.
     assert ok(kadmin(bs, "transactions", "find-hanging", "--topic", topic)).strip() == \
         "No hanging transactions found."
 
-    # Abort the first by its start offset: the LSO moves to the second's first offset.
-    out = ok(kadmin(bs, "transactions", "abort", "--topic", topic, "--partition", 0, "--start-offset", 1))
+    # Abort the first by its start offset, through ZooKeeper's brokers: the LSO moves to the second's first
+    # offset.
+    out = ok(kadmin_zk(cluster1, "transactions", "abort", "--topic", topic, "--partition", 0, "--start-offset", 1))
     assert f"producer {pid1}" in out
     assert list_latest(b, topic, READ_COMMITTED) == 3
     # A stale epoch is refused by the leader (INVALID_PRODUCER_EPOCH), exit 1.
@@ -194,6 +241,8 @@ def test_find_and_abort_hanging_partition_transactions(cluster1):
     assert read_committed(bs, topic, 2) == [b"plain", b"after"]
     assert ok(kadmin(bs, "transactions", "find-hanging", "--topic", topic, "--max-transaction-timeout", 0)
               ).strip() == "No hanging transactions found."
+    assert ok(kadmin_zk(cluster1, "transactions", "find-hanging", "--topic", topic, "--max-transaction-timeout",
+                        0)).strip() == "No hanging transactions found."
     # Nothing open at that offset any more.
     gone = kadmin(bs, "transactions", "abort", "--topic", topic, "--partition", 0, "--start-offset", 1)
     assert gone.exit_code == 1 and "No open transaction" in gone.stderr

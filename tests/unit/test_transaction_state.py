@@ -1,10 +1,14 @@
 """Pure functions of the transaction coordinator: `__transaction_state` record bytes (Kafka's TransactionLog
 key and value v0), the transactional id -> partition mapping, and the epoch rules of TransactionMetadata."""
 import struct
+from typing import NamedTuple
 
 from kbroker.coordinator.transaction.state import (NO_PRODUCER_EPOCH, NO_PRODUCER_ID, TransactionMetadata,
-                                                   TxnState, partition_for, read_txn_key, read_txn_value, txn_key,
-                                                   txn_value)
+                                                   Transit, TxnState, partition_for, read_txn_key, read_txn_value,
+                                                   transactions_from_log, txn_key, txn_value)
+from kbroker.records.batches import CREATE_TIME
+from kbroker.records.builder import build_legacy, build_v2, control_batch
+from kbroker.records.entries import iter_entries
 
 
 def metadata(state=TxnState.EMPTY, epoch=0, partitions=()):
@@ -57,3 +61,34 @@ def test_fence_bumps_once_even_after_a_failed_fence():
     m.pending = None
     m.producer_epoch, m.failed_epoch_fence = 6, True
     assert m.prepare_fence().producer_epoch == 6
+
+
+class Rec(NamedTuple):
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple = ()
+
+
+def state_record(txn_id: str, state: TxnState, producer_id: int, partitions=(), start_ms: int = 100) -> Rec:
+    t = Transit(producer_id, NO_PRODUCER_ID, 0, NO_PRODUCER_EPOCH, 60000, state, frozenset(partitions), start_ms, 200)
+    return Rec(0, 200, txn_key(txn_id), txn_value(t))
+
+
+def test_transactions_from_log_replays_last_record_per_id_tombstones_and_skips_markers_and_old_magic():
+    log = bytearray()
+    for records in ([state_record("a", TxnState.EMPTY, 1), state_record("b", TxnState.ONGOING, 2, {("t", 0)})],
+                    [state_record("a", TxnState.ONGOING, 1, {("t", 1), ("u", 0)})],
+                    [state_record("c", TxnState.EMPTY, 3)],
+                    [Rec(0, 200, txn_key("c"), None)]):               # tombstone: c is gone
+        log += build_v2(records, first_offset=0, codec=0, timestamp_type=CREATE_TIME, log_append_time=-1)
+    # a marker whose record would parse as a key, and a v1 message holding a state record: neither counts
+    log += control_batch(9, 0, True, 0, 300)
+    log += build_legacy([state_record("b", TxnState.COMPLETE_COMMIT, 2)], first_offset=0, magic=1, codec=0,
+                        timestamp_type=CREATE_TIME, log_append_time=-1)
+    view = memoryview(log)
+    loaded = transactions_from_log((view, e) for e in iter_entries(view))
+    assert {t: (m.state, m.producer_id, m.partitions, m.start_ms) for t, m in loaded.items()} == {
+        "a": (TxnState.ONGOING, 1, {("t", 1), ("u", 0)}, 100), "b": (TxnState.ONGOING, 2, {("t", 0)}, 100)}
+    assert transactions_from_log([]) == {}

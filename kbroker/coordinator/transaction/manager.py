@@ -19,16 +19,14 @@ import time
 from typing import Callable
 
 from ...protocol.errors import Errors
-from ...records.batches import CREATE_TIME, v2_records
+from ...records.batches import CREATE_TIME
 from ...records.builder import build_v2
-from ...records.entries import CONTROL_MASK
 from ..partition_loader import CoordinatorPartitions
-from .state import (TRANSACTION_STATE_TOPIC, TransactionMetadata, Transit, TxnState, partition_for, read_txn_key,
-                    read_txn_value, txn_key, txn_value)
+from .state import (TRANSACTION_STATE_TOPIC, TransactionMetadata, Transit, TxnState, partition_for,
+                    transactions_from_log, txn_key, txn_value)
 
 log = logging.getLogger("kbroker.coordinator.transaction")
 
-_DECOMPRESSION_LIMIT = 256 * 1024 * 1024
 _COMPLETE_OR_EMPTY = (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT)
 
 
@@ -132,19 +130,7 @@ class TransactionStateManager(CoordinatorPartitions):
     # ---- load / unload --------------------------------------------------------------------------------------
     def _do_load(self, partition, epoch: int, send_markers: Callable) -> None:
         started = time.monotonic()
-        loaded: dict[str, TransactionMetadata] = {}
-        for view, entry in self.read_log(partition, epoch, self.load_buffer_size):
-            if entry.magic != 2 or entry.attributes & CONTROL_MASK:
-                continue
-            for record in v2_records(view, entry.position, entry.size, _DECOMPRESSION_LIMIT):
-                if record.key is None:
-                    continue
-                txn_id = read_txn_key(record.key)
-                metadata = read_txn_value(txn_id, record.value)
-                if metadata is None:
-                    loaded.pop(txn_id, None)
-                else:
-                    loaded[txn_id] = metadata
+        loaded = transactions_from_log(self.read_log(partition, epoch, self.load_buffer_size))
         if not self.still_leader(partition, epoch):
             return
         self.cache[partition.index] = (epoch, loaded)

@@ -9,6 +9,9 @@
 A change is first prepared (the transit is returned and the id is pending: other requests get
 CONCURRENT_TRANSACTIONS), then written, then applied with complete(transit) once the append succeeded.
 The last producer id/epoch (KIP-360 retries) live only in memory, as in 2.8's v0 value.
+
+transactions_from_log is the one reading of a partition's records into ids: the coordinator loads with it, and
+`kadmin --zookeeper transactions` derives the state from the log with it.
 """
 from __future__ import annotations
 
@@ -16,12 +19,15 @@ import struct
 from dataclasses import dataclass
 from enum import IntEnum
 
+from ...records.batches import v2_records
+from ...records.entries import CONTROL_MASK
 from ..schemas import _I16, _I32, _I64, _Reader, _w_str, java_abs, java_string_hash
 
 TRANSACTION_STATE_TOPIC = "__transaction_state"
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
 MAX_EPOCH = 32767
+_DECOMPRESSION_LIMIT = 256 * 1024 * 1024
 
 
 class TxnState(IntEnum):
@@ -203,3 +209,23 @@ def read_txn_value(transactional_id: str, buf) -> TransactionMetadata | None:
     update_ms, start_ms = r.i64(), r.i64()
     return TransactionMetadata(transactional_id, producer_id, NO_PRODUCER_ID, epoch, NO_PRODUCER_EPOCH, timeout_ms,
                                state, partitions, start_ms, update_ms)
+
+
+def transactions_from_log(batches) -> dict[str, TransactionMetadata]:
+    """{transactional id: metadata} that a `__transaction_state` partition's batches describe, given as
+    (buffer, Entry) pairs in log order: v2 batches only, control batches skipped, the last record per id wins and
+    a tombstone deletes it (TransactionStateManager's load)."""
+    loaded: dict[str, TransactionMetadata] = {}
+    for view, entry in batches:
+        if entry.magic != 2 or entry.attributes & CONTROL_MASK:
+            continue
+        for record in v2_records(view, entry.position, entry.size, _DECOMPRESSION_LIMIT):
+            if record.key is None:
+                continue
+            txn_id = read_txn_key(record.key)
+            metadata = read_txn_value(txn_id, record.value)
+            if metadata is None:
+                loaded.pop(txn_id, None)
+            else:
+                loaded[txn_id] = metadata
+    return loaded
