@@ -14,9 +14,12 @@ from click.testing import CliRunner
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer
 from confluent_kafka import TopicPartition as CTopicPartition
 
+from kafka.protocol.admin import DeleteRecordsRequest
+
 from admin_cli import transactions as txn_ops
 from admin_cli.main import cli
-from tests.clients._util import create_topic, unique
+from kbroker.coordinator.transaction.state import TRANSACTION_STATE_TOPIC as TXN_TOPIC, partition_for
+from tests.clients._util import create_topic, raw_request, unique
 from tests.integration.conftest import wait_until
 from tests.integration.test_produce_fetch_bad_input import init_producer_id, v2_batch
 from tests.integration.test_transactions import add_partitions, find_txn_coordinator, init_until, txn_coordinator
@@ -170,6 +173,22 @@ def test_list_and_describe_open_committed_and_empty_transactions(cluster_factory
         missing = run("transactions", "describe", "no-such-id")
         assert (missing.exit_code, missing.stdout) == (1, "")
         assert "TRANSACTIONAL_ID_NOT_FOUND" in missing.stderr
+
+    # --zookeeper reads a partition from its log start offset: records deleted below empty_id's newest one
+    # (its epoch bumped by a raw InitProducerId: the last record of its partition) leave it described the same.
+    bumped = init_until(coordinators[empty_id], empty_id)
+    partition = partition_for(empty_id, TXN_CONFIG["transaction.state.log.num.partitions"])
+    leader = next(b for b in cluster.brokers.values() if b.bootstrap == coordinators[empty_id])
+    newest = list_latest(leader, TXN_TOPIC, 0, partition) - 1
+    assert newest > 0
+    R = DeleteRecordsRequest
+    deleted = raw_request(leader.bootstrap, R(version=0, timeout_ms=10000, topics=[R.DeleteRecordsTopic(
+        name=TXN_TOPIC, partitions=[R.DeleteRecordsTopic.DeleteRecordsPartition(partition_index=partition,
+                                                                                offset=newest)])]))
+    assert deleted.topics[0].partitions[0].error_code == 0
+    by_zk = json.loads(ok(kadmin_zk(cluster, "transactions", "describe", empty_id, output="json")))
+    assert (by_zk["producer_id"], by_zk["producer_epoch"]) == (bumped.producer_id, bumped.producer_epoch)
+    assert by_zk == json.loads(ok(kadmin(bs, "transactions", "describe", empty_id, output="json")))
     del p_open, p_done, p_empty           # librdkafka's producers go before the cluster does
 
 
