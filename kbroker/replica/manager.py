@@ -40,6 +40,7 @@ from ..metrics import BrokerMetrics
 from ..protocol.errors import Errors, KafkaError
 from ..purgatory.delayed import DelayedOperation, DelayedOperationPurgatory
 from ..records.validator import RecordValidationError
+from .fetch_session import FetchSessionCache
 from .fetcher import ReplicaFetcherManager
 from .partition import Partition
 
@@ -135,6 +136,8 @@ class ReplicaManager:
         self.fetch_purgatory = DelayedOperationPurgatory("Fetch", clock)
         self.produce_purgatory = DelayedOperationPurgatory("Produce", clock)
         self.fetchers = ReplicaFetcherManager(self)
+        self.fetch_sessions = FetchSessionCache(config["max.incremental.fetch.session.cache.slots"],
+                                                config["min.incremental.fetch.session.eviction.ms"])
         # (producer id, __consumer_offsets partition, committed) after a marker there is replicated: the group
         # coordinator makes or drops the producer's pending transactional offsets (server.py wires it).
         self.on_txn_marker_appended = lambda producer_id, offsets_partition, committed: None
