@@ -82,11 +82,10 @@ def _read(ctx, requests, max_bytes: int, isolation_level: int, follower: int, co
             if version < 10 and follower < 0 and partition.log.config.compression_type == "zstd":
                 raise KafkaError(Errors.UNSUPPORTED_COMPRESSION_TYPE,
                                  "zstd-compressed topics can only be fetched with Fetch v10 or later")
-            piece, hw, lso, log_start = partition.read(fetch_offset, min(partition_max, limit), isolation_level,
-                                                       min_one, follower)
-            data.high_watermark, data.last_stable_offset, data.log_start_offset = hw, lso, log_start
+            piece, data.high_watermark, data.log_start_offset = partition.read(
+                fetch_offset, min(partition_max, limit), isolation_level, min_one, follower)
             if isolation_level and follower < 0:
-                upper = min(lso, partition.log.segment_end_offset(fetch_offset))
+                upper = min(partition.log.last_stable_offset, partition.log.segment_end_offset(fetch_offset))
                 data.aborted_transactions = partition.aborted_txns(fetch_offset, upper) if piece.length else []
             if piece.length and magic < 2:
                 raw = piece.read()
@@ -101,7 +100,7 @@ def _read(ctx, requests, max_bytes: int, isolation_level: int, follower: int, co
         except KafkaError as e:
             data.error_code = e.code
             errored = True
-        size = data.records_size
+        size = data.records_size if data.records else 0
         if size:
             min_one = False
             limit = max(0, limit - size)
@@ -140,6 +139,8 @@ def handle(request, ctx):
         stats.fetch_requests += 1
         if data.error_code:
             stats.failed_fetch_requests += 1
+        elif not data.records:
+            continue
         elif follower >= 0:
             metrics.replication_bytes_out += data.records_size
         else:
@@ -148,7 +149,11 @@ def handle(request, ctx):
     error, session_id, order = context.respond(results, replicas.clock.now_ms())
     topics: list = []
     for tp in order:
+        data = results[tp]
+        if not data.error_code:
+            # Only for the partitions sent: a session re-reads every idle partition each round.
+            data.last_stable_offset = replicas.partitions[tp].log.last_stable_offset
         if not topics or topics[-1][0] != tp[0]:
             topics.append((tp[0], []))
-        topics[-1][1].append(results[tp])
+        topics[-1][1].append(data)
     return encode_fetch_response(version, 0, error, session_id, topics)

@@ -14,6 +14,7 @@ until every in-sync replica has the records, or REQUEST_TIMED_OUT), fetch (consu
 watermark or, READ_COMMITTED, the last stable offset; followers up to the log end offset; both long-polling
 in the fetch purgatory), offsets by timestamp and delete_records. A follower's fetch moves
 its state on the leader, which may advance the high watermark and complete waiting produces and fetches.
+fetch_sessions is the leader's cache of incremental fetch sessions (fetch_session.py; the Fetch API uses it).
 
 ISR: a task shrinks the ISR of led partitions every replica.lag.time.max.ms / 2; expansions happen on follower
 fetches. Both write the state znode (zkVersion-checked) and, batched, an /isr_change_notification entry.
