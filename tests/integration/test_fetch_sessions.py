@@ -161,12 +161,16 @@ def test_a_full_cache_answers_without_a_session(broker, fetcher):
 
 # ---- replication and clients over sessions ---------------------------------------------------------------------
 
-@pytest.mark.parametrize("slots", [1000, 0], ids=["sessions", "no-session-slots"])
-def test_followers_replicate_with_or_without_session_slots(cluster_factory, slots):
+@pytest.mark.parametrize("slots, eviction_ms", [(1000, 120000), (0, 120000), (1, 0)],
+                         ids=["sessions", "no-session-slots", "followers-evicting-each-other"])
+def test_followers_replicate_whatever_the_session_cache(cluster_factory, slots, eviction_ms):
     """acks=all produces to many partitions complete and every follower ends with the leader's records: the
-    followers fetch in sessions, or sessionless when the leaders have no slot for them."""
-    cluster = cluster_factory(2, **{"max.incremental.fetch.session.cache.slots": slots})
-    topic = create_topic(cluster, unique("repl"), partitions=8, replication_factor=2)
+    followers fetch in sessions; or sessionless when the leaders have no slot for them; or, with one slot and
+    no minimum age, each follower's new session evicts the other's, whose next fetch is then refused
+    (FETCH_SESSION_ID_NOT_FOUND) and starts over with a full one."""
+    cluster = cluster_factory(3, **{"max.incremental.fetch.session.cache.slots": slots,
+                                    "min.incremental.fetch.session.eviction.ms": eviction_ms})
+    topic = create_topic(cluster, unique("repl"), partitions=8, replication_factor=3)
     md = raw_metadata(cluster.brokers[1].bootstrap, [topic])
     [t] = md.topics
     hosts = {b.node_id: (b.host, b.port) for b in md.brokers}
@@ -187,7 +191,7 @@ def test_followers_replicate_with_or_without_session_slots(cluster_factory, slot
         except AssertionError:   # a write in progress
             return -1
         return entries[-1].last_offset + 1 if entries else 0
-    wait_until(lambda: all(local_end(b, p) == 3 for b in (1, 2) for p in range(8)), 20,
+    wait_until(lambda: all(local_end(b, p) == 3 for b in (1, 2, 3) for p in range(8)), 20,
                message="every replica has the 3 records of each partition")
 
 
