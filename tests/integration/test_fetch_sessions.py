@@ -195,6 +195,32 @@ def test_followers_replicate_whatever_the_session_cache(cluster_factory, slots, 
                message="every replica has the 3 records of each partition")
 
 
+def test_idle_partitions_in_a_followers_session_stay_in_sync(cluster_factory):
+    """A follower's incremental fetches name no idle partition, yet the leader counts each fetch as the follower
+    being caught up on every partition of the session: with a short replica.lag.time.max.ms, a while of
+    produces to one partition shrinks no ISR."""
+    cluster = cluster_factory(2, **{"replica.lag.time.max.ms": 1000})
+    topic = create_topic(cluster, unique("idle"), partitions=6, replication_factor=2)
+    tps = [(topic, p) for p in range(6)]
+    wait_until(lambda: all(len(s.isr) == 2 for s in cluster.zk.get_partition_states(tps).values()), 20,
+               message="full ISRs")
+    before = cluster.zk.get_partition_states(tps)
+    md = raw_metadata(cluster.brokers[1].bootstrap, [topic])
+    leader = {b.node_id: (b.host, b.port) for b in md.brokers}[md.topics[0].partitions[0].leader_id]
+    end = time.monotonic() + 4                              # four times the lag
+    while time.monotonic() < end:
+        conn = Connection(*leader, "fetch-session-test", 15.0)
+        try:
+            batch = build_batch(2, 0, [Rec(b"k", b"busy", int(time.time() * 1000))])
+            resp = conn.send(produce_request(7, topic, 0, batch, acks=-1, timeout_ms=10000))
+        finally:
+            conn.close()
+        assert resp.responses[0].partition_responses[0].error_code == NONE
+        time.sleep(0.2)
+    # the same state znodes: no ISR change at all (a shrink and a later expansion would bump the zkVersion)
+    assert cluster.zk.get_partition_states(tps) == before
+
+
 def test_kafka_python_consumes_through_a_session(cluster_factory):
     """kafka-python 3 asks for incremental fetch sessions by default: it reads records produced before and
     while it polls, and its session with the broker is incremental by then."""
