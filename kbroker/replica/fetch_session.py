@@ -17,9 +17,9 @@ request that forgets every partition closes the session and is answered sessionl
 The cache holds max.incremental.fetch.session.cache.slots sessions. When full, a new session may evict: the
 least recently used one if unused for min.incremental.fetch.session.eviction.ms; otherwise the smallest
 "evictable" one ordered by (privileged, partitions, id), when the newcomer is not smaller by that order.
-Followers' sessions are privileged: a consumer never evicts one, and a follower evicts one only once it is
-older than the eviction time; a consumer's session is evictable by anyone once older than it, by followers
-at once. Eligibility is judged as of the session's last use, as Kafka's ordered maps do.
+Followers' sessions are privileged: beyond staleness, a consumer never evicts one, and a follower evicts one
+only once it is older than the eviction time; a consumer's session is evictable by anyone once older than
+it, by followers at once. Eligibility is judged as of the session's last use, as Kafka's ordered maps do.
 """
 from __future__ import annotations
 
