@@ -16,8 +16,8 @@ from ..errors import Errors, KafkaError, error_name
 from .cluster import (EARLIEST, GROUP, LATEST, TRANSACTION, Broker, ClusterClient, Metadata, PartitionInfo, TopicInfo,
                       TopicPartition, is_retriable, parse_bootstrap)
 from .connection import KAFKA_28_MAX, Connection, api_name
-from .fetch_session import FetchSessionHandler
 from .errors import COORDINATOR_ERRORS, RETRIABLE, ConnectionLost, TimedOut, Unreachable, error_text
+from .fetch_session import FetchSessionHandler
 
 __all__ = ["Errors", "KafkaError", "error_name", "EARLIEST", "LATEST", "GROUP", "TRANSACTION", "Broker", "ClusterClient", "Metadata",
            "PartitionInfo", "TopicInfo", "TopicPartition", "is_retriable", "parse_bootstrap", "KAFKA_28_MAX",
