@@ -115,11 +115,10 @@ def test_a_long_poll_in_a_session_waits_for_any_session_partition(broker, fetche
     _, sid, _ = fetcher.fetch(0, 0, [(p, ends[p]) for p in range(3)])
     later = threading.Timer(0.5, produce, (broker, 2, 1))
     later.start()
-    started = time.monotonic()
-    error, _, got = fetcher.fetch(sid, 1, max_wait_ms=10000)
+    # a wait beyond the connection's 15 s timeout: only the record can answer it
+    error, _, got = fetcher.fetch(sid, 1, max_wait_ms=60000)
     later.join()
     assert error == NONE and list(got) == [2] and got[2][3]
-    assert time.monotonic() - started < 9                               # answered by the data, not the timeout
     fetcher.fetch(sid, -1)
 
 
@@ -136,8 +135,8 @@ def test_errors_in_a_session_are_sent_every_time(broker, fetcher):
 def test_session_errors(broker, fetcher):
     _, sid, _ = fetcher.fetch(0, 0, [(0, end_offset(fetcher, 0))])
     assert fetcher.fetch(sid, 5)[:2] == (INVALID_FETCH_SESSION_EPOCH, 0)
-    assert fetcher.fetch(sid, 0 if sid == 2 ** 31 - 1 else 2)[0] == INVALID_FETCH_SESSION_EPOCH
-    assert fetcher.fetch(sid + 1 if sid < 2 ** 31 - 1 else 1, 1)[:2] == (FETCH_SESSION_ID_NOT_FOUND, 0)
+    assert fetcher.fetch(sid, 2)[0] == INVALID_FETCH_SESSION_EPOCH
+    assert fetcher.fetch(sid ^ 1, 1)[:2] == (FETCH_SESSION_ID_NOT_FOUND, 0)
     assert fetcher.fetch(sid, 1)[:2] == (NONE, sid)                      # still there, at the right epoch
     # a non-zero id with epoch 0 closes that session and opens another
     error, new_sid, got = fetcher.fetch(sid, 0, [(1, 0)])
