@@ -145,7 +145,8 @@ class IncrementalFetchContext(FetchContext):
             return Errors.INVALID_FETCH_SESSION_EPOCH, session.id, []
         partitions = session.partitions
         order = []
-        for tp, *_ in self.requests:
+        for request in self.requests:
+            tp = request[0]
             cached = partitions.get(tp)
             if cached is not None and cached.must_respond(results[tp]):
                 order.append(tp)
