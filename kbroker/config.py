@@ -90,6 +90,8 @@ SETTINGS: dict[str, ConfigKey] = {
     "replica.socket.timeout.ms": ConfigKey("int", 30000),
     "replica.high.watermark.checkpoint.interval.ms": ConfigKey("long", 5000),
     "fetch.max.bytes": ConfigKey("int", 55 * _MB, at_least(1024)),
+    "max.incremental.fetch.session.cache.slots": ConfigKey("int", 1000, at_least(0)),
+    "min.incremental.fetch.session.eviction.ms": ConfigKey("int", 120000, at_least(0)),
     # groups, offsets, transactions
     "group.initial.rebalance.delay.ms": ConfigKey("int", 3000),
     "group.min.session.timeout.ms": ConfigKey("int", 6000),

@@ -15,9 +15,15 @@ request waits in the fetch purgatory until enough bytes are readable or the time
 
 Errors per partition: UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER, OFFSET_OUT_OF_RANGE,
 UNSUPPORTED_COMPRESSION_TYPE (a topic with compression.type=zstd fetched below v10, as Kafka),
-FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH (v9+ current leader epoch). Incremental fetch sessions (KIP-227)
-are declined: every response carries session id 0, so clients keep sending full fetch requests; a request
-naming a session id we never gave gets FETCH_SESSION_ID_NOT_FOUND.
+FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH (v9+ current leader epoch).
+
+Incremental fetch sessions (KIP-227, v7+; replica.fetch_session has the rules): session id 0 with epoch 0
+opens a session when the cache (max.incremental.fetch.session.cache.slots) has or can make room, epoch -1
+fetches without one, and a non-zero id with epoch 0 or -1 closes that session first. An incremental request
+names only added or changed partitions (and forgotten ones); every partition of the session is read (and, for
+a follower, moves its state on the leader) and waited on, but the response carries only the partitions with
+records, a changed high watermark or log start offset, or an error. Top-level FETCH_SESSION_ID_NOT_FOUND and
+INVALID_FETCH_SESSION_EPOCH answer requests naming an unknown session or the wrong epoch.
 
 Follower fetches (replica_id >= 0) read up to the log end offset, never converted, and each moves that
 follower's state on the leader (ISR, high watermark), which may complete waiting acks=all produces.
@@ -33,12 +39,12 @@ from ..protocol.errors import Errors, KafkaError
 from ..protocol.hotpath import FetchPartitionData, encode_fetch_response
 from ..records.convert import down_convert, magic_for_fetch_version
 from ..records.entries import iter_entries
+from ..replica.fetch_session import INVALID_SESSION_ID, FetchContext
 
 API_KEY = 1
 MIN_VERSION, MAX_VERSION = 0, 12
 REQUEST, RESPONSE = FetchRequest, FetchResponse
 
-INVALID_SESSION_ID = 0
 _NOT_HOSTED = (Errors.UNKNOWN_TOPIC_OR_PARTITION, Errors.NOT_LEADER_OR_FOLLOWER)
 
 
@@ -76,12 +82,10 @@ def _read(ctx, requests, max_bytes: int, isolation_level: int, follower: int, co
             if version < 10 and follower < 0 and partition.log.config.compression_type == "zstd":
                 raise KafkaError(Errors.UNSUPPORTED_COMPRESSION_TYPE,
                                  "zstd-compressed topics can only be fetched with Fetch v10 or later")
-            info, hw, lso, log_start = partition.read(fetch_offset, min(partition_max, limit), isolation_level,
-                                                      min_one, follower)
-            data.high_watermark, data.last_stable_offset, data.log_start_offset = hw, lso, log_start
-            piece = info.records
+            piece, data.high_watermark, data.log_start_offset = partition.read(
+                fetch_offset, min(partition_max, limit), isolation_level, min_one, follower)
             if isolation_level and follower < 0:
-                upper = min(lso, partition.log.segment_end_offset(fetch_offset))
+                upper = min(partition.log.last_stable_offset, partition.log.segment_end_offset(fetch_offset))
                 data.aborted_transactions = partition.aborted_txns(fetch_offset, upper) if piece.length else []
             if piece.length and magic < 2:
                 raw = piece.read()
@@ -96,7 +100,7 @@ def _read(ctx, requests, max_bytes: int, isolation_level: int, follower: int, co
         except KafkaError as e:
             data.error_code = e.code
             errored = True
-        size = data.records_size
+        size = data.records_size if data.records else 0
         if size:
             min_one = False
             limit = max(0, limit - size)
@@ -107,41 +111,49 @@ def _read(ctx, requests, max_bytes: int, isolation_level: int, follower: int, co
 
 def handle(request, ctx):
     version = ctx.api_version
-    session_error = Errors.NONE
-    if version >= 7 and request.session_id != INVALID_SESSION_ID:
-        session_error = Errors.FETCH_SESSION_ID_NOT_FOUND
-    requests, order = [], []
-    for topic in request.topics:
-        for p in topic.partitions:
-            tp = (topic.topic, p.partition)
-            order.append(tp)
-            requests.append((tp, p.fetch_offset, max(0, p.partition_max_bytes),
-                             p.current_leader_epoch if version >= 9 else -1))
-    if session_error:
-        return encode_fetch_response(version, 0, session_error, INVALID_SESSION_ID, [])
+    follower = request.replica_id
+    replicas = ctx.broker.replica_manager
+    requests = [((topic.topic, p.partition), p.fetch_offset, max(0, p.partition_max_bytes),
+                 p.current_leader_epoch if version >= 9 else -1)
+                for topic in request.topics for p in topic.partitions]
+    now = replicas.clock.now_ms()
+    if version >= 7:
+        forgotten = [(t.topic, p) for t in request.forgotten_topics_data for p in t.partitions]
+        context = replicas.fetch_sessions.new_context(request.session_id, request.session_epoch, requests,
+                                                      forgotten, follower >= 0, now)
+    else:
+        context = FetchContext(requests)
+    if context.error:
+        return encode_fetch_response(version, 0, context.error, INVALID_SESSION_ID, [])
     max_bytes = request.max_bytes if version >= 3 else 2 ** 31 - 1
     isolation = request.isolation_level if version >= 4 else 0
-    follower = request.replica_id
     conversions: dict = {}
-    results = ctx.broker.replica_manager.fetch(
-        requests, request.max_wait_ms, request.min_bytes, follower,
+    results = replicas.fetch(
+        context.requests, request.max_wait_ms, request.min_bytes, follower,
         lambda reqs: _read(ctx, reqs, max(0, max_bytes), isolation, follower, conversions), isolation)
     metrics = ctx.broker.metrics
-    topics: list = []
-    for tp in order:
-        data = results[tp]
-        if not topics or topics[-1][0] != tp[0]:
-            topics.append((tp[0], []))
-        topics[-1][1].append(data)
+    for tp, data in results.items():
         if data.error_code in _NOT_HOSTED:
             continue   # no series for partitions not led here (clients may name anything)
         stats = metrics.topic(tp[0])
         stats.fetch_requests += 1
         if data.error_code:
             stats.failed_fetch_requests += 1
+        elif not data.records:
+            continue
         elif follower >= 0:
             metrics.replication_bytes_out += data.records_size
         else:
             stats.bytes_out += data.records_size
             stats.fetch_conversions += conversions.get(tp, 0)
-    return encode_fetch_response(version, 0, Errors.NONE, INVALID_SESSION_ID, topics)
+    error, session_id, order = context.respond(results, replicas.clock.now_ms())
+    topics: list = []
+    for tp in order:
+        data = results[tp]
+        if not data.error_code:
+            # Only for the partitions sent: a session re-reads every idle partition each round.
+            data.last_stable_offset = replicas.partitions[tp].log.last_stable_offset
+        if not topics or topics[-1][0] != tp[0]:
+            topics.append((tp[0], []))
+        topics[-1][1].append(data)
+    return encode_fetch_response(version, 0, error, session_id, topics)

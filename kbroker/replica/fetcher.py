@@ -6,7 +6,10 @@ ends in the leader's log, and truncates everything after that (no divergent suff
 change). Then it fetches from its log end offset (Fetch v11: long-polling with replica.fetch.wait.max.ms and
 replica.fetch.min.bytes), checks each entry's CRC, appends with the leader's offsets and takes the leader's
 high watermark (capped by its own log end offset). Fetch responses are decoded by protocol.hotpath, so the
-records appended are slices of the received frame, never copied. OFFSET_OUT_OF_RANGE (the leader's log moved
+records appended are slices of the received frame, never copied. Fetches go through an incremental fetch
+session (protocol.client.fetch_session): after the first full request, a request names only the partitions
+whose fetch offset, log start offset or leader epoch moved, or which joined or left the round (backing off,
+truncating, moved to another leader), and the response names only the partitions with news. OFFSET_OUT_OF_RANGE (the leader's log moved
 under it, as after an unclean election or DeleteRecords) truncates to where the leader's log is. Errors and
 lost connections back off replica.fetch.backoff.ms and retry; leadership changes come from the controller.
 """
@@ -19,7 +22,7 @@ import gevent
 import gevent.event
 from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest, OffsetForLeaderEpochRequest
 
-from ..protocol.client import Connection
+from ..protocol.client import Connection, FetchSessionHandler
 from ..protocol.errors import Errors, KafkaError
 from ..protocol.hotpath import decode_fetch_response
 
@@ -46,6 +49,7 @@ class ReplicaFetcher:
         self.client = Connection(host, port, f"broker-{self.broker_id}-fetcher-{leader_id}",
                                  cfg["replica.socket.timeout.ms"] / 1000.0)
         self.partitions: dict[tuple[str, int], FetchState] = {}
+        self.session = FetchSessionHandler()
         self.backoff = cfg["replica.fetch.backoff.ms"] / 1000.0
         self.wakeup = gevent.event.Event()
         self.greenlet = gevent.spawn(self._run)
@@ -127,23 +131,43 @@ class ReplicaFetcher:
         """One fetch round; False if there was nothing to fetch."""
         cfg = self.manager.config
         now = gevent.get_hub().loop.now()
-        R = FetchRequest
-        by_topic: dict = {}
+        max_bytes = cfg["replica.fetch.max.bytes"]
+        wanted = {}
         for tp, state in self.partitions.items():
             partition = self._partition(tp)
             if partition is None or state.truncating or state.failed_until > now:
                 continue
-            by_topic.setdefault(tp[0], []).append(R.FetchTopic.FetchPartition(
-                partition=tp[1], current_leader_epoch=state.leader_epoch, fetch_offset=partition.log.log_end_offset,
-                log_start_offset=partition.log.log_start_offset, partition_max_bytes=cfg["replica.fetch.max.bytes"]))
-        if not by_topic:
+            log_ = partition.log
+            wanted[tp] = (log_.log_end_offset, log_.log_start_offset, max_bytes, state.leader_epoch)
+        if not wanted:
             return False
+        session = self.session
+        send, forget = session.build(wanted)
+        R = FetchRequest
+        by_topic: dict = {}
+        for tp, (fetch_offset, log_start, partition_max, leader_epoch) in send:
+            by_topic.setdefault(tp[0], []).append(R.FetchTopic.FetchPartition(
+                partition=tp[1], current_leader_epoch=leader_epoch, fetch_offset=fetch_offset,
+                log_start_offset=log_start, partition_max_bytes=partition_max))
+        forgotten: dict = {}
+        for topic, index in forget:
+            forgotten.setdefault(topic, []).append(index)
         request = R(version=FETCH_VERSION, replica_id=self.broker_id, max_wait_ms=cfg["replica.fetch.wait.max.ms"],
                     min_bytes=cfg["replica.fetch.min.bytes"], max_bytes=cfg["replica.fetch.response.max.bytes"],
-                    isolation_level=0, session_id=0, session_epoch=-1,
+                    isolation_level=0, session_id=session.session_id, session_epoch=session.epoch,
                     topics=[R.FetchTopic(topic=t, partitions=ps) for t, ps in by_topic.items()],
-                    forgotten_topics_data=[], rack_id="")
-        response = decode_fetch_response(self.client.send(request, decode=False), FETCH_VERSION)
+                    forgotten_topics_data=[R.ForgottenTopic(topic=t, partitions=ps) for t, ps in forgotten.items()],
+                    rack_id="")
+        try:
+            response = decode_fetch_response(self.client.send(request, decode=False), FETCH_VERSION)
+        except Exception:
+            session.handle_error()
+            raise
+        if not session.handle_response(response.error_code, response.session_id,
+                                       [(topic, p.partition) for topic, ps in response.topics for p in ps]):
+            log.info("fetcher %d -> broker %d: fetch session %d failed (%s); the next fetch is full",
+                     self.broker_id, self.leader_id, request.session_id, Errors(response.error_code).name)
+            return True
         for topic, partitions in response.topics:
             for p in partitions:
                 tp = (topic, p.partition)

@@ -14,6 +14,7 @@ until every in-sync replica has the records, or REQUEST_TIMED_OUT), fetch (consu
 watermark or, READ_COMMITTED, the last stable offset; followers up to the log end offset; both long-polling
 in the fetch purgatory), offsets by timestamp and delete_records. A follower's fetch moves
 its state on the leader, which may advance the high watermark and complete waiting produces and fetches.
+fetch_sessions is the leader's cache of incremental fetch sessions (fetch_session.py; the Fetch API uses it).
 
 ISR: a task shrinks the ISR of led partitions every replica.lag.time.max.ms / 2; expansions happen on follower
 fetches. Both write the state znode (zkVersion-checked) and, batched, an /isr_change_notification entry.
@@ -40,6 +41,7 @@ from ..metrics import BrokerMetrics
 from ..protocol.errors import Errors, KafkaError
 from ..purgatory.delayed import DelayedOperation, DelayedOperationPurgatory
 from ..records.validator import RecordValidationError
+from .fetch_session import FetchSessionCache
 from .fetcher import ReplicaFetcherManager
 from .partition import Partition
 
@@ -135,6 +137,8 @@ class ReplicaManager:
         self.fetch_purgatory = DelayedOperationPurgatory("Fetch", clock)
         self.produce_purgatory = DelayedOperationPurgatory("Produce", clock)
         self.fetchers = ReplicaFetcherManager(self)
+        self.fetch_sessions = FetchSessionCache(config["max.incremental.fetch.session.cache.slots"],
+                                                config["min.incremental.fetch.session.eviction.ms"])
         # (producer id, __consumer_offsets partition, committed) after a marker there is replicated: the group
         # coordinator makes or drops the producer's pending transactional offsets (server.py wires it).
         self.on_txn_marker_appended = lambda producer_id, offsets_partition, committed: None

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from ..log.config import LogConfig
 from ..log.errors import OffsetOutOfRange, RecordBatchTooLarge
 from ..log.producer_state import ProducerEntry
+from ..log.segment import EMPTY_SLICE
 from ..protocol.errors import Errors, KafkaError
 from ..records.builder import control_batch
 from ..records.entries import CorruptEntry, iter_entries
@@ -224,6 +225,11 @@ class Partition:
         if replica is None:
             return False
         now = self.clock.now_ms()
+        if fetch_offset == leader_leo == replica.log_end_offset == self.log.high_watermark and follower in self.isr:
+            # An idle partition (in-sync follower still at the end, HW there too): only the times move.
+            replica.last_caught_up_ms = max(replica.last_caught_up_ms, now)
+            replica.last_fetch_leader_leo, replica.last_fetch_ms = leader_leo, now
+            return False
         if fetch_offset >= leader_leo:
             replica.last_caught_up_ms = max(replica.last_caught_up_ms, now)
         elif fetch_offset >= replica.last_fetch_leader_leo:
@@ -350,19 +356,23 @@ class Partition:
 
     def read(self, fetch_offset: int, max_bytes: int, isolation_level: int, min_one_message: bool,
              follower: int = -1):
-        """(FetchDataInfo, high watermark, last stable offset, log start offset). Consumers read up to the high
+        """(records as a file slice, high watermark, log start offset). Consumers read up to the high
         watermark (READ_COMMITTED: the last stable offset); a follower reads up to the log end offset and its
-        fetch offset updates its state."""
+        fetch offset updates its state. A fetcher already at the end reads nothing (the common case of an idle
+        partition in a fetch session)."""
         log = self.log
         leo = log.log_end_offset
         limit = self.fetchable_end(isolation_level, follower)
-        try:
-            info = log.read(fetch_offset, max_bytes, max_offset=limit, min_one_message=min_one_message)
-        except OffsetOutOfRange as e:
-            raise KafkaError(Errors.OFFSET_OUT_OF_RANGE, str(e)) from None
+        if fetch_offset == limit:
+            records = EMPTY_SLICE
+        else:
+            try:
+                records = log.read(fetch_offset, max_bytes, max_offset=limit, min_one_message=min_one_message).records
+            except OffsetOutOfRange as e:
+                raise KafkaError(Errors.OFFSET_OUT_OF_RANGE, str(e)) from None
         if follower >= 0:
             self.update_follower_fetch_state(follower, fetch_offset, leo)
-        return info, log.high_watermark, log.last_stable_offset, log.log_start_offset
+        return records, log.high_watermark, log.log_start_offset
 
     def offset_for_timestamp(self, timestamp: int, isolation_level: int):
         """(offset, timestamp, leader epoch) for ListOffsets; latest is the high watermark for consumers (the

@@ -817,8 +817,7 @@ def test_list_offsets_same_partition_twice(env, version):
 
 
 def test_fetch_with_an_unknown_session_id(env):
-    """Sessions are declined (session id 0 in every answer); a session id we never gave is
-    FETCH_SESSION_ID_NOT_FOUND at the top level, as Kafka 2.8 answers."""
+    """A session id we never gave is FETCH_SESSION_ID_NOT_FOUND at the top level, as Kafka 2.8 answers."""
     req = fetch_request(MAIN, 0, 0, version=11)
     req.session_id, req.session_epoch = 123456, 1
     c = client_for(env.broker)

@@ -9,6 +9,7 @@ be added here, once, for every outgoing connection.
 
 - Connection: one broker; send/submit/receive, pipelining, acks=0, timeouts (connection.py)
 - ClusterClient: bootstrap, metadata cache, leader/controller/coordinator routing, retries (cluster.py)
+- FetchSessionHandler: the client side of incremental fetch sessions, KIP-227 (fetch_session.py)
 - KafkaError (protocol.errors) with Unreachable, ConnectionLost, TimedOut and the one RETRIABLE set (errors.py)
 """
 from ..errors import Errors, KafkaError, error_name
@@ -16,8 +17,9 @@ from .cluster import (EARLIEST, GROUP, LATEST, TRANSACTION, Broker, ClusterClien
                       TopicPartition, is_retriable, parse_bootstrap)
 from .connection import KAFKA_28_MAX, Connection, api_name
 from .errors import COORDINATOR_ERRORS, RETRIABLE, ConnectionLost, TimedOut, Unreachable, error_text
+from .fetch_session import FetchSessionHandler
 
 __all__ = ["Errors", "KafkaError", "error_name", "EARLIEST", "LATEST", "GROUP", "TRANSACTION", "Broker", "ClusterClient", "Metadata",
            "PartitionInfo", "TopicInfo", "TopicPartition", "is_retriable", "parse_bootstrap", "KAFKA_28_MAX",
-           "Connection", "api_name", "COORDINATOR_ERRORS", "RETRIABLE", "ConnectionLost", "TimedOut",
+           "Connection", "api_name", "FetchSessionHandler", "COORDINATOR_ERRORS", "RETRIABLE", "ConnectionLost", "TimedOut",
            "Unreachable", "error_text"]
