@@ -109,7 +109,9 @@ def test_find_coordinator_key_type_1_creates_transaction_state(txn_cluster):
     config = txn_cluster.zk.get_entity_config("topics", TXN_TOPIC)
     assert config["cleanup.policy"] == "compact" and config["min.insync.replicas"] == "2"
     assert config["segment.bytes"] == str(100 * 1024 * 1024)
-    answer = find_txn_coordinator(coordinator, "tx-a")
+    # The coordinator named by one broker may itself learn of the new topic a moment later.
+    answer = wait_until(lambda: (r := find_txn_coordinator(coordinator, "tx-a")).error_code == 0 and r, 20,
+                        message="the coordinator naming itself")
     partition = partition_for("tx-a", 50)
 
     def leader_served_by_boot():
