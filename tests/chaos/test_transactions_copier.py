@@ -39,6 +39,25 @@ class Stuck(Exception):
     """send_offsets_to_transaction did not return well after its timeout (librdkafka #5511/#5456)."""
 
 
+def send_offsets(producer: Producer, offsets: list, group) -> None:
+    """producer.send_offsets_to_transaction, waited for until a few seconds past its timeout: Stuck after that
+    (the call goes on in its own thread, which keeps the producer alive)."""
+    failure: list = []
+    done = threading.Event()
+
+    def call():
+        try:
+            producer.send_offsets_to_transaction(offsets, group, TXN_TIMEOUT_S)
+        except KafkaException as e:
+            failure.append(e)
+        done.set()
+    threading.Thread(target=call, name="send-offsets", daemon=True).start()
+    if not done.wait(TXN_TIMEOUT_S + 5):
+        raise Stuck()
+    if failure:
+        raise failure[0]
+
+
 class Copier:
     """Copies one input partition to the output topic in transactions; aborts about 1/3 of them (seeded) and
     rewinds to the group's committed offset; `restart` makes it drop its producer mid-transaction and start over
@@ -89,25 +108,6 @@ class Copier:
             self.producer.purge()
         self.consumer = self.producer = None
 
-    def _send_offsets(self, offsets: list) -> None:
-        """send_offsets_to_transaction, waited for until a few seconds past its timeout: Stuck after that (the
-        call goes on in its thread)."""
-        producer, group = self.producer, self.consumer.consumer_group_metadata()
-        failure: list = []
-        done = threading.Event()
-
-        def call():
-            try:
-                producer.send_offsets_to_transaction(offsets, group, TXN_TIMEOUT_S)
-            except KafkaException as e:
-                failure.append(e)
-            done.set()
-        threading.Thread(target=call, name=f"send-offsets-{self.partition}", daemon=True).start()
-        if not done.wait(TXN_TIMEOUT_S + 5):
-            raise Stuck()
-        if failure:
-            raise failure[0]
-
     # -- the copy loop ------------------------------------------------------------------------------------------
 
     def _batch(self) -> list:
@@ -135,7 +135,8 @@ class Copier:
         next_offset = msgs[-1].offset() + 1
         self._at("send_offsets_to_transaction")
         try:
-            self._send_offsets([TopicPartition(IN, self.partition, next_offset)])
+            send_offsets(self.producer, [TopicPartition(IN, self.partition, next_offset)],
+                         self.consumer.consumer_group_metadata())
         except Stuck:
             self.stuck += 1
             self.errors.append(f"p{self.partition}: send_offsets_to_transaction stuck; new producer")
@@ -332,3 +333,45 @@ def test_transactional_copiers_exactly_once_through_kills_bounces_and_copier_res
     assert not concurrent_dups, (f"the concurrent read_committed reader saw {len(concurrent_dups)} duplicates "
                                  f"(e.g. {sorted(concurrent_dups.items())[:5]}) in {len(reader.values)}; {summary}")
     assert set(reader.values) <= inputs
+
+
+def test_a_producer_left_in_send_offsets_after_its_group_coordinator_bounced_is_fenced_by_its_replacement(
+        cluster_factory):
+    """The copier's way out of librdkafka #5511: the producer's group coordinator is clean-bounced and the producer
+    refreshes its metadata while that broker is down (librdkafka then sits in send_offsets_to_transaction); a new
+    producer with the same transactional id fences it. What the stuck producer wrote and the offsets it sent never
+    become visible; the new producer's transaction commits."""
+    c = cluster_factory(3, **{**FAST, "offsets.topic.num.partitions": 3, "transaction.state.log.num.partitions": 3})
+    create_topic(c, IN, 1, 3)
+    create_topic(c, OUT, OUT_PARTITIONS, 3)
+    group_member = Consumer({"bootstrap.servers": c.bootstrap, "group.id": GROUP, "enable.auto.commit": False})
+    group = group_member.consumer_group_metadata()
+    config = {"bootstrap.servers": c.bootstrap, "transactional.id": "copier", "transaction.timeout.ms": 60000}
+    stuck = Producer(config)
+    stuck.init_transactions(30)
+    stuck.begin_transaction()
+    stuck.produce(OUT, b"committed")
+    send_offsets(stuck, [TopicPartition(IN, 0, 1)], group)
+    stuck.commit_transaction(30)
+    stuck.begin_transaction()
+    stuck.produce(OUT, b"fenced")
+    assert stuck.flush(30) == 0
+    coordinator = coordinator_of(c, GROUP)
+    assert coordinator.terminate(30) == 0, coordinator.log(30)
+    assert coordinator.id not in stuck.list_topics(timeout=10).brokers
+    coordinator.start()
+    c.wait_ready([coordinator.id], timeout=30)
+    try:   # librdkafka 2.16 stays in the call; whatever it does, the replacement fences its transaction
+        send_offsets(stuck, [TopicPartition(IN, 0, 2)], group)
+    except (Stuck, KafkaException):
+        pass
+
+    replacement = Producer(config)
+    replacement.init_transactions(30)
+    replacement.begin_transaction()
+    replacement.produce(OUT, b"replacement")
+    send_offsets(replacement, [TopicPartition(IN, 0, 3)], group)
+    replacement.commit_transaction(30)
+    assert group_member.committed([TopicPartition(IN, 0)], timeout=20)[0].offset == 3
+    group_member.close()
+    assert sorted(read_all_committed(c.bootstrap, 2).values) == [b"committed", b"replacement"]
