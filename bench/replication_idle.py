@@ -1,0 +1,101 @@
+"""What idle replication costs (issue 15 item 2): the brokers' CPU while followers keep `--partitions`
+partitions (RF 3) in sync and nothing is produced, with incremental fetch sessions (KIP-227, the default) and
+without them (`max.incremental.fetch.session.cache.slots=0`: every fetch round names every partition, as before
+sessions), in the same run.
+
+For each mode: ZooKeeper and three brokers (kbroker.cluster's launcher, free ports, a temp dir), one topic of
+`--partitions` partitions with RF 3, a wait until every partition has its three replicas in sync and the
+brokers' CPU is steady (two consecutive `--settle`-second windows within 10 %: the brokers finish applying
+LeaderAndIsr and creating logs first), then the brokers' user + system CPU time (from /proc) over `--seconds`. The ratio is with sessions ÷ without; the anchor is the issue's "idle followers of 10 K partitions
+must not burn a third of a core".
+
+    .venv/bin/python -m bench.replication_idle [--partitions 10000] [--seconds 10]
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if REPO not in sys.path:
+    sys.path.insert(0, REPO)
+
+from bench._common import bench_parser, log, print_table  # noqa: E402
+from kbroker import cluster as dev_cluster  # noqa: E402
+from kbroker.cluster import free_port, free_port_range, wait_until  # noqa: E402
+from zk import admin as zk_admin  # noqa: E402
+from zk.client import KafkaZkClient  # noqa: E402
+
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (/proc/PID/stat fields 14 and 15)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / _TICK
+
+
+def idle_cpu(tmp_dir: str | None, partitions: int, settle: float, seconds: float,
+             props: tuple[str, ...]) -> tuple[list[float], float]:
+    """(each broker's CPU cores used while idle, seconds from the topic's creation until the CPU was steady)."""
+    data = tempfile.mkdtemp(prefix="kbroker-bench-idle-", dir=tmp_dir)
+    try:
+        state = dev_cluster.up(data, 3, free_port(), free_port_range(3), timeout=120, overrides=props)
+        zk = KafkaZkClient(state["zookeeper"]["connect"], 30000).start()
+        try:
+            started = time.monotonic()
+            zk_admin.AdminZkClient(zk).create_topic("idle", {}, partitions=partitions, replication_factor=3)
+            tps = [("idle", p) for p in range(partitions)]
+            wait_until(lambda: all(s and len(s.isr) == 3 for s in zk.get_partition_states(tps).values()), 1200, 1.0)
+        finally:
+            zk.close()
+        pids = [b["pid"] for b in state["brokers"]]
+        steady_by, last = time.monotonic() + 600, None
+        while time.monotonic() < steady_by:   # the brokers are still applying LeaderAndIsr, creating logs...
+            now = sum(usage(pids, settle))
+            if last is not None and abs(now - last) <= 0.1 * max(last, 0.01):
+                break
+            last = now
+        steady = time.monotonic() - started
+        return usage(pids, seconds), steady
+    finally:
+        dev_cluster.down(data)
+        shutil.rmtree(data, ignore_errors=True)
+
+
+def usage(pids: list[int], seconds: float) -> list[float]:
+    """Each process's CPU cores used over the next `seconds`."""
+    before, t0 = [cpu_seconds(p) for p in pids], time.monotonic()
+    time.sleep(seconds)
+    elapsed = time.monotonic() - t0
+    return [(cpu_seconds(p) - b) / elapsed for p, b in zip(pids, before)]
+
+
+def main() -> None:
+    parser = bench_parser("replication_idle", __doc__)
+    parser.add_argument("--partitions", type=int, default=2000, help="partitions of the idle topic (RF 3)")
+    parser.add_argument("--seconds", type=float, default=10.0, help="how long the idle CPU is measured")
+    parser.add_argument("--settle", type=float, default=3.0,
+                        help="window of the steadiness check after every replica is in sync")
+    args = parser.parse_args()
+    rows, total = [], {}
+    for mode, props in (("fetch sessions (default)", ()),
+                        ("no sessions (cache slots 0)", ("max.incremental.fetch.session.cache.slots=0",))):
+        log(f"{mode}: {args.partitions} partitions, RF 3")
+        cores, steady = idle_cpu(args.tmp_dir, args.partitions, args.settle, args.seconds,
+                                  tuple(args.broker_prop) + props)
+        total[mode] = sum(cores)
+        rows.append([mode, f"{steady:.1f}", " / ".join(f"{c:.3f}" for c in cores), f"{sum(cores):.3f}"])
+    with_s, without = total.values()
+    rows.append(["with ÷ without", "", "", f"{with_s / without:.2f}" if without else "-"])
+    print_table(f"Idle replication, 3 brokers, {args.partitions} partitions RF 3, CPU over {args.seconds:g} s "
+                f"(anchor: idle followers of 10 K partitions must not burn 1/3 of a core)",
+                ["mode", "steady after (s)", "cores per broker", "cores, all brokers"], rows)
+
+
+if __name__ == "__main__":
+    main()
