@@ -5,9 +5,10 @@ sessions), in the same run.
 
 For each mode: ZooKeeper and three brokers (kbroker.cluster's launcher, free ports, a temp dir), one topic of
 `--partitions` partitions with RF 3, a wait until every partition has its three replicas in sync and the
-brokers' CPU is steady (two consecutive `--settle`-second windows within 10 %: the brokers finish applying
-LeaderAndIsr and creating logs first), then the brokers' user + system CPU time (from /proc) over `--seconds`. The ratio is with sessions ÷ without; the anchor is the issue's "idle followers of 10 K partitions
-must not burn a third of a core".
+brokers' CPU is steady (two consecutive `--settle`-second windows within 10 %: the brokers first finish applying
+LeaderAndIsr and creating logs), then the brokers' user + system CPU time (from /proc) over `--seconds`. The
+ratio is with sessions ÷ without; the anchor is the issue's "idle followers of 10 K partitions must not burn a
+third of a core".
 
     .venv/bin/python -m bench.replication_idle [--partitions 10000] [--seconds 10]
 """
