@@ -11,7 +11,12 @@ watermark passes its marker. The first unstable offset is the smallest first off
 unreplicated transactions; the partition's last stable offset is min(first unstable offset, high watermark).
 Leader-side checks: a marker with an epoch below the producer's (INVALID_PRODUCER_EPOCH) or an older
 coordinator epoch (TRANSACTION_COORDINATOR_FENCED), a non-transactional batch from a producer with an open
-transaction (INVALID_TXN_STATE); replicas and replay apply whatever the log holds.
+transaction (INVALID_TXN_STATE); replicas and replay apply whatever the log holds. Beyond Kafka: a
+transactional batch is a duplicate only of a batch of the producer's open transaction. Kafka also answers a
+batch repeating the sequence range of a batch in an ended transaction as a duplicate (success, nothing
+appended); a client that reuses sequence numbers after an abort without bumping its epoch (librdkafka 2.16 did,
+after a broker was killed under an in-flight batch) then loses the new transaction's records on that partition
+while the transaction commits. Here such a batch gets OUT_OF_ORDER_SEQUENCE_NUMBER: the transaction aborts.
 
 Snapshots (Kafka 2.8's): the log takes one at every segment roll, named by the new segment's base offset,
 and one at close (the log end offset); `load` (Log.rebuildProducerState) reads the newest usable snapshot at or
@@ -137,7 +142,8 @@ class ProducerStateManager:
                                  f"sequence number must be 0, not {first_seq}")
             return None
         duplicate = entry.find_duplicate(epoch, first_seq, last_seq)
-        if duplicate is not None:
+        if duplicate is not None and (not transactional or
+                                      0 <= entry.current_txn_first_offset <= duplicate.first_offset):
             return duplicate
         if epoch < entry.epoch:
             raise KafkaError(Errors.INVALID_PRODUCER_EPOCH,

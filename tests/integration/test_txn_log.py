@@ -17,8 +17,8 @@ from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
 
 from tests.clients._util import raw_request
 from tests.integration.conftest import wait_until
-from tests.integration.test_produce_fetch_bad_input import (NONE, TIMEOUT, create_topic, init_producer_id,
-                                                            v2_batch, wait_leader)
+from tests.integration.test_produce_fetch_bad_input import (NONE, OUT_OF_ORDER_SEQUENCE_NUMBER, TIMEOUT, create_topic,
+                                                            init_producer_id, v2_batch, wait_leader)
 from tests.txn_helpers import produce_txn, txn_batch, write_markers
 
 INVALID_RECORD = 87
@@ -87,6 +87,23 @@ def test_markers_are_control_batches_with_kafkas_checks(env):
         {("mk", 0): INVALID_PRODUCER_EPOCH}, {("mk", 0): TRANSACTION_COORDINATOR_FENCED},
         {("nope", 0): UNKNOWN_TOPIC_OR_PARTITION}]
     assert len(batches(fetch_partition(b, "mk", 0, READ_UNCOMMITTED).records)) == 5
+
+
+def test_a_batch_repeating_one_of_an_aborted_transaction_is_refused_not_swallowed(env):
+    """The sequence range of an aborted transaction's batch sent again in the next transaction (same epoch: what
+    librdkafka did after a broker was killed under the batch) is OUT_OF_ORDER_SEQUENCE_NUMBER, so that transaction
+    aborts; Kafka answers it as a duplicate and the records are acknowledged without being appended."""
+    c, b = env
+    new_topic(c, b, "reuse")
+    pid, epoch = init_producer_id(b)
+    first = txn_batch([b"a", b"b"], pid, epoch, 0)
+    assert produce_txn(b, "reuse", first).error_code == NONE
+    assert produce_txn(b, "reuse", first).base_offset == 0                     # a retry in the transaction
+    assert write_markers(b, [(pid, epoch, False, 3, "reuse", [0])]) == [{("reuse", 0): NONE}]
+    again = produce_txn(b, "reuse", txn_batch([b"a2", b"b2"], pid, epoch, 0))
+    assert again.error_code == OUT_OF_ORDER_SEQUENCE_NUMBER
+    assert produce_txn(b, "reuse", txn_batch([b"c"], pid, epoch, 2)).error_code == NONE
+    assert [o for o, _, _ in batches(fetch_partition(b, "reuse", 0, READ_UNCOMMITTED).records)] == [0, 2, 3]
 
 
 def test_non_transactional_batch_during_an_open_transaction_and_control_batches_from_clients(env):

@@ -118,6 +118,21 @@ def test_transactions_open_complete_and_hold_the_first_unstable_offset(tmp_path)
     assert m.first_unstable_offset(17) == 12 and m.first_unstable_offset(18) is None
 
 
+def test_a_transactional_batch_repeating_one_of_an_ended_transaction_is_out_of_order_not_a_duplicate(tmp_path):
+    """Beyond Kafka (which answers it as a duplicate): a client reusing an aborted transaction's sequence numbers
+    in its next transaction (same epoch) would see the new records acknowledged and never appended."""
+    m = manager(tmp_path)
+    m.update(7, 0, 0, 16, 273, 289, 1, transactional=True)
+    dup = m.check(7, 0, 0, 16, transactional=True)               # a retry within the open transaction
+    assert (dup.first_offset, dup.last_offset) == (273, 289)
+    m.complete_txn(7, 0, False, 1, 306)                          # ABORT
+    assert code_of(lambda: m.check(7, 0, 0, 16, transactional=True)) == Errors.OUT_OF_ORDER_SEQUENCE_NUMBER
+    assert m.check(7, 0, 0, 16) is not None                      # an idempotent (non-transactional) retry: as Kafka
+    assert m.check(7, 0, 17, 20, transactional=True) is None     # the next transaction goes on in sequence
+    m.update(7, 0, 17, 20, 310, 313, 1, transactional=True)
+    assert m.check(7, 0, 17, 20, transactional=True).first_offset == 310
+
+
 def test_marker_checks(tmp_path):
     m = manager(tmp_path)
     m.check_marker(9, 0, 0)                                   # unknown producer: fine
