@@ -22,12 +22,12 @@ from __future__ import annotations
 import time
 from dataclasses import asdict, dataclass
 
-from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
+from kafka.protocol.consumer import FetchRequest
 
 from zk.client import KafkaZkClient
 from kbroker.coordinator.transaction.state import TRANSACTION_STATE_TOPIC, partition_for, transactions_from_log
 from kbroker.coordinator.transaction.views import STATE_NAMES
-from kbroker.protocol.client import (Broker, ClusterClient, Errors, KafkaError, TopicPartition, Unreachable,
+from kbroker.protocol.client import (EARLIEST, Broker, ClusterClient, Errors, KafkaError, TopicPartition, Unreachable,
                                      error_name, error_text)
 from kbroker.protocol.client.requests import fetch_request
 from kbroker.protocol.hotpath import decode_fetch_response
@@ -97,7 +97,7 @@ def _log_batches(client: ClusterClient, leader: Broker, partition: int, deadline
     """(view, Entry) of every batch of a `__transaction_state` partition, fetched from its leader as a consumer
     does (so up to the high watermark the first answer gave)."""
     version = client.connection(leader.address, deadline).version_for(FetchRequest, 4)
-    offset, end = _log_start(client, leader, partition, deadline), None
+    offset, end = _log_start(client, partition), None
     while end is None or offset < end:
         body = client.send(leader, lambda c: fetch_request(version, TRANSACTION_STATE_TOPIC, partition, offset,
                                                            _FETCH_BYTES, max_wait_ms=0), deadline, decode=False)
@@ -116,17 +116,13 @@ def _log_batches(client: ClusterClient, leader: Broker, partition: int, deadline
             return
 
 
-def _log_start(client: ClusterClient, leader: Broker, partition: int, deadline: float) -> int:
+def _log_start(client: ClusterClient, partition: int) -> int:
     """The partition's log start offset (ListOffsets EARLIEST to its leader)."""
-    R = ListOffsetsRequest
-    r = client.send(leader, lambda c: R(version=1, replica_id=-1, topics=[R.ListOffsetsTopic(
-        name=TRANSACTION_STATE_TOPIC, partitions=[R.ListOffsetsTopic.ListOffsetsPartition(
-            partition_index=partition, timestamp=-2)])]), deadline)
-    p = r.topics[0].partitions[0]
-    if p.error_code:
-        raise KafkaError(p.error_code, f"ListOffsets {TRANSACTION_STATE_TOPIC}-{partition} from broker "
-                                       f"{leader.node_id}: {error_name(p.error_code)}")
-    return p.offset
+    tp = TopicPartition(TRANSACTION_STATE_TOPIC, partition)
+    code, offset = client.list_offsets({tp: EARLIEST})[tp]
+    if code:
+        raise KafkaError(code, f"ListOffsets {tp}: {error_name(code)}")
+    return offset
 
 
 def _read_partition(zk: KafkaZkClient, client: ClusterClient, partition: int,
