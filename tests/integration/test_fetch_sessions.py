@@ -132,6 +132,19 @@ def test_errors_in_a_session_are_sent_every_time(broker, fetcher):
     fetcher.fetch(sid, -1)
 
 
+def test_hostile_session_metadata_gets_session_errors_and_the_broker_stays_up(broker, fetcher):
+    # Negative ids and epochs below -1 name no session; forgetting partitions a session never had changes nothing.
+    for session_id, epoch in ((-3, 1), (-3, -5), (0, -7), (0, 5), (2 ** 31 - 1, 2 ** 31 - 1)):
+        assert fetcher.fetch(session_id, epoch, [(0, 0)])[:2] == (FETCH_SESSION_ID_NOT_FOUND, 0)
+    end = end_offset(fetcher, 0)
+    _, sid, _ = fetcher.fetch(0, 0, [(0, end)])
+    assert fetcher.fetch(sid, 1, forget=[1, 2, 9, 2 ** 31 - 1]) == (NONE, sid, {})
+    produce(broker, 0, 1)
+    error, _, got = fetcher.fetch(sid, 2)
+    assert error == NONE and list(got) == [0] and got[0][1] == end + 1
+    fetcher.fetch(sid, -1)
+
+
 def test_session_errors(broker, fetcher):
     _, sid, _ = fetcher.fetch(0, 0, [(0, end_offset(fetcher, 0))])
     assert fetcher.fetch(sid, 5)[:2] == (INVALID_FETCH_SESSION_EPOCH, 0)
