@@ -23,6 +23,9 @@ class ConfigError(ValueError):
     pass
 
 
+LISTENER_PREFIX = "listener.name."
+
+
 _MB = 1024 * 1024
 # name -> ConfigKey (type, default, check): the static settings, then the dynamic ones (zk.broker_config)
 SETTINGS: dict[str, ConfigKey] = {
@@ -49,6 +52,33 @@ SETTINGS: dict[str, ConfigKey] = {
     "socket.receive.buffer.bytes": ConfigKey("int", 100 * 1024),
     "connections.max.idle.ms": ConfigKey("long", 600000),
     "queued.max.requests": ConfigKey("int", 500, at_least(1)),
+    # TLS (PEM stores only, KIP-651); each may be given per listener as listener.name.<listener>.<key>
+    "ssl.keystore.type": ConfigKey("string", "JKS"),
+    "ssl.keystore.location": ConfigKey("string"),
+    "ssl.keystore.password": ConfigKey("password"),
+    "ssl.keystore.key": ConfigKey("password"),
+    "ssl.keystore.certificate.chain": ConfigKey("password"),
+    "ssl.key.password": ConfigKey("password"),
+    "ssl.truststore.type": ConfigKey("string", "JKS"),
+    "ssl.truststore.location": ConfigKey("string"),
+    "ssl.truststore.password": ConfigKey("password"),
+    "ssl.truststore.certificates": ConfigKey("password"),
+    "ssl.client.auth": ConfigKey("string", "none", one_of("required", "requested", "none")),
+    "ssl.principal.mapping.rules": ConfigKey("string", "DEFAULT"),
+    "ssl.protocol": ConfigKey("string", "TLSv1.3"),
+    "ssl.enabled.protocols": ConfigKey("list", ["TLSv1.2", "TLSv1.3"]),
+    "ssl.cipher.suites": ConfigKey("list", []),
+    "ssl.endpoint.identification.algorithm": ConfigKey("string", "https"),
+    # SASL; sasl.jaas.config is given per listener and mechanism: listener.name.<l>.<mechanism>.sasl.jaas.config
+    "sasl.enabled.mechanisms": ConfigKey("list", ["GSSAPI"]),
+    "sasl.mechanism.inter.broker.protocol": ConfigKey("string", "GSSAPI"),
+    "sasl.jaas.config": ConfigKey("password"),
+    "connection.failed.authentication.delay.ms": ConfigKey("int", 100, at_least(0)),
+    "connections.max.reauth.ms": ConfigKey("long", 0, at_least(0)),
+    # authorization (kafka.security.authorizer.AclAuthorizer's settings)
+    "authorizer.class.name": ConfigKey("string", ""),
+    "super.users": ConfigKey("string"),
+    "allow.everyone.if.no.acl.found": ConfigKey("boolean", False),
     # Prometheus endpoint (kbroker's own settings): -1 turns it off, 0 binds any free port
     "metrics.port": ConfigKey("int", -1, rule(lambda v: -1 <= v <= 65535,
                                                    "a port, 0 (any free port) or -1 (off)")),
@@ -203,6 +233,9 @@ class BrokerConfig:
     """Validated broker settings; read with cfg["log.segment.bytes"]."""
 
     def __init__(self, props: dict[str, str]):
+        # listener.name.<listener>.[<mechanism>.]<key>: per-listener overrides, kept as given (listener_value)
+        self.listener_overrides = {k: v for k, v in props.items() if k.startswith(LISTENER_PREFIX)}
+        props = {k: v for k, v in props.items() if k not in self.listener_overrides}
         unknown = sorted(k for k in props if k not in SETTINGS)
         if unknown:
             raise ConfigError(f"Unknown configuration {unknown[0]!r}" +
@@ -284,6 +317,16 @@ class BrokerConfig:
 
     def __getitem__(self, key: str):
         return self.values[key]
+
+    def listener_value(self, listener: str, key: str, mechanism: str | None = None):
+        """The setting for one listener, as Kafka resolves it: listener.name.<listener lower case>.[<mechanism
+        lower case>.]<key> when given, else the broker-wide value (typed as the broker-wide setting)."""
+        prefix = f"{LISTENER_PREFIX}{listener.lower()}."
+        for name in ([f"{prefix}{mechanism.lower()}.{key}"] if mechanism else []) + [f"{prefix}{key}"]:
+            if name in self.listener_overrides:
+                raw = self.listener_overrides[name]
+                return _convert(key, raw) if key in SETTINGS else raw
+        return self.values.get(key)
 
     @property
     def broker_id(self) -> int:

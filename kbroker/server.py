@@ -156,7 +156,7 @@ class KafkaServer:
                                                               cfg["transaction.state.log.num.partitions"]))
 
         self.socket_server = SocketServer(
-            lambda frame, listener, address: api.dispatch(frame, self, listener, address), cfg, cfg.listeners,
+            lambda frame, session: api.dispatch(frame, self, session), cfg, cfg.listeners,
             cfg["socket.request.max.bytes"])
         try:
             self.socket_server.bind()

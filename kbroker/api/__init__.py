@@ -52,11 +52,24 @@ REGISTRY = {m.API_KEY: m for m in API_MODULES}
 class RequestContext:
     """What a handler may know about the request besides its body."""
     broker: Any               # the KafkaServer
-    listener: str             # listener name the request arrived on
-    client_address: tuple
+    session: Any              # network.server.Session: listener, security protocol, address, principal
     client_id: str | None
     api_version: int
     correlation_id: int
+
+    @property
+    def listener(self) -> str:
+        """The listener name the request arrived on."""
+        return self.session.listener
+
+    @property
+    def client_address(self) -> tuple:
+        return self.session.client_address
+
+    @property
+    def principal(self) -> str:
+        """The authenticated principal, "User:<name>" (User:ANONYMOUS on PLAINTEXT)."""
+        return self.session.principal
 
 
 def _frame(header: bytes, body) -> list:
@@ -84,7 +97,7 @@ def decode_body(request_class, body: memoryview, version: int):
     return request
 
 
-def dispatch(frame: memoryview, broker, listener: str, client_address) -> list | None:
+def dispatch(frame: memoryview, broker, session) -> list | None:
     """Decode one request frame, run its handler, return the whole response frame (size prefix included)
     as a list of pieces, or None when no response is due. Counts the request and its time in the broker's
     metrics (Fetch as FetchConsumer or FetchFollower, as Kafka's request metrics) and logs it on the request
@@ -105,7 +118,7 @@ def dispatch(frame: memoryview, broker, listener: str, client_address) -> list |
     pos = skip_tagged_fields(frame, header.size) if flexible else header.size
     decode = getattr(module, "decode", None)
     request = decode(frame[pos:], version) if decode else decode_body(module.REQUEST, frame[pos:], version)
-    ctx = RequestContext(broker, listener, client_address, header.client_id, version, header.correlation_id)
+    ctx = RequestContext(broker, session, header.client_id, version, header.correlation_id)
     response = module.handle(request, ctx)
     body = None
     if response is not None:
@@ -117,8 +130,8 @@ def dispatch(frame: memoryview, broker, listener: str, client_address) -> list |
     broker.metrics.request_done(name, version, elapsed)
     if request_log.isEnabledFor(logging.DEBUG):
         request_log.debug("Completed request: %s v%d correlation_id=%d client_id=%s from %s:%s on %s in %.3f ms%s",
-                          name, version, header.correlation_id, header.client_id, client_address[0],
-                          client_address[1], listener, elapsed * 1000, "" if body is not None else " (no response)")
+                          name, version, header.correlation_id, header.client_id, session.client_address[0],
+                          session.client_address[1], session.listener, elapsed * 1000, "" if body is not None else " (no response)")
     if body is None:
         return None
     # ApiVersions responses always use header v0, whatever the body version.

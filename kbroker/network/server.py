@@ -10,8 +10,10 @@ max.connections.per.ip.overrides "host:count,...") and max.connections (not coun
 listener, which Kafka protects). A connection over a limit is closed at once; Kafka closes it too for the
 per-IP limit but makes it wait in the accept queue for the broker-wide one.
 
-The server knows frames, not APIs: the broker hands it the dispatcher (frame -> response pieces), so nothing
-under network/ imports api/ (DESIGN.md §5).
+The server knows frames, not APIs: the broker hands it the dispatcher (frame, session -> response pieces), so
+nothing under network/ imports api/ (DESIGN.md §5). A Session is the connection's identity as requests see it:
+the listener it came in on, that listener's security protocol, the peer address and the authenticated principal
+(Kafka's KafkaPrincipal as "User:<name>"; User:ANONYMOUS until TLS or SASL says otherwise).
 """
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ import logging
 import os
 import socket
 import struct
+from dataclasses import dataclass
 
 import gevent
 from gevent.server import StreamServer
@@ -79,9 +82,25 @@ def send_pieces(sock, pieces) -> None:
         sock.sendall(pending)
 
 
+ANONYMOUS = "User:ANONYMOUS"
+
+
+@dataclass
+class Session:
+    """Who is on the other end of one connection (Kafka's RequestContext principal, listener and address)."""
+    listener: str                 # listener name, e.g. "PLAINTEXT"
+    security_protocol: str        # PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL
+    client_address: tuple         # (ip, port)
+    principal: str = ANONYMOUS    # "User:<name>"
+
+    @property
+    def client_host(self) -> str:
+        return str(self.client_address[0])
+
+
 class SocketServer:
     def __init__(self, dispatch, config, listeners, max_request_bytes: int):
-        """dispatch(frame, listener name, client address) -> the response pieces, or None when none is due;
+        """dispatch(frame, session) -> the response pieces, or None when none is due;
         config: the broker's (live) config, for the connection limits."""
         self.dispatch = dispatch
         self.config = config
@@ -97,7 +116,7 @@ class SocketServer:
         """Bind every listener now (so a clash fails startup before anything is registered)."""
         for listener in self.listeners:
             host = listener.host or "0.0.0.0"
-            server = StreamServer((host, listener.port), self._handler(listener.name), backlog=1024)
+            server = StreamServer((host, listener.port), self._handler(listener), backlog=1024)
             server.init_socket()
             self.servers[listener.name] = server
             self.bound_ports[listener.name] = server.socket.getsockname()[1]
@@ -115,7 +134,9 @@ class SocketServer:
             except OSError:
                 pass
 
-    def _handler(self, listener_name: str):
+    def _handler(self, listener):
+        listener_name, protocol = listener.name, listener.security_protocol
+
         def handle(sock, address):
             # As Kafka: no Nagle delay on responses (a response's last partial segment would otherwise wait
             # for the client's delayed ACK, ~40 ms).
@@ -131,7 +152,7 @@ class SocketServer:
             self.per_ip[ip] = self.per_ip.get(ip, 0) + 1
             self.counted += counted
             try:
-                self._serve(sock, address, listener_name)
+                self._serve(sock, address, Session(listener_name, protocol, address))
             finally:
                 self.connections.discard(sock)
                 self.counted -= counted
@@ -154,7 +175,7 @@ class SocketServer:
             return f"too many connections (max.connections={cfg['max.connections']})"
         return None
 
-    def _serve(self, sock, address, listener_name: str) -> None:
+    def _serve(self, sock, address, session: Session) -> None:
         while True:
             head = read_exact(sock, 4)
             if head is None:
@@ -169,7 +190,7 @@ class SocketServer:
                 log.debug("connection from %s:%s closed mid-request", *address[:2])
                 return
             try:
-                out = self.dispatch(memoryview(frame), listener_name, address)
+                out = self.dispatch(memoryview(frame), session)
             except CloseConnection as e:
                 log.warning("closing connection from %s:%s: %s", address[0], address[1], e)
                 return
