@@ -22,6 +22,7 @@ from kafka.protocol.producer import InitProducerIdRequest, ProduceRequest
 from ..errors import Errors, KafkaError, error_name
 from ..hotpath import FetchPartitionData, decode_fetch_response
 from .connection import Connection
+from .security import ClientSecurity
 from .requests import fetch_request, produce_request
 from .errors import (COORDINATOR_ERRORS, COORDINATOR_MOVED, RETRIABLE, ConnectionLost, TimedOut, Unreachable,
                      error_text)
@@ -119,10 +120,12 @@ def is_retriable(e: KafkaError) -> bool:
 class ClusterClient:
     """Blocking requests to a cluster reached through bootstrap servers ('h:p,...' or [(host, port)])."""
 
-    def __init__(self, bootstrap, client_id: str, timeout: float = 30.0):
+    def __init__(self, bootstrap, client_id: str, timeout: float = 30.0, security: ClientSecurity | None = None):
+        """security: how to reach the brokers' listener (TLS, SASL login); plaintext when None."""
         self.bootstrap = parse_bootstrap(bootstrap) if isinstance(bootstrap, str) else list(bootstrap)
         self.client_id = client_id
         self.timeout = timeout
+        self.security = security
         self.connections: dict[tuple[str, int], Connection] = {}
         self.cached: Metadata | None = None
         self._coordinators: dict[tuple[int, str], Broker] = {}
@@ -172,7 +175,7 @@ class ClusterClient:
         """The connection to address, opened (with ApiVersions) if need be."""
         c = self.connections.get(address)
         if c is None:
-            c = Connection(*address, self.client_id, self.timeout)
+            c = Connection(*address, self.client_id, self.timeout, self.security)
             c.connect(self.remaining(deadline))
             try:
                 r = c.send(ApiVersionsRequest(version=0), self.remaining(deadline))

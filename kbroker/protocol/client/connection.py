@@ -18,6 +18,7 @@ from collections import deque
 from ..errors import Errors, KafkaError
 from ..header import request_header, skip_tagged_fields
 from .errors import ConnectionLost
+from .security import ClientSecurity
 
 _SIZE = struct.Struct(">i")
 _JOIN_MAX = 1 << 16     # bodies up to this size go out in one send with their header
@@ -45,8 +46,11 @@ def api_name(request) -> str:
 class Connection:
     """A connection to host:port; connects on first use (or connect()), reconnects after close()."""
 
-    def __init__(self, host: str, port: int, client_id: str, timeout: float = 30.0):
+    def __init__(self, host: str, port: int, client_id: str, timeout: float = 30.0,
+                 security: ClientSecurity | None = None):
+        """security: TLS and SASL login for a secured listener (plaintext when None)."""
         self.host, self.port = host, port
+        self.security = security
         self.address = f"{host}:{port}"
         self.client_id = client_id
         self.timeout = timeout
