@@ -13,7 +13,7 @@ import uuid
 
 import pytest
 
-from kbroker.cluster import free_port
+from kbroker.cluster import free_port, wait_until
 from kbroker.security.certs import make_ca, make_cert
 from kbroker.security.scram import make_credential
 from tests.conftest import fresh_chroot
@@ -236,3 +236,194 @@ def test_sasl_apis_on_a_plaintext_listener_answer_illegal_sasl_state(secured):
     with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
         s.sendall(raw_frame(17, 1, struct.pack(">h", 5) + b"PLAIN"))
         assert read_frame(s)[4:6] == struct.pack(">h", 34)
+
+
+# ---- kafka-python, aiokafka, kcat ----------------------------------------------------------------------------
+
+def kp_conf(secured: Secured, listener: str, mechanism: str | None, user: str | None, password: str | None,
+            **extra) -> dict:
+    conf = {"bootstrap_servers": secured.bootstrap(listener), "security_protocol": listener, **extra}
+    if mechanism:
+        conf.update({"sasl_mechanism": mechanism, "sasl_plain_username": user, "sasl_plain_password": password})
+    if "SSL" in listener:
+        conf["ssl_cafile"] = secured.pki["ca"]
+    if listener == "SSL":
+        conf.update({"ssl_certfile": secured.pki["cert"], "ssl_keyfile": secured.pki["key"]})
+    return conf
+
+
+# kafka-python does not escape ',' and '=' in a SCRAM user name (it sends n=carol,=x): bob instead
+KP_CASES = [case if case[2] != "carol,=x" else (*case[:2], "bob", "bob-secret") for case in CK_CASES]
+
+
+@pytest.mark.parametrize("listener,mechanism,user,password", KP_CASES)
+def test_kafka_python_roundtrip(secured, listener, mechanism, user, password):
+    from kafka import KafkaConsumer, KafkaProducer
+    topic = unique("kp")
+    conf = kp_conf(secured, listener, mechanism, user, password)
+    p = KafkaProducer(**conf)
+    for i in range(5):
+        p.send(topic, f"v{i}".encode()).get(timeout=20)
+    p.close()
+    c = KafkaConsumer(topic, auto_offset_reset="earliest", consumer_timeout_ms=10000, **conf)
+    got = []
+    for m in c:
+        got.append(m.value)
+        if len(got) == 5:
+            break
+    c.close()
+    assert got == [f"v{i}".encode() for i in range(5)]
+
+
+def test_kafka_python_v0_handshake_raw_tokens(secured):
+    """api_version (0, 10, 0): kafka-python sends SaslHandshake v0 and the PLAIN token as a raw frame."""
+    from kafka import KafkaConsumer, KafkaProducer
+    topic = unique("kp-v0")
+    conf = kp_conf(secured, "SASL_PLAINTEXT", "PLAIN", "alice", "alice-secret", api_version=(0, 10, 0))
+    p = KafkaProducer(**conf)
+    p.send(topic, b"raw").get(timeout=20)
+    p.close()
+    c = KafkaConsumer(topic, auto_offset_reset="earliest", consumer_timeout_ms=10000, **conf)
+    assert next(iter(c)).value == b"raw"
+    c.close()
+
+
+@pytest.mark.parametrize("listener,mechanism,user", [("SASL_PLAINTEXT", "PLAIN", "alice"),
+                                                    ("SASL_SSL", "SCRAM-SHA-256", "bob")])
+def test_kafka_python_wrong_password(secured, listener, mechanism, user, caplog):
+    """kafka-python retries a failed login until bootstrap_timeout_ms; each attempt gets the broker's answer."""
+    from kafka import KafkaProducer
+    from kafka.errors import KafkaError as KpError
+    with pytest.raises(KpError):
+        KafkaProducer(**kp_conf(secured, listener, mechanism, user, "wrong"), bootstrap_timeout_ms=3000)
+    assert "SaslAuthenticationFailed" in caplog.text and "Authentication failed" in caplog.text
+
+
+def aiokafka_conf(secured: Secured, listener: str, mechanism: str | None, user: str | None,
+                  password: str | None) -> dict:
+    from aiokafka.helpers import create_ssl_context
+    conf = {"bootstrap_servers": secured.bootstrap(listener), "security_protocol": listener}
+    if mechanism:
+        conf.update({"sasl_mechanism": mechanism, "sasl_plain_username": user, "sasl_plain_password": password})
+    if "SSL" in listener:
+        conf["ssl_context"] = create_ssl_context(
+            cafile=secured.pki["ca"], **({"certfile": secured.pki["cert"], "keyfile": secured.pki["key"]}
+                                         if listener == "SSL" else {}))
+    return conf
+
+
+@pytest.mark.parametrize("listener,mechanism,user,password", CK_CASES)
+def test_aiokafka_roundtrip(secured, listener, mechanism, user, password):
+    import asyncio
+
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+    topic = unique("aio")
+
+    async def run():
+        conf = aiokafka_conf(secured, listener, mechanism, user, password)
+        p = AIOKafkaProducer(**conf)
+        await p.start()
+        try:
+            for i in range(5):
+                await p.send_and_wait(topic, f"v{i}".encode())
+        finally:
+            await p.stop()
+        c = AIOKafkaConsumer(topic, auto_offset_reset="earliest", **conf)
+        await c.start()
+        got = []
+        try:
+            while len(got) < 5:
+                batch = await asyncio.wait_for(c.getmany(timeout_ms=1000), 20)
+                got += [m.value for msgs in batch.values() for m in msgs]
+        finally:
+            await c.stop()
+        return got
+    assert asyncio.run(run()) == [f"v{i}".encode() for i in range(5)]
+
+
+def test_aiokafka_wrong_password(secured, caplog):
+    import asyncio
+
+    from aiokafka import AIOKafkaProducer
+    from aiokafka.errors import KafkaError as AioError
+
+    async def run():
+        p = AIOKafkaProducer(**aiokafka_conf(secured, "SASL_SSL", "SCRAM-SHA-512", "bob", "wrong"))
+        try:
+            await asyncio.wait_for(p.start(), 30)
+        finally:
+            await p.stop()
+    with pytest.raises(AioError):
+        asyncio.run(run())
+    assert "SaslAuthenticationFailed: Authentication failed" in caplog.text
+
+
+def kcat_args(secured: Secured, listener: str, mechanism: str | None, user: str | None,
+              password: str | None) -> list[str]:
+    args = ["-b", secured.bootstrap(listener), "-X", f"security.protocol={listener}"]
+    if mechanism:
+        args += ["-X", f"sasl.mechanisms={mechanism}", "-X", f"sasl.username={user}", "-X", f"sasl.password={password}"]
+    if "SSL" in listener:
+        args += ["-X", f"ssl.ca.location={secured.pki['ca']}"]
+    if listener == "SSL":
+        args += ["-X", f"ssl.certificate.location={secured.pki['cert']}", "-X", f"ssl.key.location={secured.pki['key']}"]
+    return args
+
+
+@pytest.mark.parametrize("listener,mechanism,user,password", CK_CASES)
+def test_kcat_roundtrip(secured, listener, mechanism, user, password):
+    import subprocess
+    topic = unique("kcat")
+    args = kcat_args(secured, listener, mechanism, user, password)
+    subprocess.run(["kcat", *args, "-P", "-t", topic], input=b"one\ntwo\n", check=True, timeout=30)
+    out = subprocess.run(["kcat", *args, "-C", "-t", topic, "-o", "beginning", "-c", "2", "-e", "-f", "%s\n"],
+                         capture_output=True, check=True, timeout=30)
+    assert out.stdout.split() == [b"one", b"two"]
+
+
+def test_kcat_wrong_password(secured):
+    import subprocess
+    out = subprocess.run(["kcat", *kcat_args(secured, "SASL_SSL", "SCRAM-SHA-256", "bob", "wrong"), "-L",
+                          "-m", "2"], capture_output=True, timeout=30)
+    assert out.returncode != 0
+    assert b"Authentication failed" in out.stderr
+
+
+# ---- SCRAM users at runtime ----------------------------------------------------------------------------------
+
+def test_scram_user_added_and_removed_at_runtime(secured):
+    """/config/users/<user> + the users/<user> change notification (what kafka-configs.sh --zookeeper writes):
+    the next login uses it; removing the credentials (and notifying) locks the user out at once."""
+    from kbroker.protocol.client import ClusterClient, KafkaError
+    from kbroker.protocol.errors import Errors
+    zk = secured.cluster.zk
+    user = unique("erin")
+    security = client_security(secured, "SASL_SSL", "SCRAM-SHA-256", user, "erin-secret")
+
+    def login():
+        with ClusterClient(secured.bootstrap("SASL_SSL"), "sec-test", timeout=10, security=security) as client:
+            client.metadata([])
+
+    put_scram_user(zk, user, "erin-secret")
+    wait_until(lambda: _logs_in(login), message="the new user logs in")
+    zk.set_or_create_entity_config("users", sanitize(user), {})
+    zk.create_config_change_notification(f"users/{sanitize(user)}")
+    wait_until(lambda: not _logs_in(login), message="the removed user is refused")
+    with pytest.raises(KafkaError) as e:
+        login()
+    assert e.value.code == Errors.SASL_AUTHENTICATION_FAILED
+    put_scram_user(zk, user, "erin-secret", iterations=4095)      # fewer than 4096 iterations: refused
+    wait_until(lambda: secured.cluster.brokers[1].log().count(f"SCRAM credentials of user {user}:") == 3,
+               message="the broker reread the user a third time")
+    assert not _logs_in(login)
+
+
+def _logs_in(login) -> bool:
+    from kbroker.protocol.client import KafkaError
+    from kbroker.protocol.errors import Errors
+    try:
+        login()
+        return True
+    except KafkaError as e:
+        assert e.code == Errors.SASL_AUTHENTICATION_FAILED, e
+        return False
