@@ -77,7 +77,7 @@ def secured(zookeeper, tmp_path_factory):
         text = f.read().replace("{port}", str(b.port))
     with open(b.config_path, "w") as f:
         f.write(text)
-    b.start()
+    b.start("--logger", "kafka.request.logger=DEBUG")   # its lines name each request's principal
     cluster.wait_ready([1])
     yield Secured(cluster, ports, pki)
     cluster.stop()
@@ -427,3 +427,91 @@ def _logs_in(login) -> bool:
     except KafkaError as e:
         assert e.code == Errors.SASL_AUTHENTICATION_FAILED, e
         return False
+
+
+# ---- principals, TLS failures, sensitive configs -------------------------------------------------------------
+
+def request_log_principals(secured: Secured, client_id: str) -> set[str]:
+    path = os.path.join(secured.cluster.brokers[1].dir, "logs", "kafka-request.log")
+    with open(path) as f:
+        return {line.rsplit("principal=", 1)[1].strip() for line in f
+                if f"client_id={client_id} " in line and "Completed request: Metadata" in line}
+
+
+@pytest.mark.parametrize("listener,mechanism,user,password,principal", [
+    ("SSL", None, None, None, "User:CN=client1,O=kbroker"),          # the client certificate's subject DN
+    ("SASL_SSL", "SCRAM-SHA-256", "bob", "bob-secret", "User:bob"),   # SASL wins over TLS
+    ("SASL_PLAINTEXT", "PLAIN", "alice", "alice-secret", "User:alice"),
+])
+def test_requests_carry_the_authenticated_principal(secured, listener, mechanism, user, password, principal):
+    from kbroker.protocol.client import ClusterClient
+    client_id = unique("who")
+    with ClusterClient(secured.bootstrap(listener), client_id, timeout=10,
+                       security=client_security(secured, listener, mechanism, user, password)) as client:
+        client.metadata([])
+    wait_until(lambda: request_log_principals(secured, client_id), message="the request log lines")
+    assert request_log_principals(secured, client_id) == {principal}
+
+
+def test_ssl_client_auth_required_refuses_a_client_without_certificate(secured):
+    from kbroker.protocol.client import Connection, KafkaError
+    from kafka.protocol.metadata import MetadataRequest
+    security = client_security(secured, "SSL").__class__.from_properties(
+        {"security.protocol": "SSL", "ssl.truststore.type": "PEM", "ssl.truststore.location": secured.pki["ca"]})
+    conn = Connection("127.0.0.1", secured.ports["SSL"], "no-cert", 10, security)
+    with pytest.raises(KafkaError):
+        conn.send(MetadataRequest(version=1, topics=[]))
+    assert secured.cluster.brokers[1].alive()
+
+
+def test_untrusted_broker_certificate_fails_fast(secured, tmp_path):
+    from kbroker.protocol.client import ClusterClient, KafkaError
+    from kbroker.protocol.client.security import ClientSecurity
+    from kbroker.protocol.errors import Errors
+    other_ca = tmp_path / "other-ca.pem"
+    other_ca.write_text(make_ca("someone else")[0])
+    security = ClientSecurity.from_properties({"security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN",
+                                               "sasl.username": "alice", "sasl.password": "alice-secret",
+                                               "ssl.truststore.type": "PEM", "ssl.truststore.location": str(other_ca)})
+    with ClusterClient(secured.bootstrap("SASL_SSL"), "sec-test", timeout=30, security=security) as client:
+        with pytest.raises(KafkaError) as e:
+            client.metadata([])
+    assert e.value.code == Errors.SASL_AUTHENTICATION_FAILED and "certificate verify failed" in str(e.value)
+
+
+def closed_by_peer(sock) -> bool:
+    """Read until the peer closes (a TLS alert may come first); a timeout fails the test."""
+    try:
+        while sock.recv(4096):
+            pass
+    except ConnectionResetError:
+        pass
+    return True
+
+
+@pytest.mark.parametrize("listener", ["SSL", "SASL_SSL"])
+def test_garbage_before_and_after_the_tls_handshake_closes_cleanly(secured, listener):
+    import ssl
+    with socket.create_connection(("127.0.0.1", secured.ports[listener]), timeout=10) as s:
+        s.sendall(b"\x00\x00\x00\x10GET / HTTP/1.0\r\n\r\n" * 4)       # not a TLS ClientHello
+        assert closed_by_peer(s)
+    ctx = ssl.create_default_context(cafile=secured.pki["ca"])
+    ctx.load_cert_chain(secured.pki["cert"], secured.pki["key"])
+    with ctx.wrap_socket(socket.create_connection(("127.0.0.1", secured.ports[listener]), timeout=10),
+                         server_hostname="127.0.0.1") as t:
+        t.sendall(struct.pack(">i", 9) + b"\xff" * 9)                       # a frame no header parses
+        assert closed_by_peer(t)
+    with socket.create_connection(("127.0.0.1", secured.cluster.brokers[1].port), timeout=10):
+        pass
+    assert secured.cluster.brokers[1].alive()
+    assert "Traceback" not in secured.cluster.brokers[1].log()
+
+
+def test_password_settings_are_sensitive_in_describe_configs(secured):
+    from confluent_kafka.admin import AdminClient, ConfigResource
+    admin = AdminClient({"bootstrap.servers": secured.cluster.brokers[1].bootstrap})
+    configs = admin.describe_configs([ConfigResource("BROKER", "1")])
+    entries = next(iter(configs.values())).result(20)
+    for name in ("ssl.keystore.key", "ssl.truststore.certificates", "sasl.jaas.config"):
+        assert entries[name].is_sensitive and entries[name].value is None, name
+    assert not entries["ssl.client.auth"].is_sensitive and entries["ssl.client.auth"].value == "none"
