@@ -168,3 +168,26 @@ def test_scram_client_refuses_a_wrong_server_signature_and_server_errors():
     assert "Invalid server signature" in refused(client.verify, b"v=" + base64.b64encode(b"x" * 32))
     assert "Invalid server signature" in refused(client.verify, b"v=***")
     assert "failed with error: invalid-proof" in refused(client.verify, b"e=invalid-proof")
+
+
+# ---- ssl.principal.mapping.rules (Kafka's SslPrincipalMapper) ------------------------------------------------
+
+def test_principal_mapping_rules():
+    from kbroker.network.tls import PrincipalMapper
+    dn = "CN=Alice,OU=ServiceUsers,O=kbroker"
+    assert PrincipalMapper(None).name(dn) == dn
+    assert PrincipalMapper("DEFAULT").name(dn) == dn
+    rules = PrincipalMapper(r"RULE:^CN=(.*?),OU=ServiceUsers.*$/$1/L, RULE:^CN=([^,]*),O=(.*)$/$1@$2/U, DEFAULT")
+    assert rules.name(dn) == "alice"
+    assert rules.name("CN=bob,O=acme") == "BOB@ACME"
+    assert rules.name("O=acme") == "O=acme"                          # falls through to DEFAULT
+    assert PrincipalMapper(r"RULE:^CN=(.*)$/$1/").name("O=acme") is None   # no rule applies: refused
+    assert PrincipalMapper(r"RULE:^CN=(.*?)\/x$/$1/").name("CN=a/x") == "a"
+
+
+@pytest.mark.parametrize("rules", ["RULE:^CN=(.*$/$1/", "NOPE", "RULE:abc"])
+def test_bad_principal_mapping_rules(rules):
+    from kbroker.config import ConfigError
+    from kbroker.network.tls import PrincipalMapper
+    with pytest.raises(ConfigError, match="ssl.principal.mapping.rules"):
+        PrincipalMapper(rules)
