@@ -279,13 +279,18 @@ def test_kafka_python_v0_handshake_raw_tokens(secured):
     """api_version (0, 10, 0): kafka-python sends SaslHandshake v0 and the PLAIN token as a raw frame."""
     from kafka import KafkaConsumer, KafkaProducer
     topic = unique("kp-v0")
-    conf = kp_conf(secured, "SASL_PLAINTEXT", "PLAIN", "alice", "alice-secret", api_version=(0, 10, 0))
+    client_id = unique("kp-v0")
+    conf = kp_conf(secured, "SASL_PLAINTEXT", "PLAIN", "alice", "alice-secret", api_version=(0, 10, 0),
+                   client_id=client_id)
     p = KafkaProducer(**conf)
     p.send(topic, b"raw").get(timeout=20)
     p.close()
     c = KafkaConsumer(topic, auto_offset_reset="earliest", consumer_timeout_ms=10000, **conf)
     assert next(iter(c)).value == b"raw"
     c.close()
+    with open(os.path.join(secured.cluster.brokers[1].dir, "logs", "kafka-request.log")) as f:
+        handshakes = [line for line in f if "SaslHandshake" in line and f"client_id={client_id} " in line]
+    assert handshakes and all("SaslHandshake v0 " in line for line in handshakes)
 
 
 @pytest.mark.parametrize("listener,mechanism,user", [("SASL_PLAINTEXT", "PLAIN", "alice"),
