@@ -520,3 +520,41 @@ def test_password_settings_are_sensitive_in_describe_configs(secured):
     for name in ("ssl.keystore.key", "ssl.truststore.certificates", "sasl.jaas.config"):
         assert entries[name].is_sensitive and entries[name].value is None, name
     assert not entries["ssl.client.auth"].is_sensitive and entries["ssl.client.auth"].value == "none"
+
+
+def sasl_response(sock, request, correlation_id: int):
+    from kafka.protocol.sasl import SaslAuthenticateResponse, SaslHandshakeResponse
+    body = request.encode(version=request.API_VERSION)
+    sock.sendall(raw_frame(request.API_KEY, request.API_VERSION, bytes(body), correlation_id))
+    frame = read_frame(sock)
+    if frame is None:
+        return None
+    assert struct.unpack(">i", frame[:4])[0] == correlation_id
+    cls = SaslHandshakeResponse if request.API_KEY == 17 else SaslAuthenticateResponse
+    return cls.decode(frame[4:], version=request.API_VERSION)
+
+
+def test_v1_handshake_states_and_errors(secured):
+    """SaslHandshake v1 + SaslAuthenticate v1: success, then ILLEGAL_SASL_STATE for more SASL requests (the
+    connection stays); an unknown mechanism gets UNSUPPORTED_SASL_MECHANISM and a wrong password
+    SASL_AUTHENTICATION_FAILED, each followed by the close."""
+    from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
+    address = ("127.0.0.1", secured.ports["SASL_PLAINTEXT"])
+    with socket.create_connection(address, timeout=10) as s:
+        r = sasl_response(s, SaslHandshakeRequest(version=1, mechanism="PLAIN"), 1)
+        assert r.error_code == 0 and set(r.mechanisms) == {"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"}
+        a = sasl_response(s, SaslAuthenticateRequest(version=1, auth_bytes=b"\0alice\0alice-secret"), 2)
+        assert (a.error_code, a.error_message, a.auth_bytes, a.session_lifetime_ms) == (0, None, b"", 0)
+        again = sasl_response(s, SaslAuthenticateRequest(version=1, auth_bytes=b"x"), 3)
+        assert again.error_code == 34
+        assert again.error_message == "SaslAuthenticate request received after successful authentication"
+        assert sasl_response(s, SaslHandshakeRequest(version=1, mechanism="PLAIN"), 4).error_code == 34
+    with socket.create_connection(address, timeout=10) as s:
+        r = sasl_response(s, SaslHandshakeRequest(version=1, mechanism="GSSAPI"), 1)
+        assert r.error_code == 33 and "PLAIN" in r.mechanisms
+        assert closed_by_peer(s)
+    with socket.create_connection(address, timeout=10) as s:
+        sasl_response(s, SaslHandshakeRequest(version=1, mechanism="PLAIN"), 1)
+        a = sasl_response(s, SaslAuthenticateRequest(version=1, auth_bytes=b"\0alice\0nope"), 2)
+        assert a.error_code == 58 and a.error_message == "Authentication failed: Invalid username or password"
+        assert closed_by_peer(s)
