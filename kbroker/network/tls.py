@@ -110,6 +110,7 @@ class PrincipalMapper:
 
 def handshake(ctx: gssl.SSLContext, sock, peer: str):
     """The TLS socket over an accepted one, handshake done; None when the handshake fails (the caller closes)."""
+    tls = None
     try:
         tls = ctx.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
         tls.settimeout(HANDSHAKE_TIMEOUT)
@@ -118,6 +119,8 @@ def handshake(ctx: gssl.SSLContext, sock, peer: str):
         return tls
     except (OSError, ValueError) as e:   # SSLError is an OSError; a timeout too
         log.info("TLS handshake with %s failed: %s", peer, e)
+        if tls is not None:
+            tls.close()
         return None
 
 
