@@ -582,3 +582,15 @@ def test_large_fetch_over_tls_is_copied_whole(secured):
     finally:
         c.close()
     assert got == values
+
+
+def test_broker_znode_lists_every_listener_with_its_protocol(secured):
+    import json
+    data, _ = secured.cluster.zk.get("/brokers/ids/1")
+    znode = json.loads(data)
+    plain_port = secured.cluster.brokers[1].port
+    assert znode["version"] == 5 and (znode["host"], znode["port"]) == ("127.0.0.1", plain_port)
+    assert znode["endpoints"] == [f"PLAINTEXT://127.0.0.1:{plain_port}"] + [
+        f"{name}://127.0.0.1:{port}" for name, port in secured.ports.items()]
+    assert znode["listener_security_protocol_map"] == {
+        "PLAINTEXT": "PLAINTEXT", "SASL_PLAINTEXT": "SASL_PLAINTEXT", "SASL_SSL": "SASL_SSL", "SSL": "SSL"}
