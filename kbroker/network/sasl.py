@@ -8,7 +8,8 @@ allow closes the connection without a response. (Kafka answers an API other than
 AUTHENTICATE with that API's error response before closing; here the connection is closed without one.) The
 SaslHandshake and SaslAuthenticate API modules drive it through handshake() and authenticate(); the server runs
 raw tokens through raw_token(). After a refused handshake or a failed authentication `close_after` is set: the
-server waits connection.failed.authentication.delay.ms, sends the answer and closes, as Kafka delays the close.
+server waits connection.failed.authentication.delay.ms, sends the answer and closes, as Kafka delays the close
+(once the client closed, or a second later: network.server.linger_for_close).
 """
 from __future__ import annotations
 
