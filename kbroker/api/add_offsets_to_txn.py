@@ -11,6 +11,7 @@ import gevent.event
 from kafka.protocol.producer import AddOffsetsToTxnRequest, AddOffsetsToTxnResponse
 
 from ..coordinator.schemas import GROUP_METADATA_TOPIC
+from ..protocol.errors import Errors
 from .add_partitions_to_txn import fenced_for
 
 API_KEY = 25
@@ -22,6 +23,10 @@ def handle(request, ctx):
     version = ctx.api_version
     broker = ctx.broker
     offsets_tp = (GROUP_METADATA_TOPIC, broker.group_coordinator.partition_for(request.group_id or ""))
+    if not ctx.authorize("Write", "TransactionalId", request.transactional_id):
+        return RESPONSE(version=version, throttle_time_ms=0, error_code=Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    if not ctx.authorize("Read", "Group", request.group_id):
+        return RESPONSE(version=version, throttle_time_ms=0, error_code=Errors.GROUP_AUTHORIZATION_FAILED)
     result = gevent.event.AsyncResult()
     broker.txn_coordinator.handle_add_partitions(request.transactional_id, request.producer_id,
                                                  request.producer_epoch, [offsets_tp], result.set)

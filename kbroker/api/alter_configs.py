@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from kafka.protocol.admin import AlterConfigsRequest, AlterConfigsResponse
 
+from .describe_configs import config_authorization_error
+
 API_KEY = 33
 MIN_VERSION, MAX_VERSION = 0, 2
 REQUEST, RESPONSE = AlterConfigsRequest, AlterConfigsResponse
@@ -31,8 +33,17 @@ def encode(response_class, request, results, version: int):
                                      for r, (error, message) in zip(request.resources or [], results)])
 
 
+def authorized_alter(ctx, request, resources, alter) -> list:
+    """alter(the resources authorized for AlterConfigs) -> their results; the others answer
+    TOPIC_AUTHORIZATION_FAILED (topics) or CLUSTER_AUTHORIZATION_FAILED (brokers)."""
+    denied = [config_authorization_error(ctx, "AlterConfigs", r) for r in request.resources or []]
+    results = iter(alter([r for r, d in zip(resources, denied) if not d]))
+    return [(d, None) if d else next(results) for d in denied]
+
+
 def handle(request, ctx):
     resources = [(r.resource_type, r.resource_name, [(c.name, c.value) for c in r.configs or []])
                  for r in request.resources or []]
-    results = ctx.broker.admin_manager.alter_configs(resources, bool(request.validate_only))
+    results = authorized_alter(ctx, request, resources,
+                               lambda rs: ctx.broker.admin_manager.alter_configs(rs, bool(request.validate_only)))
     return encode(RESPONSE, request, results, ctx.api_version)

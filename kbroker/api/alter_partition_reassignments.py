@@ -21,6 +21,9 @@ PartitionResponse = TopicResponse.ReassignablePartitionResponse
 def handle(request, ctx):
     plan = {(t.name, p.partition_index): (None if p.replicas is None else list(p.replicas))
             for t in request.topics for p in t.partitions}
+    if not ctx.authorize("Alter", "Cluster"):
+        return RESPONSE(version=ctx.api_version, throttle_time_ms=0, error_code=Errors.CLUSTER_AUTHORIZATION_FAILED,
+                        error_message=None, responses=[])
     outcome = ctx.broker.controller.alter_reassignments(plan)
     if outcome is None:
         return RESPONSE(version=ctx.api_version, throttle_time_ms=0, error_code=Errors.NOT_CONTROLLER,

@@ -21,6 +21,8 @@ Remaining = RESPONSE.RemainingPartition
 def handle(request, ctx):
     version = ctx.api_version
     controller = ctx.broker.controller
+    if not ctx.authorize("ClusterAction", "Cluster"):
+        return RESPONSE(version=version, error_code=Errors.CLUSTER_AUTHORIZATION_FAILED, remaining_partitions=[])
     if not controller.active:
         return RESPONSE(version=version, error_code=Errors.NOT_CONTROLLER, remaining_partitions=[])
     result = gevent.event.AsyncResult()

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from kafka.protocol.admin.groups import DeleteGroupsRequest, DeleteGroupsResponse
 
+from ..protocol.errors import Errors
+
 API_KEY = 42
 MIN_VERSION, MAX_VERSION = 0, 2
 REQUEST, RESPONSE = DeleteGroupsRequest, DeleteGroupsResponse
@@ -19,6 +21,8 @@ Result = RESPONSE.DeletableGroupResult
 def handle(request, ctx):
     version = ctx.api_version
     names = list(dict.fromkeys(request.groups_names))
-    errors = ctx.broker.group_coordinator.handle_delete_groups(names)
+    allowed = ctx.authorized("Delete", "Group", names)
+    errors = ctx.broker.group_coordinator.handle_delete_groups([g for g in names if g in allowed])
+    errors.update({g: Errors.GROUP_AUTHORIZATION_FAILED for g in names if g not in allowed})
     return RESPONSE(version=version, throttle_time_ms=0, results=[
         Result(group_id=g, error_code=errors[g]) for g in names])

@@ -18,11 +18,14 @@ PartitionResult = TopicResult.DeleteRecordsPartitionResult
 
 def handle(request, ctx):
     replicas = ctx.broker.replica_manager
+    allowed = ctx.authorized("Delete", "Topic", (t.name for t in request.topics))
     topics = []
     for t in request.topics:
         results = []
         for p in t.partitions:
             try:
+                if t.name not in allowed:
+                    raise KafkaError(Errors.TOPIC_AUTHORIZATION_FAILED)
                 low = replicas.leader_partition((t.name, p.partition_index)).delete_records(p.offset)
                 results.append(PartitionResult(partition_index=p.partition_index, low_watermark=low,
                                                error_code=Errors.NONE))

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from kafka.protocol.admin import DescribeClusterRequest, DescribeClusterResponse
 
+from ..protocol.acls import CLUSTER_NAME
 from ..protocol.errors import Errors
 
 API_KEY = 60
@@ -27,7 +28,10 @@ CLUSTER_OPERATIONS = frozenset({5, 7, 8, 9, 10, 11, 12})
 
 def handle(request, ctx):
     cache = ctx.broker.metadata_cache
-    ops = set(CLUSTER_OPERATIONS) if request.include_cluster_authorized_operations else None  # None: INT32_MIN
+    ops = None   # INT32_MIN: not requested
+    if request.include_cluster_authorized_operations:
+        ops = ctx.authorized_operations("Cluster", CLUSTER_NAME, CLUSTER_OPERATIONS) \
+            if ctx.authorize("Describe", "Cluster") else set()
     return RESPONSE(version=ctx.api_version, throttle_time_ms=0, error_code=Errors.NONE, error_message=None,
                     cluster_id=ctx.broker.cluster_id,
                     controller_id=cache.controller_id if cache.controller_id is not None else -1,

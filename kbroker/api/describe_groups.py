@@ -31,11 +31,16 @@ def handle(request, ctx):
     include_ops = version >= 3 and request.include_authorized_operations
     groups = []
     for group_id in request.groups:
+        if not ctx.authorize("Describe", "Group", group_id):
+            groups.append(Group(error_code=Errors.GROUP_AUTHORIZATION_FAILED, group_id=group_id, group_state="",
+                                protocol_type="", protocol_data="", members=[], authorized_operations=None))
+            continue
         error, (state, protocol_type, protocol, members) = coordinator.handle_describe_group(group_id)
         groups.append(Group(
             error_code=error, group_id=group_id, group_state=state, protocol_type=protocol_type,
             protocol_data=protocol,
             members=[Member(member_id=m, group_instance_id=i, client_id=c, client_host=h, member_metadata=md,
                             member_assignment=a) for m, i, c, h, md, a in members],
-            authorized_operations=set(GROUP_OPERATIONS) if include_ops and error == Errors.NONE else None))
+            authorized_operations=ctx.authorized_operations("Group", group_id, GROUP_OPERATIONS)
+            if include_ops and error == Errors.NONE else None))
     return RESPONSE(version=version, throttle_time_ms=0, groups=groups)

@@ -37,6 +37,8 @@ def handle(request, ctx):
     broker = ctx.broker
     hosted = broker.replica_manager.partitions
     wanted = None
+    if not ctx.authorize("Describe", "Cluster"):
+        return RESPONSE(version=ctx.api_version, throttle_time_ms=0, results=[])
     if request.topics is not None:
         wanted = {(t.topic, p) for t in request.topics for p in t.partitions}
     by_dir: dict[str, dict[str, list]] = {}

@@ -32,6 +32,12 @@ def _partition(replicas, topic: str, index: int) -> PartitionResponse:
 
 def handle(request, ctx):
     replicas = ctx.broker.replica_manager
+    allowed = ctx.authorized("Read", "Topic", (t.name for t in request.topics or []))
+
+    def denied(index):
+        return PartitionResponse(partition_index=index, error_code=Errors.TOPIC_AUTHORIZATION_FAILED,
+                                 error_message=None, active_producers=[])
     return RESPONSE(version=ctx.api_version, throttle_time_ms=0, topics=[
-        TopicResponse(name=t.name, partitions=[_partition(replicas, t.name, p) for p in t.partition_indexes])
+        TopicResponse(name=t.name, partitions=[_partition(replicas, t.name, p) if t.name in allowed else denied(p)
+                                               for p in t.partition_indexes])
         for t in request.topics or []])

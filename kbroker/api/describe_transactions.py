@@ -10,6 +10,7 @@ from __future__ import annotations
 from kafka.protocol.admin import DescribeTransactionsRequest, DescribeTransactionsResponse
 
 from ..coordinator.transaction.views import STATE_NAMES, describe
+from ..protocol.errors import Errors
 
 API_KEY = 65
 MIN_VERSION, MAX_VERSION = 0, 0
@@ -34,5 +35,14 @@ def _state(transactional_id: str, error, m) -> State:
 
 def handle(request, ctx):
     coordinator = ctx.broker.txn_coordinator
-    states = [_state(tid, *describe(coordinator, tid)) for tid in request.transactional_ids or []]
+    states = []
+    for tid in request.transactional_ids or []:
+        if not ctx.authorize("Describe", "TransactionalId", tid):
+            states.append(_state(tid, Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None))
+            continue
+        state = _state(tid, *describe(coordinator, tid))
+        # Only the partitions of topics the principal may Describe (as Kafka's handleDescribeTransactionsRequest).
+        allowed = ctx.authorized("Describe", "Topic", (t.topic for t in state.topics), log_if_denied=False)
+        state.topics = [t for t in state.topics if t.topic in allowed]
+        states.append(state)
     return RESPONSE(version=ctx.api_version, throttle_time_ms=0, transaction_states=states)

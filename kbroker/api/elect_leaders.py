@@ -24,8 +24,10 @@ def handle(request, ctx):
     partitions = None
     if request.topic_partitions is not None:
         partitions = [(t.topic, p) for t in request.topic_partitions for p in t.partitions]
-    outcome = ctx.broker.controller.elect_leaders(election_type, partitions)
-    if outcome is None:
+    if not ctx.authorize("Alter", "Cluster"):
+        outcome = {tp: (Errors.CLUSTER_AUTHORIZATION_FAILED, None) for tp in partitions or []}
+        top = Errors.CLUSTER_AUTHORIZATION_FAILED
+    elif (outcome := ctx.broker.controller.elect_leaders(election_type, partitions)) is None:
         outcome = {tp: (Errors.NOT_CONTROLLER, "This broker is not the controller.") for tp in partitions or []}
         top = Errors.NOT_CONTROLLER
     else:

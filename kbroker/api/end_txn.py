@@ -13,6 +13,7 @@ from __future__ import annotations
 import gevent.event
 from kafka.protocol.producer import EndTxnRequest, EndTxnResponse
 
+from ..protocol.errors import Errors
 from .add_partitions_to_txn import fenced_for
 
 API_KEY = 26
@@ -22,6 +23,8 @@ REQUEST, RESPONSE = EndTxnRequest, EndTxnResponse
 
 def handle(request, ctx):
     version = ctx.api_version
+    if not ctx.authorize("Write", "TransactionalId", request.transactional_id):
+        return RESPONSE(version=version, throttle_time_ms=0, error_code=Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     result = gevent.event.AsyncResult()
     ctx.broker.txn_coordinator.handle_end_txn(request.transactional_id, request.producer_id, request.producer_epoch,
                                               request.committed, result.set)

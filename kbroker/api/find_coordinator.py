@@ -54,6 +54,10 @@ def handle(request, ctx):
         create = coordinator.create_topic
     else:
         return _answer(version, Errors.INVALID_REQUEST)
+    if key_type == GROUP and not ctx.authorize("Describe", "Group", request.key or ""):
+        return _answer(version, Errors.GROUP_AUTHORIZATION_FAILED)
+    if key_type == TRANSACTION and not ctx.authorize("Describe", "TransactionalId", request.key or ""):
+        return _answer(version, Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     cache = broker.metadata_cache
     partitions = cache.topic_partitions(topic)
     if partitions is None:

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from kafka.protocol.consumer import HeartbeatRequest, HeartbeatResponse
 
+from ..protocol.errors import Errors
+
 API_KEY = 12
 MIN_VERSION, MAX_VERSION = 0, 4
 REQUEST, RESPONSE = HeartbeatRequest, HeartbeatResponse
@@ -18,6 +20,8 @@ REQUEST, RESPONSE = HeartbeatRequest, HeartbeatResponse
 
 def handle(request, ctx):
     version = ctx.api_version
+    if not ctx.authorize("Read", "Group", request.group_id):
+        return RESPONSE(version=version, throttle_time_ms=0, error_code=Errors.GROUP_AUTHORIZATION_FAILED)
     error = ctx.broker.group_coordinator.handle_heartbeat(
         request.group_id, request.member_id, request.group_instance_id if version >= 3 else None,
         request.generation_id)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from kafka.protocol.admin import IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse
 
-from .alter_configs import encode
+from .alter_configs import authorized_alter, encode
 
 API_KEY = 44
 MIN_VERSION, MAX_VERSION = 0, 1
@@ -22,5 +22,6 @@ REQUEST, RESPONSE = IncrementalAlterConfigsRequest, IncrementalAlterConfigsRespo
 def handle(request, ctx):
     resources = [(r.resource_type, r.resource_name, [(c.name, c.config_operation, c.value) for c in r.configs or []])
                  for r in request.resources or []]
-    results = ctx.broker.admin_manager.incremental_alter_configs(resources, bool(request.validate_only))
+    results = authorized_alter(ctx, request, resources, lambda rs: ctx.broker.admin_manager.incremental_alter_configs(
+        rs, bool(request.validate_only)))
     return encode(RESPONSE, request, results, ctx.api_version)

@@ -17,6 +17,8 @@ from __future__ import annotations
 import gevent.event
 from kafka.protocol.consumer import JoinGroupRequest, JoinGroupResponse
 
+from ..protocol.errors import Errors
+
 API_KEY = 11
 MIN_VERSION, MAX_VERSION = 0, 7
 REQUEST, RESPONSE = JoinGroupRequest, JoinGroupResponse
@@ -32,6 +34,10 @@ def handle(request, ctx):
     session_timeout = request.session_timeout_ms
     rebalance_timeout = request.rebalance_timeout_ms if version >= 1 else session_timeout
     instance_id = request.group_instance_id if version >= 5 else None
+    if not ctx.authorize("Read", "Group", request.group_id):
+        return RESPONSE(version=version, throttle_time_ms=0, error_code=Errors.GROUP_AUTHORIZATION_FAILED,
+                        generation_id=-1, protocol_type=None, protocol_name=None if version >= 7 else "",
+                        leader="", member_id="", members=[])
     result = gevent.event.AsyncResult()
     ctx.broker.group_coordinator.handle_join_group(
         request.group_id, request.member_id, instance_id, version >= 4 and instance_id is None,

@@ -49,6 +49,9 @@ def handle(request, ctx):
     version = ctx.api_version
     replicas = ctx.broker.replica_manager
     states, topic_ids = _states(request, version)
+    if not ctx.authorize("ClusterAction", "Cluster"):
+        denied = Errors.CLUSTER_AUTHORIZATION_FAILED
+        return _response(version, denied, {(s.topic_name, s.partition_index): denied for s in states}, topic_ids)
     state_change.info("handling LeaderAndIsr request v%d correlation id %d from controller %d epoch %d for %d "
                       "partitions", version, ctx.correlation_id, request.controller_id, request.controller_epoch,
                       len(states))

@@ -23,6 +23,8 @@ MemberResponse = RESPONSE.MemberResponse
 
 def handle(request, ctx):
     version = ctx.api_version
+    if not ctx.authorize("Read", "Group", request.group_id):
+        return RESPONSE(version=version, throttle_time_ms=0, error_code=Errors.GROUP_AUTHORIZATION_FAILED, members=[])
     if version >= 3:
         leaving = [(m.member_id, m.group_instance_id) for m in request.members]
     else:

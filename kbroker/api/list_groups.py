@@ -19,5 +19,8 @@ def handle(request, ctx):
     version = ctx.api_version
     states = set(request.states_filter or []) if version >= 4 else set()
     error, groups = ctx.broker.group_coordinator.handle_list_groups(states)
+    if not ctx.authorize("Describe", "Cluster"):
+        allowed = ctx.authorized("Describe", "Group", (g for g, _, _ in groups))
+        groups = [g for g in groups if g[0] in allowed]
     return RESPONSE(version=version, throttle_time_ms=0, error_code=error, groups=[
         Listed(group_id=g, protocol_type=t, group_state=s) for g, t, s in groups])

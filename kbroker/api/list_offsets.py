@@ -59,12 +59,15 @@ def handle(request, ctx):
     isolation = request.isolation_level if version >= 2 else 0
     from_replica = request.replica_id >= 0
     asked = Counter((t.name, p.partition_index) for t in request.topics for p in t.partitions)
+    allowed = ctx.authorized("Describe", "Topic", (t.name for t in request.topics))
     topics = []
     for t in request.topics:
         answers = []
         for p in t.partitions:
             tp = (t.name, p.partition_index)
             try:
+                if t.name not in allowed:
+                    raise KafkaError(Errors.TOPIC_AUTHORIZATION_FAILED)
                 if asked[tp] > 1:
                     raise KafkaError(Errors.INVALID_REQUEST, "partition listed twice")
                 answers.append(_answer(version, replicas, tp, p, isolation, from_replica))

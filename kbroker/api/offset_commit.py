@@ -71,6 +71,14 @@ def handle(request, ctx):
     version = ctx.api_version
     broker = ctx.broker
     order, errors, known = known_partitions(request, broker.metadata_cache)
+    if not ctx.authorize("Read", "Group", request.group_id):
+        errors, known = dict.fromkeys(order, Errors.GROUP_AUTHORIZATION_FAILED), {}
+    else:
+        allowed = ctx.authorized("Read", "Topic", (t for t, _ in order))
+        for tp in order:
+            if tp[0] not in allowed:
+                errors[tp] = Errors.TOPIC_AUTHORIZATION_FAILED
+                known.pop(tp, None)
     if known and version == 0:
         errors.update(_commit_v0(ctx, request.group_id, known))
     elif known:

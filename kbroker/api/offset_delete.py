@@ -24,10 +24,15 @@ def handle(request, ctx):
     cache = ctx.broker.metadata_cache
     errors: dict = {}
     known = []
+    if not ctx.authorize("Delete", "Group", request.group_id):
+        return RESPONSE(version=version, error_code=Errors.GROUP_AUTHORIZATION_FAILED, throttle_time_ms=0, topics=[])
+    allowed = ctx.authorized("Read", "Topic", (t.name for t in request.topics))
     for t in request.topics:
         for p in t.partitions:
             tp = (t.name, p.partition_index)
-            if cache.partition(*tp) is None:
+            if t.name not in allowed:
+                errors[tp] = Errors.TOPIC_AUTHORIZATION_FAILED
+            elif cache.partition(*tp) is None:
                 errors[tp] = Errors.UNKNOWN_TOPIC_OR_PARTITION
             else:
                 known.append(tp)

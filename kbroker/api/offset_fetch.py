@@ -60,10 +60,27 @@ def handle(request, ctx):
     version = ctx.api_version
     tps = None if request.topics is None else list(dict.fromkeys(
         (t.name, p) for t in request.topics for p in t.partition_indexes))
-    if version == 0:
-        return _response(version, Errors.NONE, _fetch_v0(ctx, request.group_id, tps or []))
-    require_stable = version >= 7 and request.require_stable
-    error, data = ctx.broker.group_coordinator.handle_fetch_offsets(request.group_id, tps, require_stable)
+    if not ctx.authorize("Describe", "Group", request.group_id):
+        error, data = Errors.GROUP_AUTHORIZATION_FAILED, {}
+    elif tps is not None:
+        # Partitions of topics without Describe answer TOPIC_AUTHORIZATION_FAILED; only the others are read.
+        allowed = ctx.authorized("Describe", "Topic", (t for t, _ in tps))
+        denied = {tp: (INVALID_OFFSET, -1, "", Errors.TOPIC_AUTHORIZATION_FAILED) for tp in tps if tp[0] not in allowed}
+        readable = [tp for tp in tps if tp[0] in allowed]
+        if version == 0:
+            error, data = Errors.NONE, _fetch_v0(ctx, request.group_id, readable)
+        else:
+            error, data = ctx.broker.group_coordinator.handle_fetch_offsets(
+                request.group_id, readable, version >= 7 and request.require_stable)
+        data = {tp: denied[tp] if tp in denied else data[tp] for tp in tps} if error == Errors.NONE else data
+    elif version == 0:
+        error, data = Errors.NONE, {}
+    else:
+        # All partitions: those of topics without Describe are left out.
+        error, data = ctx.broker.group_coordinator.handle_fetch_offsets(
+            request.group_id, None, version >= 7 and request.require_stable)
+        allowed = ctx.authorized("Describe", "Topic", (t for t, _ in data), log_if_denied=False)
+        data = {tp: d for tp, d in data.items() if tp[0] in allowed}
     if error != Errors.NONE:
         if version < 2:
             return _response(version, Errors.NONE, {tp: (INVALID_OFFSET, -1, "", error) for tp in tps or []})

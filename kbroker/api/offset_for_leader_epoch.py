@@ -21,11 +21,15 @@ EpochEndOffset = TopicResult.EpochEndOffset
 def handle(request, ctx):
     version = ctx.api_version
     replicas = ctx.broker.replica_manager
+    allowed = {t.topic for t in request.topics} if ctx.authorize("ClusterAction", "Cluster", log_if_denied=False) \
+        else ctx.authorized("Describe", "Topic", (t.topic for t in request.topics))
     topics = []
     for t in request.topics:
         results = []
         for p in t.partitions:
             try:
+                if t.topic not in allowed:
+                    raise KafkaError(Errors.TOPIC_AUTHORIZATION_FAILED)
                 partition = replicas.leader_partition((t.topic, p.partition))
                 if version >= 2:
                     partition.check_leader_epoch(p.current_leader_epoch)

@@ -26,7 +26,9 @@ REQUEST, RESPONSE = SyncGroupRequest, SyncGroupResponse
 
 def handle(request, ctx):
     version = ctx.api_version
-    if version >= 5 and (request.protocol_type is None or request.protocol_name is None):
+    if not ctx.authorize("Read", "Group", request.group_id):
+        r = SyncGroupResult(Errors.GROUP_AUTHORIZATION_FAILED)
+    elif version >= 5 and (request.protocol_type is None or request.protocol_name is None):
         r = SyncGroupResult(Errors.INCONSISTENT_GROUP_PROTOCOL)
     else:
         result = gevent.event.AsyncResult()

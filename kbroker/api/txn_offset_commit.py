@@ -34,6 +34,16 @@ def handle(request, ctx):
     broker = ctx.broker
     now = broker.clock.now_ms()
     order, errors, known = known_partitions(request, broker.metadata_cache)
+    if not ctx.authorize("Write", "TransactionalId", request.transactional_id):
+        errors, known = dict.fromkeys(order, Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED), {}
+    elif not ctx.authorize("Read", "Group", request.group_id):
+        errors, known = dict.fromkeys(order, Errors.GROUP_AUTHORIZATION_FAILED), {}
+    else:
+        allowed = ctx.authorized("Read", "Topic", (t for t, _ in order))
+        for tp in order:
+            if tp[0] not in allowed:
+                errors[tp] = Errors.TOPIC_AUTHORIZATION_FAILED
+                known.pop(tp, None)
     offsets = {tp: OffsetAndMetadata(
         offset=p.committed_offset, leader_epoch=p.committed_leader_epoch if version >= 2 else -1,
         metadata=p.committed_metadata if p.committed_metadata is not None else "", commit_timestamp=now)

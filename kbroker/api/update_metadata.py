@@ -51,6 +51,8 @@ def handle(request, ctx):
     version = ctx.api_version
     broker = ctx.broker
     replicas = broker.replica_manager
+    if not ctx.authorize("ClusterAction", "Cluster"):
+        return RESPONSE(version=version, error_code=Errors.CLUSTER_AUTHORIZATION_FAILED)
     if replicas.is_broker_epoch_stale(request.broker_epoch if version >= 5 else -1):
         return RESPONSE(version=version, error_code=Errors.STALE_BROKER_EPOCH)
     error = replicas.check_controller_epoch(request.controller_id, request.controller_epoch, "UpdateMetadata")
