@@ -9,10 +9,14 @@ Clients are User:ANONYMOUS on the PLAINTEXT listener (127.0.0.1). The broker's o
 """
 from __future__ import annotations
 
-import os
+import json
 from dataclasses import dataclass, field
 
 import pytest
+from click.testing import CliRunner
+from confluent_kafka import Consumer, KafkaError, Producer
+from kafka.admin import (ACL, ACLOperation, ACLPermissionType, ACLResourcePatternType, KafkaAdminClient,
+                         ResourcePattern, ResourceType)
 from kafka.protocol.admin import (AlterConfigsRequest, AlterPartitionReassignmentsRequest, CreateAclsRequest,
                                   CreatePartitionsRequest, CreateTopicsRequest, DeleteAclsRequest,
                                   DeleteRecordsRequest, DeleteTopicsRequest, DescribeAclsRequest,
@@ -31,6 +35,7 @@ from kafka.protocol.producer import (AddOffsetsToTxnRequest, AddPartitionsToTxnR
                                      InitProducerIdRequest, ProduceRequest, TxnOffsetCommitRequest)
 from kafka.record.memory_records import MemoryRecordsBuilder
 
+from admin_cli.main import cli as kadmin
 from kbroker.cluster import BrokerProcess, free_port, wait_ready, wait_until
 from kbroker.protocol.client import Connection
 from kbroker.protocol.errors import Errors
@@ -52,6 +57,7 @@ TOPICS = ("t-produce", "t-fetch-1", "t-offsets", "t-epoch", "t-records", "t-part
 @dataclass
 class Secured:
     zk: KafkaZkClient
+    zk_connect: str
     broker: BrokerProcess
     conn: Connection = field(init=False)
 
@@ -86,7 +92,7 @@ def secured(zookeeper, tmp_path_factory):
         "transaction.state.log.replication.factor": 1, "transaction.state.log.min.isr": 1,
         "offsets.topic.replication.factor": 1, "zookeeper.session.timeout.ms": 4000}, port=port)
     broker.start()
-    s = Secured(zk, broker)
+    s = Secured(zk, connect, broker)
     try:
         wait_ready([broker], 30)
         admin = zk_admin.AdminZkClient(zk)
@@ -492,3 +498,196 @@ def test_the_authorization_matrix(secured):
         if code != denied:
             problems.append(f"{name} from a client without ClusterAction: {Errors(code).name}")
     assert not problems, "\n".join(problems)
+
+
+def _kadmin(*args) -> dict:
+    result = CliRunner().invoke(kadmin, [*map(str, args), "-o", "json"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def _allowed_eventually(secured, request_fn, error, message: str) -> int:
+    """The request's code once it is no longer refused (the ACLs reach the broker through the notifications)."""
+    return wait_until(lambda: (x := _code(secured, request_fn, error)) not in NOT_YET and (x,), timeout=15,
+                      message=message)[0]
+
+
+def test_deny_beats_allow_and_revoking_applies_live(secured):
+    produce_code = first_partition_error("responses", "partition_responses")
+    fetch_code = first_partition_error("responses", "partitions")
+    secured.grant("Topic", "t-deny", "All")
+    assert _allowed_eventually(secured, lambda: produce("t-deny"), produce_code, "All on t-deny") == Errors.NONE
+    secured.grant("Topic", "t-de", "Write", "PREFIXED", permission="Deny", principal="User:*")
+    wait_until(lambda: _code(secured, lambda: produce("t-deny"), produce_code) == TOPIC_DENIED,
+               timeout=15, message="the prefixed deny to apply")
+    assert _code(secured, lambda: fetch("t-deny"), fetch_code) == Errors.NONE      # Read is not denied
+    secured.revoke("Topic", "t-de", "Write", "PREFIXED", permission="Deny", principal="User:*")
+    assert _allowed_eventually(secured, lambda: produce("t-deny"), produce_code, "the deny's removal") == Errors.NONE
+    # The znode goes with its last ACL, as Kafka's.
+    assert secured.zk.exists("/kafka-acl-extended/prefixed/Topic/t-de") is None
+
+
+def test_acls_from_kadmin_and_kafka_acls_sh_bytes_apply_live_and_read_back(secured):
+    zk = secured.zk
+    # kadmin --zookeeper: Describe on a topic (and on the cluster, to read the ACLs back).
+    _kadmin("--zookeeper", secured.zk_connect, "acls", "add", "--allow-principal", ANON, "--operation", "Describe",
+            "--topic", "t-hidden")
+    _kadmin("--zookeeper", secured.zk_connect, "acls", "add", "--allow-principal", ANON, "--operation", "Describe",
+            "--cluster")
+    assert zk.get("/kafka-acl/Topic/t-hidden")[0] == (b'{"version":1,"acls":[{"principal":"User:ANONYMOUS",'
+                                                       b'"permissionType":"Allow","operation":"Describe","host":"*"}]}')
+    assert _allowed_eventually(secured, lambda: metadata(["t-hidden"]), lambda r: r.topics[0].error_code,
+                               "kadmin's ACL") == Errors.NONE
+    # What kafka-acls.sh (Kafka's AclAuthorizer) writes, byte for byte: a literal group ACL with its
+    # "GROUP:<name>" notification, a prefixed transactional-id ACL with its JSON notification.
+    zk.create_recursive("/kafka-acl/Group/g-raw", b'{"version":1,"acls":[{"principal":"User:ANONYMOUS",'
+                                                  b'"permissionType":"Allow","operation":"Read","host":"*"}]}')
+    zk.create_recursive("/kafka-acl-changes/acl_changes_", b"GROUP:g-raw", sequence=True)
+    zk.create_recursive("/kafka-acl-extended/prefixed/TransactionalId/raw-",
+                        b'{"version":1,"acls":[{"principal":"User:*","permissionType":"Allow",'
+                        b'"operation":"Describe","host":"127.0.0.1"}]}')
+    zk.create_recursive("/kafka-acl-extended-changes/acl_changes_",
+                        b'{"version":1,"resourceType":"TRANSACTIONAL_ID","name":"raw-","patternType":"PREFIXED"}',
+                        sequence=True)
+    assert _allowed_eventually(secured, lambda: join("g-raw"), top_error, "the raw group ACL") == \
+        Errors.MEMBER_ID_REQUIRED
+    assert _allowed_eventually(secured, lambda: find_coordinator("raw-tx", 1), top_error,
+                               "the raw prefixed ACL") == Errors.NONE
+    # DescribeAcls (kadmin --bootstrap-server) reads them all back.
+    listed = _kadmin("--bootstrap-server", secured.broker.bootstrap, "acls", "list", "--resource-pattern-type",
+                     "any")["acls"]
+    expected = [
+        {"resource_type": "Group", "name": "g-raw", "pattern_type": "LITERAL", "principal": ANON, "host": "*",
+         "operation": "Read", "permission": "Allow"},
+        {"resource_type": "Topic", "name": "t-hidden", "pattern_type": "LITERAL", "principal": ANON, "host": "*",
+         "operation": "Describe", "permission": "Allow"},
+        {"resource_type": "TransactionalId", "name": "raw-", "pattern_type": "PREFIXED", "principal": "User:*",
+         "host": "127.0.0.1", "operation": "Describe", "permission": "Allow"}]
+    assert all(e in listed for e in expected), listed
+    # MATCH: every pattern that applies to a name.
+    matched = _kadmin("--bootstrap-server", secured.broker.bootstrap, "acls", "list", "--transactional-id",
+                      "raw-tx-9", "--resource-pattern-type", "match")["acls"]
+    assert matched == [expected[2]]
+
+
+def test_acls_created_through_the_admin_api_land_in_zookeeper_as_kafka_writes_them(secured):
+    zk = secured.zk
+    zk.update_acls("Cluster", "kafka-cluster", "LITERAL", lambda acls: acls | {(ANON, "Allow", "Alter", "*")})
+    admin = KafkaAdminClient(bootstrap_servers=secured.broker.bootstrap, client_id="acl-test")
+    try:
+        acl = ACL("User:dave", "10.1.2.3", ACLOperation.IDEMPOTENT_WRITE, ACLPermissionType.DENY,
+                  ResourcePattern(ResourceType.TOPIC, "api-", ACLResourcePatternType.PREFIXED))
+
+        def created():
+            result = admin.create_acls([acl])
+            return not result["failed"] and result
+        wait_until(created, timeout=15, message="CreateAcls to be allowed (Alter on the cluster)")
+    finally:
+        admin.close()
+    assert zk.get("/kafka-acl-extended/prefixed/Topic/api-")[0] == (
+        b'{"version":1,"acls":[{"principal":"User:dave","permissionType":"Deny","operation":"IdempotentWrite",'
+        b'"host":"10.1.2.3"}]}')
+    notes = [zk.get(f"/kafka-acl-extended-changes/{n}")[0] for n in zk.children("/kafka-acl-extended-changes")]
+    assert b'{"version":1,"resourceType":"TOPIC","name":"api-","patternType":"PREFIXED"}' in notes
+    # kadmin --bootstrap-server add and remove (CreateAcls, DeleteAcls): a literal ACL and its "TOPIC:" notification.
+    added = _kadmin("--bootstrap-server", secured.broker.bootstrap, "acls", "add", "--deny-principal", "User:eve",
+                    "--operation", "Read", "--operation", "Write", "--topic", "api-literal")["added"]
+    assert len(added) == 2
+    assert z_acls(zk, "/kafka-acl/Topic/api-literal") == {("User:eve", "Deny", "Read", "*"),
+                                                           ("User:eve", "Deny", "Write", "*")}
+    literal_notes = [zk.get(f"/kafka-acl-changes/{n}")[0] for n in zk.children("/kafka-acl-changes")]
+    assert b"TOPIC:api-literal" in literal_notes
+    removed = _kadmin("--bootstrap-server", secured.broker.bootstrap, "acls", "remove", "--topic",
+                      "api-literal")["removed"]
+    assert sorted(r["operation"] for r in removed) == ["Read", "Write"]
+    assert zk.exists("/kafka-acl/Topic/api-literal") is None
+
+
+def z_acls(zk, path):
+    from zk import znodes as z
+    return z.AclZNode.decode(zk.get(path)[0])
+
+
+def test_metadata_auto_creation_and_per_topic_errors_need_every_acl(secured):
+    secured.grant("Topic", "auto-", "Describe", "PREFIXED")
+    meta = lambda: metadata(["auto-1"], auto_create=True)   # noqa: E731
+    # Describe alone: the topic is not created (no Create on the cluster or the topic).
+    assert _allowed_eventually(secured, lambda: metadata(["auto-0"]), lambda r: r.topics[0].error_code,
+                               "Describe on auto-") == Errors.UNKNOWN_TOPIC_OR_PARTITION
+    assert _code(secured, meta, lambda r: r.topics[0].error_code) == TOPIC_DENIED
+    secured.grant("Topic", "auto-1", "Create")
+    code = _allowed_eventually(secured, meta, lambda r: r.topics[0].error_code, "Create on auto-1")
+    assert code in (Errors.LEADER_NOT_AVAILABLE, Errors.NONE)
+    assert secured.zk.topic_exists("auto-1")
+    # OffsetCommit and OffsetFetch with the group allowed but not the topic: the topic's partitions are refused.
+    secured.grant("Group", "g-split", "Read")
+    commit_code = first_partition_error("topics", "partitions")
+    code = wait_until(lambda: (x := _code(secured, lambda: offset_commit("g-split", "t-hidden-2"), commit_code))
+                      not in (GROUP_DENIED, Errors.COORDINATOR_NOT_AVAILABLE, Errors.NOT_COORDINATOR) and (x,),
+                      timeout=15, message="Read on g-split")[0]
+    assert code == TOPIC_DENIED
+    assert _code(secured, lambda: offset_fetch("g-split", "t-hidden-2"),
+                 first_partition_error("topics", "partitions")) == TOPIC_DENIED
+
+
+def test_confluent_kafka_produces_and_consumes_with_topic_and_group_acls(secured):
+    zk_admin.AdminZkClient(secured.zk).create_topic("e2e-orders", {}, assignment={0: [1]})
+    wait_until(lambda: _leaders_known(secured.zk, ["e2e-orders"]), message="e2e-orders' leader")
+    conf = {"bootstrap.servers": secured.broker.bootstrap}
+    # Without ACLs the write is refused.
+    refused = []
+    producer = Producer({**conf, "message.timeout.ms": 20000})
+    producer.produce("e2e-orders", b"refused", on_delivery=lambda err, msg: refused.append(err))
+    producer.flush(20)
+    assert [e.code() for e in refused] == [KafkaError.TOPIC_AUTHORIZATION_FAILED]
+    del producer
+    # Write on a prefix (implying Describe): an idempotent producer works without IdempotentWrite (KIP-679).
+    secured.grant("Topic", "e2e-", "Write", "PREFIXED")
+    _allowed_eventually(secured, lambda: metadata(["e2e-orders"]), lambda r: r.topics[0].error_code, "Write on e2e-")
+    delivered = []
+    producer = Producer({**conf, "enable.idempotence": True})
+    for i in range(5):
+        producer.produce("e2e-orders", f"m{i}".encode(), on_delivery=lambda err, msg: delivered.append(err))
+    assert producer.flush(20) == 0 and delivered == [None] * 5
+    del producer
+    consumer_conf = {**conf, "group.id": "e2e-group", "auto.offset.reset": "earliest",
+                     "enable.auto.commit": False}
+    # Read on the topic but no group ACL: the group is refused.
+    secured.grant("Topic", "*", "Read")
+    consumer = Consumer(consumer_conf)
+    consumer.subscribe(["e2e-orders"])
+    try:
+        msg = wait_until(lambda: consumer.poll(1.0), timeout=20, message="a group error")
+        assert msg.error() is not None and msg.error().code() == 30   # GROUP_AUTHORIZATION_FAILED
+    finally:
+        consumer.close()
+    secured.grant("Group", "e2e-group", "Read")
+    consumer = Consumer(consumer_conf)
+    consumer.subscribe(["e2e-orders"])
+    values = []
+    try:
+        def consumed():
+            msg = consumer.poll(1.0)
+            if msg is not None and msg.error() is None:
+                values.append(msg.value())
+            return len(values) >= 5
+        wait_until(consumed, timeout=30, message="the five messages")
+        consumer.commit(asynchronous=False)
+    finally:
+        consumer.close()
+    assert values == [f"m{i}".encode() for i in range(5)]
+
+
+def test_acl_apis_answer_security_disabled_without_an_authorizer(cluster1):
+    conn = Connection("127.0.0.1", cluster1.brokers[1].port, "no-authorizer", 15)
+    try:
+        assert conn.send(describe_acls()).error_code == Errors.SECURITY_DISABLED
+        assert conn.send(create_acls()).results[0].error_code == Errors.SECURITY_DISABLED
+        assert conn.send(delete_acls()).filter_results[0].error_code == Errors.SECURITY_DISABLED
+        # Everything else is allowed, and the authorized operations are all the cluster supports.
+        ops = conn.send(DescribeClusterRequest(version=0, include_cluster_authorized_operations=True))
+        assert set(ops.authorized_operations) == {5, 7, 8, 9, 10, 11, 12}
+    finally:
+        conn.close()
+    result = CliRunner().invoke(kadmin, ["--bootstrap-server", cluster1.bootstrap, "acls", "list"])
+    assert result.exit_code == 1 and "(SECURITY_DISABLED)" in result.stderr

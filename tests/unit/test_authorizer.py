@@ -157,3 +157,12 @@ def test_acl_znodes_hold_kafkas_bytes():
     assert z.ExtendedAclChangeZNode.decode(
         b'{"version":1,"resourceType":"GROUP","name":"g","patternType":"PREFIXED"}') == ("Group", "g", "PREFIXED")
     assert z.ExtendedAclChangeZNode.decode(b'{"version":1,"resourceType":"NOPE","name":"g","patternType":"X"}') is None
+
+
+def test_only_kafkas_acl_authorizer_class_is_accepted():
+    from kbroker.config import BrokerConfig, ConfigError
+    base = {"zookeeper.connect": "127.0.0.1:2181"}
+    for name in ("kafka.security.authorizer.AclAuthorizer", "kafka.security.auth.SimpleAclAuthorizer", ""):
+        assert BrokerConfig({**base, "authorizer.class.name": name})["authorizer.class.name"] == name
+    with pytest.raises(ConfigError, match="authorizer.class.name"):
+        BrokerConfig({**base, "authorizer.class.name": "com.example.MyAuthorizer"})
