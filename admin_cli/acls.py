@@ -124,6 +124,7 @@ def list_acls_zk(zk: KafkaZkClient, acl_filter: AclBindingFilter) -> AclListing:
 
 
 def add_acls_zk(zk: KafkaZkClient, wanted: list[AclBinding]) -> AclChange:
+    zk.create_acl_paths()     # as the AclAuthorizer kafka-acls.sh configures does
     by_pattern: dict[ResourcePattern, set] = {}
     for b in wanted:
         by_pattern.setdefault(b.pattern, set()).add(tuple(b.entry))
@@ -135,6 +136,7 @@ def add_acls_zk(zk: KafkaZkClient, wanted: list[AclBinding]) -> AclChange:
 def remove_acls_zk(zk: KafkaZkClient, filters: list[AclBindingFilter]) -> AclChange:
     """Each stored resource any filter's pattern matches loses the entries those filters match, in one
     conditional write."""
+    zk.create_acl_paths()
     removed: list[AclBinding] = []
     patterns: set[ResourcePattern] = set()
     for f in filters:
