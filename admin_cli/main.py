@@ -204,7 +204,7 @@ Exit status:
 @click.pass_context
 def cli(ctx, zookeeper, bootstrap_server, output, zk_timeout, request_timeout):
     """Administer a kbroker (or Kafka 2.8) cluster, as Kafka's kafka-topics.sh, kafka-configs.sh,
-    kafka-reassign-partitions.sh, kafka-leader-election.sh and kafka-consumer-groups.sh do.
+    kafka-reassign-partitions.sh, kafka-leader-election.sh, kafka-consumer-groups.sh and kafka-acls.sh do.
 
     Give --zookeeper or --bootstrap-server: every command works either way and shows the same thing for the
     same cluster state (groups always talk to the brokers, found through ZooKeeper if need be). What only

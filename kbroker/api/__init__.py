@@ -26,7 +26,8 @@ from ..protocol.header import (MalformedRequest, parse_request_header_v1, respon
 from ..protocol.hotpath import piece_size
 from . import (add_offsets_to_txn, add_partitions_to_txn, alter_configs, alter_partition_reassignments,
                api_versions, controlled_shutdown, create_acls, create_partitions, create_topics, delete_acls,
-               delete_groups, delete_topics, delete_records, describe_acls, describe_cluster, describe_configs, describe_groups, describe_log_dirs,
+               delete_groups, delete_topics, delete_records, describe_acls, describe_cluster, describe_configs,
+               describe_groups, describe_log_dirs,
                describe_producers, describe_transactions, elect_leaders, end_txn, fetch, find_coordinator, heartbeat,
                incremental_alter_configs, init_producer_id,
                join_group, leader_and_isr, leave_group, list_groups, list_offsets, list_partition_reassignments,

@@ -4,6 +4,8 @@ NONE once written, INVALID_PRODUCER_ID_MAPPING, PRODUCER_FENCED / INVALID_PRODUC
 CONCURRENT_TRANSACTIONS, COORDINATOR_LOAD_IN_PROGRESS, NOT_COORDINATOR, ...). The producer then sends
 TxnOffsetCommit to the group coordinator.
 Version notes: v1 is v0 (throttling); v2 PRODUCER_FENCED; v3 is flexible. librdkafka and aiokafka send v0.
+Authorization: needs Write on the transactional id (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED) and Read on the
+group (else GROUP_AUTHORIZATION_FAILED).
 """
 from __future__ import annotations
 

@@ -6,6 +6,8 @@ added, as Kafka). Otherwise the transaction coordinator answers one error for ev
 INVALID_PRODUCER_ID_MAPPING, PRODUCER_FENCED (INVALID_PRODUCER_EPOCH below v2), CONCURRENT_TRANSACTIONS,
 COORDINATOR_LOAD_IN_PROGRESS, NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, INVALID_REQUEST (empty id).
 Version notes: v1 is v0 (throttling); v2 PRODUCER_FENCED; v3 is flexible. librdkafka and aiokafka send v0.
+Authorization: needs Write on the transactional id (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED) and on each
+topic (else TOPIC_AUTHORIZATION_FAILED, the other partitions OPERATION_NOT_ATTEMPTED).
 """
 from __future__ import annotations
 

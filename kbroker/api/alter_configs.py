@@ -12,6 +12,8 @@ The given entries replace the resource's whole set of dynamic configs; a null va
 A value that does not parse or is out of range, or a broker config that cannot change dynamically, is Kafka's
 ConfigException: INVALID_REQUEST with "Invalid config value for resource ConfigResource(type=.., name='..'): ..."
 naming the key. validate_only checks everything and writes nothing. Any broker serves TOPIC resources.
+Authorization: needs AlterConfigs on the topic (else TOPIC_AUTHORIZATION_FAILED) or, for brokers, on the cluster
+(else CLUSTER_AUTHORIZATION_FAILED).
 """
 from __future__ import annotations
 

@@ -4,6 +4,7 @@ Only the active controller answers (NOT_CONTROLLER otherwise). A partition with 
 must be distinct live brokers: INVALID_REPLICA_ASSIGNMENT); null replicas cancel an ongoing reassignment
 (NO_REASSIGNMENT_IN_PROGRESS if there is none). The answer comes once the reassignment has started; it
 completes in the background (ListPartitionReassignments shows it until then).
+Authorization: needs Alter on the cluster (else CLUSTER_AUTHORIZATION_FAILED).
 """
 from __future__ import annotations
 

@@ -4,6 +4,7 @@ Only the active controller answers (else NOT_CONTROLLER). v0 is sent with reques
 v2+ carry the broker epoch (an older one is STALE_BROKER_EPOCH). The answer lists the partitions the broker
 still leads (those with a single replica, or no other in-sync replica); the broker retries until it is empty or
 controlled.shutdown.max.retries is used up, then stops anyway.
+Authorization: needs ClusterAction on the cluster (else CLUSTER_AUTHORIZATION_FAILED).
 """
 from __future__ import annotations
 

@@ -6,6 +6,7 @@ written to the topic znode; the controller then elects their leaders, which the 
 timeout_ms (REQUEST_TIMED_OUT after that, as Kafka's DelayedCreatePartitions). validate_only checks without
 writing. Errors per topic: INVALID_PARTITIONS (not an increase), INVALID_REPLICA_ASSIGNMENT,
 UNKNOWN_TOPIC_OR_PARTITION, INVALID_TOPIC_EXCEPTION (queued for deletion), INVALID_REQUEST (a topic named twice).
+Authorization: needs Alter on each topic (else TOPIC_AUTHORIZATION_FAILED).
 """
 from __future__ import annotations
 

@@ -15,6 +15,8 @@ with REQUEST_TIMED_OUT for the topics written (Kafka does the same).
 v5+ results carry num_partitions, replication_factor and the configs given in the request (as written to
 /config/topics, source DYNAMIC_TOPIC_CONFIG); Kafka also lists every defaulted config, which we leave out.
 v7 results carry the topic id once the controller has assigned it (zero otherwise).
+Authorization: needs Create on the cluster or on the topic (else TOPIC_AUTHORIZATION_FAILED); without DescribeConfigs
+on the topic its topic_config_error_code is TOPIC_AUTHORIZATION_FAILED.
 """
 from __future__ import annotations
 

@@ -5,6 +5,7 @@ partition), NON_EMPTY_GROUP (members are active), GROUP_ID_NOT_FOUND (no such gr
 NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, INVALID_GROUP_ID (null id). A group
 named twice is answered once (Kafka removes duplicates).
 Version notes: v0 and v1 are the same; v2 is flexible.
+Authorization: needs Delete on each group (else GROUP_AUTHORIZATION_FAILED).
 """
 from __future__ import annotations
 

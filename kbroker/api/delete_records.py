@@ -2,6 +2,7 @@
 
 Offset -1 means the high watermark; an offset above the high watermark is OFFSET_OUT_OF_RANGE. The answer is
 the new low watermark (log start offset). Segments wholly below it are deleted by the next retention pass.
+Authorization: needs Delete on each topic (else TOPIC_AUTHORIZATION_FAILED for its partitions).
 """
 from __future__ import annotations
 

@@ -8,6 +8,7 @@ that no topic has -> UNKNOWN_TOPIC_ID, both given -> INVALID_REQUEST. A topic th
 fine) and the answer waits, up to timeout_ms (a delayed operation in the topic purgatory, as Kafka's
 DelayedDeleteTopics), for the controller to delete the topic; topics still there then get REQUEST_TIMED_OUT.
 timeout_ms <= 0 answers at once with REQUEST_TIMED_OUT for the topics marked (Kafka does the same).
+Authorization: needs Delete on each topic, and Describe for one named by id (else TOPIC_AUTHORIZATION_FAILED).
 """
 from __future__ import annotations
 

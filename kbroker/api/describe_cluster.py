@@ -3,9 +3,9 @@ new in Kafka 2.8), served from the metadata cache as Kafka 2.8's KafkaApis.handl
 
 Brokers are the live ones with an endpoint on the listener the request came in on (id, host, port, rack), as
 in Metadata; the controller id is -1 while none is known. Cluster authorized operations: "not requested"
-(INT32_MIN) unless include_cluster_authorized_operations; when asked, every operation Kafka supports on the
-CLUSTER resource, since without an authorizer Kafka allows them all. The error code is always NONE (the only
-error Kafka could give, CLUSTER_AUTHORIZATION_FAILED, needs ACLs).
+(INT32_MIN) unless include_cluster_authorized_operations; when asked, the operations Kafka supports on the
+CLUSTER resource that the principal may do (all of them without an authorizer; none without Describe on the
+cluster). The error code is always NONE, as Kafka's.
 
 kafka-python's class also defines v1-v2 (endpoint type, fenced brokers: KRaft only); Kafka 2.8 serves v0.
 """

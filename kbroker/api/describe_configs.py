@@ -18,6 +18,8 @@ the source of an entry is that of its first synonym. A broker setting's synonyms
 config's are those of the broker setting it falls back to. Synonyms are sent from v1 when include_synonyms.
 
 Documentation (v3+) is always null; config_type (v3+) carries Kafka's ConfigType ids.
+Authorization: needs DescribeConfigs on the topic (else TOPIC_AUTHORIZATION_FAILED) or, for brokers, on the cluster
+(else CLUSTER_AUTHORIZATION_FAILED).
 """
 from __future__ import annotations
 

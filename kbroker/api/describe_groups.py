@@ -5,9 +5,9 @@ the selected protocol (empty unless Stable), and members with client id, client 
 Stable, each member's metadata and assignment. A group the coordinator does not know is answered as Dead with
 no members and no error (Kafka). Errors per group: INVALID_GROUP_ID (null id; an empty id is allowed),
 COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS, NOT_COORDINATOR.
-Version notes: v1 adds the throttle time; v3 asks for authorized operations: without an authorizer every
-operation a group supports is allowed (READ, DELETE, DESCRIBE, as Kafka answers), and "not requested"
-otherwise; v4 adds group.instance.id per member; v5 is flexible.
+Version notes: v1 adds the throttle time; v3 asks for authorized operations: those of READ, DELETE, DESCRIBE the
+principal may do on the group (all without an authorizer), and "not requested" otherwise; v4 adds
+group.instance.id per member; v5 is flexible.
 """
 from __future__ import annotations
 

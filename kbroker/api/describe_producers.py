@@ -2,6 +2,7 @@
 leads, the producers its producer state knows, each with its epoch, last sequence and timestamp, the
 coordinator epoch of its last marker and the first offset of its open transaction (-1 when none): what
 hanging-transaction detection reads. Partition errors: UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER.
+Authorization: needs Read on each topic (else TOPIC_AUTHORIZATION_FAILED for its partitions).
 """
 from __future__ import annotations
 

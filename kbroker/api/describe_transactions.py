@@ -4,6 +4,8 @@ of each transactional id asked for.
 Per id: its state name (Empty, Ongoing, PrepareCommit, ...), timeout, start time of the current transaction
 (-1 when none started), producer id and epoch, and the partitions in the transaction. Errors per id:
 COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, TRANSACTIONAL_ID_NOT_FOUND.
+Authorization: needs Describe on each transactional id (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED); only the
+partitions of topics the principal may Describe are listed.
 """
 from __future__ import annotations
 

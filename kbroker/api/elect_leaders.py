@@ -4,6 +4,7 @@ Only the active controller answers (NOT_CONTROLLER otherwise; admin clients send
 Topic partitions null means every partition. Per partition: NONE, ELECTION_NOT_NEEDED (already led by the
 preferred replica / already has a leader), PREFERRED_LEADER_NOT_AVAILABLE or ELIGIBLE_LEADERS_NOT_AVAILABLE,
 UNKNOWN_TOPIC_OR_PARTITION. v0 has no election type (preferred) and no top-level error code.
+Authorization: needs Alter on the cluster (else CLUSTER_AUTHORIZATION_FAILED).
 """
 from __future__ import annotations
 

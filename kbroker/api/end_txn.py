@@ -7,6 +7,7 @@ ending a transaction that never added a partition (Empty), INVALID_TXN_STATE. Ot
 INVALID_PRODUCER_ID_MAPPING, PRODUCER_FENCED (INVALID_PRODUCER_EPOCH below v2), COORDINATOR_LOAD_IN_PROGRESS,
 NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, INVALID_REQUEST (empty id).
 Version notes: v1 is v0 (throttling); v2 PRODUCER_FENCED; v3 is flexible.
+Authorization: needs Write on the transactional id (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
 """
 from __future__ import annotations
 

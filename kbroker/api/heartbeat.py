@@ -6,6 +6,7 @@ does not know, FENCED_INSTANCE_ID for a replaced static member; NONE while the c
 group (answered blindly, as Kafka), and the usual COORDINATOR_NOT_AVAILABLE / NOT_COORDINATOR /
 INVALID_GROUP_ID.
 Version notes: v1 adds the throttle time; v3 group.instance.id; v4 is flexible.
+Authorization: needs Read on the group (else GROUP_AUTHORIZATION_FAILED).
 """
 from __future__ import annotations
 

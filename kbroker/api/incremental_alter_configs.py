@@ -7,6 +7,7 @@ current dynamic configs: a topic's overrides (TOPIC) or a broker's /config/broke
 /config/brokers/<default> (BROKER, name = this broker's id or ""). A key given twice or a null value for anything
 but DELETE -> INVALID_REQUEST. The result is validated and written with its change notification exactly as
 AlterConfigs does (AdminManager._alter: error codes, messages, validate_only).
+Authorization: needs AlterConfigs on the topic or, for brokers, on the cluster (as AlterConfigs).
 """
 from __future__ import annotations
 

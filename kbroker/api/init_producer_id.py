@@ -6,6 +6,8 @@ such requests blindly, KIP-360's epoch bump included). With one, the transaction
 KIP-360 recovery). v3+ carries the producer's current id and epoch: both -1 (a fresh producer), or both set;
 one of them -1 is INVALID_REQUEST. PRODUCER_FENCED is answered as INVALID_PRODUCER_EPOCH below v4.
 Version notes: v1 is v0 (throttling); v2 is flexible; v3 adds ProducerId/ProducerEpoch; v4 PRODUCER_FENCED.
+Authorization: needs Write on the transactional id (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED); without one,
+IdempotentWrite on the cluster or Write on some topic (KIP-679; else CLUSTER_AUTHORIZATION_FAILED).
 """
 from __future__ import annotations
 

@@ -11,6 +11,7 @@ Version notes: v0 has no rebalance timeout (the session timeout is used); v2 add
 dynamic members get MEMBER_ID_REQUIRED first; v5 adds group.instance.id (static membership) in the request and
 per member in the answer; v6 is flexible; v7 answers the protocol type, and a null protocol name when none was
 selected (v0-v6: an empty string). The client host recorded is "/<ip>", as Kafka's InetAddress.toString.
+Authorization: needs Read on the group (else GROUP_AUTHORIZATION_FAILED).
 """
 from __future__ import annotations
 

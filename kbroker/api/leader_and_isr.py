@@ -4,6 +4,7 @@ v0-v1 carry partition states ungrouped (topic name in each); v2+ group them by t
 answers per topic id. The whole request is refused with STALE_CONTROLLER_EPOCH when it comes from an older
 controller, and with STALE_BROKER_EPOCH when it was addressed to this broker's previous registration.
 Each request is one line on the state-change log, and the replica manager adds one per partition applied.
+Authorization: needs ClusterAction on the cluster (else CLUSTER_AUTHORIZATION_FAILED, for every partition too).
 """
 from __future__ import annotations
 

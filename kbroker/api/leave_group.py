@@ -8,6 +8,7 @@ INVALID_GROUP_ID, COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS, NOT_C
 answers UNKNOWN_MEMBER_ID for each member.
 Version notes: v1 adds the throttle time; v0-v2 carry the one member's error as the top-level error (Kafka's
 LeaveGroupResponse for old versions); v3 the batch; v4 is flexible.
+Authorization: needs Read on the group (else GROUP_AUTHORIZATION_FAILED).
 """
 from __future__ import annotations
 

@@ -4,6 +4,7 @@ Each group with its protocol type (and, v4+, its state). COORDINATOR_LOAD_IN_PRO
 so far) while any offsets partition is still loading; COORDINATOR_NOT_AVAILABLE before the coordinator starts.
 Version notes: v1 adds the throttle time; v3 is flexible; v4 filters by state names (empty or null: all
 states) and answers each group's state.
+Authorization: with Describe on the cluster every group is listed, else only the groups the principal may Describe.
 """
 from __future__ import annotations
 

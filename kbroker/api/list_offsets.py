@@ -8,6 +8,7 @@ offsets: for latest, the end offset followed by segment base offsets newest firs
 offset; for a time, the base offsets of segments last written before it.
 v4+ fences with the current leader epoch and answers the leader epoch of the offset.
 A partition asked twice in one request is INVALID_REQUEST, as in Kafka.
+Authorization: needs Describe on each topic (else TOPIC_AUTHORIZATION_FAILED for its partitions).
 """
 from __future__ import annotations
 

@@ -2,6 +2,7 @@
 
 Only the active controller answers (NOT_CONTROLLER otherwise). Null topics lists all; each partition shows
 its full replica set and the replicas being added and removed.
+Authorization: needs Describe on the cluster (else CLUSTER_AUTHORIZATION_FAILED).
 """
 from __future__ import annotations
 

@@ -4,6 +4,7 @@ broker coordinates (clients ask every broker to list all), each with its produce
 Filters: StateFilters (state names; unknown ones are answered back in UnknownStateFilters) and
 ProducerIdFilters; empty filters match everything. COORDINATOR_LOAD_IN_PROGRESS while any
 `__transaction_state` partition is loading, COORDINATOR_NOT_AVAILABLE before the coordinator starts.
+Authorization: lists only the transactional ids the principal may Describe.
 """
 from __future__ import annotations
 

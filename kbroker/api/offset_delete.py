@@ -5,6 +5,8 @@ Allowed for an Empty group, and for a consumer group's partitions of topics no m
 offsets are written as tombstones. Group errors (no partitions answered): GROUP_ID_NOT_FOUND, NOT_COORDINATOR,
 COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, INVALID_GROUP_ID, NON_EMPTY_GROUP. Partitions of
 unknown topics: UNKNOWN_TOPIC_OR_PARTITION.
+Authorization: needs Delete on the group (else GROUP_AUTHORIZATION_FAILED) and Read on each topic (else
+TOPIC_AUTHORIZATION_FAILED).
 """
 from __future__ import annotations
 

@@ -10,6 +10,8 @@ Version notes: v2 adds the top-level error and null topics; v3 the throttle time
 epoch; v6 is flexible; v7 require_stable: UNSTABLE_OFFSET_COMMIT (offset -1) for a partition with an offset
 commit still being written or a transactional commit (TxnOffsetCommit) whose transaction has no marker yet;
 without it such a partition answers its last committed offset.
+Authorization: needs Describe on the group (else GROUP_AUTHORIZATION_FAILED) and Describe on each topic (else
+TOPIC_AUTHORIZATION_FAILED for its partitions; left out of an all-partitions answer).
 """
 from __future__ import annotations
 

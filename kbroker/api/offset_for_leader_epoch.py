@@ -4,6 +4,7 @@ Followers ask it before fetching from a new leader, to truncate a divergent suff
 v2+ use it to detect log truncation. The answer is the largest epoch at or below the one asked and the
 offset where the next epoch starts (the log end offset for the latest epoch); (-1, -1) when the leader knows
 no such epoch. v1+ answer the epoch, v2+ fence with the current leader epoch, v3+ carry the replica id.
+Authorization: needs ClusterAction on the cluster or Describe on each topic (else TOPIC_AUTHORIZATION_FAILED).
 """
 from __future__ import annotations
 

@@ -47,8 +47,8 @@ def handle(request, ctx):
             entries[(topic.name, p.index)] = p.records
     if request.acks not in (-1, 0, 1):
         results = {tp: (Errors.INVALID_REQUIRED_ACKS, -1, -1, -1, None, []) for tp in entries}
-    elif any(_transactional(r) for r in entries.values()) and (
-            request.transactional_id is None or not ctx.authorize("Write", "TransactionalId", request.transactional_id)):
+    elif any(_transactional(r) for r in entries.values()) and (request.transactional_id is None or not ctx.authorize(
+            "Write", "TransactionalId", request.transactional_id)):
         results = {tp: (Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, -1, -1, -1, None, []) for tp in entries}
     else:
         allowed = ctx.authorized("Write", "Topic", (t for t, _ in entries))

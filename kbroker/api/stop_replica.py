@@ -3,6 +3,7 @@
 v0 lists partitions ungrouped, v1-v2 group them by topic with one delete flag for all, v3 carries a leader
 epoch and a delete flag per partition (an epoch older than the applied one is FENCED_LEADER_EPOCH).
 Stale controller or broker epochs refuse the whole request, as for LeaderAndIsr.
+Authorization: needs ClusterAction on the cluster (else CLUSTER_AUTHORIZATION_FAILED, for every partition too).
 """
 from __future__ import annotations
 

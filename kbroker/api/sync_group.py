@@ -10,6 +10,7 @@ missing), and the write's errors (COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR, RE
 timeout).
 Version notes: v1 adds the throttle time; v3 group.instance.id; v4 is flexible; v5 sends and answers the
 protocol type and name (both mandatory in the request).
+Authorization: needs Read on the group (else GROUP_AUTHORIZATION_FAILED).
 """
 from __future__ import annotations
 

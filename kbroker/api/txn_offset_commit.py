@@ -12,6 +12,8 @@ INVALID_GROUP_ID (empty group id). Per partition: UNKNOWN_TOPIC_OR_PARTITION for
 know, OFFSET_METADATA_TOO_LARGE, and the append's errors as OffsetCommit maps them (INVALID_PRODUCER_EPOCH
 for a fenced epoch).
 Version notes: v2 adds the committed leader epoch; v3 GenerationId, MemberId, GroupInstanceId and is flexible.
+Authorization: needs Write on the transactional id, Read on the group, Read on each topic (else
+TRANSACTIONAL_ID_, GROUP_ or TOPIC_AUTHORIZATION_FAILED).
 """
 from __future__ import annotations
 

@@ -5,6 +5,7 @@ v5+ group partition states by topic; v7 adds topic ids. Refused with STALE_CONTR
 controller and STALE_BROKER_EPOCH when addressed to this broker's previous registration. The topics it names
 complete the admin manager's waiting CreateTopics/CreatePartitions/DeleteTopics (Kafka's
 tryCompleteDelayedTopicOperations).
+Authorization: needs ClusterAction on the cluster (else CLUSTER_AUTHORIZATION_FAILED).
 """
 from __future__ import annotations
 

@@ -8,6 +8,7 @@ UNSUPPORTED_FOR_MESSAGE_FORMAT (message format below v2), INVALID_PRODUCER_EPOCH
 last seen one), TRANSACTION_COORDINATOR_FENCED (an older coordinator epoch), NOT_ENOUGH_REPLICAS(_AFTER_APPEND),
 REQUEST_TIMED_OUT. On `__consumer_offsets` partitions a written marker also completes the producer's pending
 transactional offsets (ReplicaManager.on_txn_marker_appended).
+Authorization: needs ClusterAction on the cluster (else CLUSTER_AUTHORIZATION_FAILED for every partition).
 """
 from __future__ import annotations
 

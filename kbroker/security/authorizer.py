@@ -1,8 +1,9 @@
 """The ACL authorizer: Kafka 2.8's kafka.security.authorizer.AclAuthorizer over the same ZooKeeper store.
 
 `authorizer.class.name=kafka.security.authorizer.AclAuthorizer` (or the older SimpleAclAuthorizer name) turns it
-on; the config table refuses any other class name at startup (kbroker.config). ACLs live in /kafka-acl/<Type>/<name> (literal) and
-/kafka-acl-extended/prefixed/<Type>/<name> (prefixed), read into a cache at startup; whoever changes a resource's
+on; the config table refuses any other class name at startup (kbroker.config). ACLs live in
+/kafka-acl/<Type>/<name> (literal) and /kafka-acl-extended/prefixed/<Type>/<name> (prefixed), read into a cache
+at startup; whoever changes a resource's
 ACLs (this broker's CreateAcls/DeleteAcls, another broker, `kadmin acls --zookeeper`, kafka-acls.sh) writes a
 sequential node under /kafka-acl-changes or /kafka-acl-extended-changes naming it, and every broker re-reads
 that resource (ZkNodeChangeNotificationListener; notifications older than 15 minutes are purged).
@@ -44,22 +45,24 @@ def _matching(acls, permission: str, principal: str, host: str, operations) -> b
                for a in acls)
 
 
-def candidate_acls(cache, resource_type: str, name: str) -> list:
-    """The ACLs that apply to a literal resource: its own, the literal `*`'s and every prefix's."""
+def candidate_acls(cache, resource_type: str, name: str, prefix_lengths=None) -> list:
+    """The ACLs that apply to a literal resource: its own, the literal `*`'s and every prefix's (prefix_lengths:
+    the lengths of the prefixes stored for the type, when known, so a long name costs no more lookups)."""
     out = []
     for key in (ResourcePattern(resource_type, name, LITERAL), ResourcePattern(resource_type, WILDCARD, LITERAL)):
         out += cache.get(key, ())
-    for i in range(1, len(name) + 1):
-        out += cache.get(ResourcePattern(resource_type, name[:i], PREFIXED), ())
+    for i in (range(1, len(name) + 1) if prefix_lengths is None else prefix_lengths):
+        if i <= len(name):
+            out += cache.get(ResourcePattern(resource_type, name[:i], PREFIXED), ())
     return out
 
 
 def authorize(cache, principal: str, host: str, operation: str, resource_type: str, name: str, *,
-              super_users=frozenset(), allow_if_no_acls: bool = False) -> bool:
+              super_users=frozenset(), allow_if_no_acls: bool = False, prefix_lengths=None) -> bool:
     """AclAuthorizer.authorizeAction over cache {ResourcePattern: set of AclEntry}."""
     if principal in super_users:
         return True
-    acls = candidate_acls(cache, resource_type, name)
+    acls = candidate_acls(cache, resource_type, name, prefix_lengths)
     if not acls:
         return allow_if_no_acls
     if _matching(acls, "Deny", principal, host, (operation,)):
@@ -102,6 +105,7 @@ class AclAuthorizer:
         self.super_users = super_users
         self.allow_if_no_acls = allow_if_no_acls
         self.cache: dict[ResourcePattern, frozenset[AclEntry]] = {}
+        self._prefix_lengths: dict[str, tuple[int, ...]] = {}   # resource type -> lengths of its stored prefixes
         self._last_executed = {store: -1 for store in z.ACL_CHANGE_ZNODES}
         self._changes: gevent.queue.Queue = gevent.queue.Queue()
         self._worker = None
@@ -176,6 +180,10 @@ class AclAuthorizer:
             self.cache[pattern] = frozenset(AclEntry(*a) for a in acls)
         else:
             self.cache.pop(pattern, None)
+        if pattern.pattern_type == PREFIXED:
+            self._prefix_lengths[pattern.resource_type] = tuple(sorted(
+                {len(p.name) for p in self.cache if p.pattern_type == PREFIXED
+                 and p.resource_type == pattern.resource_type}))
         log.info("ACLs of %s:%s:%s now %s", pattern.resource_type, pattern.pattern_type, pattern.name,
                  sorted(self.cache.get(pattern, ())))
 
@@ -183,7 +191,8 @@ class AclAuthorizer:
     def authorize(self, principal: str, host: str, operation: str, resource_type: str, name: str,
                   log_if_denied: bool = True) -> bool:
         allowed = authorize(self.cache, principal, host, operation, resource_type, name,
-                            super_users=self.super_users, allow_if_no_acls=self.allow_if_no_acls)
+                            super_users=self.super_users, allow_if_no_acls=self.allow_if_no_acls,
+                            prefix_lengths=self._prefix_lengths.get(resource_type, ()))
         if not allowed and log_if_denied:
             audit.info("Principal = %s is Denied Operation = %s from host = %s on resource = %s:LITERAL:%s",
                        principal, operation, host, resource_type, name)

@@ -166,3 +166,12 @@ def test_only_kafkas_acl_authorizer_class_is_accepted():
         assert BrokerConfig({**base, "authorizer.class.name": name})["authorizer.class.name"] == name
     with pytest.raises(ConfigError, match="authorizer.class.name"):
         BrokerConfig({**base, "authorizer.class.name": "com.example.MyAuthorizer"})
+
+
+def test_prefix_lengths_index_finds_the_same_prefixes():
+    cache = merged(pre("Topic", "or", (ALICE, "Allow", "Read", "*")),
+                   pre("Topic", "orders-e", (BOB, "Allow", "Read", "*")))
+    for name, principal, expected in (("orders-eu", ALICE, True), ("orders-eu", BOB, True), ("o", ALICE, False),
+                                      ("orders", BOB, False)):
+        assert allowed(cache, "Read", name=name, principal=principal, prefix_lengths=(2, 8)) is expected
+        assert allowed(cache, "Read", name=name, principal=principal) is expected
