@@ -74,7 +74,8 @@ def handle(request, ctx):
         else:
             error, data = ctx.broker.group_coordinator.handle_fetch_offsets(
                 request.group_id, readable, version >= 7 and request.require_stable)
-        data = {tp: denied[tp] if tp in denied else data[tp] for tp in tps} if error == Errors.NONE else data
+        if error == Errors.NONE:   # in the request's order
+            data = {tp: denied[tp] if tp in denied else data[tp] for tp in tps if tp in denied or tp in data}
     elif version == 0:
         error, data = Errors.NONE, {}
     else:
