@@ -17,6 +17,8 @@ may this principal do `operation` on SOME resource of the type?).
 """
 from __future__ import annotations
 
+import functools
+import ipaddress
 import logging
 import time
 
@@ -32,6 +34,21 @@ log = logging.getLogger("kbroker.authorizer")
 audit = logging.getLogger("kafka.authorizer.logger")
 
 CHANGE_EXPIRATION_MS = 15 * 60 * 1000
+
+
+@functools.lru_cache(maxsize=4096)
+def kafka_host(address: str) -> str:
+    """A client address as Kafka compares it with ACL hosts (Java's InetAddress.getHostAddress): IPv4 as is, also
+    when mapped into IPv6; IPv6 as eight hex groups without zero compression ("0:0:0:0:0:0:0:1")."""
+    try:
+        ip = ipaddress.ip_address(address.split("%", 1)[0])
+    except ValueError:
+        return address
+    if ip.version == 4:
+        return str(ip)
+    if ip.ipv4_mapped is not None:
+        return str(ip.ipv4_mapped)
+    return ":".join(f"{int(group, 16):x}" for group in ip.exploded.split(":"))
 
 
 def parse_super_users(value: str | None) -> frozenset[str]:
@@ -188,8 +205,10 @@ class AclAuthorizer:
                  sorted(self.cache.get(pattern, ())))
 
     # ---- decisions -------------------------------------------------------------------------------------------
-    def authorize(self, principal: str, host: str, operation: str, resource_type: str, name: str,
+    def authorize(self, principal: str, address: str, operation: str, resource_type: str, name: str,
                   log_if_denied: bool = True) -> bool:
+        """The decision for a principal connected from `address` (its IP; compared as Kafka, kafka_host)."""
+        host = kafka_host(address)
         allowed = authorize(self.cache, principal, host, operation, resource_type, name,
                             super_users=self.super_users, allow_if_no_acls=self.allow_if_no_acls,
                             prefix_lengths=self._prefix_lengths.get(resource_type, ()))
@@ -198,8 +217,8 @@ class AclAuthorizer:
                        principal, operation, host, resource_type, name)
         return allowed
 
-    def authorize_by_resource_type(self, principal: str, host: str, operation: str, resource_type: str) -> bool:
-        return authorize_by_resource_type(self.cache, principal, host, operation, resource_type,
+    def authorize_by_resource_type(self, principal: str, address: str, operation: str, resource_type: str) -> bool:
+        return authorize_by_resource_type(self.cache, principal, kafka_host(address), operation, resource_type,
                                           super_users=self.super_users, allow_if_no_acls=self.allow_if_no_acls)
 
     # ---- ACL administration (CreateAcls, DeleteAcls, DescribeAcls) ------------------------------------------

@@ -5,7 +5,8 @@ to ZooKeeper and applied live through the change notifications; deny beats allow
 inter-broker APIs need ClusterAction.
 
 Clients are User:ANONYMOUS on the PLAINTEXT listener (127.0.0.1). The broker's own inter-broker listener is on
-[::1] and a host-restricted ACL gives User:ANONYMOUS ClusterAction from ::1 only, so the client never has it.
+[::1] and a host-restricted ACL gives User:ANONYMOUS ClusterAction from ::1 only (written as Java prints it,
+0:0:0:0:0:0:0:1), so the client never has it.
 """
 from __future__ import annotations
 
@@ -81,7 +82,9 @@ def secured(zookeeper, tmp_path_factory):
     connect = fresh_chroot(zookeeper)
     zk = KafkaZkClient(connect, 6000).start()
     # The broker's inter-broker listener ([::1]) is the only place ClusterAction comes from.
-    zk.update_acls("Cluster", "kafka-cluster", "LITERAL", lambda acls: acls | {(ANON, "Allow", "ClusterAction", "::1")})
+    # (The host as Kafka compares it: Java's form of ::1.)
+    zk.update_acls("Cluster", "kafka-cluster", "LITERAL",
+                   lambda acls: acls | {(ANON, "Allow", "ClusterAction", "0:0:0:0:0:0:0:1")})
     port, internal = free_port(), free_port()
     broker = BrokerProcess.create(1, str(tmp_path_factory.mktemp("secured")), connect, {
         "listeners": f"PLAINTEXT://127.0.0.1:{port},INTERNAL://[::1]:{internal}",

@@ -175,3 +175,10 @@ def test_prefix_lengths_index_finds_the_same_prefixes():
                                       ("orders", BOB, False)):
         assert allowed(cache, "Read", name=name, principal=principal, prefix_lengths=(2, 8)) is expected
         assert allowed(cache, "Read", name=name, principal=principal) is expected
+
+
+def test_client_addresses_compare_as_kafka_prints_them():
+    from kbroker.security.authorizer import kafka_host
+    assert kafka_host("127.0.0.1") == "127.0.0.1"
+    assert kafka_host("::ffff:10.1.2.3") == "10.1.2.3"
+    assert kafka_host("::1") == "0:0:0:0:0:0:0:1"
