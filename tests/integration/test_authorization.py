@@ -11,6 +11,7 @@ Clients are User:ANONYMOUS on the PLAINTEXT listener (127.0.0.1). The broker's o
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass, field
 
 import pytest
@@ -34,7 +35,7 @@ from kafka.protocol.metadata import MetadataRequest
 from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest
 from kafka.protocol.producer import (AddOffsetsToTxnRequest, AddPartitionsToTxnRequest, EndTxnRequest,
                                      InitProducerIdRequest, ProduceRequest, TxnOffsetCommitRequest)
-from kafka.record.memory_records import MemoryRecordsBuilder
+from aiokafka.record.default_records import DefaultRecordBatchBuilder
 
 from admin_cli.main import cli as kadmin
 from kbroker.cluster import BrokerProcess, free_port, wait_ready, wait_until
@@ -114,19 +115,20 @@ def _leaders_known(zk, topics) -> bool:
     return all((st := zk.get_partition_state(t, 0)) is not None and st.leader == 1 for t in topics)
 
 
-def records(value: bytes = b"v"):
-    b = MemoryRecordsBuilder(magic=2, compression_type=0, batch_size=1 << 20)
-    b.append(timestamp=None, key=None, value=value, headers=[])
-    b.close()
-    return bytes(b.buffer())
+def records(transactional: bool = False) -> bytes:
+    """One v2 batch of one record; a transactional one from producer 1, epoch 0."""
+    pid, epoch, sequence = (1, 0, 0) if transactional else (-1, -1, -1)
+    b = DefaultRecordBatchBuilder(2, 0, int(transactional), pid, epoch, sequence, 1 << 20)
+    b.append(0, int(time.time() * 1000), None, b"v", [])
+    return bytes(b.build())
 
 
 # ---- requests and where their error code is ----------------------------------------------------------------
 
-def produce(topic: str):
+def produce(topic: str, txn: str | None = None):
     T = ProduceRequest.TopicProduceData
-    return ProduceRequest(version=8, transactional_id=None, acks=1, timeout_ms=5000, topic_data=[
-        T(name=topic, partition_data=[T.PartitionProduceData(index=0, records=records())])])
+    return ProduceRequest(version=8, transactional_id=txn, acks=1, timeout_ms=5000, topic_data=[
+        T(name=topic, partition_data=[T.PartitionProduceData(index=0, records=records(txn is not None))])])
 
 
 def fetch(topic: str, replica_id: int = -1):
@@ -346,6 +348,9 @@ class Case:
 CASES = [
     Case("Produce", lambda: produce("t-produce"), first_partition_error("responses", "partition_responses"),
          TOPIC_DENIED, [("Topic", "t-produce", "Write", "LITERAL")]),
+    Case("Produce(transactional)", lambda: produce("t-txn", "tx-produce"),
+         first_partition_error("responses", "partition_responses"), TXN_DENIED,
+         [("TransactionalId", "tx-produce", "Write", "LITERAL"), ("Topic", "t-txn", "Write", "LITERAL")]),
     Case("Fetch", lambda: fetch("t-fetch-1"), first_partition_error("responses", "partitions"),
          TOPIC_DENIED, [("Topic", "t-fetch", "Read", "PREFIXED")]),
     Case("ListOffsets", lambda: list_offsets("t-offsets"), first_partition_error("topics", "partitions"),
