@@ -13,7 +13,8 @@ broker (a broker without an authorizer refuses with SECURITY_DISABLED).
 Bindings come from kafka-acls.sh's options: principals (--allow-principal / --deny-principal) × hosts
 (--allow-host / --deny-host, default `*`) × operations (--operation, default All) × resources (--topic, --group,
 --cluster, --transactional-id, --delegation-token) with --resource-pattern-type (literal or prefixed to add;
-any, match, literal or prefixed to list and remove). Operations a resource type does not support are refused
+any, match, literal or prefixed to list and remove), or kafka-acls.sh's --producer [--idempotent] and
+--consumer shortcuts. Operations a resource type does not support are refused
 as kafka-acls.sh does (AclEntry.supportedOperations).
 """
 from __future__ import annotations
@@ -23,7 +24,7 @@ from dataclasses import dataclass
 from kafka.protocol.admin import CreateAclsRequest, DeleteAclsRequest, DescribeAclsRequest
 
 from zk.client import KafkaZkClient
-from kbroker.protocol.acls import (ANY, OPERATIONS, PATTERN_TYPES, PERMISSIONS, RESOURCE_TYPES,
+from kbroker.protocol.acls import (ANY, CLUSTER_NAME, OPERATIONS, PATTERN_TYPES, PERMISSIONS, RESOURCE_TYPES,
                                    AclBinding, AclBindingFilter, AclEntry, ResourcePattern, binding_to_wire,
                                    code_of)
 
@@ -39,6 +40,25 @@ SUPPORTED_OPERATIONS = {
     "TransactionalId": {"Describe", "Write"},
     "DelegationToken": {"Describe"},
 }
+
+
+def convenience_operations(patterns: list[ResourcePattern], producer: bool, consumer: bool,
+                           idempotent: bool) -> list[tuple[ResourcePattern, list[str]]]:
+    """kafka-acls.sh --producer (Write, Describe, Create on topics; Write, Describe on transactional ids;
+    IdempotentWrite on the cluster with --idempotent) and --consumer (Read, Describe on topics; Read on groups)."""
+    out = []
+    for p in patterns:
+        ops = []
+        if producer:
+            ops += {"Topic": ["Write", "Describe", "Create"], "TransactionalId": ["Write", "Describe"]}.get(
+                p.resource_type, [])
+        if consumer:
+            ops += {"Topic": ["Read", "Describe"], "Group": ["Read"]}.get(p.resource_type, [])
+        if ops:
+            out.append((p, ops))
+    if producer and idempotent:
+        out.append((ResourcePattern("Cluster", CLUSTER_NAME, "LITERAL"), ["IdempotentWrite"]))
+    return out
 
 
 def unsupported(bindings) -> str | None:

@@ -730,11 +730,17 @@ def acls_list(ctx, topics, groups, cluster_resource, transactional_ids, delegati
 @acls.command("add")
 @_acl_resource_options
 @_acl_entry_options
+@click.option("--producer", is_flag=True, help="The ACLs a producer needs: Write, Describe, Create on the topics; "
+                                              "Write, Describe on the transactional ids.")
+@click.option("--idempotent", is_flag=True, help="With --producer: IdempotentWrite on the cluster too.")
+@click.option("--consumer", is_flag=True, help="The ACLs a consumer needs: Read, Describe on the topics; Read on "
+                                              "the groups.")
 @click.pass_context
 def acls_add(ctx, topics, groups, cluster_resource, transactional_ids, delegation_tokens, pattern_type,
-             allow_principals, deny_principals, allow_hosts, deny_hosts, operations):
+             allow_principals, deny_principals, allow_hosts, deny_hosts, operations, producer, idempotent, consumer):
     """Add ACLs (kafka-acls.sh --add): every principal x host x operation on every resource given, e.g.
-    `kadmin acls add --allow-principal User:alice --operation Read --topic orders`.
+    `kadmin acls add --allow-principal User:alice --operation Read --topic orders`, or the ACLs a producer or a
+    consumer needs (`--consumer --topic orders --group billing`).
 
     JSON: {"added": [binding, ...]}, bindings as `acls list` shows them.
     """
@@ -745,7 +751,19 @@ def acls_add(ctx, topics, groups, cluster_resource, transactional_ids, delegatio
                                "--delegation-token.")
     if not allow_principals and not deny_principals:
         raise click.UsageError("Give --allow-principal or --deny-principal.")
-    wanted = _acl_bindings(patterns, allow_principals, deny_principals, allow_hosts, deny_hosts, operations)
+    if producer or consumer:
+        if operations:
+            raise click.UsageError("--operation cannot be combined with --producer or --consumer.")
+        per_pattern = acl_ops.convenience_operations(patterns, producer, consumer, idempotent)
+        if not per_pattern:
+            raise click.UsageError("--producer needs --topic or --transactional-id; --consumer needs --topic or "
+                                   "--group.")
+        wanted = [b for p, ops in per_pattern
+                  for b in _acl_bindings([p], allow_principals, deny_principals, allow_hosts, deny_hosts, ops)]
+    elif idempotent:
+        raise click.UsageError("--idempotent only goes with --producer.")
+    else:
+        wanted = _acl_bindings(patterns, allow_principals, deny_principals, allow_hosts, deny_hosts, operations)
     with _cluster(ctx) as src:
         result = src.call(acl_ops.add_acls_zk, acl_ops.add_acls_admin, wanted)
     _out(ctx).emit(result)

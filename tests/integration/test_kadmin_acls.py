@@ -71,13 +71,28 @@ def test_add_list_remove_write_kafkas_znodes_and_notifications(zk_connect, zk_cl
     assert kadmin_json(zk_connect, "acls", "remove", "--topic", "orders")["removed"] == []
 
 
+def test_producer_and_consumer_shortcuts_add_what_kafka_acls_sh_adds(zk_connect, zk_client):
+    added = kadmin_json(zk_connect, "acls", "add", "--allow-principal", "User:p", "--producer", "--idempotent",
+                        "--topic", "orders", "--transactional-id", "tx")["added"]
+    assert sorted((a["resource_type"], a["operation"]) for a in added) == [
+        ("Cluster", "IdempotentWrite"), ("Topic", "Create"), ("Topic", "Describe"), ("Topic", "Write"),
+        ("TransactionalId", "Describe"), ("TransactionalId", "Write")]
+    added = kadmin_json(zk_connect, "acls", "add", "--allow-principal", "User:c", "--consumer", "--topic", "orders",
+                        "--group", "billing", "--resource-pattern-type", "prefixed")["added"]
+    assert sorted((a["resource_type"], a["operation"], a["pattern_type"]) for a in added) == [
+        ("Group", "Read", "PREFIXED"), ("Topic", "Describe", "PREFIXED"), ("Topic", "Read", "PREFIXED")]
+    assert len(json.loads(zk_client.get("/kafka-acl/Topic/orders")[0])["acls"]) == 3
+
+
 def test_bad_acl_options_are_usage_errors(zk_connect):
     for args in (["acls", "add", "--allow-principal", "User:a", "--operation", "Read", "--cluster"],  # not on Cluster
                  ["acls", "add", "--allow-principal", "alice", "--topic", "t"],                     # no type
                  ["acls", "add", "--allow-principal", "User:a", "--operation", "Fly", "--topic", "t"],
                  ["acls", "add", "--operation", "Read", "--topic", "t"],                             # no principal
                  ["acls", "add", "--allow-principal", "User:a", "--topic", "t", "--resource-pattern-type", "match"],
-                 ["acls", "remove", "--allow-principal", "User:a"]):                                # no resource
+                 ["acls", "remove", "--allow-principal", "User:a"],                                 # no resource
+                 ["acls", "add", "--allow-principal", "User:a", "--consumer", "--cluster"],
+                 ["acls", "add", "--allow-principal", "User:a", "--idempotent", "--topic", "t"]):
         result = kadmin(zk_connect, *args)
         assert result.exit_code == 2, (args, result.output)
         assert result.stderr.startswith("Error:"), result.stderr
