@@ -11,6 +11,7 @@ Clients are User:ANONYMOUS on the PLAINTEXT listener (127.0.0.1). The broker's o
 from __future__ import annotations
 
 import json
+import os
 import time
 from dataclasses import dataclass, field
 
@@ -480,6 +481,10 @@ def test_the_authorization_matrix(secured):
     if ops.authorized_operations:
         problems.append(f"DescribeCluster authorized operations without ACLs: {ops.authorized_operations}")
     assert not problems, "\n".join(problems)
+    # Each denial is a line of the authorizer log (kafka-authorizer.log, as Kafka's log4j set-up).
+    with open(os.path.join(secured.broker.dir, "logs", "kafka-authorizer.log")) as f:
+        assert ("Principal = User:ANONYMOUS is Denied Operation = Write from host = 127.0.0.1 on resource = "
+                "Topic:LITERAL:t-produce") in f.read()
 
     for case in CASES:
         for rtype, name, op, pattern in case.grants:
