@@ -125,6 +125,10 @@ class AclAuthorizer:
         self._prefix_lengths: dict[str, tuple[int, ...]] = {}   # resource type -> lengths of its stored prefixes
         self._last_executed = {store: -1 for store in z.ACL_CHANGE_ZNODES}
         self._changes: gevent.queue.Queue = gevent.queue.Queue()
+        # One watch function per store, so ZooKeeper's client keeps one watch however often it is set again; a
+        # watch only hands the work to the worker greenlet (callbacks stay short).
+        self._watches = {store: (lambda _event, store=store: self._changes.put(store))
+                         for store in z.ACL_CHANGE_ZNODES}
         self._worker = None
 
     @classmethod
@@ -141,7 +145,7 @@ class AclAuthorizer:
         the watches, then load every resource's ACLs; later notifications re-read their resource."""
         self.zk.create_acl_paths()
         for store in z.ACL_CHANGE_ZNODES:
-            names = self.zk.get_acl_change_notifications(store, watch=self._watch(store))
+            names = self.zk.get_acl_change_notifications(store, watch=self._watches[store])
             if names:
                 self._last_executed[store] = max(_sequence(n) for n in names)
         for rtype, name, pattern_type in self.zk.get_acl_resources():
@@ -154,10 +158,6 @@ class AclAuthorizer:
     def shutdown(self) -> None:
         if self._worker is not None:
             self._worker.kill(block=False)
-
-    def _watch(self, store):
-        # A ZooKeeper watch callback: only hand the work to the worker greenlet.
-        return lambda _event: self._changes.put(store)
 
     def _on_state(self, state) -> None:
         # A new session lost the watches (and may have missed notifications): look again.
@@ -174,7 +174,7 @@ class AclAuthorizer:
                 log.exception("processing ACL change notifications under %s failed", store.path)
 
     def _process_store(self, store) -> None:
-        names = self.zk.get_acl_change_notifications(store, watch=self._watch(store))
+        names = self.zk.get_acl_change_notifications(store, watch=self._watches[store])
         now_ms = int(time.time() * 1000)
         for node in names:
             seq = _sequence(node)
