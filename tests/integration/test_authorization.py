@@ -1,12 +1,13 @@
 """The authorization matrix, in the style of Kafka's AuthorizerIntegrationTest: one secured broker for the whole
 module (authorizer.class.name=kafka.security.authorizer.AclAuthorizer); each API is refused with its own error
 code without ACLs and allowed once the ACLs Kafka requires exist (literal, prefixed and `*` resources), written
-to ZooKeeper and applied live through the change notifications; deny beats allow; the ACL APIs; the
-inter-broker APIs need ClusterAction.
+to ZooKeeper and applied live through the change notifications; deny beats allow; ACLs of one principal serve
+no other; super users pass; the ACL APIs; the inter-broker APIs need ClusterAction.
 
-Clients are User:ANONYMOUS on the PLAINTEXT listener (127.0.0.1). The broker's own inter-broker listener is on
-[::1] and a host-restricted ACL gives User:ANONYMOUS ClusterAction from ::1 only (written as Java prints it,
-0:0:0:0:0:0:0:1), so the client never has it.
+Principals: alice and bob (SASL_PLAINTEXT, PLAIN) for the matrix, carol for the end-to-end clients, admin
+(PLAIN) is the super user; the tools and the other tests use the PLAINTEXT listener as User:ANONYMOUS. The broker's own inter-broker
+listener is a PLAINTEXT one on [::1]: a host-restricted ACL gives User:ANONYMOUS ClusterAction from ::1 only
+(written as Java prints the address, 0:0:0:0:0:0:0:1), so no client has it.
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import time
 from dataclasses import dataclass, field
 
 import pytest
+from aiokafka.record.default_records import DefaultRecordBatchBuilder
 from click.testing import CliRunner
 from confluent_kafka import Consumer, KafkaError, Producer
 from kafka.admin import (ACL, ACLOperation, ACLPermissionType, ACLResourcePatternType, KafkaAdminClient,
@@ -24,31 +26,31 @@ from kafka.protocol.admin import (AlterConfigsRequest, AlterPartitionReassignmen
                                   CreatePartitionsRequest, CreateTopicsRequest, DeleteAclsRequest,
                                   DeleteRecordsRequest, DeleteTopicsRequest, DescribeAclsRequest,
                                   DescribeClusterRequest, DescribeConfigsRequest, DescribeLogDirsRequest,
-                                  ElectLeadersRequest, IncrementalAlterConfigsRequest,
-                                  ListPartitionReassignmentsRequest)
+                                  DescribeProducersRequest, DescribeTransactionsRequest, ElectLeadersRequest,
+                                  IncrementalAlterConfigsRequest, ListPartitionReassignmentsRequest)
 from kafka.protocol.admin.groups import DeleteGroupsRequest, DescribeGroupsRequest
-from kafka.protocol.admin import DescribeProducersRequest, DescribeTransactionsRequest
-from kafka.protocol.consumer import (FetchRequest, HeartbeatRequest, JoinGroupRequest,
-                                     LeaveGroupRequest, ListOffsetsRequest, OffsetCommitRequest,
-                                     OffsetDeleteRequest, OffsetFetchRequest, OffsetForLeaderEpochRequest,
-                                     SyncGroupRequest)
+from kafka.protocol.consumer import (FetchRequest, HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest,
+                                     ListOffsetsRequest, OffsetCommitRequest, OffsetDeleteRequest, OffsetFetchRequest,
+                                     OffsetForLeaderEpochRequest, SyncGroupRequest)
 from kafka.protocol.metadata import MetadataRequest
 from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest
 from kafka.protocol.producer import (AddOffsetsToTxnRequest, AddPartitionsToTxnRequest, EndTxnRequest,
                                      InitProducerIdRequest, ProduceRequest, TxnOffsetCommitRequest)
-from aiokafka.record.default_records import DefaultRecordBatchBuilder
 
 from admin_cli.main import cli as kadmin
 from kbroker.cluster import BrokerProcess, free_port, wait_ready, wait_until
 from kbroker.protocol.client import Connection
+from kbroker.protocol.client.security import ClientSecurity
 from kbroker.protocol.errors import Errors
 from kbroker.protocol.interbroker import (ControlledShutdownRequest, LeaderAndIsrRequest, StopReplicaRequest,
                                           UpdateMetadataRequest, WriteTxnMarkersRequest)
 from zk import admin as zk_admin
+from zk import znodes as z
 from zk.client import KafkaZkClient
 from tests.conftest import fresh_chroot
 
 ANON = "User:ANONYMOUS"
+PASSWORDS = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret", "carol": "carol-secret"}
 TOPIC_DENIED, GROUP_DENIED, CLUSTER_DENIED, TXN_DENIED = (Errors.TOPIC_AUTHORIZATION_FAILED,
                                                           Errors.GROUP_AUTHORIZATION_FAILED,
                                                           Errors.CLUSTER_AUTHORIZATION_FAILED,
@@ -62,13 +64,27 @@ class Secured:
     zk: KafkaZkClient
     zk_connect: str
     broker: BrokerProcess
-    conn: Connection = field(init=False)
+    sasl_port: int
+    conns: dict = field(default_factory=dict)
 
-    def __post_init__(self):
-        self.conn = Connection("127.0.0.1", self.broker.port, "matrix", 15)
+    def client(self, user: str | None = None) -> Connection:
+        """A connection as User:<user> (SASL_PLAINTEXT, PLAIN), or as User:ANONYMOUS (PLAINTEXT) when None."""
+        if user not in self.conns:
+            if user is None:
+                self.conns[user] = Connection("127.0.0.1", self.broker.port, "matrix", 15)
+            else:
+                security = ClientSecurity(protocol="SASL_PLAINTEXT", sasl_mechanism="PLAIN", username=user,
+                                          password=PASSWORDS[user])
+                self.conns[user] = Connection("127.0.0.1", self.sasl_port, f"matrix-{user}", 15, security)
+        return self.conns[user]
 
-    def send(self, request):
-        return self.conn.send(request)
+    def send(self, request, user: str | None = None):
+        return self.client(user).send(request)
+
+    @property
+    def sasl_conf(self) -> dict:
+        return {"bootstrap.servers": f"127.0.0.1:{self.sasl_port}", "security.protocol": "SASL_PLAINTEXT",
+                "sasl.mechanisms": "PLAIN"}
 
     def grant(self, rtype: str, name: str, op: str, pattern: str = "LITERAL", permission: str = "Allow",
               principal: str = ANON, host: str = "*") -> None:
@@ -79,25 +95,34 @@ class Secured:
         self.zk.update_acls(rtype, name, pattern, lambda acls: acls - {(principal, permission, op, host)})
 
 
+def jaas(options: dict[str, str]) -> str:
+    return ("org.apache.kafka.common.security.plain.PlainLoginModule required "
+            + " ".join(f'{k}="{v}"' for k, v in options.items()) + ";")
+
+
 @pytest.fixture(scope="module")
 def secured(zookeeper, tmp_path_factory):
     connect = fresh_chroot(zookeeper)
     zk = KafkaZkClient(connect, 6000).start()
     # The broker's inter-broker listener ([::1]) is the only place ClusterAction comes from.
-    # (The host as Kafka compares it: Java's form of ::1.)
     zk.update_acls("Cluster", "kafka-cluster", "LITERAL",
                    lambda acls: acls | {(ANON, "Allow", "ClusterAction", "0:0:0:0:0:0:0:1")})
-    port, internal = free_port(), free_port()
+    port, internal, sasl = free_port(), free_port(), free_port()
     broker = BrokerProcess.create(1, str(tmp_path_factory.mktemp("secured")), connect, {
-        "listeners": f"PLAINTEXT://127.0.0.1:{port},INTERNAL://[::1]:{internal}",
-        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT",
+        "listeners": f"PLAINTEXT://127.0.0.1:{port},INTERNAL://[::1]:{internal},SASL_PLAINTEXT://127.0.0.1:{sasl}",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT",
         "inter.broker.listener.name": "INTERNAL",
+        "sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": jaas(
+            {"username": "admin", "password": "admin-secret", **{f"user_{u}": p for u, p in PASSWORDS.items()}}),
         "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+        "super.users": "User:admin",
         "offsets.topic.num.partitions": 1, "transaction.state.log.num.partitions": 1,
         "transaction.state.log.replication.factor": 1, "transaction.state.log.min.isr": 1,
-        "offsets.topic.replication.factor": 1, "zookeeper.session.timeout.ms": 4000}, port=port)
+        "offsets.topic.replication.factor": 1, "group.initial.rebalance.delay.ms": 0,
+        "zookeeper.session.timeout.ms": 4000}, port=port)
     broker.start()
-    s = Secured(zk, connect, broker)
+    s = Secured(zk, connect, broker, sasl)
     try:
         wait_ready([broker], 30)
         admin = zk_admin.AdminZkClient(zk)
@@ -107,7 +132,8 @@ def secured(zookeeper, tmp_path_factory):
         wait_until(lambda: _leaders_known(zk, TOPICS), message="the topics' leaders")
         yield s
     finally:
-        s.conn.close()
+        for c in s.conns.values():
+            c.close()
         broker.kill9()
         zk.close()
 
@@ -458,58 +484,69 @@ NOT_YET = (TOPIC_DENIED, GROUP_DENIED, CLUSTER_DENIED, TXN_DENIED, Errors.COORDI
            Errors.NOT_COORDINATOR, Errors.COORDINATOR_LOAD_IN_PROGRESS)
 
 
-def _code(secured, request_fn, error) -> int:
-    return error(secured.send(request_fn()))
+def _code(secured, request_fn, error, user: str | None = None) -> int:
+    return error(secured.send(request_fn(), user))
 
 
 def test_the_authorization_matrix(secured):
-    """Every API refused with its own code without ACLs; every one allowed once Kafka's ACLs exist (applied
-    live from the change notifications); the inter-broker APIs stay refused."""
+    """Every API refused to alice with its own code without ACLs, allowed once Kafka's ACLs for her exist
+    (applied live from the change notifications), the inter-broker APIs still refused; bob, without ACLs of
+    his own, still refused everything; admin, a super user, allowed everything without any."""
+    alice = "User:alice"
     problems = []
     for case in CASES:
-        code = _code(secured, case.request, case.error)
+        code = _code(secured, case.request, case.error, "alice")
         if code != case.denied:
             problems.append(f"{case.name} without ACLs: {Errors(code).name}, expected {Errors(case.denied).name}")
     # Not authorized to Describe: all-topics Metadata leaves the topics out; DescribeLogDirs shows nothing;
-    # ListGroups and ListTransactions list nothing; the cluster's authorized operations are none.
-    listed = {t.name for t in secured.send(metadata(None)).topics}
+    # the cluster's authorized operations are none.
+    listed = {t.name for t in secured.send(metadata(None), "alice").topics}
     if listed & set(TOPICS):
         problems.append(f"all-topics Metadata shows unauthorized topics {sorted(listed & set(TOPICS))}")
-    if secured.send(DescribeLogDirsRequest(version=1, topics=None)).results:
+    if secured.send(DescribeLogDirsRequest(version=1, topics=None), "alice").results:
         problems.append("DescribeLogDirs without Describe on the cluster answered log dirs")
-    ops = secured.send(DescribeClusterRequest(version=0, include_cluster_authorized_operations=True))
+    ops = secured.send(DescribeClusterRequest(version=0, include_cluster_authorized_operations=True), "alice")
     if ops.authorized_operations:
         problems.append(f"DescribeCluster authorized operations without ACLs: {ops.authorized_operations}")
     assert not problems, "\n".join(problems)
     # Each denial is a line of the authorizer log (kafka-authorizer.log, as Kafka's log4j set-up).
     with open(os.path.join(secured.broker.dir, "logs", "kafka-authorizer.log")) as f:
-        assert ("Principal = User:ANONYMOUS is Denied Operation = Write from host = 127.0.0.1 on resource = "
+        assert ("Principal = User:alice is Denied Operation = Write from host = 127.0.0.1 on resource = "
                 "Topic:LITERAL:t-produce") in f.read()
 
     for case in CASES:
         for rtype, name, op, pattern in case.grants:
-            secured.grant(rtype, name, op, pattern)
+            secured.grant(rtype, name, op, pattern, principal=alice)
     for case in CASES:
         try:
-            code = wait_until(lambda c=case: (x := _code(secured, c.request, c.error)) not in NOT_YET and (x,),
-                              timeout=15, message=f"{case.name} to be allowed")[0]
+            code = wait_until(lambda c=case: (x := _code(secured, c.request, c.error, "alice")) not in NOT_YET
+                              and (x,), timeout=15, message=f"{case.name} to be allowed")[0]
         except TimeoutError:
-            code = _code(secured, case.request, case.error)
+            code = _code(secured, case.request, case.error, "alice")
         if code != case.allowed:
             problems.append(f"{case.name} with {case.grants}: {Errors(code).name}, expected "
                             f"{Errors(case.allowed).name}")
-    listed = {t.name for t in secured.send(metadata(None)).topics}
+    listed = {t.name for t in secured.send(metadata(None), "alice").topics}
     if not {"t-meta", "t-produce", "t-offsets"} <= listed or "t-configs" in listed:
         problems.append(f"all-topics Metadata with Describe (direct or implied) lists {sorted(listed)}")
-    if not secured.send(DescribeLogDirsRequest(version=1, topics=None)).results:
+    if not secured.send(DescribeLogDirsRequest(version=1, topics=None), "alice").results:
         problems.append("DescribeLogDirs with Describe on the cluster answered no log dirs")
-    ops = secured.send(DescribeClusterRequest(version=0, include_cluster_authorized_operations=True))
+    ops = secured.send(DescribeClusterRequest(version=0, include_cluster_authorized_operations=True), "alice")
     if set(ops.authorized_operations) != {7, 8, 10, 11}:   # Alter, Describe, DescribeConfigs, AlterConfigs
         problems.append(f"DescribeCluster authorized operations {ops.authorized_operations}")
     for name, request_fn, error, denied in INTER_BROKER:
-        code = _code(secured, request_fn, error)
+        code = _code(secured, request_fn, error, "alice")
         if code != denied:
             problems.append(f"{name} from a client without ClusterAction: {Errors(code).name}")
+    # alice's ACLs are hers: bob is refused everything; the super user needs no ACL at all.
+    for case in CASES:
+        code = _code(secured, case.request, case.error, "bob")
+        if code != case.denied:
+            problems.append(f"{case.name} as bob: {Errors(code).name}, expected {Errors(case.denied).name}")
+        code = _code(secured, case.request, case.error, "admin")
+        if code != case.allowed:
+            problems.append(f"{case.name} as the super user: {Errors(code).name}, expected "
+                            f"{Errors(case.allowed).name}")
     assert not problems, "\n".join(problems)
 
 
@@ -519,10 +556,16 @@ def _kadmin(*args) -> dict:
     return json.loads(result.stdout)
 
 
-def _allowed_eventually(secured, request_fn, error, message: str) -> int:
+def _allowed_eventually(secured, request_fn, error, message: str, user: str | None = None) -> int:
     """The request's code once it is no longer refused (the ACLs reach the broker through the notifications)."""
-    return wait_until(lambda: (x := _code(secured, request_fn, error)) not in NOT_YET and (x,), timeout=15,
+    return wait_until(lambda: (x := _code(secured, request_fn, error, user)) not in NOT_YET and (x,), timeout=15,
                       message=message)[0]
+
+
+def _coordinator_found(secured, group: str) -> None:
+    """Until FindCoordinator finds the group's coordinator (the ACL arrived, __consumer_offsets exists)."""
+    wait_until(lambda: _code(secured, lambda: find_coordinator(group), top_error) == Errors.NONE, timeout=15,
+               message=f"the coordinator of {group}")
 
 
 def test_deny_beats_allow_and_revoking_applies_live(secured):
@@ -562,8 +605,8 @@ def test_acls_from_kadmin_and_kafka_acls_sh_bytes_apply_live_and_read_back(secur
     zk.create_recursive("/kafka-acl-extended-changes/acl_changes_",
                         b'{"version":1,"resourceType":"TRANSACTIONAL_ID","name":"raw-","patternType":"PREFIXED"}',
                         sequence=True)
-    assert _allowed_eventually(secured, lambda: join("g-raw"), top_error, "the raw group ACL") == \
-        Errors.MEMBER_ID_REQUIRED
+    _coordinator_found(secured, "g-raw")   # Read implies Describe
+    assert _code(secured, lambda: join("g-raw"), top_error) == Errors.MEMBER_ID_REQUIRED
     assert _allowed_eventually(secured, lambda: find_coordinator("raw-tx", 1), top_error,
                                "the raw prefixed ACL") == Errors.NONE
     # DescribeAcls (kadmin --bootstrap-server) reads them all back.
@@ -617,7 +660,6 @@ def test_acls_created_through_the_admin_api_land_in_zookeeper_as_kafka_writes_th
 
 
 def z_acls(zk, path):
-    from zk import znodes as z
     return z.AclZNode.decode(zk.get(path)[0])
 
 
@@ -634,6 +676,7 @@ def test_metadata_auto_creation_and_per_topic_errors_need_every_acl(secured):
     assert secured.zk.topic_exists("auto-1")
     # OffsetCommit and OffsetFetch with the group allowed but not the topic: the topic's partitions are refused.
     secured.grant("Group", "g-split", "Read")
+    _coordinator_found(secured, "g-split")
     commit_code = first_partition_error("topics", "partitions")
     code = wait_until(lambda: (x := _code(secured, lambda: offset_commit("g-split", "t-hidden-2"), commit_code))
                       not in (GROUP_DENIED, Errors.COORDINATOR_NOT_AVAILABLE, Errors.NOT_COORDINATOR) and (x,),
@@ -644,9 +687,10 @@ def test_metadata_auto_creation_and_per_topic_errors_need_every_acl(secured):
 
 
 def test_confluent_kafka_produces_and_consumes_with_topic_and_group_acls(secured):
+    carol = "User:carol"
     zk_admin.AdminZkClient(secured.zk).create_topic("e2e-orders", {}, assignment={0: [1]})
     wait_until(lambda: _leaders_known(secured.zk, ["e2e-orders"]), message="e2e-orders' leader")
-    conf = {"bootstrap.servers": secured.broker.bootstrap}
+    conf = {**secured.sasl_conf, "sasl.username": "carol", "sasl.password": PASSWORDS["carol"]}
     # Without ACLs the write is refused.
     refused = []
     producer = Producer({**conf, "message.timeout.ms": 20000})
@@ -655,26 +699,26 @@ def test_confluent_kafka_produces_and_consumes_with_topic_and_group_acls(secured
     assert [e.code() for e in refused] == [KafkaError.TOPIC_AUTHORIZATION_FAILED]
     del producer
     # Write on a prefix (implying Describe): an idempotent producer works without IdempotentWrite (KIP-679).
-    secured.grant("Topic", "e2e-", "Write", "PREFIXED")
-    _allowed_eventually(secured, lambda: metadata(["e2e-orders"]), lambda r: r.topics[0].error_code, "Write on e2e-")
+    secured.grant("Topic", "e2e-", "Write", "PREFIXED", principal=carol)
+    _allowed_eventually(secured, lambda: metadata(["e2e-orders"]), lambda r: r.topics[0].error_code, "Write on e2e-",
+                        "carol")
     delivered = []
     producer = Producer({**conf, "enable.idempotence": True})
     for i in range(5):
         producer.produce("e2e-orders", f"m{i}".encode(), on_delivery=lambda err, msg: delivered.append(err))
     assert producer.flush(20) == 0 and delivered == [None] * 5
     del producer
-    consumer_conf = {**conf, "group.id": "e2e-group", "auto.offset.reset": "earliest",
-                     "enable.auto.commit": False}
-    # Read on the topic but no group ACL: the group is refused.
-    secured.grant("Topic", "*", "Read")
+    consumer_conf = {**conf, "group.id": "e2e-group", "auto.offset.reset": "earliest", "enable.auto.commit": False}
+    # Read on every topic (`*`) but no group ACL: the group is refused.
+    secured.grant("Topic", "*", "Read", principal=carol)
     consumer = Consumer(consumer_conf)
     consumer.subscribe(["e2e-orders"])
     try:
         msg = wait_until(lambda: consumer.poll(1.0), timeout=20, message="a group error")
-        assert msg.error() is not None and msg.error().code() == 30   # GROUP_AUTHORIZATION_FAILED
+        assert msg.error() is not None and msg.error().code() == KafkaError.GROUP_AUTHORIZATION_FAILED
     finally:
         consumer.close()
-    secured.grant("Group", "e2e-group", "Read")
+    secured.grant("Group", "e2e-group", "Read", principal=carol)
     consumer = Consumer(consumer_conf)
     consumer.subscribe(["e2e-orders"])
     values = []
