@@ -5,9 +5,9 @@ to ZooKeeper and applied live through the change notifications; deny beats allow
 no other; super users pass; the ACL APIs; the inter-broker APIs need ClusterAction.
 
 Principals: alice and bob (SASL_PLAINTEXT, PLAIN) for the matrix, carol for the end-to-end clients, admin
-(PLAIN) is the super user; the tools and the other tests use the PLAINTEXT listener as User:ANONYMOUS. The broker's own inter-broker
-listener is a PLAINTEXT one on [::1]: a host-restricted ACL gives User:ANONYMOUS ClusterAction from ::1 only
-(written as Java prints the address, 0:0:0:0:0:0:0:1), so no client has it.
+(PLAIN) is the super user; the tools and the other tests use the PLAINTEXT listener as User:ANONYMOUS. The
+broker's own inter-broker listener is a PLAINTEXT one on [::1]: a host-restricted ACL gives User:ANONYMOUS
+ClusterAction from ::1 only (written as Java prints the address, 0:0:0:0:0:0:0:1), so no client has it.
 """
 from __future__ import annotations
 
