@@ -28,7 +28,8 @@ from kafka.protocol.admin import (AlterConfigsRequest, AlterPartitionReassignmen
                                   DescribeClusterRequest, DescribeConfigsRequest, DescribeLogDirsRequest,
                                   DescribeProducersRequest, DescribeTransactionsRequest, ElectLeadersRequest,
                                   IncrementalAlterConfigsRequest, ListPartitionReassignmentsRequest)
-from kafka.protocol.admin.groups import DeleteGroupsRequest, DescribeGroupsRequest
+from kafka.protocol.admin import ListTransactionsRequest
+from kafka.protocol.admin.groups import DeleteGroupsRequest, DescribeGroupsRequest, ListGroupsRequest
 from kafka.protocol.consumer import (FetchRequest, HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest,
                                      ListOffsetsRequest, OffsetCommitRequest, OffsetDeleteRequest, OffsetFetchRequest,
                                      OffsetForLeaderEpochRequest, SyncGroupRequest)
@@ -538,6 +539,16 @@ def test_the_authorization_matrix(secured):
         code = _code(secured, request_fn, error, "alice")
         if code != denied:
             problems.append(f"{name} from a client without ClusterAction: {Errors(code).name}")
+    # Listings show only what the principal may Describe (ListGroups, ListTransactions).
+    groups = {u: {g.group_id for g in secured.send(ListGroupsRequest(version=3), u).groups}
+              for u in ("admin", "alice", "bob")}
+    txns = {u: {t.transactional_id for t in secured.send(
+        ListTransactionsRequest(version=0, state_filters=[], producer_id_filters=[]), u).transaction_states}
+        for u in ("admin", "alice", "bob")}
+    if not (groups["bob"] == set() and groups["alice"] and groups["alice"] <= groups["admin"]):
+        problems.append(f"ListGroups by principal: {groups}")
+    if not (txns["bob"] == set() and "tx-1" in txns["alice"] and txns["alice"] <= txns["admin"]):
+        problems.append(f"ListTransactions by principal: {txns}")
     # alice's ACLs are hers: bob is refused everything; the super user needs no ACL at all.
     for case in CASES:
         code = _code(secured, case.request, case.error, "bob")
