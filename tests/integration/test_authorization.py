@@ -539,6 +539,15 @@ def test_the_authorization_matrix(secured):
         code = _code(secured, request_fn, error, "alice")
         if code != denied:
             problems.append(f"{name} from a client without ClusterAction: {Errors(code).name}")
+    # Authorized operations are the principal's: on t-meta alice may Describe (literal) and DescribeConfigs (`*`);
+    # the super user may do all a topic supports.
+    T = MetadataRequest.MetadataRequestTopic
+    ops_request = MetadataRequest(version=9, topics=[T(name="t-meta")], allow_auto_topic_creation=False,
+                                  include_cluster_authorized_operations=False, include_topic_authorized_operations=True)
+    for user, expected in (("alice", {8, 10}), ("admin", {3, 4, 5, 6, 7, 8, 10, 11})):
+        got = set(secured.send(ops_request, user).topics[0].authorized_operations)
+        if got != expected:
+            problems.append(f"Metadata topic authorized operations for {user}: {sorted(got)}")
     # Listings show only what the principal may Describe (ListGroups, ListTransactions).
     groups = {u: {g.group_id for g in secured.send(ListGroupsRequest(version=3), u).groups}
               for u in ("admin", "alice", "bob")}
