@@ -10,7 +10,8 @@ Exit codes of `start`: 2 for an invalid configuration (nothing written), 1 when 
 Logs of `start`, as Kafka's log4j set-up: the server log on stderr (at --log-level); the `state-change` logger
 (elections, ISR changes, LeaderAndIsr handling) at INFO also into <log dir>/state-change.log; Kafka's request
 logger `kafka.request.logger` (one line per request at DEBUG, off by default) only into
-<log dir>/kafka-request.log. The log dir is --log-dir, else $LOG_DIR (Kafka's variable), else `logs` next to
+<log dir>/kafka-request.log; the authorizer's `kafka.authorizer.logger` (a line per denied operation at INFO)
+only into <log dir>/kafka-authorizer.log. The log dir is --log-dir, else $LOG_DIR (Kafka's variable), else `logs` next to
 CONFIG. `--logger NAME=LEVEL` (or $KAFKA_LOG4J_LOGGERS, comma-separated, as Confluent's images) sets one
 logger's level, e.g. `--logger kafka.request.logger=DEBUG`.
 """
@@ -29,6 +30,7 @@ from .config import ConfigError, load
 DEFAULT_DIR = os.environ.get("KBROKER_HOME", ".kbroker")
 STATE_CHANGE_LOGGER = "state-change"
 REQUEST_LOGGER = "kafka.request.logger"
+AUTHORIZER_LOGGER = "kafka.authorizer.logger"
 _LOG_FORMAT = "[%(asctime)s] %(levelname)s %(name)s: %(message)s"
 
 
@@ -69,12 +71,16 @@ def _configure_logging(level: str = "INFO", log_dir: str | None = None, loggers:
     except OSError as e:
         logging.getLogger("kbroker.server").warning("not writing state-change.log and kafka-request.log: %s", e)
         return
+    authorizer = logging.getLogger(AUTHORIZER_LOGGER)
     for logger, handler in ((state_change, state_file),
                             (requests, logging.FileHandler(os.path.join(log_dir, "kafka-request.log"),
-                                                           encoding="utf-8", delay=True))):
+                                                           encoding="utf-8", delay=True)),
+                            (authorizer, logging.FileHandler(os.path.join(log_dir, "kafka-authorizer.log"),
+                                                             encoding="utf-8", delay=True))):
         handler.setFormatter(logging.Formatter(_LOG_FORMAT))
         logger.addHandler(handler)
-    requests.propagate = False   # as Kafka's additivity=false: request lines go to their own file only
+    # As Kafka's additivity=false: request and authorizer lines go to their own files only.
+    requests.propagate = authorizer.propagate = False
 
 
 @click.group()

@@ -18,6 +18,9 @@ from dataclasses import dataclass
 from zk.broker_config import DYNAMIC_BROKER_CONFIGS, THREAD_COUNTS
 from zk.config_def import MAX_INT, MAX_LONG, ConfigKey, at_least, one_of, parse_checked, rule
 
+# The ACL authorizer's class names Kafka 2.8 accepts (kbroker.security.authorizer implements it).
+AUTHORIZER_CLASS_NAMES = ("kafka.security.authorizer.AclAuthorizer", "kafka.security.auth.SimpleAclAuthorizer")
+
 
 class ConfigError(ValueError):
     pass
@@ -76,7 +79,10 @@ SETTINGS: dict[str, ConfigKey] = {
     "connection.failed.authentication.delay.ms": ConfigKey("int", 100, at_least(0)),
     "connections.max.reauth.ms": ConfigKey("long", 0, at_least(0)),
     # authorization (kafka.security.authorizer.AclAuthorizer's settings)
-    "authorizer.class.name": ConfigKey("string", ""),
+    "authorizer.class.name": ConfigKey("string", "", rule(lambda v: v in ("", *AUTHORIZER_CLASS_NAMES),
+                                                          "the class name of Kafka's ACL authorizer, "
+                                                          "kafka.security.authorizer.AclAuthorizer (the only "
+                                                          "authorizer kbroker implements)")),
     "super.users": ConfigKey("string"),
     "allow.everyone.if.no.acl.found": ConfigKey("boolean", False),
     # Prometheus endpoint (kbroker's own settings): -1 turns it off, 0 binds any free port

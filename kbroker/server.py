@@ -7,7 +7,8 @@
 4. load the logs (recovering them after an unclean shutdown) with their topic configs from ZooKeeper, then
    start the replica manager and the group coordinator (which loads the __consumer_offsets partitions that
    LeaderAndIsr later makes this broker lead);
-5. bind the listeners and, with metrics.port set, the Prometheus endpoint (kbroker.metrics); refuse to start if
+5. with authorizer.class.name set, load the ACL cache from ZooKeeper and watch its change notifications
+   (kbroker.security.authorizer); bind the listeners and, with metrics.port set, the Prometheus endpoint (kbroker.metrics); refuse to start if
    another live broker advertises the same endpoint;
 6. register the ephemeral /brokers/ids/<id> (its czxid is the broker epoch);
 7. watch /config/changes for dynamic topic configs, start the controller module (every broker runs it; one
@@ -56,6 +57,7 @@ from .protocol.client import Connection, KafkaError
 from .protocol.errors import Errors
 from .protocol.interbroker import ControlledShutdownRequest
 from .replica.manager import ReplicaManager
+from .security.authorizer import AclAuthorizer
 
 log = logging.getLogger("kbroker.server")
 
@@ -110,6 +112,7 @@ class KafkaServer:
         self.group_coordinator: GroupCoordinator | None = None
         self.txn_coordinator: TransactionCoordinator | None = None
         self.admin_manager: AdminManager | None = None
+        self.authorizer: AclAuthorizer | None = None
         self.broker_info: z.BrokerInfo | None = None
         self._session_lost = False
         self._shutting_down = False
@@ -162,6 +165,10 @@ class KafkaServer:
         self.txn_coordinator.startup(existing_partition_count(self.zk, TRANSACTION_STATE_TOPIC,
                                                               cfg["transaction.state.log.num.partitions"]))
 
+        # The ACL cache is loaded before any request is served (KafkaServer starts the authorizer first too).
+        self.authorizer = AclAuthorizer.from_config(cfg, self.zk)
+        if self.authorizer is not None:
+            self.authorizer.startup()
         try:
             self.socket_server = SocketServer(
                 lambda frame, session: api.dispatch(frame, self, session), cfg, cfg.listeners,
@@ -413,6 +420,8 @@ class KafkaServer:
             steps.append(self.txn_coordinator.shutdown)
         if self.admin_manager is not None:
             steps.append(self.admin_manager.shutdown)
+        if self.authorizer is not None:
+            steps.append(self.authorizer.shutdown)
         if self.replica_manager is not None:
             steps.append(self.replica_manager.shutdown)
         if self.log_manager is not None:

@@ -704,3 +704,76 @@ class KafkaZkClient:
         for result in self._fenced_many(epoch_zk_version, [[lambda t, p=p: t.delete(p)] for p in paths]):
             if isinstance(result, Exception) and not isinstance(result, NoNodeError):
                 raise result
+
+    # ---- ACLs (AclAuthorizer's ZooKeeper store) ----------------------------------------------------------------
+    def create_acl_paths(self) -> None:
+        """The ACL roots, one child per resource type under each, and the change roots (createAclPaths)."""
+        for pattern_type in z.AclZNode.roots:
+            for rtype in z.ACL_RESOURCE_TYPES:
+                self._ensure(z.AclZNode.type_path(pattern_type, rtype))
+        for change in z.ACL_CHANGE_ZNODES:
+            self._ensure(change.path)
+
+    def get_acl_resources(self) -> list[tuple[str, str, str]]:
+        """Every (resource type, name, pattern type) with an ACL znode; unknown resource types are skipped."""
+        out = []
+        for pattern_type, root in z.AclZNode.roots.items():
+            for rtype in self.children(root):
+                if rtype in z.ACL_RESOURCE_TYPES:
+                    out += [(rtype, name, pattern_type)
+                            for name in self.children(z.AclZNode.type_path(pattern_type, rtype))]
+        return out
+
+    def get_acls(self, resource_type: str, name: str, pattern_type: str) -> tuple[set, int]:
+        """(the resource's ACLs as (principal, permission, operation, host) tuples, zkVersion or -1 if none)."""
+        data, stat = self.get(z.AclZNode.path(pattern_type, resource_type, name))
+        return (set(), -1) if stat is None else (z.AclZNode.decode(data), stat.version)
+
+    def update_acls(self, resource_type: str, name: str, pattern_type: str, change, retries: int = 10) -> tuple:
+        """Read-modify-write of one resource's ACLs as AclAuthorizer.updateResourceAcls: change(current set) ->
+        new set, written conditionally on the znode version (created if absent, deleted when empty), re-read
+        and retried on a conflict; when the set changed, the change notification follows. Returns (old, new)."""
+        path = z.AclZNode.path(pattern_type, resource_type, name)
+        for _ in range(retries + 1):
+            current, version = self.get_acls(resource_type, name, pattern_type)
+            new = set(change(set(current)))
+            if new == current:
+                return current, new
+            try:
+                if not new:
+                    self.zk.delete(path, version=version)
+                elif version < 0:
+                    self._create_recursive(path, z.AclZNode.encode(new))
+                else:
+                    self.zk.set(path, z.AclZNode.encode(new), version=version)
+            except (BadVersionError, NodeExistsError, NoNodeError):
+                continue
+            self.create_acl_change_notification(resource_type, name, pattern_type)
+            return current, new
+        raise ZkError(f"could not update the ACLs of {resource_type}:{pattern_type}:{name} "
+                      f"after {retries} conflicting writes")
+
+    def create_acl_change_notification(self, resource_type: str, name: str, pattern_type: str) -> None:
+        if pattern_type == "LITERAL":
+            self._create_recursive(z.LiteralAclChangeZNode.prefix,
+                                   z.LiteralAclChangeZNode.encode(resource_type, name), sequence=True)
+        else:
+            self._create_recursive(z.ExtendedAclChangeZNode.prefix,
+                                   z.ExtendedAclChangeZNode.encode(resource_type, name, pattern_type), sequence=True)
+
+    def get_acl_change_notifications(self, store, watch=None) -> list[str]:
+        """The sequence node names under a change store (z.LiteralAclChangeZNode or z.ExtendedAclChangeZNode)."""
+        return sorted(self.children(store.path, watch=watch))
+
+    def read_acl_change_notification(self, store, node: str):
+        """(resource type, name, pattern type) a notification names, its ctime in ms; (None, None) if gone."""
+        data, stat = self.get(f"{store.path}/{node}")
+        if stat is None:
+            return None, None
+        return (store.decode(data) if data else None), stat.ctime
+
+    def delete_acl_change_notification(self, store, node: str) -> None:
+        try:
+            self.zk.delete(f"{store.path}/{node}")
+        except NoNodeError:
+            pass

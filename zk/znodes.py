@@ -372,3 +372,91 @@ class ConsumerOffsetZNode:
     @staticmethod
     def decode(data: bytes) -> int:
         return int(data.decode())
+
+
+# ---- ACLs (AclAuthorizer's ZkAclStore / ZkAclChangeStore) ------------------------------------------------------
+# Resource types are Kafka's Pascal-case names ("Topic", "Group", "Cluster", "TransactionalId", "DelegationToken");
+# pattern types "LITERAL" / "PREFIXED"; an ACL is the 4-tuple (principal, permissionType, operation, host) of
+# Pascal-case names ("User:alice", "Allow", "IdempotentWrite", "*").
+ACL_RESOURCE_TYPES = ("Topic", "Group", "Cluster", "TransactionalId", "DelegationToken")
+
+
+def _enum_name(pascal: str) -> str:
+    """Java's enum constant of a Pascal-case name: "TransactionalId" -> "TRANSACTIONAL_ID"."""
+    return "".join("_" + c if c.isupper() and i else c for i, c in enumerate(pascal)).upper()
+
+
+def _pascal_name(enum: str) -> str:
+    """"TRANSACTIONAL_ID" (or any case) -> "TransactionalId"; None if not a resource type."""
+    key = enum.replace("_", "").upper()
+    return next((t for t in ACL_RESOURCE_TYPES if t.upper() == key), None)
+
+
+class AclZNode:
+    """/kafka-acl/<Type>/<name> (LITERAL) or /kafka-acl-extended/prefixed/<Type>/<name> (PREFIXED) =
+    {"version":1,"acls":[{"principal":...,"permissionType":...,"operation":...,"host":...}]}
+    (ResourceZNode, AclEntry.toJsonCompatibleMap); the node goes when its last ACL does."""
+    roots = {"LITERAL": "/kafka-acl", "PREFIXED": "/kafka-acl-extended/prefixed"}
+
+    @staticmethod
+    def type_path(pattern_type: str, resource_type: str) -> str:
+        return f"{AclZNode.roots[pattern_type]}/{resource_type}"
+
+    @staticmethod
+    def path(pattern_type: str, resource_type: str, name: str) -> str:
+        return f"{AclZNode.roots[pattern_type]}/{resource_type}/{name}"
+
+    @staticmethod
+    def encode(acls) -> bytes:
+        return _dump({"version": 1, "acls": [{"principal": p, "permissionType": perm, "operation": op, "host": h}
+                                             for p, perm, op, h in sorted(acls)]})
+
+    @staticmethod
+    def decode(data: bytes | None) -> set[tuple[str, str, str, str]]:
+        obj = _load(data)
+        if not obj:
+            return set()
+        if obj.get("version") != 1:
+            raise ValueError(f"unsupported ACL znode version {obj.get('version')!r}")
+        return {(a["principal"], a["permissionType"], a["operation"], a["host"]) for a in obj.get("acls") or []}
+
+
+class LiteralAclChangeZNode:
+    """/kafka-acl-changes/acl_changes_<seq> = "<RESOURCE_TYPE>:<name>" (LiteralAclChangeStore: the Java enum's
+    name, e.g. "TOPIC:orders"; any case is read)."""
+    path = "/kafka-acl-changes"
+    prefix = "/kafka-acl-changes/acl_changes_"
+
+    @staticmethod
+    def encode(resource_type: str, name: str) -> bytes:
+        return f"{_enum_name(resource_type)}:{name}".encode()
+
+    @staticmethod
+    def decode(data: bytes) -> tuple[str, str, str] | None:
+        kind, sep, name = data.decode().partition(":")
+        rtype = _pascal_name(kind)
+        return (rtype, name, "LITERAL") if sep and rtype else None
+
+
+class ExtendedAclChangeZNode:
+    """/kafka-acl-extended-changes/acl_changes_<seq> =
+    {"version":1,"resourceType":"TOPIC","name":"orders","patternType":"PREFIXED"} (ExtendedAclChangeEvent)."""
+    path = "/kafka-acl-extended-changes"
+    prefix = "/kafka-acl-extended-changes/acl_changes_"
+
+    @staticmethod
+    def encode(resource_type: str, name: str, pattern_type: str) -> bytes:
+        return _dump({"version": 1, "resourceType": _enum_name(resource_type), "name": name,
+                      "patternType": pattern_type})
+
+    @staticmethod
+    def decode(data: bytes) -> tuple[str, str, str] | None:
+        obj = _load(data) or {}
+        rtype = _pascal_name(str(obj.get("resourceType", "")))
+        pattern = str(obj.get("patternType", "")).upper()
+        if obj.get("version") != 1 or rtype is None or pattern not in AclZNode.roots or "name" not in obj:
+            return None
+        return rtype, obj["name"], pattern
+
+
+ACL_CHANGE_ZNODES = (LiteralAclChangeZNode, ExtendedAclChangeZNode)

@@ -20,12 +20,14 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from ..protocol.acls import CLUSTER_NAME, OPERATIONS
 from ..protocol.header import (MalformedRequest, parse_request_header_v1, response_header,
                                skip_tagged_fields)
 from ..protocol.hotpath import piece_size
 from . import (add_offsets_to_txn, add_partitions_to_txn, alter_configs, alter_partition_reassignments,
-               api_versions, controlled_shutdown, create_partitions, create_topics, delete_groups, delete_topics,
-               delete_records, describe_cluster, describe_configs, describe_groups, describe_log_dirs,
+               api_versions, controlled_shutdown, create_acls, create_partitions, create_topics, delete_acls,
+               delete_groups, delete_topics, delete_records, describe_acls, describe_cluster, describe_configs,
+               describe_groups, describe_log_dirs,
                describe_producers, describe_transactions, elect_leaders, end_txn, fetch, find_coordinator, heartbeat,
                incremental_alter_configs, init_producer_id,
                join_group, leader_and_isr, leave_group, list_groups, list_offsets, list_partition_reassignments,
@@ -45,7 +47,7 @@ API_MODULES = (produce, fetch, list_offsets, metadata, leader_and_isr, stop_repl
                sasl_handshake, sasl_authenticate,
                describe_groups, list_groups, delete_groups, offset_delete, create_topics, delete_topics,
                describe_configs, alter_configs, incremental_alter_configs, describe_log_dirs, describe_cluster,
-               txn_offset_commit, write_txn_markers,
+               txn_offset_commit, write_txn_markers, describe_acls, create_acls, delete_acls,
                describe_producers, describe_transactions, list_transactions)   # KIP-664 (Kafka 3.0) extensions
 REGISTRY = {m.API_KEY: m for m in API_MODULES}
 
@@ -72,6 +74,30 @@ class RequestContext:
     def principal(self) -> str:
         """The authenticated principal, "User:<name>" (User:ANONYMOUS on PLAINTEXT)."""
         return self.session.principal
+
+    def authorize(self, operation: str, resource_type: str, name: str = CLUSTER_NAME,
+                  log_if_denied: bool = True) -> bool:
+        """May this request's principal, from its host, do `operation` ("Read", "Write", "Describe", ...) on the
+        resource ("Topic", "Group", "Cluster", "TransactionalId")? Always, without an authorizer."""
+        authorizer = self.broker.authorizer
+        return authorizer is None or authorizer.authorize(self.principal, self.session.client_host, operation,
+                                                          resource_type, name, log_if_denied)
+
+    def authorize_any(self, operation: str, resource_type: str) -> bool:
+        """May the principal do `operation` on some resource of the type (Kafka's authorizeByResourceType,
+        KIP-679: an idempotent producer with Write on any topic)? Always, without an authorizer."""
+        authorizer = self.broker.authorizer
+        return authorizer is None or authorizer.authorize_by_resource_type(self.principal, self.session.client_host,
+                                                                           operation, resource_type)
+
+    def authorized_operations(self, resource_type: str, name: str, codes) -> set:
+        """The AclOperation codes among `codes` this principal may do on the resource (Kafka's
+        authorizedOperations, for the authorized-operations bitfields of Metadata, DescribeGroups, ...)."""
+        return {c for c in codes if self.authorize(OPERATIONS[c], resource_type, name, log_if_denied=False)}
+
+    def authorized(self, operation: str, resource_type: str, names, log_if_denied: bool = True) -> set:
+        """The names among `names` authorized for `operation` (Kafka's filterByAuthorized), each asked once."""
+        return {n for n in set(names) if self.authorize(operation, resource_type, n, log_if_denied)}
 
 
 def _frame(header: bytes, body) -> list:

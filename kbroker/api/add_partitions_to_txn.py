@@ -6,12 +6,15 @@ added, as Kafka). Otherwise the transaction coordinator answers one error for ev
 INVALID_PRODUCER_ID_MAPPING, PRODUCER_FENCED (INVALID_PRODUCER_EPOCH below v2), CONCURRENT_TRANSACTIONS,
 COORDINATOR_LOAD_IN_PROGRESS, NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, INVALID_REQUEST (empty id).
 Version notes: v1 is v0 (throttling); v2 PRODUCER_FENCED; v3 is flexible. librdkafka and aiokafka send v0.
+Authorization: needs Write on the transactional id (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED) and on each
+topic (else TOPIC_AUTHORIZATION_FAILED, the other partitions OPERATION_NOT_ATTEMPTED).
 """
 from __future__ import annotations
 
 import gevent.event
 from kafka.protocol.producer import AddPartitionsToTxnRequest, AddPartitionsToTxnResponse
 
+from zk.admin import INTERNAL_TOPICS
 from ..protocol.errors import Errors
 
 API_KEY = 24
@@ -30,10 +33,13 @@ def handle(request, ctx):
     version = ctx.api_version
     cache = ctx.broker.metadata_cache
     partitions = list(dict.fromkeys((t.name, p) for t in request.v3_and_below_topics for p in t.partitions))
-    unknown = {tp for tp in partitions if cache.partition(*tp) is None}
-    if unknown:
-        errors = {tp: Errors.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else Errors.OPERATION_NOT_ATTEMPTED
-                  for tp in partitions}
+    allowed = ctx.authorized("Write", "Topic", (t for t, _ in partitions if t not in INTERNAL_TOPICS))
+    unknown = {tp: Errors.TOPIC_AUTHORIZATION_FAILED if tp[0] not in allowed else Errors.UNKNOWN_TOPIC_OR_PARTITION
+               for tp in partitions if tp[0] not in allowed or cache.partition(*tp) is None}
+    if not ctx.authorize("Write", "TransactionalId", request.v3_and_below_transactional_id):
+        errors = dict.fromkeys(partitions, Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    elif unknown:
+        errors = {tp: unknown.get(tp, Errors.OPERATION_NOT_ATTEMPTED) for tp in partitions}
     else:
         result = gevent.event.AsyncResult()
         ctx.broker.txn_coordinator.handle_add_partitions(

@@ -12,10 +12,14 @@ The given entries replace the resource's whole set of dynamic configs; a null va
 A value that does not parse or is out of range, or a broker config that cannot change dynamically, is Kafka's
 ConfigException: INVALID_REQUEST with "Invalid config value for resource ConfigResource(type=.., name='..'): ..."
 naming the key. validate_only checks everything and writes nothing. Any broker serves TOPIC resources.
+Authorization: needs AlterConfigs on the topic (else TOPIC_AUTHORIZATION_FAILED) or, for brokers, on the cluster
+(else CLUSTER_AUTHORIZATION_FAILED).
 """
 from __future__ import annotations
 
 from kafka.protocol.admin import AlterConfigsRequest, AlterConfigsResponse
+
+from .describe_configs import config_authorization_error
 
 API_KEY = 33
 MIN_VERSION, MAX_VERSION = 0, 2
@@ -31,8 +35,17 @@ def encode(response_class, request, results, version: int):
                                      for r, (error, message) in zip(request.resources or [], results)])
 
 
+def authorized_alter(ctx, request, resources, alter) -> list:
+    """alter(the resources authorized for AlterConfigs) -> their results; the others answer
+    TOPIC_AUTHORIZATION_FAILED (topics) or CLUSTER_AUTHORIZATION_FAILED (brokers)."""
+    denied = [config_authorization_error(ctx, "AlterConfigs", r) for r in request.resources or []]
+    results = iter(alter([r for r, d in zip(resources, denied) if not d]))
+    return [(d, None) if d else next(results) for d in denied]
+
+
 def handle(request, ctx):
     resources = [(r.resource_type, r.resource_name, [(c.name, c.value) for c in r.configs or []])
                  for r in request.resources or []]
-    results = ctx.broker.admin_manager.alter_configs(resources, bool(request.validate_only))
+    results = authorized_alter(ctx, request, resources,
+                               lambda rs: ctx.broker.admin_manager.alter_configs(rs, bool(request.validate_only)))
     return encode(RESPONSE, request, results, ctx.api_version)

@@ -4,6 +4,7 @@ Only the active controller answers (NOT_CONTROLLER otherwise). A partition with 
 must be distinct live brokers: INVALID_REPLICA_ASSIGNMENT); null replicas cancel an ongoing reassignment
 (NO_REASSIGNMENT_IN_PROGRESS if there is none). The answer comes once the reassignment has started; it
 completes in the background (ListPartitionReassignments shows it until then).
+Authorization: needs Alter on the cluster (else CLUSTER_AUTHORIZATION_FAILED).
 """
 from __future__ import annotations
 
@@ -21,6 +22,9 @@ PartitionResponse = TopicResponse.ReassignablePartitionResponse
 def handle(request, ctx):
     plan = {(t.name, p.partition_index): (None if p.replicas is None else list(p.replicas))
             for t in request.topics for p in t.partitions}
+    if not ctx.authorize("Alter", "Cluster"):
+        return RESPONSE(version=ctx.api_version, throttle_time_ms=0, error_code=Errors.CLUSTER_AUTHORIZATION_FAILED,
+                        error_message=None, responses=[])
     outcome = ctx.broker.controller.alter_reassignments(plan)
     if outcome is None:
         return RESPONSE(version=ctx.api_version, throttle_time_ms=0, error_code=Errors.NOT_CONTROLLER,

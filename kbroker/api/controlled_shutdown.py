@@ -4,6 +4,7 @@ Only the active controller answers (else NOT_CONTROLLER). v0 is sent with reques
 v2+ carry the broker epoch (an older one is STALE_BROKER_EPOCH). The answer lists the partitions the broker
 still leads (those with a single replica, or no other in-sync replica); the broker retries until it is empty or
 controlled.shutdown.max.retries is used up, then stops anyway.
+Authorization: needs ClusterAction on the cluster (else CLUSTER_AUTHORIZATION_FAILED).
 """
 from __future__ import annotations
 
@@ -21,6 +22,8 @@ Remaining = RESPONSE.RemainingPartition
 def handle(request, ctx):
     version = ctx.api_version
     controller = ctx.broker.controller
+    if not ctx.authorize("ClusterAction", "Cluster"):
+        return RESPONSE(version=version, error_code=Errors.CLUSTER_AUTHORIZATION_FAILED, remaining_partitions=[])
     if not controller.active:
         return RESPONSE(version=version, error_code=Errors.NOT_CONTROLLER, remaining_partitions=[])
     result = gevent.event.AsyncResult()

@@ -6,10 +6,14 @@ written to the topic znode; the controller then elects their leaders, which the 
 timeout_ms (REQUEST_TIMED_OUT after that, as Kafka's DelayedCreatePartitions). validate_only checks without
 writing. Errors per topic: INVALID_PARTITIONS (not an increase), INVALID_REPLICA_ASSIGNMENT,
 UNKNOWN_TOPIC_OR_PARTITION, INVALID_TOPIC_EXCEPTION (queued for deletion), INVALID_REQUEST (a topic named twice).
+Authorization: needs Alter on each topic (else TOPIC_AUTHORIZATION_FAILED).
 """
 from __future__ import annotations
 
 from kafka.protocol.admin import CreatePartitionsRequest, CreatePartitionsResponse
+
+from ..admin_manager import TopicResult
+from ..protocol.errors import Errors
 
 API_KEY = 37
 MIN_VERSION, MAX_VERSION = 0, 3
@@ -20,6 +24,11 @@ Result = RESPONSE.CreatePartitionsTopicResult
 def handle(request, ctx):
     topics = [(t.name, t.count, None if t.assignments is None else [list(a.broker_ids) for a in t.assignments])
               for t in request.topics]
-    results = ctx.broker.admin_manager.create_partitions(topics, request.timeout_ms, request.validate_only)
+    allowed = ctx.authorized("Alter", "Topic", (name for name, _, _ in topics))
+    results = iter(ctx.broker.admin_manager.create_partitions([t for t in topics if t[0] in allowed],
+                                                              request.timeout_ms, request.validate_only))
+    results = [next(results) if t[0] in allowed else
+               TopicResult(t[0], Errors.TOPIC_AUTHORIZATION_FAILED, "The topic authorization is failed.")
+               for t in topics]
     return RESPONSE(version=ctx.api_version, throttle_time_ms=0,
                     results=[Result(name=r.name, error_code=r.error, error_message=r.message) for r in results])

@@ -15,12 +15,15 @@ with REQUEST_TIMED_OUT for the topics written (Kafka does the same).
 v5+ results carry num_partitions, replication_factor and the configs given in the request (as written to
 /config/topics, source DYNAMIC_TOPIC_CONFIG); Kafka also lists every defaulted config, which we leave out.
 v7 results carry the topic id once the controller has assigned it (zero otherwise).
+Authorization: needs Create on the cluster or on the topic (else TOPIC_AUTHORIZATION_FAILED); without DescribeConfigs
+on the topic its topic_config_error_code is TOPIC_AUTHORIZATION_FAILED.
 """
 from __future__ import annotations
 
 from kafka.protocol.admin import CreateTopicsRequest, CreateTopicsResponse
 
-from ..admin_manager import DYNAMIC_TOPIC_CONFIG, NewTopic
+from ..admin_manager import DYNAMIC_TOPIC_CONFIG, NewTopic, TopicResult
+from ..protocol.errors import Errors
 
 API_KEY = 19
 MIN_VERSION, MAX_VERSION = 0, 7
@@ -34,11 +37,19 @@ def handle(request, ctx):
                        {a.partition_index: list(a.broker_ids) for a in t.assignments or []},
                        {c.name: c.value for c in t.configs or []})
               for t in request.topics or []]
-    results = ctx.broker.admin_manager.create_topics(topics, request.timeout_ms,
-                                                     bool(getattr(request, "validate_only", False)))
-    out = [Result(name=r.name, topic_id=r.topic_id, error_code=r.error, error_message=r.message,
-                  topic_config_error_code=0, num_partitions=r.num_partitions, replication_factor=r.replication_factor,
-                  configs=[ConfigEntry(name=k, value=v, read_only=False, config_source=DYNAMIC_TOPIC_CONFIG,
-                                       is_sensitive=False) for k, v in r.configs.items()])
-           for r in results]
+    names = [t.name for t in topics]
+    allowed = set(names) if ctx.authorize("Create", "Cluster", log_if_denied=False) \
+        else ctx.authorized("Create", "Topic", names)
+    describable = ctx.authorized("DescribeConfigs", "Topic", names, log_if_denied=False)
+    results = iter(ctx.broker.admin_manager.create_topics([t for t in topics if t.name in allowed], request.timeout_ms,
+                                                          bool(getattr(request, "validate_only", False))))
+    out = []
+    for name in names:
+        r = next(results) if name in allowed else TopicResult(name, Errors.TOPIC_AUTHORIZATION_FAILED,
+                                                              "Authorization failed.")
+        out.append(Result(name=r.name, topic_id=r.topic_id, error_code=r.error, error_message=r.message,
+                          topic_config_error_code=0 if name in describable else Errors.TOPIC_AUTHORIZATION_FAILED,
+                          num_partitions=r.num_partitions, replication_factor=r.replication_factor,
+                          configs=[ConfigEntry(name=k, value=v, read_only=False, config_source=DYNAMIC_TOPIC_CONFIG,
+                                               is_sensitive=False) for k, v in r.configs.items()]))
     return RESPONSE(version=ctx.api_version, throttle_time_ms=0, topics=out)

@@ -5,10 +5,13 @@ partition), NON_EMPTY_GROUP (members are active), GROUP_ID_NOT_FOUND (no such gr
 NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, INVALID_GROUP_ID (null id). A group
 named twice is answered once (Kafka removes duplicates).
 Version notes: v0 and v1 are the same; v2 is flexible.
+Authorization: needs Delete on each group (else GROUP_AUTHORIZATION_FAILED).
 """
 from __future__ import annotations
 
 from kafka.protocol.admin.groups import DeleteGroupsRequest, DeleteGroupsResponse
+
+from ..protocol.errors import Errors
 
 API_KEY = 42
 MIN_VERSION, MAX_VERSION = 0, 2
@@ -19,6 +22,8 @@ Result = RESPONSE.DeletableGroupResult
 def handle(request, ctx):
     version = ctx.api_version
     names = list(dict.fromkeys(request.groups_names))
-    errors = ctx.broker.group_coordinator.handle_delete_groups(names)
+    allowed = ctx.authorized("Delete", "Group", names)
+    errors = ctx.broker.group_coordinator.handle_delete_groups([g for g in names if g in allowed])
+    errors.update({g: Errors.GROUP_AUTHORIZATION_FAILED for g in names if g not in allowed})
     return RESPONSE(version=version, throttle_time_ms=0, results=[
         Result(group_id=g, error_code=errors[g]) for g in names])

@@ -2,6 +2,7 @@
 
 Offset -1 means the high watermark; an offset above the high watermark is OFFSET_OUT_OF_RANGE. The answer is
 the new low watermark (log start offset). Segments wholly below it are deleted by the next retention pass.
+Authorization: needs Delete on each topic (else TOPIC_AUTHORIZATION_FAILED for its partitions).
 """
 from __future__ import annotations
 
@@ -18,11 +19,14 @@ PartitionResult = TopicResult.DeleteRecordsPartitionResult
 
 def handle(request, ctx):
     replicas = ctx.broker.replica_manager
+    allowed = ctx.authorized("Delete", "Topic", (t.name for t in request.topics))
     topics = []
     for t in request.topics:
         results = []
         for p in t.partitions:
             try:
+                if t.name not in allowed:
+                    raise KafkaError(Errors.TOPIC_AUTHORIZATION_FAILED)
                 low = replicas.leader_partition((t.name, p.partition_index)).delete_records(p.offset)
                 results.append(PartitionResult(partition_index=p.partition_index, low_watermark=low,
                                                error_code=Errors.NONE))

@@ -8,11 +8,13 @@ that no topic has -> UNKNOWN_TOPIC_ID, both given -> INVALID_REQUEST. A topic th
 fine) and the answer waits, up to timeout_ms (a delayed operation in the topic purgatory, as Kafka's
 DelayedDeleteTopics), for the controller to delete the topic; topics still there then get REQUEST_TIMED_OUT.
 timeout_ms <= 0 answers at once with REQUEST_TIMED_OUT for the topics marked (Kafka does the same).
+Authorization: needs Delete on each topic, and Describe for one named by id (else TOPIC_AUTHORIZATION_FAILED).
 """
 from __future__ import annotations
 
 from kafka.protocol.admin import DeleteTopicsRequest, DeleteTopicsResponse
 
+from ..admin_manager import TopicResult
 from ..protocol.errors import Errors
 
 API_KEY = 20
@@ -27,7 +29,17 @@ def handle(request, ctx):
         topics = [(t.name, t.topic_id) for t in request.topics or []]
     else:
         topics = [(name, None) for name in request.topic_names or []]
-    results = ctx.broker.admin_manager.delete_topics(topics, request.timeout_ms)
+    # Each topic needs Delete (TOPIC_AUTHORIZATION_FAILED); one named by id also Describe, or its name stays hidden.
+    names_by_id = {i: n for n, i in ctx.broker.metadata_cache.topic_ids.items()}
+    named = [name if name is not None else names_by_id.get(topic_id) for name, topic_id in topics]
+    describable = ctx.authorized("Describe", "Topic", (n for n in named if n is not None))
+    deletable = ctx.authorized("Delete", "Topic", (n for n in named if n is not None))
+    denied = [n is not None and (n not in deletable or (name is None and n not in describable))
+              for n, (name, _) in zip(named, topics)]
+    results = iter(ctx.broker.admin_manager.delete_topics([t for t, d in zip(topics, denied) if not d],
+                                                          request.timeout_ms))
+    results = [TopicResult(name, Errors.TOPIC_AUTHORIZATION_FAILED, None, topic_id) if d else next(results)
+               for (name, topic_id), d in zip(topics, denied)]
     disabled = Errors.TOPIC_DELETION_DISABLED if version >= 3 else Errors.INVALID_REQUEST
     return RESPONSE(version=version, throttle_time_ms=0,
                     responses=[Result(name=r.name, topic_id=r.topic_id, error_message=r.message,

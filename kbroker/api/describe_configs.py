@@ -21,12 +21,15 @@ Password-typed settings (ssl.keystore.key, ssl.key.password, sasl.jaas.config, .
 shows them: value null (in the synonyms too) and is_sensitive true.
 
 Documentation (v3+) is always null; config_type (v3+) carries Kafka's ConfigType ids.
+Authorization: needs DescribeConfigs on the topic (else TOPIC_AUTHORIZATION_FAILED) or, for brokers, on the cluster
+(else CLUSTER_AUTHORIZATION_FAILED).
 """
 from __future__ import annotations
 
 from kafka.protocol.admin import DescribeConfigsRequest, DescribeConfigsResponse
 
 from ..admin_manager import DEFAULT_CONFIG
+from ..protocol.errors import Errors
 
 API_KEY = 32
 MIN_VERSION, MAX_VERSION = 0, 4
@@ -48,13 +51,29 @@ def _entry(e, synonyms: bool):
                  config_type=CONFIG_TYPES.get(e.type, 0), documentation=None)
 
 
+TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8   # ConfigResource types
+
+
+def config_authorization_error(ctx, operation: str, resource) -> int:
+    """0 when the principal may do operation (DescribeConfigs, AlterConfigs) on the config resource: a topic's
+    needs it on the topic (else TOPIC_AUTHORIZATION_FAILED), a broker's or broker logger's on the cluster (else
+    CLUSTER_AUTHORIZATION_FAILED)."""
+    if resource.resource_type == TOPIC:
+        return 0 if ctx.authorize(operation, "Topic", resource.resource_name) else Errors.TOPIC_AUTHORIZATION_FAILED
+    if resource.resource_type in (BROKER, BROKER_LOGGER):
+        return 0 if ctx.authorize(operation, "Cluster") else Errors.CLUSTER_AUTHORIZATION_FAILED
+    return 0
+
+
 def handle(request, ctx):
     version = ctx.api_version
     synonyms = version >= 1 and bool(getattr(request, "include_synonyms", False))
     resources = list(request.resources or [])
-    described = ctx.broker.admin_manager.describe_configs(
+    denied = [config_authorization_error(ctx, "DescribeConfigs", r) for r in resources]
+    described = iter(ctx.broker.admin_manager.describe_configs(
         [(r.resource_type, r.resource_name, None if r.configuration_keys is None else set(r.configuration_keys))
-         for r in resources])
+         for r, d in zip(resources, denied) if not d]))
+    described = [(d, None, []) if d else next(described) for d in denied]
     out = [Result(error_code=error, error_message=message, resource_type=r.resource_type,
                   resource_name=r.resource_name,
                   configs=[_entry(e, synonyms) for e in entries])

@@ -14,6 +14,7 @@ Kafka 2.8 also lists, when topics are requested, every other topic of a dir with
 was a bug (KAFKA-16807) and clients ignore such entries, so only topics with matching partitions are listed.
 v1 is v0 (throttling order only); v2 is flexible. kafka-python's classes go up to v5 (top-level error code,
 volume sizes), which Kafka 2.8 does not serve.
+Authorization: needs Describe on the cluster; without it the answer lists no log dirs (as Kafka).
 """
 from __future__ import annotations
 
@@ -37,6 +38,8 @@ def handle(request, ctx):
     broker = ctx.broker
     hosted = broker.replica_manager.partitions
     wanted = None
+    if not ctx.authorize("Describe", "Cluster"):
+        return RESPONSE(version=ctx.api_version, throttle_time_ms=0, results=[])
     if request.topics is not None:
         wanted = {(t.topic, p) for t in request.topics for p in t.partitions}
     by_dir: dict[str, dict[str, list]] = {}

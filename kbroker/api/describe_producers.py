@@ -2,6 +2,7 @@
 leads, the producers its producer state knows, each with its epoch, last sequence and timestamp, the
 coordinator epoch of its last marker and the first offset of its open transaction (-1 when none): what
 hanging-transaction detection reads. Partition errors: UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER.
+Authorization: needs Read on each topic (else TOPIC_AUTHORIZATION_FAILED for its partitions).
 """
 from __future__ import annotations
 
@@ -32,6 +33,12 @@ def _partition(replicas, topic: str, index: int) -> PartitionResponse:
 
 def handle(request, ctx):
     replicas = ctx.broker.replica_manager
+    allowed = ctx.authorized("Read", "Topic", (t.name for t in request.topics or []))
+
+    def denied(index):
+        return PartitionResponse(partition_index=index, error_code=Errors.TOPIC_AUTHORIZATION_FAILED,
+                                 error_message=None, active_producers=[])
     return RESPONSE(version=ctx.api_version, throttle_time_ms=0, topics=[
-        TopicResponse(name=t.name, partitions=[_partition(replicas, t.name, p) for p in t.partition_indexes])
+        TopicResponse(name=t.name, partitions=[_partition(replicas, t.name, p) if t.name in allowed else denied(p)
+                                               for p in t.partition_indexes])
         for t in request.topics or []])

@@ -4,12 +4,15 @@ of each transactional id asked for.
 Per id: its state name (Empty, Ongoing, PrepareCommit, ...), timeout, start time of the current transaction
 (-1 when none started), producer id and epoch, and the partitions in the transaction. Errors per id:
 COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, TRANSACTIONAL_ID_NOT_FOUND.
+Authorization: needs Describe on each transactional id (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED); only the
+partitions of topics the principal may Describe are listed.
 """
 from __future__ import annotations
 
 from kafka.protocol.admin import DescribeTransactionsRequest, DescribeTransactionsResponse
 
 from ..coordinator.transaction.views import STATE_NAMES, describe
+from ..protocol.errors import Errors
 
 API_KEY = 65
 MIN_VERSION, MAX_VERSION = 0, 0
@@ -34,5 +37,14 @@ def _state(transactional_id: str, error, m) -> State:
 
 def handle(request, ctx):
     coordinator = ctx.broker.txn_coordinator
-    states = [_state(tid, *describe(coordinator, tid)) for tid in request.transactional_ids or []]
+    states = []
+    for tid in request.transactional_ids or []:
+        if not ctx.authorize("Describe", "TransactionalId", tid):
+            states.append(_state(tid, Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None))
+            continue
+        state = _state(tid, *describe(coordinator, tid))
+        # Only the partitions of topics the principal may Describe (as Kafka's handleDescribeTransactionsRequest).
+        allowed = ctx.authorized("Describe", "Topic", (t.topic for t in state.topics), log_if_denied=False)
+        state.topics = [t for t in state.topics if t.topic in allowed]
+        states.append(state)
     return RESPONSE(version=ctx.api_version, throttle_time_ms=0, transaction_states=states)

@@ -4,6 +4,7 @@ Only the active controller answers (NOT_CONTROLLER otherwise; admin clients send
 Topic partitions null means every partition. Per partition: NONE, ELECTION_NOT_NEEDED (already led by the
 preferred replica / already has a leader), PREFERRED_LEADER_NOT_AVAILABLE or ELIGIBLE_LEADERS_NOT_AVAILABLE,
 UNKNOWN_TOPIC_OR_PARTITION. v0 has no election type (preferred) and no top-level error code.
+Authorization: needs Alter on the cluster (else CLUSTER_AUTHORIZATION_FAILED).
 """
 from __future__ import annotations
 
@@ -24,8 +25,10 @@ def handle(request, ctx):
     partitions = None
     if request.topic_partitions is not None:
         partitions = [(t.topic, p) for t in request.topic_partitions for p in t.partitions]
-    outcome = ctx.broker.controller.elect_leaders(election_type, partitions)
-    if outcome is None:
+    if not ctx.authorize("Alter", "Cluster"):
+        outcome = {tp: (Errors.CLUSTER_AUTHORIZATION_FAILED, None) for tp in partitions or []}
+        top = Errors.CLUSTER_AUTHORIZATION_FAILED
+    elif (outcome := ctx.broker.controller.elect_leaders(election_type, partitions)) is None:
         outcome = {tp: (Errors.NOT_CONTROLLER, "This broker is not the controller.") for tp in partitions or []}
         top = Errors.NOT_CONTROLLER
     else:

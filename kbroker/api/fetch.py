@@ -25,6 +25,9 @@ a follower, moves its state on the leader) and waited on, but the response carri
 records, a changed high watermark or log start offset, or an error. Top-level FETCH_SESSION_ID_NOT_FOUND and
 INVALID_FETCH_SESSION_EPOCH answer requests naming an unknown session or the wrong epoch.
 
+Authorization: a consumer needs Read on each topic, a follower ClusterAction on the cluster; the partitions of
+the others answer TOPIC_AUTHORIZATION_FAILED.
+
 Follower fetches (replica_id >= 0) read up to the log end offset, never converted, and each moves that
 follower's state on the leader (ISR, high watermark), which may complete waiting acks=all produces.
 
@@ -109,6 +112,15 @@ def _read(ctx, requests, max_bytes: int, isolation_level: int, follower: int, co
     return results, total, errored
 
 
+def _authorized_topics(ctx, follower: int, requests) -> set:
+    """Followers need ClusterAction on the cluster, consumers Read on each topic; the others' partitions
+    answer TOPIC_AUTHORIZATION_FAILED."""
+    topics = {tp[0] for tp, *_ in requests}
+    if follower >= 0:
+        return topics if ctx.authorize("ClusterAction", "Cluster") else set()
+    return ctx.authorized("Read", "Topic", topics)
+
+
 def handle(request, ctx):
     version = ctx.api_version
     follower = request.replica_id
@@ -128,9 +140,12 @@ def handle(request, ctx):
     max_bytes = request.max_bytes if version >= 3 else 2 ** 31 - 1
     isolation = request.isolation_level if version >= 4 else 0
     conversions: dict = {}
+    allowed = _authorized_topics(ctx, follower, context.requests)
     results = replicas.fetch(
-        context.requests, request.max_wait_ms, request.min_bytes, follower,
+        [r for r in context.requests if r[0][0] in allowed], request.max_wait_ms, request.min_bytes, follower,
         lambda reqs: _read(ctx, reqs, max(0, max_bytes), isolation, follower, conversions), isolation)
+    results.update({r[0]: FetchPartitionData(r[0][1], error_code=Errors.TOPIC_AUTHORIZATION_FAILED)
+                    for r in context.requests if r[0][0] not in allowed})
     metrics = ctx.broker.metrics
     for tp, data in results.items():
         if data.error_code in _NOT_HOSTED:

@@ -13,6 +13,8 @@ min ISR transaction.state.log.min.isr, compacted). Any other key type is INVALID
 Version notes: v1 adds the key type, the throttle time and an error message; v2 is v1 (throttling semantics);
 v3 is the flexible encoding. The error message is Kafka's Errors.message(): the code's default message, and
 "NONE" on success (Kafka sends that string too).
+Authorization: needs Describe on the group (else GROUP_AUTHORIZATION_FAILED) or the transactional id (else
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
 """
 from __future__ import annotations
 
@@ -54,6 +56,10 @@ def handle(request, ctx):
         create = coordinator.create_topic
     else:
         return _answer(version, Errors.INVALID_REQUEST)
+    if key_type == GROUP and not ctx.authorize("Describe", "Group", request.key or ""):
+        return _answer(version, Errors.GROUP_AUTHORIZATION_FAILED)
+    if key_type == TRANSACTION and not ctx.authorize("Describe", "TransactionalId", request.key or ""):
+        return _answer(version, Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     cache = broker.metadata_cache
     partitions = cache.topic_partitions(topic)
     if partitions is None:

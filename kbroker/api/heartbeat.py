@@ -6,10 +6,13 @@ does not know, FENCED_INSTANCE_ID for a replaced static member; NONE while the c
 group (answered blindly, as Kafka), and the usual COORDINATOR_NOT_AVAILABLE / NOT_COORDINATOR /
 INVALID_GROUP_ID.
 Version notes: v1 adds the throttle time; v3 group.instance.id; v4 is flexible.
+Authorization: needs Read on the group (else GROUP_AUTHORIZATION_FAILED).
 """
 from __future__ import annotations
 
 from kafka.protocol.consumer import HeartbeatRequest, HeartbeatResponse
+
+from ..protocol.errors import Errors
 
 API_KEY = 12
 MIN_VERSION, MAX_VERSION = 0, 4
@@ -18,6 +21,8 @@ REQUEST, RESPONSE = HeartbeatRequest, HeartbeatResponse
 
 def handle(request, ctx):
     version = ctx.api_version
+    if not ctx.authorize("Read", "Group", request.group_id):
+        return RESPONSE(version=version, throttle_time_ms=0, error_code=Errors.GROUP_AUTHORIZATION_FAILED)
     error = ctx.broker.group_coordinator.handle_heartbeat(
         request.group_id, request.member_id, request.group_instance_id if version >= 3 else None,
         request.generation_id)

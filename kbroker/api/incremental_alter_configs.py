@@ -7,12 +7,13 @@ current dynamic configs: a topic's overrides (TOPIC) or a broker's /config/broke
 /config/brokers/<default> (BROKER, name = this broker's id or ""). A key given twice or a null value for anything
 but DELETE -> INVALID_REQUEST. The result is validated and written with its change notification exactly as
 AlterConfigs does (AdminManager._alter: error codes, messages, validate_only).
+Authorization: needs AlterConfigs on the topic or, for brokers, on the cluster (as AlterConfigs).
 """
 from __future__ import annotations
 
 from kafka.protocol.admin import IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse
 
-from .alter_configs import encode
+from .alter_configs import authorized_alter, encode
 
 API_KEY = 44
 MIN_VERSION, MAX_VERSION = 0, 1
@@ -22,5 +23,6 @@ REQUEST, RESPONSE = IncrementalAlterConfigsRequest, IncrementalAlterConfigsRespo
 def handle(request, ctx):
     resources = [(r.resource_type, r.resource_name, [(c.name, c.config_operation, c.value) for c in r.configs or []])
                  for r in request.resources or []]
-    results = ctx.broker.admin_manager.incremental_alter_configs(resources, bool(request.validate_only))
+    results = authorized_alter(ctx, request, resources, lambda rs: ctx.broker.admin_manager.incremental_alter_configs(
+        rs, bool(request.validate_only)))
     return encode(RESPONSE, request, results, ctx.api_version)

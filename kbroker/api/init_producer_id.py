@@ -6,6 +6,8 @@ such requests blindly, KIP-360's epoch bump included). With one, the transaction
 KIP-360 recovery). v3+ carries the producer's current id and epoch: both -1 (a fresh producer), or both set;
 one of them -1 is INVALID_REQUEST. PRODUCER_FENCED is answered as INVALID_PRODUCER_EPOCH below v4.
 Version notes: v1 is v0 (throttling); v2 is flexible; v3 adds ProducerId/ProducerEpoch; v4 PRODUCER_FENCED.
+Authorization: needs Write on the transactional id (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED); without one,
+IdempotentWrite on the cluster or Write on some topic (KIP-679; else CLUSTER_AUTHORIZATION_FAILED).
 """
 from __future__ import annotations
 
@@ -28,6 +30,8 @@ def handle(request, ctx):
             error = Errors.INVALID_PRODUCER_EPOCH
         return RESPONSE(version=version, throttle_time_ms=0, error_code=error, producer_id=pid, producer_epoch=epoch)
     if request.transactional_id is not None:
+        if not ctx.authorize("Write", "TransactionalId", request.transactional_id):
+            return answer(Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
         expected = None
         if version >= 3:
             pid, epoch = request.producer_id, request.producer_epoch
@@ -39,6 +43,9 @@ def handle(request, ctx):
             request.transactional_id, request.transaction_timeout_ms, expected,
             lambda error, pid, epoch: result.set((error, pid, epoch)))
         return answer(*result.get())
+    # KIP-679: an idempotent producer needs IdempotentWrite on the cluster or Write on some topic.
+    if not ctx.authorize("IdempotentWrite", "Cluster", log_if_denied=False) and not ctx.authorize_any("Write", "Topic"):
+        return answer(Errors.CLUSTER_AUTHORIZATION_FAILED)
     try:
         pid = ctx.broker.producer_ids.generate()
     except ZkError:

@@ -11,11 +11,14 @@ Version notes: v0 has no rebalance timeout (the session timeout is used); v2 add
 dynamic members get MEMBER_ID_REQUIRED first; v5 adds group.instance.id (static membership) in the request and
 per member in the answer; v6 is flexible; v7 answers the protocol type, and a null protocol name when none was
 selected (v0-v6: an empty string). The client host recorded is "/<ip>", as Kafka's InetAddress.toString.
+Authorization: needs Read on the group (else GROUP_AUTHORIZATION_FAILED).
 """
 from __future__ import annotations
 
 import gevent.event
 from kafka.protocol.consumer import JoinGroupRequest, JoinGroupResponse
+
+from ..protocol.errors import Errors
 
 API_KEY = 11
 MIN_VERSION, MAX_VERSION = 0, 7
@@ -32,6 +35,10 @@ def handle(request, ctx):
     session_timeout = request.session_timeout_ms
     rebalance_timeout = request.rebalance_timeout_ms if version >= 1 else session_timeout
     instance_id = request.group_instance_id if version >= 5 else None
+    if not ctx.authorize("Read", "Group", request.group_id):
+        return RESPONSE(version=version, throttle_time_ms=0, error_code=Errors.GROUP_AUTHORIZATION_FAILED,
+                        generation_id=-1, protocol_type=None, protocol_name=None if version >= 7 else "",
+                        leader="", member_id="", members=[])
     result = gevent.event.AsyncResult()
     ctx.broker.group_coordinator.handle_join_group(
         request.group_id, request.member_id, instance_id, version >= 4 and instance_id is None,

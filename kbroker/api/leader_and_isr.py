@@ -4,6 +4,7 @@ v0-v1 carry partition states ungrouped (topic name in each); v2+ group them by t
 answers per topic id. The whole request is refused with STALE_CONTROLLER_EPOCH when it comes from an older
 controller, and with STALE_BROKER_EPOCH when it was addressed to this broker's previous registration.
 Each request is one line on the state-change log, and the replica manager adds one per partition applied.
+Authorization: needs ClusterAction on the cluster (else CLUSTER_AUTHORIZATION_FAILED, for every partition too).
 """
 from __future__ import annotations
 
@@ -49,6 +50,9 @@ def handle(request, ctx):
     version = ctx.api_version
     replicas = ctx.broker.replica_manager
     states, topic_ids = _states(request, version)
+    if not ctx.authorize("ClusterAction", "Cluster"):
+        denied = Errors.CLUSTER_AUTHORIZATION_FAILED
+        return _response(version, denied, {(s.topic_name, s.partition_index): denied for s in states}, topic_ids)
     state_change.info("handling LeaderAndIsr request v%d correlation id %d from controller %d epoch %d for %d "
                       "partitions", version, ctx.correlation_id, request.controller_id, request.controller_epoch,
                       len(states))

@@ -8,6 +8,7 @@ INVALID_GROUP_ID, COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS, NOT_C
 answers UNKNOWN_MEMBER_ID for each member.
 Version notes: v1 adds the throttle time; v0-v2 carry the one member's error as the top-level error (Kafka's
 LeaveGroupResponse for old versions); v3 the batch; v4 is flexible.
+Authorization: needs Read on the group (else GROUP_AUTHORIZATION_FAILED).
 """
 from __future__ import annotations
 
@@ -23,6 +24,8 @@ MemberResponse = RESPONSE.MemberResponse
 
 def handle(request, ctx):
     version = ctx.api_version
+    if not ctx.authorize("Read", "Group", request.group_id):
+        return RESPONSE(version=version, throttle_time_ms=0, error_code=Errors.GROUP_AUTHORIZATION_FAILED, members=[])
     if version >= 3:
         leaving = [(m.member_id, m.group_instance_id) for m in request.members]
     else:

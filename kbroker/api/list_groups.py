@@ -4,6 +4,7 @@ Each group with its protocol type (and, v4+, its state). COORDINATOR_LOAD_IN_PRO
 so far) while any offsets partition is still loading; COORDINATOR_NOT_AVAILABLE before the coordinator starts.
 Version notes: v1 adds the throttle time; v3 is flexible; v4 filters by state names (empty or null: all
 states) and answers each group's state.
+Authorization: with Describe on the cluster every group is listed, else only the groups the principal may Describe.
 """
 from __future__ import annotations
 
@@ -19,5 +20,8 @@ def handle(request, ctx):
     version = ctx.api_version
     states = set(request.states_filter or []) if version >= 4 else set()
     error, groups = ctx.broker.group_coordinator.handle_list_groups(states)
+    if not ctx.authorize("Describe", "Cluster"):
+        allowed = ctx.authorized("Describe", "Group", (g for g, _, _ in groups))
+        groups = [g for g in groups if g[0] in allowed]
     return RESPONSE(version=version, throttle_time_ms=0, error_code=error, groups=[
         Listed(group_id=g, protocol_type=t, group_state=s) for g, t, s in groups])

@@ -8,6 +8,7 @@ offsets: for latest, the end offset followed by segment base offsets newest firs
 offset; for a time, the base offsets of segments last written before it.
 v4+ fences with the current leader epoch and answers the leader epoch of the offset.
 A partition asked twice in one request is INVALID_REQUEST, as in Kafka.
+Authorization: needs Describe on each topic (else TOPIC_AUTHORIZATION_FAILED for its partitions).
 """
 from __future__ import annotations
 
@@ -59,12 +60,15 @@ def handle(request, ctx):
     isolation = request.isolation_level if version >= 2 else 0
     from_replica = request.replica_id >= 0
     asked = Counter((t.name, p.partition_index) for t in request.topics for p in t.partitions)
+    allowed = ctx.authorized("Describe", "Topic", (t.name for t in request.topics))
     topics = []
     for t in request.topics:
         answers = []
         for p in t.partitions:
             tp = (t.name, p.partition_index)
             try:
+                if t.name not in allowed:
+                    raise KafkaError(Errors.TOPIC_AUTHORIZATION_FAILED)
                 if asked[tp] > 1:
                     raise KafkaError(Errors.INVALID_REQUEST, "partition listed twice")
                 answers.append(_answer(version, replicas, tp, p, isolation, from_replica))

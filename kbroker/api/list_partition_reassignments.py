@@ -2,6 +2,7 @@
 
 Only the active controller answers (NOT_CONTROLLER otherwise). Null topics lists all; each partition shows
 its full replica set and the replicas being added and removed.
+Authorization: needs Describe on the cluster (else CLUSTER_AUTHORIZATION_FAILED).
 """
 from __future__ import annotations
 
@@ -20,6 +21,9 @@ def handle(request, ctx):
     wanted = None
     if request.topics is not None:
         wanted = {(t.name, p) for t in request.topics for p in t.partition_indexes}
+    if not ctx.authorize("Describe", "Cluster"):
+        return RESPONSE(version=ctx.api_version, throttle_time_ms=0, error_code=Errors.CLUSTER_AUTHORIZATION_FAILED,
+                        error_message=None, topics=[])
     outcome = ctx.broker.controller.list_reassignments(wanted)
     if outcome is None:
         return RESPONSE(version=ctx.api_version, throttle_time_ms=0, error_code=Errors.NOT_CONTROLLER,

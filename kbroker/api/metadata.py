@@ -9,8 +9,12 @@ INVALID_TOPIC_EXCEPTION for an illegal name. Otherwise UNKNOWN_TOPIC_OR_PARTITIO
 Partitions: LEADER_NOT_AVAILABLE with leader -1 when the partition has no live leader. v0 lists only live
 replicas and answers REPLICA_NOT_AVAILABLE when some are down (as Kafka, which errors on unavailable
 endpoints for v0); v5+ lists offline replicas. Brokers are the live ones with an endpoint on the listener the
-request came in on. Authorized operations (v8+ topics, v8-v10 cluster), when asked for, are every operation the
-resource supports, as Kafka answers without an authorizer; "not requested" (INT32_MIN) otherwise.
+request came in on. Authorized operations (v8+ topics, v8-v10 cluster), when asked for, are the operations the
+resource supports that the principal may do (all of them without an authorizer; the cluster's need Describe on
+it, else none); "not requested" (INT32_MIN) otherwise.
+Authorization: a named topic without Describe answers TOPIC_AUTHORIZATION_FAILED with no partitions (whether
+it exists is not revealed); all-topics requests leave such topics out. Auto-creation also needs Create on the
+cluster or on the topic, else TOPIC_AUTHORIZATION_FAILED.
 v10+ carries topic ids; v11 drops the cluster authorized operations.
 """
 from __future__ import annotations
@@ -18,6 +22,7 @@ from __future__ import annotations
 from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 
 from zk.admin import INTERNAL_TOPICS
+from ..protocol.acls import CLUSTER_NAME
 from ..protocol.errors import Errors
 from .describe_cluster import CLUSTER_OPERATIONS
 
@@ -51,16 +56,23 @@ def _partition(cache, state, version: int):
                      offline_replicas=offline)
 
 
-def _topic(cache, name: str, version: int, create, operations):
+def _topic(ctx, cache, name: str, version: int, create, operations):
     partitions = cache.topic_partitions(name)
     if partitions is None:
         error = create(name) if create else Errors.UNKNOWN_TOPIC_OR_PARTITION
         return Topic(error_code=error, name=name, topic_id=None, is_internal=False,
                      partitions=[], authorized_operations=_NOT_REQUESTED)
+    if operations is not _NOT_REQUESTED:
+        operations = ctx.authorized_operations("Topic", name, operations)
     return Topic(error_code=Errors.NONE, name=name, topic_id=cache.topic_ids.get(name),
                  is_internal=name in INTERNAL_TOPICS,
                  partitions=[_partition(cache, partitions[p], version) for p in sorted(partitions)],
                  authorized_operations=operations)
+
+
+def _denied(name: str, internal: bool = False):
+    return Topic(error_code=Errors.TOPIC_AUTHORIZATION_FAILED, name=name, topic_id=None, is_internal=internal,
+                 partitions=[], authorized_operations=_NOT_REQUESTED)
 
 
 def handle(request, ctx):
@@ -68,18 +80,31 @@ def handle(request, ctx):
     broker = ctx.broker
     cache = broker.metadata_cache
     requested = request.topics
-    if requested is None or (version == 0 and not requested):
-        names = cache.topics()
-    else:
-        names = [t.name for t in requested]
-    create = None
+    all_topics = requested is None or (version == 0 and not requested)
+    names = cache.topics() if all_topics else [t.name for t in requested]
+    allowed = ctx.authorized("Describe", "Topic", names, log_if_denied=not all_topics)
+    create, not_creatable = None, set()
     if requested and (version < 4 or request.allow_auto_topic_creation):
         create = broker.admin_manager.auto_create_topic
+        missing = {n for n in allowed if cache.topic_partitions(n) is None}
+        if missing and broker.config["auto.create.topics.enable"] \
+                and not ctx.authorize("Create", "Cluster", log_if_denied=False):
+            not_creatable = missing - ctx.authorized("Create", "Topic", missing)
+            allowed -= not_creatable
     brokers = [Broker(node_id=i, host=h, port=p, rack=r) for i, h, p, r in cache.alive_brokers(ctx.listener)]
     controller = cache.controller_id if cache.controller_id is not None else -1
     asked = lambda field: version >= 8 and bool(getattr(request, field, False))  # noqa: E731
     topic_ops = set(TOPIC_OPERATIONS) if asked("include_topic_authorized_operations") else _NOT_REQUESTED
-    cluster_ops = set(CLUSTER_OPERATIONS) if asked("include_cluster_authorized_operations") else _NOT_REQUESTED
+    cluster_ops = _NOT_REQUESTED
+    if asked("include_cluster_authorized_operations"):
+        cluster_ops = ctx.authorized_operations("Cluster", CLUSTER_NAME, CLUSTER_OPERATIONS) \
+            if ctx.authorize("Describe", "Cluster") else set()
+    topics = []
+    for n in names:
+        if n in allowed:
+            topics.append(_topic(ctx, cache, n, version, create, topic_ops))
+        elif not all_topics:
+            # Without Describe the topic's existence is not revealed; without Create it is not auto-created.
+            topics.append(_denied(n, n in not_creatable and n in INTERNAL_TOPICS))
     return RESPONSE(version=version, throttle_time_ms=0, brokers=brokers, cluster_id=broker.cluster_id,
-                    controller_id=controller, topics=[_topic(cache, n, version, create, topic_ops) for n in names],
-                    authorized_operations=cluster_ops)
+                    controller_id=controller, topics=topics, authorized_operations=cluster_ops)

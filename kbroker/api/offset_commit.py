@@ -14,6 +14,8 @@ Version notes: v1 adds member id, generation and a per-partition commit timestam
 retention time (-1: the broker's offsets.retention.minutes; otherwise the offset expires at now + retention,
 written as an offset value v1 with an expire timestamp); v3 adds the throttle time; v5 drops the retention
 time; v6 adds the committed leader epoch; v7 group.instance.id; v8 is flexible.
+Authorization: needs Read on the group (else GROUP_AUTHORIZATION_FAILED for every partition) and Read on each topic
+(else TOPIC_AUTHORIZATION_FAILED).
 """
 from __future__ import annotations
 
@@ -71,6 +73,14 @@ def handle(request, ctx):
     version = ctx.api_version
     broker = ctx.broker
     order, errors, known = known_partitions(request, broker.metadata_cache)
+    if not ctx.authorize("Read", "Group", request.group_id):
+        errors, known = dict.fromkeys(order, Errors.GROUP_AUTHORIZATION_FAILED), {}
+    else:
+        allowed = ctx.authorized("Read", "Topic", (t for t, _ in order))
+        for tp in order:
+            if tp[0] not in allowed:
+                errors[tp] = Errors.TOPIC_AUTHORIZATION_FAILED
+                known.pop(tp, None)
     if known and version == 0:
         errors.update(_commit_v0(ctx, request.group_id, known))
     elif known:

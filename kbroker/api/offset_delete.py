@@ -5,6 +5,8 @@ Allowed for an Empty group, and for a consumer group's partitions of topics no m
 offsets are written as tombstones. Group errors (no partitions answered): GROUP_ID_NOT_FOUND, NOT_COORDINATOR,
 COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, INVALID_GROUP_ID, NON_EMPTY_GROUP. Partitions of
 unknown topics: UNKNOWN_TOPIC_OR_PARTITION.
+Authorization: needs Delete on the group (else GROUP_AUTHORIZATION_FAILED) and Read on each topic (else
+TOPIC_AUTHORIZATION_FAILED).
 """
 from __future__ import annotations
 
@@ -24,10 +26,15 @@ def handle(request, ctx):
     cache = ctx.broker.metadata_cache
     errors: dict = {}
     known = []
+    if not ctx.authorize("Delete", "Group", request.group_id):
+        return RESPONSE(version=version, error_code=Errors.GROUP_AUTHORIZATION_FAILED, throttle_time_ms=0, topics=[])
+    allowed = ctx.authorized("Read", "Topic", (t.name for t in request.topics))
     for t in request.topics:
         for p in t.partitions:
             tp = (t.name, p.partition_index)
-            if cache.partition(*tp) is None:
+            if t.name not in allowed:
+                errors[tp] = Errors.TOPIC_AUTHORIZATION_FAILED
+            elif cache.partition(*tp) is None:
                 errors[tp] = Errors.UNKNOWN_TOPIC_OR_PARTITION
             else:
                 known.append(tp)

@@ -10,6 +10,8 @@ Version notes: v2 adds the top-level error and null topics; v3 the throttle time
 epoch; v6 is flexible; v7 require_stable: UNSTABLE_OFFSET_COMMIT (offset -1) for a partition with an offset
 commit still being written or a transactional commit (TxnOffsetCommit) whose transaction has no marker yet;
 without it such a partition answers its last committed offset.
+Authorization: needs Describe on the group (else GROUP_AUTHORIZATION_FAILED) and Describe on each topic (else
+TOPIC_AUTHORIZATION_FAILED for its partitions; left out of an all-partitions answer).
 """
 from __future__ import annotations
 
@@ -60,10 +62,28 @@ def handle(request, ctx):
     version = ctx.api_version
     tps = None if request.topics is None else list(dict.fromkeys(
         (t.name, p) for t in request.topics for p in t.partition_indexes))
-    if version == 0:
-        return _response(version, Errors.NONE, _fetch_v0(ctx, request.group_id, tps or []))
-    require_stable = version >= 7 and request.require_stable
-    error, data = ctx.broker.group_coordinator.handle_fetch_offsets(request.group_id, tps, require_stable)
+    if not ctx.authorize("Describe", "Group", request.group_id):
+        error, data = Errors.GROUP_AUTHORIZATION_FAILED, {}
+    elif tps is not None:
+        # Partitions of topics without Describe answer TOPIC_AUTHORIZATION_FAILED; only the others are read.
+        allowed = ctx.authorized("Describe", "Topic", (t for t, _ in tps))
+        denied = {tp: (INVALID_OFFSET, -1, "", Errors.TOPIC_AUTHORIZATION_FAILED) for tp in tps if tp[0] not in allowed}
+        readable = [tp for tp in tps if tp[0] in allowed]
+        if version == 0:
+            error, data = Errors.NONE, _fetch_v0(ctx, request.group_id, readable)
+        else:
+            error, data = ctx.broker.group_coordinator.handle_fetch_offsets(
+                request.group_id, readable, version >= 7 and request.require_stable)
+        if error == Errors.NONE:   # in the request's order
+            data = {tp: denied[tp] if tp in denied else data[tp] for tp in tps if tp in denied or tp in data}
+    elif version == 0:
+        error, data = Errors.NONE, {}
+    else:
+        # All partitions: those of topics without Describe are left out.
+        error, data = ctx.broker.group_coordinator.handle_fetch_offsets(
+            request.group_id, None, version >= 7 and request.require_stable)
+        allowed = ctx.authorized("Describe", "Topic", (t for t, _ in data), log_if_denied=False)
+        data = {tp: d for tp, d in data.items() if tp[0] in allowed}
     if error != Errors.NONE:
         if version < 2:
             return _response(version, Errors.NONE, {tp: (INVALID_OFFSET, -1, "", error) for tp in tps or []})

@@ -4,6 +4,7 @@ Followers ask it before fetching from a new leader, to truncate a divergent suff
 v2+ use it to detect log truncation. The answer is the largest epoch at or below the one asked and the
 offset where the next epoch starts (the log end offset for the latest epoch); (-1, -1) when the leader knows
 no such epoch. v1+ answer the epoch, v2+ fence with the current leader epoch, v3+ carry the replica id.
+Authorization: needs ClusterAction on the cluster or Describe on each topic (else TOPIC_AUTHORIZATION_FAILED).
 """
 from __future__ import annotations
 
@@ -21,11 +22,15 @@ EpochEndOffset = TopicResult.EpochEndOffset
 def handle(request, ctx):
     version = ctx.api_version
     replicas = ctx.broker.replica_manager
+    allowed = {t.topic for t in request.topics} if ctx.authorize("ClusterAction", "Cluster", log_if_denied=False) \
+        else ctx.authorized("Describe", "Topic", (t.topic for t in request.topics))
     topics = []
     for t in request.topics:
         results = []
         for p in t.partitions:
             try:
+                if t.topic not in allowed:
+                    raise KafkaError(Errors.TOPIC_AUTHORIZATION_FAILED)
                 partition = replicas.leader_partition((t.topic, p.partition))
                 if version >= 2:
                     partition.check_leader_epoch(p.current_leader_epoch)

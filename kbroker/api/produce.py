@@ -5,9 +5,9 @@ the v2 path validates batch headers, patches offsets in place and appends those 
 Per partition, any error means nothing of that partition is appended: UNKNOWN_TOPIC_OR_PARTITION,
 NOT_LEADER_OR_FOLLOWER, CORRUPT_MESSAGE, MESSAGE_TOO_LARGE, INVALID_TIMESTAMP, INVALID_RECORD,
 UNSUPPORTED_COMPRESSION_TYPE, idempotence errors, INVALID_TXN_STATE (a non-transactional batch from a producer
-with an open transaction), INVALID_TOPIC_EXCEPTION for internal topics. Transactional batches in a request
-without a transactional id fail whole with TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as Kafka's authorization of
-the id (any id is authorized: there is no authorizer).
+with an open transaction), INVALID_TOPIC_EXCEPTION for internal topics. Authorization: transactional batches
+need Write on the request's transactional id (without one, or denied, the request fails whole with
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED); each topic needs Write (else TOPIC_AUTHORIZATION_FAILED).
 acks must be -1, 0 or 1 (else INVALID_REQUIRED_ACKS for every partition). With acks=0 there is no response,
 and as in Kafka an error closes the connection so the producer notices. v2+ answers the log append time,
 v5+ the log start offset, v8+ an error message and the index of each rejected record.
@@ -47,10 +47,15 @@ def handle(request, ctx):
             entries[(topic.name, p.index)] = p.records
     if request.acks not in (-1, 0, 1):
         results = {tp: (Errors.INVALID_REQUIRED_ACKS, -1, -1, -1, None, []) for tp in entries}
-    elif request.transactional_id is None and any(_transactional(r) for r in entries.values()):
+    elif any(_transactional(r) for r in entries.values()) and (request.transactional_id is None or not ctx.authorize(
+            "Write", "TransactionalId", request.transactional_id)):
         results = {tp: (Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, -1, -1, -1, None, []) for tp in entries}
     else:
-        results = ctx.broker.replica_manager.append_records(request.acks, request.timeout_ms, entries, version)
+        allowed = ctx.authorized("Write", "Topic", (t for t, _ in entries))
+        results = ctx.broker.replica_manager.append_records(
+            request.acks, request.timeout_ms, {tp: r for tp, r in entries.items() if tp[0] in allowed}, version)
+        results.update({tp: (Errors.TOPIC_AUTHORIZATION_FAILED, -1, -1, -1, None, []) for tp in entries
+                        if tp[0] not in allowed})
     if request.acks == 0:
         failed = [(tp, r[0]) for tp, r in results.items() if r[0]]
         if failed:

@@ -3,6 +3,7 @@
 v0 lists partitions ungrouped, v1-v2 group them by topic with one delete flag for all, v3 carries a leader
 epoch and a delete flag per partition (an epoch older than the applied one is FENCED_LEADER_EPOCH).
 Stale controller or broker epochs refuse the whole request, as for LeaderAndIsr.
+Authorization: needs ClusterAction on the cluster (else CLUSTER_AUTHORIZATION_FAILED, for every partition too).
 """
 from __future__ import annotations
 
@@ -29,6 +30,11 @@ def _partitions(request, version):
 def handle(request, ctx):
     version = ctx.api_version
     replicas = ctx.broker.replica_manager
+    if not ctx.authorize("ClusterAction", "Cluster"):
+        denied = Errors.CLUSTER_AUTHORIZATION_FAILED
+        return RESPONSE(version=version, error_code=denied, partition_errors=[
+            PartitionError(topic_name=t, partition_index=p, error_code=denied)
+            for t, p, *_ in _partitions(request, version)])
     if replicas.is_broker_epoch_stale(request.broker_epoch if version >= 1 else -1):
         return RESPONSE(version=version, error_code=Errors.STALE_BROKER_EPOCH, partition_errors=[])
     error = replicas.check_controller_epoch(request.controller_id, request.controller_epoch, "StopReplica")

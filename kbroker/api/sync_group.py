@@ -10,6 +10,7 @@ missing), and the write's errors (COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR, RE
 timeout).
 Version notes: v1 adds the throttle time; v3 group.instance.id; v4 is flexible; v5 sends and answers the
 protocol type and name (both mandatory in the request).
+Authorization: needs Read on the group (else GROUP_AUTHORIZATION_FAILED).
 """
 from __future__ import annotations
 
@@ -26,7 +27,9 @@ REQUEST, RESPONSE = SyncGroupRequest, SyncGroupResponse
 
 def handle(request, ctx):
     version = ctx.api_version
-    if version >= 5 and (request.protocol_type is None or request.protocol_name is None):
+    if not ctx.authorize("Read", "Group", request.group_id):
+        r = SyncGroupResult(Errors.GROUP_AUTHORIZATION_FAILED)
+    elif version >= 5 and (request.protocol_type is None or request.protocol_name is None):
         r = SyncGroupResult(Errors.INCONSISTENT_GROUP_PROTOCOL)
     else:
         result = gevent.event.AsyncResult()

@@ -12,6 +12,8 @@ INVALID_GROUP_ID (empty group id). Per partition: UNKNOWN_TOPIC_OR_PARTITION for
 know, OFFSET_METADATA_TOO_LARGE, and the append's errors as OffsetCommit maps them (INVALID_PRODUCER_EPOCH
 for a fenced epoch).
 Version notes: v2 adds the committed leader epoch; v3 GenerationId, MemberId, GroupInstanceId and is flexible.
+Authorization: needs Write on the transactional id, Read on the group, Read on each topic (else
+TRANSACTIONAL_ID_, GROUP_ or TOPIC_AUTHORIZATION_FAILED).
 """
 from __future__ import annotations
 
@@ -34,6 +36,16 @@ def handle(request, ctx):
     broker = ctx.broker
     now = broker.clock.now_ms()
     order, errors, known = known_partitions(request, broker.metadata_cache)
+    if not ctx.authorize("Write", "TransactionalId", request.transactional_id):
+        errors, known = dict.fromkeys(order, Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED), {}
+    elif not ctx.authorize("Read", "Group", request.group_id):
+        errors, known = dict.fromkeys(order, Errors.GROUP_AUTHORIZATION_FAILED), {}
+    else:
+        allowed = ctx.authorized("Read", "Topic", (t for t, _ in order))
+        for tp in order:
+            if tp[0] not in allowed:
+                errors[tp] = Errors.TOPIC_AUTHORIZATION_FAILED
+                known.pop(tp, None)
     offsets = {tp: OffsetAndMetadata(
         offset=p.committed_offset, leader_epoch=p.committed_leader_epoch if version >= 2 else -1,
         metadata=p.committed_metadata if p.committed_metadata is not None else "", commit_timestamp=now)

@@ -5,6 +5,7 @@ v5+ group partition states by topic; v7 adds topic ids. Refused with STALE_CONTR
 controller and STALE_BROKER_EPOCH when addressed to this broker's previous registration. The topics it names
 complete the admin manager's waiting CreateTopics/CreatePartitions/DeleteTopics (Kafka's
 tryCompleteDelayedTopicOperations).
+Authorization: needs ClusterAction on the cluster (else CLUSTER_AUTHORIZATION_FAILED).
 """
 from __future__ import annotations
 
@@ -51,6 +52,8 @@ def handle(request, ctx):
     version = ctx.api_version
     broker = ctx.broker
     replicas = broker.replica_manager
+    if not ctx.authorize("ClusterAction", "Cluster"):
+        return RESPONSE(version=version, error_code=Errors.CLUSTER_AUTHORIZATION_FAILED)
     if replicas.is_broker_epoch_stale(request.broker_epoch if version >= 5 else -1):
         return RESPONSE(version=version, error_code=Errors.STALE_BROKER_EPOCH)
     error = replicas.check_controller_epoch(request.controller_id, request.controller_epoch, "UpdateMetadata")

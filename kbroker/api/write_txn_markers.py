@@ -8,9 +8,11 @@ UNSUPPORTED_FOR_MESSAGE_FORMAT (message format below v2), INVALID_PRODUCER_EPOCH
 last seen one), TRANSACTION_COORDINATOR_FENCED (an older coordinator epoch), NOT_ENOUGH_REPLICAS(_AFTER_APPEND),
 REQUEST_TIMED_OUT. On `__consumer_offsets` partitions a written marker also completes the producer's pending
 transactional offsets (ReplicaManager.on_txn_marker_appended).
+Authorization: needs ClusterAction on the cluster (else CLUSTER_AUTHORIZATION_FAILED for every partition).
 """
 from __future__ import annotations
 
+from ..protocol.errors import Errors
 from ..protocol.interbroker import WriteTxnMarkersRequest, WriteTxnMarkersResponse
 
 API_KEY = 27
@@ -24,7 +26,10 @@ PartitionResult = TopicResult.WritableTxnMarkerPartitionResult
 def handle(request, ctx):
     markers = [(m.producer_id, m.producer_epoch, m.transaction_result, m.coordinator_epoch,
                 [(t.name, p) for t in m.topics for p in t.partition_indexes]) for m in request.markers]
-    results = ctx.broker.replica_manager.append_txn_markers(markers)
+    if ctx.authorize("ClusterAction", "Cluster"):
+        results = ctx.broker.replica_manager.append_txn_markers(markers)
+    else:
+        results = [{tp: Errors.CLUSTER_AUTHORIZATION_FAILED for tp in tps} for *_, tps in markers]
     answers = []
     for (producer_id, *_), errors in zip(markers, results):
         by_topic: dict = {}
