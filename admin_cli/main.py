@@ -13,6 +13,12 @@ partitions' side (DescribeProducers, abort's WriteTxnMarkers); with --zookeeper,
 coordinators' side of find-hanging read `__transaction_state` itself (leaders from ZooKeeper, the log fetched up
 to the high watermark and replayed as a coordinator loads it), since Kafka's kafka-transactions.sh has no
 ZooKeeper mode to follow: the state the log holds, so a transition still being written may not show yet.
+
+`users ...` manages SCRAM credentials as kafka-configs.sh --entity-type users does (admin_cli.users).
+`--command-config FILE` (Kafka client properties: security.protocol, sasl.*, ssl.*) is how every connection
+kadmin opens to the brokers reaches a secured listener; with --zookeeper, the brokers registered there are
+reached on their endpoints of that security protocol. A file that cannot be read or holds bad properties is a
+usage error.
 """
 from __future__ import annotations
 

@@ -515,7 +515,8 @@ class ClusterClient:
                                      deletions: list[tuple[str, str]]) -> list[UserResult]:
         """AlterUserScramCredentials at the controller: set credentials, remove (user, mechanism) ones. One
         result per user named, with its own error. A mechanism name kbroker does not know is sent as id 0
-        (UNKNOWN), which the broker refuses as Kafka's admin client would have it."""
+        (UNKNOWN), and iterations outside 4096..16384 with an empty salted password (no hashing for nothing):
+        the broker refuses both, per user."""
         def mechanism_id(name: str) -> int:
             return scram.MECHANISMS[name][1] if name in scram.MECHANISMS else 0
         Upsertion = AlterUserScramCredentialsRequest.ScramCredentialUpsertion
@@ -524,7 +525,8 @@ class ClusterClient:
         for u in upsertions:
             salt = scram.random_salt()
             password = (scram.salted_password(u.mechanism, u.password, salt, u.iterations)
-                        if u.mechanism in scram.MECHANISMS and u.iterations > 0 else b"")
+                        if u.mechanism in scram.MECHANISMS
+                        and scram.MIN_ITERATIONS <= u.iterations <= scram.MAX_ITERATIONS else b"")
             salted.append(Upsertion(name=u.user, mechanism=mechanism_id(u.mechanism), iterations=u.iterations,
                                     salt=salt, salted_password=password))
 
