@@ -1,7 +1,8 @@
 """DescribeUserScramCredentials (key 50), v0 (flexible): which SCRAM mechanisms each user has credentials for,
 with their iterations (KIP-554), read from /config/users as Kafka 2.8's ZkAdminManager does (any broker answers).
 
-Null or empty users: every user with a credential, sorted by name. Named users: one result per distinct name in
+Null or empty users: every user with a credential, sorted by name (the user's name: 2.8 answers the znode's
+sanitized name here, e.g. alice%40example.com, a bug later Kafka fixed, KAFKA-15243). Named users: one result per distinct name in
 request order; an empty name or a user without credentials RESOURCE_NOT_FOUND, a name given twice
 DUPLICATE_RESOURCE. Mechanisms are KIP-554 ids (1 SCRAM-SHA-256, 2 SCRAM-SHA-512). Kafka authorizes DESCRIBE on
 the CLUSTER first (CLUSTER_AUTHORIZATION_FAILED as the top-level error): `error_response` builds that answer.
