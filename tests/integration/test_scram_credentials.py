@@ -17,7 +17,9 @@ from admin_cli.main import cli
 from kafka.protocol.admin import AlterUserScramCredentialsRequest, DescribeUserScramCredentialsRequest
 from kbroker.protocol.client import Connection
 from kbroker.security import scram
-from tests.integration.conftest import Cluster
+from kbroker.cluster import free_port
+from tests.integration.conftest import Cluster, wait_until
+from zk.admin import AdminZkClient
 
 Upsertion = AlterUserScramCredentialsRequest.ScramCredentialUpsertion
 Deletion = AlterUserScramCredentialsRequest.ScramCredentialDeletion
@@ -27,12 +29,34 @@ NONE, UNSUPPORTED_SASL_MECHANISM, NOT_CONTROLLER = 0, 33, 41
 RESOURCE_NOT_FOUND, DUPLICATE_RESOURCE, UNACCEPTABLE_CREDENTIAL = 91, 92, 93
 
 
+ADMIN = ("admin", "admin-secret")       # a SCRAM user written before the brokers start, for kadmin over SASL
+TOPIC = "scram-logins"
+
+
 @pytest.fixture(scope="module")
 def cluster(zookeeper, tmp_path_factory):
+    """Two brokers, each with a PLAINTEXT listener (inter-broker, the tests' setup) and a SASL_PLAINTEXT one
+    serving SCRAM-SHA-256/512 (c.sasl_bootstrap)."""
     c = Cluster(f"{zookeeper.connect}/t-{uuid.uuid4().hex[:10]}", str(tmp_path_factory.mktemp("scram")))
+    c.zk.create_top_level_paths()
+    AdminZkClient(c.zk).change_user_config(ADMIN[0], {
+        m: scram.make_credential(m, ADMIN[1]).to_config() for m in scram.MECHANISMS})
+    sasl_ports = {}
     for i in (1, 2):
-        c.add(i)
+        sasl_ports[i] = free_port()
+        b = c.add(i, start=False, **{"listeners": f"PLAINTEXT://127.0.0.1:{{port}},"
+                                                  f"SASL_PLAINTEXT://127.0.0.1:{sasl_ports[i]}",
+                                     "inter.broker.listener.name": "PLAINTEXT",
+                                     "sasl.enabled.mechanisms": "SCRAM-SHA-256,SCRAM-SHA-512",
+                                     "offsets.topic.replication.factor": 2})
+        with open(b.config_path) as f:
+            text = f.read().replace("{port}", str(b.port))
+        with open(b.config_path, "w") as f:
+            f.write(text)
+        b.start()
     c.wait_ready((1, 2))
+    c.sasl_bootstrap = ",".join(f"127.0.0.1:{p}" for p in sasl_ports.values())
+    AdminZkClient(c.zk).create_topic(TOPIC, partitions=1, replication_factor=2)
     yield c
     c.stop()
 
@@ -335,3 +359,86 @@ def test_command_config_plaintext_reaches_the_cluster(cluster, tmp_path):
         r = CliRunner().invoke(cli, [*target, "--command-config", str(path), "groups", "list"],
                                catch_exceptions=False)
         assert r.exit_code == 0, r.stderr
+
+
+# ---- end to end over SASL_PLAINTEXT --------------------------------------------------------------------------
+
+def sasl_conf(c: Cluster, user: str, password: str, mechanism: str) -> dict:
+    return {"bootstrap.servers": c.sasl_bootstrap, "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanisms": mechanism, "sasl.username": user, "sasl.password": password}
+
+
+def scram_produce(c: Cluster, user: str, password: str, mechanism: str) -> str:
+    """"ok" once a confluent-kafka producer logged in as user has delivered a record, "authentication" when its
+    login is refused, else the delivery error."""
+    from confluent_kafka import KafkaError, Producer
+    outcome = []
+
+    def on_error(e):
+        if e.code() == KafkaError._AUTHENTICATION:
+            outcome.append("authentication")
+    p = Producer({**sasl_conf(c, user, password, mechanism), "message.timeout.ms": 10000, "error_cb": on_error})
+    p.produce(TOPIC, b"x", on_delivery=lambda err, _msg: outcome.append("ok" if err is None else str(err)))
+    while not outcome:
+        p.poll(0.05)
+    p.purge()
+    p.flush(1)
+    return outcome[0]
+
+
+def admin_properties(tmp_path, password: str = ADMIN[1]) -> str:
+    path = tmp_path / f"admin-{password}.properties"
+    path.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-512\n"
+                    "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required "
+                    f"username=\"{ADMIN[0]}\" password=\"{password}\";\n")
+    return str(path)
+
+
+def test_users_added_at_runtime_log_in_and_removed_ones_cannot(cluster, tmp_path):
+    """Users added through kadmin --zookeeper, kadmin --bootstrap-server (itself logged in over SASL with
+    --command-config) and confluent-kafka's AlterUserScramCredentials log in without a restart; removed, they
+    no longer can."""
+    from confluent_kafka.admin import (AdminClient, ScramCredentialInfo, ScramMechanism,
+                                       UserScramCredentialDeletion, UserScramCredentialUpsertion)
+    c = cluster
+    props = admin_properties(tmp_path)
+    secured = ["--bootstrap-server", c.sasl_bootstrap, "--command-config", props]
+    by_zk, by_kadmin, by_admin = unique("zk"), unique("kadmin"), unique("admin")
+    users = {by_zk: ("pw-zk", "SCRAM-SHA-256"), by_kadmin: ("pw-kadmin", "SCRAM-SHA-512"),
+             by_admin: ("pw-admin", "SCRAM-SHA-256")}
+
+    ok(kadmin(c, "zk", "users", "add", by_zk, "--mechanism", "SCRAM-SHA-256", "--password", "pw-zk"))
+    ok(CliRunner().invoke(cli, [*secured, "users", "add", by_kadmin, "--mechanism", "SCRAM-SHA-512",
+                                "--password", "pw-kadmin"], catch_exceptions=False))
+    admin = AdminClient(sasl_conf(c, *ADMIN, "SCRAM-SHA-512"))
+    admin.alter_user_scram_credentials([UserScramCredentialUpsertion(
+        by_admin, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096), b"pw-admin")])[by_admin].result(30)
+    for user, (password, mechanism) in users.items():
+        wait_until(lambda: scram_produce(c, user, password, mechanism) == "ok", 20, 0.1, f"{user} to log in")
+        assert scram_produce(c, user, "wrong", mechanism) == "authentication"
+    listed = json.loads(ok(CliRunner().invoke(cli, [*secured, "-o", "json", "users", "list", *users],
+                                              catch_exceptions=False)))
+    assert [u["user"] for u in listed["users"]] == list(users)
+
+    ok(kadmin(c, "zk", "users", "remove", by_zk))
+    ok(CliRunner().invoke(cli, [*secured, "users", "remove", by_kadmin], catch_exceptions=False))
+    admin.alter_user_scram_credentials([UserScramCredentialDeletion(
+        by_admin, ScramMechanism.SCRAM_SHA_256)])[by_admin].result(30)
+    for user, (password, mechanism) in users.items():
+        wait_until(lambda: scram_produce(c, user, password, mechanism) == "authentication", 20, 0.1,
+                   f"{user}'s login to be refused")
+
+
+def test_command_config_reaches_the_sasl_listener(cluster, tmp_path):
+    c = cluster
+    props = admin_properties(tmp_path)
+    # --zookeeper: the brokers registered there are reached on their SASL_PLAINTEXT endpoints.
+    for target in (["--bootstrap-server", c.sasl_bootstrap], ["--zookeeper", c.zk_connect]):
+        r = CliRunner().invoke(cli, [*target, "--command-config", props, "-o", "json", "groups", "list"],
+                               catch_exceptions=False)
+        assert r.exit_code == 0, r.stderr
+    # With a wrong password: Kafka's refusal, one line, exit 1.
+    r = CliRunner().invoke(cli, ["--bootstrap-server", c.sasl_bootstrap, "--command-config",
+                                 admin_properties(tmp_path, "wrong"), "groups", "list"], catch_exceptions=False)
+    assert (r.exit_code, r.stderr) == (1, "Error: Authentication failed during authentication due to invalid "
+                                          "credentials with SASL mechanism SCRAM-SHA-512\n")
