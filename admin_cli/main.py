@@ -1052,10 +1052,6 @@ def transactions_abort(ctx, topic, partition, start_offset, producer_id, produce
     _out(ctx).emit(txn_ops.AbortResult(tp, producer_id, producer_epoch, coordinator_epoch))
 
 
-def _set_output(ctx: click.Context, _param, value) -> None:
-    if value is not None:
-        ctx.find_object(_Settings).out = Output(value == "json")
-
 # ---- users (SCRAM credentials) ---------------------------------------------------------------------------------
 
 @cli.group("users")
@@ -1145,6 +1141,10 @@ def users_remove(ctx, user, mechanisms):
     _out(ctx).emit(result)
 
 
+def _set_output(ctx: click.Context, _param, value) -> None:
+    if value is not None:
+        ctx.find_object(_Settings).out = Output(value == "json")
+
 
 def _accept_output_anywhere(command: click.Command) -> None:
     """-o/--output also after the command's name (`kadmin list-topics -o json`), as users type it."""
@@ -1161,4 +1161,3 @@ _accept_output_anywhere(cli)
 
 if __name__ == "__main__":
     cli()
-

@@ -473,7 +473,6 @@ class AdminManager:
                 raise InvalidConfigValueError(f"{what}, value should not be greater than double the current value "
                                               f"{current}")
 
-
     # ---- SCRAM credentials (ZkAdminManager.describeUserScramCredentials / alterUserScramCredentials) ----------
     def describe_user_scram_credentials(self, users: list[str] | None
                                         ) -> tuple[Errors, str | None, list[ScramUserResult]]:
