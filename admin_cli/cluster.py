@@ -14,10 +14,10 @@ from .kafka_client import AdminClient
 from .output import Output, table
 
 
-def plaintext_address(info) -> tuple[str, int] | None:
-    """(host, port) of a registered broker's (zk BrokerInfo) PLAINTEXT listener, the one kadmin speaks; None
-    when it has none."""
-    e = next((e for e in info.endpoints if e.security_protocol == "PLAINTEXT"), None)
+def endpoint_address(info, protocol: str = "PLAINTEXT") -> tuple[str, int] | None:
+    """(host, port) of a registered broker's (zk BrokerInfo) first listener speaking `protocol`, the security
+    protocol kadmin uses (PLAINTEXT unless --command-config says otherwise); None when it has none."""
+    e = next((e for e in info.endpoints if e.security_protocol == protocol), None)
     return None if e is None else (e.host or "localhost", e.port)
 
 

@@ -24,6 +24,7 @@ from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment
 
 from kbroker.protocol.client import (COORDINATOR_ERRORS, TRANSACTION, Broker, ClusterClient, Errors, KafkaError, Metadata, TimedOut,
                                      TopicPartition, error_name, error_text)
+from kbroker.protocol.client.security import ClientSecurity
 from kbroker.protocol.interbroker import WriteTxnMarkersRequest
 
 # Config resource types and the config sources of DescribeConfigs v1+.
@@ -123,8 +124,10 @@ class AdminClient(ClusterClient):
     Every call finishes within `timeout` seconds of its start (retries included) or raises KafkaError.
     """
 
-    def __init__(self, bootstrap: list[tuple[str, int]], timeout: float = 30.0, client_id: str = "kadmin"):
-        super().__init__(bootstrap, client_id, timeout)
+    def __init__(self, bootstrap: list[tuple[str, int]], timeout: float = 30.0, client_id: str = "kadmin",
+                 security: ClientSecurity | None = None):
+        """security: how to reach a secured listener (--command-config); plaintext when None."""
+        super().__init__(bootstrap, client_id, timeout, security)
 
     # ---- metadata -----------------------------------------------------------------------------------------
 

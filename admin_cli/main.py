@@ -13,6 +13,12 @@ partitions' side (DescribeProducers, abort's WriteTxnMarkers); with --zookeeper,
 coordinators' side of find-hanging read `__transaction_state` itself (leaders from ZooKeeper, the log fetched up
 to the high watermark and replayed as a coordinator loads it), since Kafka's kafka-transactions.sh has no
 ZooKeeper mode to follow: the state the log holds, so a transition still being written may not show yet.
+
+`users ...` manages SCRAM credentials as kafka-configs.sh --entity-type users does (admin_cli.users).
+`--command-config FILE` (Kafka client properties: security.protocol, sasl.*, ssl.*) is how every connection
+kadmin opens to the brokers reaches a secured listener; with --zookeeper, the brokers registered there are
+reached on their endpoints of that security protocol. A file that cannot be read or holds bad properties is a
+usage error.
 """
 from __future__ import annotations
 
@@ -32,9 +38,11 @@ from zk import admin as zk_admin
 from zk.admin_errors import AdminError
 from zk.assignment import parse_replica_assignment
 from zk.client import KafkaZkClient, ZkError
+from kbroker.config import ConfigError, read_properties
 from kbroker.protocol.acls import CLUSTER_NAME, AclBindingFilter, ResourcePattern, operation, valid_principal
 from kbroker.protocol.client import (Errors, KafkaError, TimedOut, TopicPartition, Unreachable, error_text,
                                      parse_bootstrap)
+from kbroker.protocol.client.security import ClientSecurity
 
 from . import acls as acl_ops
 from . import cluster as cluster_ops
@@ -44,6 +52,7 @@ from . import groups as group_ops
 from . import reassign as reassign_ops
 from . import topics as topic_ops
 from . import transactions as txn_ops
+from . import users as user_ops
 from .errors import EXIT_REFUSED, EXIT_UNREACHABLE, WaitTimedOut, describe_failure
 from .kafka_client import PREFERRED, UNCLEAN, AdminClient
 from .output import Output, progress
@@ -102,6 +111,7 @@ class _Settings:
     zk_timeout: float
     request_timeout: float
     out: Output
+    security: ClientSecurity | None = None      # --command-config: how to reach the brokers' listener
 
 
 class _Source:
@@ -152,7 +162,7 @@ def _cluster(ctx: click.Context, timeout: float | None = None):
     request given `timeout` seconds, default --request-timeout)."""
     s = _settings(ctx)
     if s.bootstrap_server:
-        client = AdminClient(_servers(ctx), timeout=timeout or s.request_timeout)
+        client = AdminClient(_servers(ctx), timeout=timeout or s.request_timeout, security=s.security)
         try:
             yield _Source(admin=client)
         finally:
@@ -201,8 +211,11 @@ Exit status:
               metavar="SECONDS", help="Give up connecting to ZooKeeper after this long.")
 @click.option("--request-timeout", type=click.FloatRange(min=0, min_open=True), default=30.0, show_default=True,
               metavar="SECONDS", help="Give up on a request to the brokers after this long (retries included).")
+@click.option("--command-config", envvar="KADMIN_COMMAND_CONFIG", show_envvar=True, metavar="FILE",
+              help="Kafka client properties for reaching the brokers' listener (security.protocol, sasl.mechanism, "
+                   "sasl.jaas.config, ssl.truststore.location, ...), as Kafka's tools take them.")
 @click.pass_context
-def cli(ctx, zookeeper, bootstrap_server, output, zk_timeout, request_timeout):
+def cli(ctx, zookeeper, bootstrap_server, output, zk_timeout, request_timeout, command_config):
     """Administer a kbroker (or Kafka 2.8) cluster, as Kafka's kafka-topics.sh, kafka-configs.sh,
     kafka-reassign-partitions.sh, kafka-leader-election.sh, kafka-consumer-groups.sh and kafka-acls.sh do.
 
@@ -224,7 +237,21 @@ def cli(ctx, zookeeper, bootstrap_server, output, zk_timeout, request_timeout):
             bootstrap_server = None
         else:
             raise click.UsageError("Give only one of --zookeeper and --bootstrap-server.")
-    ctx.obj = _Settings(zookeeper, bootstrap_server, zk_timeout, request_timeout, Output(output == "json"))
+    security = _command_config(command_config) if command_config else None
+    ctx.obj = _Settings(zookeeper, bootstrap_server, zk_timeout, request_timeout, Output(output == "json"), security)
+
+
+def _command_config(path: str) -> ClientSecurity:
+    """The ClientSecurity of a Kafka client properties file; a usage error (exit 2) naming what is wrong."""
+    try:
+        return ClientSecurity.from_properties(read_properties(path))
+    except (OSError, UnicodeDecodeError) as e:
+        message = f"cannot read {path}: {getattr(e, 'strerror', None) or e}"
+    except ConfigError as e:
+        message = str(e)
+    except KafkaError as e:
+        message = f"{path}: {e}"
+    raise click.BadParameter(message, param_hint="--command-config")
 
 
 def _out(ctx: click.Context) -> Output:
@@ -800,17 +827,20 @@ def acls_remove(ctx, topics, groups, cluster_resource, transactional_ids, delega
 # ---- consumer groups (Kafka protocol) --------------------------------------------------------------------------
 
 def _bootstrap_from_zookeeper(ctx: click.Context) -> list[tuple[str, int]]:
-    """The PLAINTEXT endpoints of the brokers registered in /brokers/ids."""
+    """The endpoints of the brokers registered in /brokers/ids (see _registered_brokers)."""
     with _zk(ctx) as zk:
-        return _registered_brokers(zk, _settings(ctx).zookeeper)
+        return _registered_brokers(ctx, zk)
 
 
-def _registered_brokers(zk: KafkaZkClient, zookeeper: str) -> list[tuple[str, int]]:
+def _registered_brokers(ctx: click.Context, zk: KafkaZkClient) -> list[tuple[str, int]]:
+    """The endpoints speaking kadmin's security protocol (PLAINTEXT unless --command-config says otherwise)."""
+    s = _settings(ctx)
+    zookeeper, protocol = s.zookeeper, s.security.protocol if s.security else "PLAINTEXT"
     brokers = zk.get_all_brokers()
-    servers = [a for _, info in sorted(brokers.items()) if (a := cluster_ops.plaintext_address(info))]
+    servers = [a for _, info in sorted(brokers.items()) if (a := cluster_ops.endpoint_address(info, protocol))]
     if not servers:
         if brokers:
-            raise Unreachable(f"None of the brokers registered in ZooKeeper at {zookeeper} has a PLAINTEXT "
+            raise Unreachable(f"None of the brokers registered in ZooKeeper at {zookeeper} has a {protocol} "
                               "listener; give --bootstrap-server HOST:PORT.")
         raise Unreachable(f"No brokers are registered in ZooKeeper at {zookeeper} (/brokers/ids is empty): this "
                           "command needs a running broker.")
@@ -828,7 +858,7 @@ def _admin(ctx: click.Context, timeout: float):
     else:
         raise click.UsageError("--bootstrap-server HOST:PORT is required (or --zookeeper HOST:PORT, to find the "
                                "brokers through ZooKeeper).")
-    client = AdminClient(servers, timeout=timeout)
+    client = AdminClient(servers, timeout=timeout, security=s.security)
     try:
         yield client
     finally:
@@ -1065,7 +1095,7 @@ def _txn_cluster(ctx: click.Context, timeout: float):
             yield admin, None
         return
     with _zk(ctx) as zk:
-        client = AdminClient(_registered_brokers(zk, s.zookeeper), timeout=timeout)
+        client = AdminClient(_registered_brokers(ctx, zk), timeout=timeout, security=s.security)
         try:
             yield client, zk
         finally:
@@ -1190,6 +1220,95 @@ def transactions_abort(ctx, topic, partition, start_offset, producer_id, produce
         raise KafkaError(code, f"Cannot abort the transaction of producer {producer_id} on {tp}: "
                                f"{error_text(code)}")
     _out(ctx).emit(txn_ops.AbortResult(tp, producer_id, producer_epoch, coordinator_epoch))
+
+
+# ---- users (SCRAM credentials) ---------------------------------------------------------------------------------
+
+@cli.group("users")
+def users():
+    """Users' SCRAM credentials (kafka-configs.sh --entity-type users): through ZooKeeper, written as
+    kafka-configs.sh --zookeeper writes them, or through the brokers' Describe/AlterUserScramCredentials. The
+    brokers take a change at once: an added user can log in, a removed one cannot."""
+
+
+def _mechanism_option(help_text: str):
+    return click.option("--mechanism", "mechanisms", multiple=True,
+                        type=click.Choice(user_ops.MECHANISMS, case_sensitive=False), help=help_text)
+
+
+def _user_name(user: str) -> str:
+    if not user:
+        raise click.BadParameter("a user name must not be empty.", param_hint="USER")
+    return user
+
+
+@users.command("list")
+@click.argument("names", metavar="[USER]...", nargs=-1)
+@click.pass_context
+def users_list(ctx, names):
+    """Show the SCRAM mechanisms and iterations of each USER, or of every user with a credential (never the
+    credentials themselves). A USER without credentials is reported on stderr and makes the exit status 1.
+
+    JSON: {"users": [{"user", "credentials": [{"mechanism", "iterations"}]}], "errors": ["...", ...]}.
+    """
+    for name in names:
+        _user_name(name)
+    with _cluster(ctx) as src:
+        result = src.call(user_ops.list_users_zk, user_ops.list_users_admin, list(names))
+    for error in result.errors:
+        _error(error)
+    _out(ctx).emit(result)
+    if result.errors:
+        ctx.exit(EXIT_REFUSED)
+
+
+@users.command("add")
+@click.argument("user")
+@_mechanism_option("The credential to set (repeatable); both SCRAM-SHA-256 and SCRAM-SHA-512 when omitted.")
+@click.option("--iterations", type=click.IntRange(min=4096), default=4096, show_default=True,
+              help="PBKDF2 iterations (at least 4096; the brokers take at most 16384 through --bootstrap-server).")
+@click.option("--password", metavar="PASSWORD",
+              help="The password (it stays in the shell's history: prefer the prompt or --password-stdin).")
+@click.option("--password-stdin", is_flag=True, help="Read the password from the first line of standard input.")
+@click.pass_context
+def users_add(ctx, user, mechanisms, iterations, password, password_stdin):
+    """Create or replace USER's SCRAM credentials (kafka-configs.sh --alter --entity-type users --add-config
+    'SCRAM-SHA-256=[iterations=N,password=...]'). Without --password or --password-stdin the password is asked
+    for twice, hidden.
+
+    JSON: {"user", "set": [{"mechanism", "iterations"}], "removed": []}.
+    """
+    _user_name(user)
+    if password is not None and password_stdin:
+        raise click.UsageError("Give only one of --password and --password-stdin.")
+    if password_stdin:
+        password = sys.stdin.readline().rstrip("\r\n")
+    elif password is None:
+        password = click.prompt(f"Password for {user}", hide_input=True, confirmation_prompt=True, err=True)
+    if not password:
+        raise click.UsageError("The password must not be empty.")
+    chosen = [m.upper() for m in mechanisms] or list(user_ops.MECHANISMS)
+    with _cluster(ctx) as src:
+        result = src.call(user_ops.add_user_zk, user_ops.add_user_admin, user, password,
+                          list(dict.fromkeys(chosen)), iterations)
+    _out(ctx).emit(result)
+
+
+@users.command("remove")
+@click.argument("user")
+@_mechanism_option("The credential to remove (repeatable); every one USER has when omitted.")
+@click.pass_context
+def users_remove(ctx, user, mechanisms):
+    """Remove USER's SCRAM credentials (kafka-configs.sh --alter --entity-type users --delete-config
+    SCRAM-SHA-512): the user can no longer log in with them. Refused when USER has no such credential.
+
+    JSON: {"user", "set": [], "removed": [mechanism, ...]}.
+    """
+    _user_name(user)
+    chosen = list(dict.fromkeys(m.upper() for m in mechanisms)) or None
+    with _cluster(ctx) as src:
+        result = src.call(user_ops.remove_user_zk, user_ops.remove_user_admin, user, chosen)
+    _out(ctx).emit(result)
 
 
 def _set_output(ctx: click.Context, _param, value) -> None:

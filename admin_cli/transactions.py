@@ -33,7 +33,7 @@ from kbroker.protocol.client.requests import fetch_request
 from kbroker.protocol.hotpath import decode_fetch_response
 from kbroker.records.entries import iter_entries
 
-from .cluster import plaintext_address
+from .cluster import endpoint_address
 from .kafka_client import AdminClient, ProducerState, TransactionDescription
 from .output import Output, table
 
@@ -137,9 +137,10 @@ def _read_partition(zk: KafkaZkClient, client: ClusterClient, partition: int,
         info = None if state is None or state.leader < 0 else zk.get_broker(state.leader)
         if info is None:
             raise KafkaError(Errors.LEADER_NOT_AVAILABLE, f"no live leader of {tp} in ZooKeeper")
-        address = plaintext_address(info)
+        protocol = client.security.protocol if client.security else "PLAINTEXT"
+        address = endpoint_address(info, protocol)
         if address is None:
-            raise Unreachable(f"the leader of {tp}, broker {info.id}, has no PLAINTEXT listener")
+            raise Unreachable(f"the leader of {tp}, broker {info.id}, has no {protocol} listener")
         leader = Broker(info.id, *address)
         return [TransactionDescription(tid, leader.node_id, STATE_NAMES[m.state], m.producer_id, m.producer_epoch,
                                        m.timeout_ms, m.start_ms, sorted(TopicPartition(*x) for x in m.partitions))

@@ -17,6 +17,8 @@ API modules only decode the request, call one method and encode the answer.
   DEFAULT_CONFIG, each layer over all of a config's synonyms in turn; the source is the first synonym's).
   AlterConfigs (whole set) and IncrementalAlterConfigs (per key) share one path per resource: the new set is
   validated (zk.topic_config / zk.broker_config, one table each) and written with its change notification.
+- SCRAM credentials (KIP-554): DescribeUserScramCredentials and AlterUserScramCredentials read and write
+  /config/users/<sanitized user> with ZkAdminManager's checks, per-user errors and messages.
 """
 from __future__ import annotations
 
@@ -37,6 +39,7 @@ from .log.errors import InvalidConfig
 from .protocol.errors import Errors
 from .purgatory.delayed import DelayedOperationPurgatory
 from .purgatory.topic import DelayedCreatePartitions, DelayedDeleteTopics
+from .security import scram
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +73,15 @@ def _error_of(e: Exception) -> tuple[Errors, str | None]:
     if isinstance(e, (AdminError, TopicExistsError)):
         return Errors(e.code), str(e)
     return Errors.UNKNOWN_SERVER_ERROR, str(e)
+
+
+@dataclass
+class ScramUserResult:
+    """One user's answer to Describe/AlterUserScramCredentials; credentials: (KIP-554 mechanism id, iterations)."""
+    user: str
+    error: Errors = Errors.NONE
+    message: str | None = None
+    credentials: list[tuple[int, int]] = field(default_factory=list)
 
 
 @dataclass
@@ -460,6 +472,111 @@ class AdminManager:
             if value > current * 2:
                 raise InvalidConfigValueError(f"{what}, value should not be greater than double the current value "
                                               f"{current}")
+
+    # ---- SCRAM credentials (ZkAdminManager.describeUserScramCredentials / alterUserScramCredentials) ----------
+    def describe_user_scram_credentials(self, users: list[str] | None
+                                        ) -> tuple[Errors, str | None, list[ScramUserResult]]:
+        """(error, message, results). None or [] describes every user with a credential (sorted by name);
+        otherwise each distinct name in request order: an empty name or one without credentials
+        RESOURCE_NOT_FOUND, a name given twice DUPLICATE_RESOURCE. Failing to list the users is the top-level
+        error."""
+        results: dict[str, ScramUserResult] = {}
+
+        def add(user: str, config: dict[str, str], explicit: bool) -> None:
+            mechanisms = [m for m in scram.MECHANISMS if m in config]
+            if mechanisms:
+                try:
+                    infos = [(scram.MECHANISMS[m][1], scram.ScramCredential.from_config(config[m]).iterations)
+                             for m in mechanisms]
+                    results[user] = ScramUserResult(user, credentials=infos)
+                except ValueError as e:
+                    results[user] = ScramUserResult(user, Errors.UNKNOWN_SERVER_ERROR, str(e))
+            elif explicit:
+                results[user] = ScramUserResult(user, Errors.RESOURCE_NOT_FOUND,
+                                                f"Attempt to describe a user credential that does not exist: {user}")
+        try:
+            if not users:
+                for user, config in self.admin_zk.all_user_configs().items():
+                    add(user, config, False)
+                return Errors.NONE, None, [results[u] for u in sorted(results)]
+            counts = Counter(users)
+            for user in counts:
+                if user == "":
+                    results[user] = ScramUserResult(user, Errors.RESOURCE_NOT_FOUND, "Username must not be empty")
+                elif counts[user] > 1:
+                    results[user] = ScramUserResult(
+                        user, Errors.DUPLICATE_RESOURCE,
+                        f"Cannot describe SCRAM credentials for the same user twice in a single request: {user}")
+                else:
+                    try:
+                        add(user, self.admin_zk.user_config(user), True)
+                    except ZkError as e:
+                        results[user] = ScramUserResult(user, Errors.UNKNOWN_SERVER_ERROR, str(e))
+            return Errors.NONE, None, [results[u] for u in counts]
+        except ZkError as e:
+            return Errors.UNKNOWN_SERVER_ERROR, str(e), []
+
+    def alter_user_scram_credentials(self, upsertions: list[tuple[str, int, int, bytes, bytes]],
+                                     deletions: list[tuple[str, int]]) -> list[ScramUserResult]:
+        """Upsertions (user, mechanism id, iterations, salt, salted password) and deletions (user, mechanism id),
+        checked per user as Kafka does, in this order: an empty name (UNACCEPTABLE_CREDENTIAL "Username must not
+        be empty"), an unknown mechanism (UNSUPPORTED_SASL_MECHANISM), iterations outside 4096..16384
+        (UNACCEPTABLE_CREDENTIAL); then the same user and mechanism twice (DUPLICATE_RESOURCE); then deleting a
+        credential that is not there (RESOURCE_NOT_FOUND). A user with any failure is left untouched; each other
+        user's znode is rewritten once, with its notification."""
+        def status(user: str, mech_id: int, iterations: int | None) -> str | None:
+            if user == "":
+                return "Username must not be empty"
+            if mech_id not in scram.MECHANISM_BY_ID:
+                return "Unknown SCRAM mechanism"
+            if iterations is not None and iterations < scram.MIN_ITERATIONS:
+                return "Too few iterations"
+            if iterations is not None and iterations > scram.MAX_ITERATIONS:
+                return "Too many iterations"
+            return None
+        illegal: dict[str, str] = {}
+        for user, mech_id in deletions:
+            if (message := status(user, mech_id, None)) is not None:
+                illegal[user] = message
+        for user, mech_id, iterations, _, _ in upsertions:
+            if (message := status(user, mech_id, iterations)) is not None:
+                illegal[user] = message
+        results = [ScramUserResult(user, Errors.UNSUPPORTED_SASL_MECHANISM if message == "Unknown SCRAM mechanism"
+                                   else Errors.UNACCEPTABLE_CREDENTIAL, message) for user, message in illegal.items()]
+        pairs = Counter([(u[0], u[1]) for u in upsertions if u[0] not in illegal]
+                        + [d for d in deletions if d[0] not in illegal])
+        duplicated = list(dict.fromkeys(user for (user, _), n in pairs.items() if n > 1))
+        results += [ScramUserResult(user, Errors.DUPLICATE_RESOURCE,
+                                    "A user credential cannot be altered twice in the same request")
+                    for user in duplicated]
+        candidates = [u for u in dict.fromkeys(user for user, _ in pairs) if u not in duplicated]
+        configs: dict[str, dict[str, str]] = {}
+        for user in candidates:
+            try:
+                configs[user] = self.admin_zk.user_config(user)
+            except ZkError as e:
+                results.append(ScramUserResult(user, Errors.UNKNOWN_SERVER_ERROR, str(e)))
+        missing = list(dict.fromkeys(user for user, mech_id in deletions
+                                     if user in configs and scram.MECHANISM_BY_ID[mech_id] not in configs[user]))
+        results += [ScramUserResult(user, Errors.RESOURCE_NOT_FOUND,
+                                    "Attempt to delete a user credential that does not exist") for user in missing]
+        for user in (u for u in configs if u not in missing):
+            config = configs[user]
+            for name, mech_id in deletions:
+                if name == user:
+                    config.pop(scram.MECHANISM_BY_ID[mech_id], None)
+            for name, mech_id, iterations, salt, salted in upsertions:
+                if name == user:
+                    mechanism = scram.MECHANISM_BY_ID[mech_id]
+                    config[mechanism] = scram.credential_from_salted(mechanism, salt, salted, iterations).to_config()
+            try:
+                self.admin_zk.change_user_config(user, config)
+            except ZkError as e:
+                log.info("Error encountered while altering user SCRAM credentials of %s: %s", user, e)
+                results.append(ScramUserResult(user, Errors.UNKNOWN_SERVER_ERROR, str(e)))
+                continue
+            results.append(ScramUserResult(user))
+        return results
 
 
 def _items(value: str | None) -> list[str]:

@@ -5,8 +5,10 @@ Topic creation validates first (name, not queued for deletion, topic configs, as
 existing topic), nothing written if any check fails. Then /config/topics/<T> (even when empty) and only then
 /brokers/topics/<T> (v3): the controller reacts to the topic znode, so the config must already be there. The
 topic znode is written without a topic_id, which the controller backfills (as 2.8's --zookeeper tools do).
-A config change writes the entity's znode (/config/topics/<T>, /config/brokers/<id|<default>>) and then the
-/config/changes notification every broker acts on (AdminZkClient.changeConfigs).
+A config change writes the entity's znode (/config/topics/<T>, /config/brokers/<id|<default>>,
+/config/users/<sanitized user>) and then the /config/changes notification every broker acts on
+(AdminZkClient.changeConfigs). A user's znode holds its SCRAM credentials by mechanism name beside any quotas;
+as in 2.8 it stays (with an empty config) when its last key goes.
 """
 from __future__ import annotations
 
@@ -189,3 +191,29 @@ class AdminZkClient:
         """The entity's znode, then the /config/changes notification naming it."""
         self.zk.set_or_create_entity_config(kind, name, config)
         self.zk.create_config_change_notification(f"{kind}/{name}")
+
+    # ---- users (SCRAM credentials, kafka-configs.sh --entity-type users) ---------------------------------------
+    def user_config(self, user: str) -> dict[str, str]:
+        """What /config/users/<sanitized user> holds (credentials by mechanism name, quotas); {} when nothing."""
+        return self.zk.get_entity_config("users", z.sanitize(user))
+
+    def all_user_configs(self) -> dict[str, dict[str, str]]:
+        """Every user with a znode under /config/users (names desanitized) -> its config
+        (AdminZkClient.fetchAllEntityConfigs)."""
+        names = self.zk.children("/config/users")
+        configs = self.zk.get_many([z.ConfigEntityZNode.path("users", n) for n in names])
+        return {z.desanitize(n): z.ConfigEntityZNode.decode(data[0] if data else None)
+                for n, data in zip(names, configs)}
+
+    def change_user_config(self, user: str, config: dict[str, str]) -> None:
+        """Write a user's whole config, then the users/<sanitized user> notification
+        (AdminZkClient.changeUserOrUserClientIdConfig)."""
+        self._change_entity_config("users", z.sanitize(user), config)
+
+    def alter_user_credentials(self, user: str, upsert: dict[str, str], delete: list[str]) -> dict[str, str]:
+        """kafka-configs.sh --zookeeper --alter --entity-type users: set credentials (mechanism name -> credential
+        text) and remove mechanisms, other keys kept. InvalidConfigError, nothing written, for a mechanism both
+        set and removed or removed but not set. Returns the new config."""
+        config = merge_config(self.user_config(user), upsert, delete)
+        self.change_user_config(user, config)
+        return config

@@ -16,7 +16,6 @@ import base64
 import binascii
 import hashlib
 import hmac
-import os
 import secrets
 from dataclasses import dataclass
 from typing import Callable
@@ -78,10 +77,20 @@ class ScramCredential:
             raise ValueError(f"not a SCRAM credential: {text!r} ({e})") from None
 
 
+def random_salt() -> bytes:
+    """A salt as Kafka's ScramFormatter.secureRandomBytes makes one (kafka-configs.sh, the Java admin client): a
+    random 130-bit number in base 36, as ASCII bytes."""
+    n, digits = secrets.randbits(130), []
+    while n:
+        n, d = divmod(n, 36)
+        digits.append("0123456789abcdefghijklmnopqrstuvwxyz"[d])
+    return "".join(reversed(digits or ["0"])).encode()
+
+
 def make_credential(mechanism: str, password: str, iterations: int = MIN_ITERATIONS,
                     salt: bytes | None = None) -> ScramCredential:
     """The credential for a password (a random salt unless given), as kafka-configs.sh --add-config makes it."""
-    salt = os.urandom(32) if salt is None else salt
+    salt = random_salt() if salt is None else salt
     salted = salted_password(mechanism, password, salt, iterations)
     return ScramCredential(salt, digest(mechanism, client_key(mechanism, salted)), server_key(mechanism, salted),
                            iterations)
