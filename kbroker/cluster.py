@@ -27,6 +27,8 @@ from zk.client import KafkaZkClient, ZkError
 from zk.launcher import ZooKeeperNotInstalled, ZooKeeperServer, is_serving, stop_pid
 
 from .protocol.client import Connection, KafkaError
+from .protocol.client.security import ClientSecurity
+from .security.preset import SecurityPreset
 
 STATE_FILE = "cluster.json"
 # Brokers start in the directory holding this kbroker package, so `python -m kbroker.cli` runs this very code
@@ -83,32 +85,40 @@ def wait_until(predicate, timeout: float = 20.0, interval: float = POLL, message
 class BrokerProcess:
     """One `python -m kbroker.cli start server.properties` process, killed by its pid (never by name)."""
 
-    def __init__(self, broker_id: int, config_path: str, port: int, log_path: str, detach: bool = False):
+    def __init__(self, broker_id: int, config_path: str, port: int, log_path: str, detach: bool = False,
+                 security: ClientSecurity | None = None):
         self.id = broker_id
         self.config_path = config_path
         self.dir = os.path.dirname(config_path)
         self.port = port
         self.log_path = log_path
         self.detach = detach    # its own session: it outlives the command that started it
+        self.security = security    # how clients (wait_ready first) reach its listener on `port`
         self.proc: subprocess.Popen | None = None
 
     @classmethod
     def create(cls, broker_id: int, directory: str, zk_connect: str, settings: dict | None = None,
-               port: int | None = None, log_path: str | None = None, detach: bool = False) -> "BrokerProcess":
+               port: int | None = None, log_path: str | None = None, detach: bool = False,
+               security: SecurityPreset | None = None) -> "BrokerProcess":
         """Write directory/server.properties (broker.id, a PLAINTEXT listener on 127.0.0.1:port, a free port by
         default, log.dirs directory/data, zookeeper.connect, then `settings` in order) and return the broker,
-        not started. Its output goes to log_path (directory/broker.log by default)."""
+        not started. Its output goes to log_path (directory/broker.log by default). security: the listener
+        speaks the preset's protocol instead (its settings come before `settings`), and wait_ready logs in
+        as the preset's admin."""
         os.makedirs(directory, exist_ok=True)
         port = free_port() if port is None else port
         props = {"broker.id": broker_id, "listeners": f"PLAINTEXT://127.0.0.1:{port}",
                  "log.dirs": os.path.join(directory, "data"), "zookeeper.connect": zk_connect}
+        if security is not None:
+            props.update(security.broker_settings(broker_id, {security.protocol: f"127.0.0.1:{port}"}))
         for key, value in (settings or {}).items():
             props.pop(key, None)     # a setting given again goes last, as a later line of Kafka's file wins
             props[key] = value
         config_path = os.path.join(directory, "server.properties")
         with open(config_path, "w") as f:
             f.writelines(f"{k}={v}\n" for k, v in props.items())
-        return cls(broker_id, config_path, port, log_path or os.path.join(directory, "broker.log"), detach)
+        return cls(broker_id, config_path, port, log_path or os.path.join(directory, "broker.log"), detach,
+                   security.client_security() if security is not None else None)
 
     @property
     def bootstrap(self) -> str:
@@ -158,9 +168,10 @@ class BrokerProcess:
 # ---- readiness ---------------------------------------------------------------------------------------------
 
 
-def metadata(host: str, port: int, timeout: float = 2.0) -> tuple[set[int], int]:
+def metadata(host: str, port: int, timeout: float = 2.0,
+             security: ClientSecurity | None = None) -> tuple[set[int], int]:
     """(the broker ids, the controller id) a broker answers a Metadata v1 request for no topics with."""
-    conn = Connection(host, port, "kbroker-launcher", timeout)
+    conn = Connection(host, port, "kbroker-launcher", timeout, security=security)
     try:
         response = conn.send(MetadataRequest(version=1, topics=[]))
     finally:
@@ -170,7 +181,7 @@ def metadata(host: str, port: int, timeout: float = 2.0) -> tuple[set[int], int]
 
 def _ready(broker: BrokerProcess, ids: set[int]) -> bool:
     try:
-        listed, controller = metadata("127.0.0.1", broker.port)
+        listed, controller = metadata("127.0.0.1", broker.port, security=broker.security)
     except KafkaError:
         return False
     return controller >= 0 and ids <= listed
@@ -241,9 +252,11 @@ def dev_settings(brokers: int) -> dict:
 
 
 def up(data_dir: str, brokers: int, zk_port: int, base_port: int, timeout: float = 60.0,
-       overrides: tuple[str, ...] = (), metrics_port: int | None = None) -> dict:
+       overrides: tuple[str, ...] = (), metrics_port: int | None = None, security: str | None = None) -> dict:
     """ZooKeeper and `brokers` brokers in the background; returns once wait_ready says they serve. overrides:
-    KEY=VALUE settings for every broker; metrics_port: broker N serves Prometheus metrics on metrics_port + N - 1."""
+    KEY=VALUE settings for every broker; metrics_port: broker N serves Prometheus metrics on metrics_port + N - 1;
+    security: ssl, sasl_ssl or sasl_plaintext (kbroker.security.preset, kept in <data dir>/security, the admin's
+    client files written to <data dir>/client.properties and kcat.conf)."""
     data_dir = os.path.abspath(data_dir)
     state = _read_state(data_dir)
     if state is not None and any(_alive(p["pid"]) for p in [state["zookeeper"], *state["brokers"]]):
@@ -259,6 +272,12 @@ def up(data_dir: str, brokers: int, zk_port: int, base_port: int, timeout: float
     except (ZooKeeperNotInstalled, RuntimeError) as e:
         raise ClusterError(str(e)) from None
     state = {"zookeeper": {"pid": zk_pid, "port": zk_port, "connect": zk.connect}, "brokers": []}
+    preset = None
+    if security:
+        preset = SecurityPreset.init(security, os.path.join(data_dir, "security"))
+        properties, kcat = preset.write_client_files(data_dir)
+        state["security"] = {"protocol": preset.protocol, "client_properties": properties, "kcat_conf": kcat}
+        _write_admin_credentials(preset, zk.connect)
     started = []
     for n in range(1, brokers + 1):
         settings = dev_settings(brokers)
@@ -270,13 +289,25 @@ def up(data_dir: str, brokers: int, zk_port: int, base_port: int, timeout: float
             settings["metrics.port"] = metrics_port + n - 1
         b = BrokerProcess.create(n, os.path.join(data_dir, f"broker-{n}"), zk.connect, settings,
                                  port=base_port + n - 1, log_path=os.path.join(logs, f"broker-{n}.log"),
-                                 detach=True).start()
+                                 detach=True, security=preset).start()
         started.append(b)
         state["brokers"].append({"id": n, "pid": b.pid, "port": b.port, "config": b.config_path,
                                  "metrics_port": None if metrics_port is None else metrics_port + n - 1})
     _write_state(data_dir, state)
     wait_ready(started, timeout)
     return state
+
+
+def _write_admin_credentials(preset: SecurityPreset, zk_connect: str) -> None:
+    """The preset's admin SCRAM credentials into a just started ZooKeeper, before any broker starts."""
+    try:
+        client = KafkaZkClient(zk_connect, 6000, 10000).start()
+    except ZkError as e:
+        raise ClusterError(f"cannot write the admin's SCRAM credentials to ZooKeeper {zk_connect}: {e}") from None
+    try:
+        preset.write_admin_credentials(client)
+    finally:
+        client.close()
 
 
 def down(data_dir: str) -> list[str]:
