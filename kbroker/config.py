@@ -199,6 +199,10 @@ def _convert(key: str, raw: str):
         raise ConfigError(f"Invalid value {raw.strip()!r} for configuration {key}: {e}") from None
 
 
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+
+
 @dataclass(frozen=True)
 class Listener:
     name: str
@@ -220,9 +224,9 @@ def parse_listeners(key: str, entries: list[str], protocol_map: dict[str, str]) 
         if name not in protocol_map:
             raise ConfigError(f"Invalid value {entry!r} for configuration {key}: listener {name} is not in "
                               f"listener.security.protocol.map")
-        if protocol_map[name] != "PLAINTEXT":
+        if protocol_map[name] not in SECURITY_PROTOCOLS:
             raise ConfigError(f"Invalid value {entry!r} for configuration {key}: security protocol "
-                              f"{protocol_map[name]} is not supported (PLAINTEXT only)")
+                              f"{protocol_map[name]} is not one of {', '.join(SECURITY_PROTOCOLS)}")
         if any(l.name == name for l in out):
             raise ConfigError(f"Invalid value for configuration {key}: listener {name} appears twice")
         out.append(Listener(name, host.strip("[]"), int(port), protocol_map[name]))
@@ -259,11 +263,16 @@ class BrokerConfig:
             if l.name not in names:
                 raise ConfigError(f"Invalid value for configuration advertised.listeners: {l.name} is not in "
                                   f"listeners")
-        self.inter_broker_listener = self.values["inter.broker.listener.name"] or \
-            self.values["security.inter.broker.protocol"]
+        if self.values["inter.broker.listener.name"] and "security.inter.broker.protocol" in props:
+            raise ConfigError("Only one of inter.broker.listener.name and security.inter.broker.protocol should be "
+                              "set.")
+        self.inter_broker_listener = (self.values["inter.broker.listener.name"] or
+                                      self.values["security.inter.broker.protocol"]).upper()
         if self.inter_broker_listener not in {l.name for l in self.advertised_listeners}:
             raise ConfigError(f"Invalid value {self.inter_broker_listener!r} for configuration "
                               f"inter.broker.listener.name: not an advertised listener")
+        for listener in self.listeners:
+            self._check_security(listener)
         self.log_dirs = self.values["log.dirs"] or [self.values["log.dir"]]
         self.static_values = dict(self.values)
         self.dynamic_default: dict[str, str] = {}   # the entries of /config/brokers/<default> in effect
@@ -317,6 +326,42 @@ class BrokerConfig:
 
     def __getitem__(self, key: str):
         return self.values[key]
+
+    def _check_security(self, listener: Listener) -> None:
+        """What Kafka checks at start-up for a secured listener: SASL mechanisms we serve (and the inter-broker
+        one enabled on the inter-broker listener), a PEM keystore for TLS (KIP-651; JKS/PKCS12 are refused)."""
+        name, protocol = listener.name, listener.security_protocol
+        if protocol.startswith("SASL_"):
+            enabled = self.sasl_mechanisms(name)
+            unsupported = [m for m in enabled if m not in SASL_MECHANISMS]
+            if unsupported or not enabled:
+                raise ConfigError(f"Invalid value {','.join(enabled)!r} for configuration sasl.enabled.mechanisms "
+                                  f"of listener {name}: supported mechanisms are {', '.join(SASL_MECHANISMS)}")
+            if name == self.inter_broker_listener and \
+                    self.values["sasl.mechanism.inter.broker.protocol"] not in enabled:
+                raise ConfigError("sasl.mechanism.inter.broker.protocol must be included in sasl.enabled.mechanisms "
+                                  "when SASL is used for inter-broker communication")
+        if protocol in ("SSL", "SASL_SSL"):
+            truststore = (self.listener_value(name, "ssl.truststore.location") or
+                          self.listener_value(name, "ssl.truststore.certificates"))
+            for kind, given in (("ssl.keystore.type", True), ("ssl.truststore.type", truststore)):
+                value = str(self.listener_value(name, kind)).upper()
+                if given and value != "PEM":
+                    raise ConfigError(f"Invalid value {value} for configuration {kind} of listener {name}: only PEM "
+                                      f"stores are supported (KIP-651); convert the store to PEM")
+            if not (self.listener_value(name, "ssl.keystore.location") or
+                    (self.listener_value(name, "ssl.keystore.key") and
+                     self.listener_value(name, "ssl.keystore.certificate.chain"))):
+                raise ConfigError(f"Listener {name} ({protocol}) needs a keystore: ssl.keystore.key and "
+                                  f"ssl.keystore.certificate.chain, or a PEM ssl.keystore.location")
+
+    def sasl_mechanisms(self, listener: str) -> list[str]:
+        """The SASL mechanisms enabled on a listener (listener.name.<l>.sasl.enabled.mechanisms overrides)."""
+        value = self.listener_value(listener, "sasl.enabled.mechanisms") or []
+        return [m.strip().upper() for m in value if m.strip()]
+
+    def listener(self, name: str) -> Listener:
+        return next(l for l in self.listeners if l.name == name)
 
     def listener_value(self, listener: str, key: str, mechanism: str | None = None):
         """The setting for one listener, as Kafka resolves it: listener.name.<listener lower case>.[<mechanism

@@ -14,8 +14,9 @@ re-reads the entity's config and applies it:
   new settings, and the controller elects offline partitions when unclean election became the default. Other
   brokers' entities are ignored. Settings read where they are used (the controller's, the request path's) need
   nothing more.
-Notifications older than 15 minutes are purged, as Kafka does. Client and user entities (quotas) are logged and
-skipped.
+- users/<name>: the SCRAM credential cache rereads that user (security.credentials), so a user added, changed
+  or removed takes effect on the next login; user quotas are not applied.
+Notifications older than 15 minutes are purged, as Kafka does. Client entities (quotas) are logged and skipped.
 """
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ import time
 import gevent
 
 from zk.broker_config import DEFAULT_ENTITY
+from zk.znodes import desanitize
 from .log.cleaner import CleanerConfig
 from .log.config import LogConfig
 from .log.errors import InvalidConfig
@@ -39,8 +41,9 @@ def _sequence(name: str) -> int:
 
 
 class DynamicConfigManager:
-    def __init__(self, zk, broker_config, broker_id: int):
+    def __init__(self, zk, broker_config, broker_id: int, credentials=None):
         self.zk = zk
+        self.credentials = credentials   # security.credentials.CredentialCache
         self.config = broker_config
         self.broker_id = broker_id
         self.log_manager = None
@@ -105,6 +108,8 @@ class DynamicConfigManager:
                 self._reconfigure(changed)
                 log.info("applied dynamic config change of broker entity %s: %s", name,
                          ", ".join(f"{k}={self.config.values[k]}" for k in sorted(changed)) or "nothing changed")
+        elif kind == "users" and self.credentials is not None:
+            self.credentials.refresh(desanitize(name))
         else:
             log.info("config change of %s noted; dynamic %s configs are not applied", entity_path, kind)
 

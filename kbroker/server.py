@@ -36,6 +36,7 @@ from zk.client import KafkaZkClient, ZkError, ZkState
 from . import api
 from .admin_manager import AdminManager
 from .clock import Clock
+from .config import ConfigError
 from .controller.controller import KafkaController
 from .coordinator.group_coordinator import GroupCoordinator
 from .coordinator.partition_loader import existing_partition_count
@@ -50,6 +51,7 @@ from .log.manager import LogManager
 from .metadata_cache import MetadataCache
 from .metrics import BrokerMetrics
 from .network.server import SocketServer
+from .security.credentials import CredentialCache
 from .protocol.client import Connection, KafkaError
 from .protocol.errors import Errors
 from .protocol.interbroker import ControlledShutdownRequest
@@ -134,7 +136,8 @@ class KafkaServer:
                 write_meta_properties(d, self.cluster_id, self.broker_id)
         self.metadata_cache = MetadataCache(self.broker_id)
         # Dynamic broker configs (/config/brokers/<default>, /config/brokers/<id>) before the logs load.
-        self.dynamic_config = DynamicConfigManager(self.zk, cfg, self.broker_id)
+        self.credentials = CredentialCache(self.zk)
+        self.dynamic_config = DynamicConfigManager(self.zk, cfg, self.broker_id, self.credentials)
         self.dynamic_config.load_broker_configs()
         self.log_manager = self._load_logs()
         self.replica_manager = ReplicaManager(self.broker_id, cfg, self.log_manager, self.zk, self.clock,
@@ -155,9 +158,12 @@ class KafkaServer:
         self.txn_coordinator.startup(existing_partition_count(self.zk, TRANSACTION_STATE_TOPIC,
                                                               cfg["transaction.state.log.num.partitions"]))
 
-        self.socket_server = SocketServer(
-            lambda frame, session: api.dispatch(frame, self, session), cfg, cfg.listeners,
-            cfg["socket.request.max.bytes"])
+        try:
+            self.socket_server = SocketServer(
+                lambda frame, session: api.dispatch(frame, self, session), cfg, cfg.listeners,
+                cfg["socket.request.max.bytes"], self.credentials)
+        except ConfigError as e:
+            raise StartupError(str(e)) from None
         try:
             self.socket_server.bind()
         except OSError as e:
@@ -170,6 +176,7 @@ class KafkaServer:
         self.zk.add_state_listener(self._on_zk_state)
         self.controller = KafkaController(self.broker_id, self.zk, cfg, cfg.inter_broker_listener)
         self.dynamic_config.startup(self.log_manager, self.controller)
+        self.credentials.load_all()   # after the notifications in place were skipped: none is missed
         self.controller.startup()
         self.socket_server.start()
         self._start_log_tasks()

@@ -30,8 +30,8 @@ from . import (add_offsets_to_txn, add_partitions_to_txn, alter_configs, alter_p
                incremental_alter_configs, init_producer_id,
                join_group, leader_and_isr, leave_group, list_groups, list_offsets, list_partition_reassignments,
                list_transactions,
-               metadata, offset_commit, offset_delete, offset_fetch, offset_for_leader_epoch, produce, stop_replica,
-               sync_group, txn_offset_commit, update_metadata, write_txn_markers)
+               metadata, offset_commit, offset_delete, offset_fetch, offset_for_leader_epoch, produce,
+               sasl_authenticate, sasl_handshake, stop_replica, sync_group, txn_offset_commit, update_metadata, write_txn_markers)
 
 # Kafka's request log: one DEBUG line per request (kbroker start writes it to kafka-request.log when enabled).
 request_log = logging.getLogger("kafka.request.logger")
@@ -41,6 +41,7 @@ API_MODULES = (produce, fetch, list_offsets, metadata, leader_and_isr, stop_repl
                add_partitions_to_txn, add_offsets_to_txn, end_txn,
                elect_leaders, alter_partition_reassignments, list_partition_reassignments,
                offset_commit, offset_fetch, find_coordinator, join_group, heartbeat, leave_group, sync_group,
+               sasl_handshake, sasl_authenticate,
                describe_groups, list_groups, delete_groups, offset_delete, create_topics, delete_topics,
                describe_configs, alter_configs, incremental_alter_configs, describe_log_dirs, describe_cluster,
                txn_offset_commit, write_txn_markers,

@@ -29,9 +29,13 @@ from gevent.socket import wait_write
 
 from ..protocol.header import CloseConnection
 from ..protocol.hotpath import is_file_slice
+from . import tls
+from .sasl import SaslAuthenticator, SaslSettings
 
 log = logging.getLogger("kbroker.network")
 _SIZE = struct.Struct(">i")
+_API_KEY = struct.Struct(">h")
+TLS_CHUNK = 256 * 1024   # bytes of a file slice read at a time for a TLS connection
 
 
 def read_exact(sock, n: int) -> bytearray | None:
@@ -67,15 +71,29 @@ def send_file_slice(sock, piece) -> None:
         left -= sent
 
 
-def send_pieces(sock, pieces) -> None:
-    """Write a response given as pieces: small byte pieces are coalesced, file slices go by sendfile."""
+def copy_file_slice(sock, piece) -> None:
+    """Read the slice (os.pread, TLS_CHUNK bytes at a time) and send it through the socket (a TLS one: sendfile
+    would bypass the encryption). Raises OSError if the file ends early."""
+    offset, left = piece.position, piece.length
+    while left > 0:
+        chunk = os.pread(piece.fd, min(left, TLS_CHUNK), offset)
+        if not chunk:
+            raise OSError(f"file ended {left} bytes before the slice did")
+        sock.sendall(chunk)
+        offset += len(chunk)
+        left -= len(chunk)
+
+
+def send_pieces(sock, pieces, zero_copy: bool = True) -> None:
+    """Write a response given as pieces: small byte pieces are coalesced, file slices go by sendfile
+    (zero_copy, plaintext sockets) or are read and sent (TLS sockets)."""
     pending = bytearray()
     for piece in pieces:
         if is_file_slice(piece):
             if pending:
                 sock.sendall(pending)
                 pending = bytearray()
-            send_file_slice(sock, piece)
+            (send_file_slice if zero_copy else copy_file_slice)(sock, piece)
         else:
             pending += piece
     if pending:
@@ -92,6 +110,7 @@ class Session:
     security_protocol: str        # PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL
     client_address: tuple         # (ip, port)
     principal: str = ANONYMOUS    # "User:<name>"
+    sasl: object = None           # network.sasl.SaslAuthenticator on a SASL listener
 
     @property
     def client_host(self) -> str:
@@ -99,11 +118,17 @@ class Session:
 
 
 class SocketServer:
-    def __init__(self, dispatch, config, listeners, max_request_bytes: int):
+    def __init__(self, dispatch, config, listeners, max_request_bytes: int, credentials=None):
         """dispatch(frame, session) -> the response pieces, or None when none is due;
-        config: the broker's (live) config, for the connection limits."""
+        config: the broker's (live) config, for the connection limits and the listeners' security;
+        credentials: the SCRAM credential cache (security.credentials) for SASL listeners."""
         self.dispatch = dispatch
         self.config = config
+        self.sasl_settings = {l.name: SaslSettings.for_listener(config, l.name, credentials)
+                              for l in listeners if l.security_protocol.startswith("SASL_")}
+        # ConfigError when a keystore or truststore does not load
+        self.tls_contexts = {l.name: tls.server_context(config, l.name)
+                             for l in listeners if l.security_protocol in ("SSL", "SASL_SSL")}
         self.max_request_bytes = max_request_bytes
         self.servers: dict[str, StreamServer] = {}
         self.bound_ports: dict[str, int] = {}
@@ -136,6 +161,7 @@ class SocketServer:
 
     def _handler(self, listener):
         listener_name, protocol = listener.name, listener.security_protocol
+        tls_context = self.tls_contexts.get(listener_name)
 
         def handle(sock, address):
             # As Kafka: no Nagle delay on responses (a response's last partial segment would otherwise wait
@@ -151,15 +177,29 @@ class SocketServer:
             self.connections.add(sock)
             self.per_ip[ip] = self.per_ip.get(ip, 0) + 1
             self.counted += counted
+            conn = sock
             try:
-                self._serve(sock, address, Session(listener_name, protocol, address))
+                session = Session(listener_name, protocol, address)
+                if tls_context is not None:
+                    # wrapping detaches the plain socket: from here the TLS one is the connection
+                    conn = tls.handshake(tls_context, sock, f"{ip}:{address[1]}")
+                    self.connections.discard(sock)
+                    if conn is None:
+                        return
+                    self.connections.add(conn)
+                    session.principal = tls.principal(conn) or ANONYMOUS
+                if listener_name in self.sasl_settings:
+                    session.sasl = SaslAuthenticator(self.sasl_settings[listener_name], f"{ip}:{address[1]}")
+                self._serve(conn, address, session)
             finally:
-                self.connections.discard(sock)
+                self.connections.discard(conn)
                 self.counted -= counted
                 self.per_ip[ip] -= 1
                 if not self.per_ip[ip]:
                     del self.per_ip[ip]
                 sock.close()
+                if conn is not None:
+                    conn.close()
         return handle
 
     def _over_limit(self, ip: str, counted: bool) -> str | None:
@@ -189,19 +229,61 @@ class SocketServer:
             if frame is None:
                 log.debug("connection from %s:%s closed mid-request", *address[:2])
                 return
-            try:
-                out = self.dispatch(memoryview(frame), session)
-            except CloseConnection as e:
-                log.warning("closing connection from %s:%s: %s", address[0], address[1], e)
-                return
-            except gevent.GreenletExit:
-                raise
-            except Exception:
-                log.exception("closing connection from %s:%s: request handler failed", *address[:2])
-                return
-            if out is not None:
-                try:
-                    send_pieces(sock, out)
-                except OSError as e:
-                    log.debug("closing connection from %s:%s: %s", address[0], address[1], e)
+            auth = session.sasl
+            if auth is not None and not auth.complete:
+                if not self._authenticating(sock, address, session, frame):
                     return
+                continue
+            if not self._answer(sock, address, session, frame):
+                return
+
+    def _answer(self, sock, address, session: Session, frame, failure_delay: float = 0.0) -> bool:
+        """Dispatch one request and send its answer; False when the connection must close. An answer that ends
+        a SASL exchange with a failure is sent after failure_delay seconds."""
+        try:
+            out = self.dispatch(memoryview(frame), session)
+        except CloseConnection as e:
+            log.warning("closing connection from %s:%s: %s", address[0], address[1], e)
+            return False
+        except gevent.GreenletExit:
+            raise
+        except Exception:
+            log.exception("closing connection from %s:%s: request handler failed", *address[:2])
+            return False
+        if session.sasl is not None and session.sasl.close_after:
+            gevent.sleep(failure_delay)
+        if out is not None:
+            try:
+                send_pieces(sock, out, session.security_protocol in ("PLAINTEXT", "SASL_PLAINTEXT"))
+            except OSError as e:
+                log.debug("closing connection from %s:%s: %s", address[0], address[1], e)
+                return False
+        return True
+
+    def _authenticating(self, sock, address, session: Session, frame) -> bool:
+        """One frame before SASL authentication completed: a raw token after a v0 handshake, else a request the
+        state machine must allow. False when the connection must close: a request not allowed (no answer), or
+        after answering a failure (sent after connection.failed.authentication.delay.ms, as Kafka delays it)."""
+        auth = session.sasl
+        delay = self.config["connection.failed.authentication.delay.ms"] / 1000.0
+        if auth.raw:
+            answer = auth.raw_token(frame)
+            if answer is None:
+                gevent.sleep(delay)
+                return False
+            try:
+                sock.sendall(_SIZE.pack(len(answer)) + answer)
+            except OSError:
+                return False
+        else:
+            api_key = _API_KEY.unpack_from(frame, 0)[0] if len(frame) >= 2 else -1
+            if not auth.allows(api_key):
+                log.info("closing connection from %s:%s: request with api key %d before SASL authentication "
+                         "(state %s)", address[0], address[1], api_key, auth.state)
+                return False
+            if not self._answer(sock, address, session, frame, delay) or auth.close_after:
+                return False
+        if auth.complete:
+            session.principal = auth.principal
+            log.debug("%s:%s authenticated as %s (%s)", address[0], address[1], auth.principal, auth.mechanism)
+        return True

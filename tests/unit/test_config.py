@@ -295,13 +295,34 @@ def test_bad_port_in_advertised_listeners_names_that_key():
         config_of({"listeners": "PLAINTEXT://:9092", "advertised.listeners": "PLAINTEXT://h:99999"})
 
 
-@pytest.mark.parametrize("listeners, fragment", [
-    ("SSL://:9093", "SSL"),
-    ("SASL_PLAINTEXT://:9094", "SASL_PLAINTEXT"),
+def test_secured_listeners_are_accepted_with_what_they_need():
+    cfg = config_of({"listeners": "PLAINTEXT://:9092,SASL_SSL://:9093,SASL_PLAINTEXT://:9094",
+                     "security.inter.broker.protocol": "SASL_SSL",
+                     "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-512",
+                     "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512",
+                     "listener.name.sasl_plaintext.sasl.enabled.mechanisms": "PLAIN",
+                     "ssl.keystore.type": "PEM", "ssl.keystore.key": "k", "ssl.keystore.certificate.chain": "c"})
+    assert [l.security_protocol for l in cfg.listeners] == ["PLAINTEXT", "SASL_SSL", "SASL_PLAINTEXT"]
+    assert cfg.inter_broker_listener == "SASL_SSL"
+    assert cfg.sasl_mechanisms("SASL_PLAINTEXT") == ["PLAIN"]
+    assert cfg.sasl_mechanisms("SASL_SSL") == ["PLAIN", "SCRAM-SHA-512"]
+
+
+@pytest.mark.parametrize("props, message", [
+    ({"listeners": "PLAINTEXT://:9092,SSL://:9093"}, r"ssl\.keystore\.type of listener SSL.*PEM"),          # JKS default
+    ({"listeners": "PLAINTEXT://:9092,SSL://:9093", "ssl.keystore.type": "PEM"}, "needs a keystore"),
+    ({"listeners": "PLAINTEXT://:9092,SSL://:9093", "listener.name.ssl.ssl.keystore.type": "PEM", "ssl.keystore.location": "/k",
+      "ssl.truststore.type": "PKCS12", "ssl.truststore.location": "/t"}, r"ssl\.truststore\.type"),
+    ({"listeners": "PLAINTEXT://:9092,SASL_PLAINTEXT://:9094"}, "sasl.enabled.mechanisms of listener SASL_PLAINTEXT"),  # GSSAPI
+    ({"listeners": "PLAINTEXT://:9092,SASL_PLAINTEXT://:9094", "sasl.enabled.mechanisms": "PLAIN",
+      "inter.broker.listener.name": "SASL_PLAINTEXT"}, "sasl.mechanism.inter.broker.protocol must be included"),
+    ({"listeners": "PLAINTEXT://:9092", "inter.broker.listener.name": "PLAINTEXT",
+      "security.inter.broker.protocol": "PLAINTEXT"}, "Only one of"),
+    ({"listeners": "BAD://:9092", "listener.security.protocol.map": "BAD:KERBEROS"}, "KERBEROS is not one of"),
 ])
-def test_non_plaintext_security_protocol_is_refused(listeners, fragment):
-    with pytest.raises(ConfigError, match=r"listeners.*" + fragment + ".*PLAINTEXT only"):
-        config_of({"listeners": listeners})
+def test_secured_listener_validation(props, message):
+    with pytest.raises(ConfigError, match=message):
+        config_of(props)
 
 
 def test_listener_name_not_in_protocol_map():

@@ -8,16 +8,28 @@ the correlation id it was sent with. A request that expects no response (Produce
 The socket is a plain blocking one: in the broker process gevent's monkey-patching makes it cooperative, in
 kadmin, Spark's workers and the benchmarks it blocks its thread. Any failure closes the connection and raises
 KafkaError (ConnectionLost when the broker could not be reached or stopped answering).
+
+With a ClientSecurity, connect() also secures the connection before any request: TLS (the broker's certificate
+checked against the trusted CAs and, unless ssl.endpoint.identification.algorithm is empty, the host name) and
+the SASL login (SaslHandshake v1, then SaslAuthenticate with the PLAIN token or the SCRAM exchange, whose final
+server signature is verified). A refused login raises KafkaError SASL_AUTHENTICATION_FAILED (or
+UNSUPPORTED_SASL_MECHANISM) with the broker's message, and so does a certificate the client does not trust:
+neither is worth retrying (errors.RETRIABLE does not hold them).
 """
 from __future__ import annotations
 
 import socket
+import ssl
 import struct
 from collections import deque
 
-from ..errors import Errors, KafkaError
+from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
+
+from ..errors import Errors, KafkaError, error_name
 from ..header import request_header, skip_tagged_fields
 from .errors import ConnectionLost
+from ...security import plain
+from ...security.scram import ScramClient
 from .security import ClientSecurity
 
 _SIZE = struct.Struct(">i")
@@ -66,6 +78,47 @@ class Connection:
         except OSError as e:
             raise ConnectionLost(f"Cannot connect to {self.address}: {_os_error(e)}") from None
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if self.security is not None and self.security.uses_tls:
+            self._start_tls()
+        if self.security is not None and self.security.uses_sasl:
+            try:
+                self._sasl_login(timeout)
+            except KafkaError:
+                self.close()
+                raise
+
+    def _start_tls(self) -> None:
+        try:
+            self.sock = self.security.ssl_context().wrap_socket(self.sock, server_hostname=self.host)
+        except ssl.SSLCertVerificationError as e:
+            self.close()
+            raise KafkaError(Errors.SASL_AUTHENTICATION_FAILED,
+                             f"SSL handshake with {self.address} failed: {e.verify_message or e}") from None
+        except OSError as e:
+            self.close()
+            raise ConnectionLost(f"SSL handshake with {self.address} failed: {_os_error(e)}") from None
+
+    def _sasl_login(self, timeout: float | None) -> None:
+        """SaslHandshake v1 then the mechanism's SaslAuthenticate round trips; KafkaError when refused."""
+        mechanism = self.security.sasl_mechanism
+        r = self.send(SaslHandshakeRequest(version=1, mechanism=mechanism), timeout)
+        if r.error_code:
+            raise KafkaError(r.error_code, f"Client SASL mechanism '{mechanism}' not enabled in the server, "
+                                           f"enabled mechanisms are {r.mechanisms}")
+
+        def round_trip(token: bytes) -> bytes:
+            a = self.send(SaslAuthenticateRequest(version=1, auth_bytes=token), timeout)
+            if a.error_code:
+                raise KafkaError(a.error_code, a.error_message or error_name(a.error_code))
+            return bytes(a.auth_bytes)
+
+        user, password = self.security.username, self.security.password
+        if mechanism == "PLAIN":
+            round_trip(plain.client_token(user, password))
+            return
+        scram = ScramClient(mechanism, user, password)
+        server_first = round_trip(scram.first())
+        scram.verify(round_trip(scram.final(server_first)))
 
     def close(self) -> None:
         sock, self.sock = self.sock, None

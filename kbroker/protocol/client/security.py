@@ -18,6 +18,25 @@ from ..errors import Errors, KafkaError
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 _JAAS_OPTION = re.compile(r'(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"')
+_PEM_BLOCK = re.compile(r"-----BEGIN ([A-Z0-9 ]+)-----(.*?)-----END \1-----", re.S)
+
+
+def normalize_pem(text: str | None) -> str | None:
+    """PEM text with each block re-wrapped in 64-column lines: a properties file's one-line form (continuation
+    lines join without their line breaks) reads as Kafka's PemStore reads it."""
+    if not text:
+        return text
+    blocks = []
+    for label, body in _PEM_BLOCK.findall(text):
+        if "\n" in body.strip():        # already line-wrapped (and may carry headers): as it is
+            blocks.append(f"-----BEGIN {label}-----{body}-----END {label}-----\n")
+            continue
+        b64 = "".join(body.split())
+        lines = "\n".join(b64[i:i + 64] for i in range(0, len(b64), 64))
+        blocks.append(f"-----BEGIN {label}-----\n{lines}\n-----END {label}-----\n")
+    if not blocks:
+        raise ValueError("no PEM block found")
+    return "".join(blocks)
 
 
 def jaas_options(text: str) -> dict[str, str]:
@@ -87,10 +106,11 @@ class ClientSecurity:
     def ssl_context(self) -> ssl.SSLContext:
         """A client TLS context: verifies the broker against ca_pem (or the system's roots), presents
         cert_pem/key_pem when given."""
-        ctx = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cadata=self.ca_pem or None)
+        ctx = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cadata=normalize_pem(self.ca_pem) or None)
         ctx.check_hostname = self.check_hostname
         if self.cert_pem:
-            load_cert_chain(ctx, self.cert_pem, self.key_pem or self.cert_pem, self.key_password)
+            load_cert_chain(ctx, normalize_pem(self.cert_pem), normalize_pem(self.key_pem or self.cert_pem),
+                            self.key_password)
         return ctx
 
 
