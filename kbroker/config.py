@@ -355,6 +355,15 @@ class BrokerConfig:
                 raise ConfigError(f"Listener {name} ({protocol}) needs a keystore: ssl.keystore.key and "
                                   f"ssl.keystore.certificate.chain, or a PEM ssl.keystore.location")
 
+    @property
+    def inter_broker_security(self):
+        """The ClientSecurity of this broker's connections to the others (None on PLAINTEXT), built once;
+        ConfigError when the inter-broker listener's settings do not make a client."""
+        if not hasattr(self, "_inter_broker_security"):
+            from .security.inter_broker import inter_broker_security   # it imports this module
+            self._inter_broker_security = inter_broker_security(self)
+        return self._inter_broker_security
+
     def sasl_mechanisms(self, listener: str) -> list[str]:
         """The SASL mechanisms enabled on a listener (listener.name.<l>.sasl.enabled.mechanisms overrides)."""
         value = self.listener_value(listener, "sasl.enabled.mechanisms") or []

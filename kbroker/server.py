@@ -119,6 +119,10 @@ class KafkaServer:
     # ---- startup -----------------------------------------------------------------------------------------
     def startup(self) -> None:
         cfg = self.config
+        try:
+            cfg.inter_broker_security   # built first: settings that do not make a client stop the start-up
+        except ConfigError as e:
+            raise StartupError(str(e)) from None
         timeout = cfg["zookeeper.session.timeout.ms"]
         self.zk = KafkaZkClient(cfg["zookeeper.connect"], timeout, cfg["zookeeper.connection.timeout.ms"],
                                 gevent=True)
@@ -370,7 +374,7 @@ class KafkaServer:
                 if ep is None:
                     raise KafkaError(Errors.NOT_CONTROLLER, "no controller is known")
                 client = Connection(ep.host, ep.port, f"broker-{self.broker_id}-controlled-shutdown",
-                                    cfg["controller.socket.timeout.ms"] / 1000.0)
+                                    cfg["controller.socket.timeout.ms"] / 1000.0, cfg.inter_broker_security)
                 try:
                     response = client.send(ControlledShutdownRequest(version=3, broker_id=self.broker_id,
                                                                      broker_epoch=self.broker_epoch))

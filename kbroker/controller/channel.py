@@ -30,10 +30,11 @@ SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SS
 
 
 class _BrokerChannel:
-    def __init__(self, broker_id: int, host: str, port: int, controller_id: int, timeout_s: float):
+    def __init__(self, broker_id: int, host: str, port: int, controller_id: int, timeout_s: float, security=None):
         self.broker_id = broker_id
         self.queue: Queue = Queue()
-        self.client = Connection(host, port, f"controller-{controller_id}-to-broker-{broker_id}", timeout_s)
+        self.client = Connection(host, port, f"controller-{controller_id}-to-broker-{broker_id}", timeout_s,
+                                 security)
         self.greenlet = gevent.spawn(self._run)
 
     def _run(self):
@@ -61,7 +62,9 @@ class _BrokerChannel:
 
 
 class ControllerChannelManager:
-    def __init__(self, controller_id: int, listener: str, timeout_ms: int):
+    def __init__(self, controller_id: int, listener: str, timeout_ms: int, security=None):
+        """security: the broker's inter-broker ClientSecurity (None on a PLAINTEXT inter-broker listener)."""
+        self.security = security
         self.controller_id = controller_id
         self.listener = listener
         self.timeout_s = timeout_ms / 1000.0
@@ -73,7 +76,8 @@ class ControllerChannelManager:
         if ep is None:
             log.error("broker %d has no endpoint on inter-broker listener %s", info.id, self.listener)
             return
-        self.channels[info.id] = _BrokerChannel(info.id, ep.host, ep.port, self.controller_id, self.timeout_s)
+        self.channels[info.id] = _BrokerChannel(info.id, ep.host, ep.port, self.controller_id, self.timeout_s,
+                                                self.security)
 
     def remove_broker(self, broker_id: int) -> None:
         channel = self.channels.pop(broker_id, None)

@@ -58,7 +58,7 @@ class KafkaController:
         self.config = config
         self.ctx = ControllerContext(broker_id, inter_broker_listener)
         self.channels = ControllerChannelManager(broker_id, inter_broker_listener,
-                                                 config["controller.socket.timeout.ms"])
+                                                 config["controller.socket.timeout.ms"], config.inter_broker_security)
         self.batch = RequestBatch(self.ctx, self.channels, self._on_stop_replica_response)
         writer = LeaderAndIsrWriter(self.ctx, zk)
         self.partitions = PartitionStateMachine(self.ctx, writer, self.batch, self._unclean_election_enabled)

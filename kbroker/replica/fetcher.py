@@ -47,7 +47,7 @@ class ReplicaFetcher:
         cfg = manager.config
         self.broker_id = manager.broker_id
         self.client = Connection(host, port, f"broker-{self.broker_id}-fetcher-{leader_id}",
-                                 cfg["replica.socket.timeout.ms"] / 1000.0)
+                                 cfg["replica.socket.timeout.ms"] / 1000.0, cfg.inter_broker_security)
         self.partitions: dict[tuple[str, int], FetchState] = {}
         self.session = FetchSessionHandler()
         self.backoff = cfg["replica.fetch.backoff.ms"] / 1000.0

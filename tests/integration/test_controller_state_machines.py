@@ -44,6 +44,11 @@ class FakeChannels:
         self.sent.append((broker_id, request))
 
 
+
+class PlaintextConfig(dict):
+    """The settings the controller reads, on a PLAINTEXT inter-broker listener (no client security)."""
+    inter_broker_security = None
+
 def record_zk_requests(zk: KafkaZkClient, before=None) -> list[str]:
     """The kinds of the requests the client sends to ZooKeeper from now on (kazoo's request classes:
     _MultiRead, Transaction, GetData, ...), recorded as each leaves for the server, which still gets it.
@@ -78,8 +83,8 @@ def controller(zk: KafkaZkClient, live=(1, 2, 3), assignments=None, states=None)
         zk.create_partition_states_fenced({tp: z.LeaderAndIsr(leader, OLD_LEADER_EPOCH, list(isr), 1)
                                            for tp, (leader, isr) in states.items()}, version)
     zk.delete(z.ControllerZNode.path)     # the earlier controller is gone
-    config = {"controller.socket.timeout.ms": 1000, "delete.topic.enable": True,
-              "unclean.leader.election.enable": False}
+    config = PlaintextConfig({"controller.socket.timeout.ms": 1000, "delete.topic.enable": True,
+                              "unclean.leader.election.enable": False})
     c = KafkaController(1, zk, config, "PLAINTEXT")
     c.batch.channels = FakeChannels()
     ctx = c.ctx

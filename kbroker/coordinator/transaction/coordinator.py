@@ -51,7 +51,7 @@ class TransactionCoordinator:
         self.admin_manager = admin_manager
         self.manager = TransactionStateManager(config, replica_manager, clock)
         self.markers = TransactionMarkerSender(broker_id, metadata_cache, self.manager, config.inter_broker_listener,
-                                               config["request.timeout.ms"])
+                                               config["request.timeout.ms"], config.inter_broker_security)
         self._tasks: list = []
         self.active = False
         self._held: dict[str, list] = {}    # transactional id -> [retry] waiting for its transition to settle

@@ -69,7 +69,7 @@ class _BrokerQueue:
                 self.connection.close()
             self.connection = Connection(endpoint[0], endpoint[1],
                                          f"txn-marker-sender-{self.sender.broker_id}-to-{self.broker_id}",
-                                         self.sender.timeout_s)
+                                         self.sender.timeout_s, self.sender.security)
         return self.connection
 
     def _run(self) -> None:
@@ -91,7 +91,10 @@ class _BrokerQueue:
 
 
 class TransactionMarkerSender:
-    def __init__(self, broker_id: int, metadata_cache, state_manager, listener: str, timeout_ms: int):
+    def __init__(self, broker_id: int, metadata_cache, state_manager, listener: str, timeout_ms: int,
+                 security=None):
+        """security: the broker's inter-broker ClientSecurity (None on a PLAINTEXT inter-broker listener)."""
+        self.security = security
         self.broker_id = broker_id
         self.metadata_cache = metadata_cache
         self.state_manager = state_manager
