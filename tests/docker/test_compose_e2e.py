@@ -49,7 +49,7 @@ def _compose_service(service: str, files: tuple[str, ...]) -> dict:
     env, command = {}, None
     for name in files:
         with open(os.path.join(ROOT, name), encoding="utf-8") as f:
-            svc = yaml.safe_load(f)["services"][service]
+            svc = yaml.safe_load(f)["services"].get(service, {})
         env.update(svc.get("environment") or {})
         command = svc.get("command", command)
     subst = lambda v: re.sub(r"\$\{(\w+):-([^}]*)\}", lambda m: os.environ.get(m[1], m[2]), str(v))
@@ -124,10 +124,11 @@ def test_entrypoint_runs_compose_brokers_from_env_only(zk_connect, tmp_path, sec
     secrets = str(tmp_path / "secrets")
     client_conf = {}
     if secure:     # the one-shot service's command, its volume and ZooKeeper moved here
-        command = _compose_service("security-init", files)["command"]
-        assert command[:3] == ["kbroker", "security", "init"]
-        args = [a.replace(SECRETS, secrets).replace("zookeeper:2181", zk_connect) for a in command[1:]]
-        subprocess.run([sys.executable, "-m", "kbroker.cli", *args], cwd=ROOT, check=True, timeout=60)
+        init = _compose_service("security-init", files)
+        assert init["command"][:3] == ["kbroker", "security", "init"]
+        args = [a.replace(SECRETS, secrets).replace("zookeeper:2181", zk_connect) for a in init["command"][1:]]
+        subprocess.run([sys.executable, "-m", "kbroker.cli", *args], cwd=ROOT, check=True, timeout=60,
+                       env={**base_env, **init["environment"]})
         with open(os.path.join(secrets, "kcat.conf")) as f:
             client_conf = dict(line.strip().split("=", 1) for line in f if "=" in line)
         assert client_conf["security.protocol"] == "sasl_ssl"
