@@ -10,8 +10,9 @@
   produces and consumes against localhost:9092 with confluent-kafka, then fails a broker over: `docker kill`
   of the leader of a topic's partition 0 (leaders move, acks=all writes go on), a restart of that container
   (`restart: unless-stopped` does not restart a killed one) and its rejoin (registered again, back in every
-  ISR, all records readable); and tears everything down. Skipped, with the reason printed, when the SDK is
-  missing or no Docker engine is reachable.
+  ISR, all records readable); and tears everything down. Then the same with docker-compose.secure.yml, briefly:
+  healthy on SASL_SSL, the admin produces and consumes with SCRAM-SHA-512, a wrong password is refused.
+  Skipped, with the reason printed, when the SDK is missing or no Docker engine is reachable.
 
   With KBROKER_DOCKER_ENGINE set to a script that runs a command next to a Docker engine (CI sets it to
   ../shared/tools/docker-engine.sh when it can run it: root, network namespaces), the test runs itself again
@@ -214,9 +215,11 @@ def _docker_client_or_skip():
     return client
 
 
-def _compose(*args: str, check: bool = True, timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run(["docker", "compose", "-p", COMPOSE_PROJECT, "-f", os.path.join(ROOT, "docker-compose.yml"),
-                           *args], cwd=ROOT, capture_output=True, text=True, check=check, timeout=timeout)
+def _compose(*args: str, check: bool = True, timeout: float = 600, files=("docker-compose.yml",)
+             ) -> subprocess.CompletedProcess:
+    return subprocess.run(["docker", "compose", "-p", COMPOSE_PROJECT,
+                           *(a for f in files for a in ("-f", os.path.join(ROOT, f))), *args],
+                          cwd=ROOT, capture_output=True, text=True, check=check, timeout=timeout)
 
 
 def _admin(bootstrap: str):
@@ -309,7 +312,7 @@ def _run_inside_engine(engine: str) -> None:
     assert run.returncode == 0 and re.search(r"\b1 passed\b", run.stdout), f"{engine} run failed (rc {run.returncode})"
 
 
-def test_compose_cluster_end_to_end():
+def test_compose_cluster_end_to_end(tmp_path):
     engine = os.environ.get("KBROKER_DOCKER_ENGINE")
     if engine:
         _run_inside_engine(engine)
@@ -335,5 +338,35 @@ def test_compose_cluster_end_to_end():
             raise
         finally:
             _compose("down", "-v", "--remove-orphans", check=False)
+        secured_compose(tmp_path)
     finally:
         client.close()
+
+
+def secured_compose(tmp_path) -> None:
+    """docker-compose.secure.yml over docker-compose.yml: healthy brokers on SASL_SSL once the one-shot
+    security-init service has exited 0; the admin (SCRAM-SHA-512, the CA read from a broker's volume) produces
+    and consumes with acks=all through all three; a wrong password is refused."""
+    files = ("docker-compose.yml", SECURE_FILE)
+    _compose("up", "-d", "--no-build", "--wait", "--wait-timeout", "240", files=files)
+    try:
+        ca = tmp_path / "ca.pem"
+        ca.write_text(_compose("exec", "-T", "kafka-1", "cat", f"{SECRETS}/ca.pem", files=files).stdout)
+        conf = {"security.protocol": "sasl_ssl", "sasl.mechanisms": "SCRAM-SHA-512", "sasl.username": "admin",
+                "sasl.password": os.environ.get("KBROKER_ADMIN_PASSWORD", "admin-secret"),
+                "ssl.ca.location": str(ca)}
+        produce_and_consume("localhost:9092,localhost:9093,localhost:9094", timeout=120, conf=conf)
+        from confluent_kafka import KafkaError, KafkaException
+        from confluent_kafka.admin import AdminClient
+        errors = []
+        wrong = AdminClient({**conf, "bootstrap.servers": "localhost:9092", "sasl.password": "wrong",
+                             "error_cb": errors.append})
+        with pytest.raises(KafkaException):
+            wrong.list_topics(timeout=10)
+        wrong.poll(1)
+        assert any(e.code() == KafkaError._AUTHENTICATION for e in errors), errors
+    except Exception:
+        print(_compose("logs", "--no-color", check=False, files=files).stdout[-20000:])
+        raise
+    finally:
+        _compose("down", "-v", "--remove-orphans", check=False, files=files)
