@@ -4,6 +4,7 @@
   kbroker cluster up [--brokers 3] [--data-dir DIR] a local ZooKeeper plus N brokers
   kbroker cluster up --security sasl_ssl          ... every listener secured (also ssl, sasl_plaintext)
   kbroker cluster status | down [--data-dir DIR]
+  kbroker cluster stop|start|restart|kill N        one broker of it
   kbroker security init DIR [--zookeeper H:P]      the CA, broker keystores and admin credentials, alone
   kbroker healthcheck [PORT ...]                   the image's HEALTHCHECK: every listener answers ApiVersions
 
@@ -247,6 +248,33 @@ def security_init(directory, protocol, brokers, hosts, admin_password, zookeeper
             click.echo(f"error: {e}", err=True)
             sys.exit(3)
         click.echo(f"SCRAM credentials of admin written to {zookeeper}")
+
+
+def _member_command(name: str, doc: str):
+    """`kbroker cluster stop|start|restart|kill N`: one broker of the development cluster."""
+    @cluster.command(name, help=doc)
+    @click.argument("broker_id", metavar="N", type=int)
+    @_data_dir
+    def command(broker_id, data_dir):
+        from . import cluster as dev_cluster
+        try:
+            if name in ("stop", "restart", "kill"):
+                was = dev_cluster.stop_broker(data_dir, broker_id, kill=name == "kill")
+                click.echo(f"broker {broker_id} {'killed' if name == 'kill' else 'stopped'}" if was else
+                           f"broker {broker_id} was not running")
+            if name in ("start", "restart"):
+                entry = dev_cluster.start_broker(data_dir, broker_id)
+                click.echo(f"broker {broker_id} serving on 127.0.0.1:{entry['port']} (pid {entry['pid']})")
+        except dev_cluster.ClusterError as e:
+            click.echo(f"error: {e}", err=True)
+            sys.exit(1)
+    return command
+
+
+_member_command("stop", "Stop broker N (SIGTERM: a controlled shutdown).")
+_member_command("kill", "Kill broker N (SIGKILL: no controlled shutdown, as a crash).")
+_member_command("start", "Start broker N again and wait until it serves.")
+_member_command("restart", "Stop broker N, start it again and wait until it serves.")
 
 
 def listener_ports(listeners: str) -> list[int]:

@@ -310,6 +310,72 @@ def _write_admin_credentials(preset: SecurityPreset, zk_connect: str) -> None:
         client.close()
 
 
+def _preset(data_dir: str, state: dict) -> SecurityPreset | None:
+    """The security preset a cluster was brought up with (None: plaintext)."""
+    if "security" not in state:
+        return None
+    return SecurityPreset.init(state["security"]["protocol"].lower(), os.path.join(data_dir, "security"))
+
+
+def _member(data_dir: str, broker_id: int) -> tuple[dict, dict]:
+    """(the cluster state, broker broker_id's entry); ClusterError when there is no such cluster or broker."""
+    state = _read_state(data_dir)
+    if state is None:
+        raise ClusterError(f"no cluster in {data_dir}")
+    for b in state["brokers"]:
+        if b["id"] == broker_id:
+            return state, b
+    raise ClusterError(f"no broker {broker_id} in the cluster of {data_dir} (brokers "
+                       f"{', '.join(str(b['id']) for b in state['brokers'])})")
+
+
+def stop_broker(data_dir: str, broker_id: int, kill: bool = False) -> bool:
+    """SIGTERM (a controlled shutdown; SIGKILL after 30 s) or, with kill, SIGKILL one broker of the development
+    cluster. False when it was not running."""
+    _, b = _member(os.path.abspath(data_dir), broker_id)
+    if not _alive(b["pid"]):
+        return False
+    if not kill:
+        return stop_pid(b["pid"], timeout=30)
+    os.kill(b["pid"], signal.SIGKILL)
+    wait_until(lambda: not _alive(b["pid"]), 10, message=f"broker {broker_id} to exit")
+    return True
+
+
+def _wait_unregistered(zk_connect: str, broker_id: int, timeout: float) -> None:
+    """Until /brokers/ids/<broker_id> is gone: a killed broker's registration lasts until its ZooKeeper session
+    expires, and a broker starting meanwhile is refused as a duplicate (as Kafka's is)."""
+    try:
+        client = KafkaZkClient(zk_connect, 6000, 10000).start()
+    except ZkError as e:
+        raise ClusterError(f"ZooKeeper {zk_connect}: {e}") from None
+    try:
+        wait_until(lambda: broker_id not in client.get_broker_ids(), timeout, 0.2,
+                   f"the previous registration of broker {broker_id} to expire")
+    except TimeoutError as e:
+        raise ClusterError(str(e)) from None
+    finally:
+        client.close()
+
+
+def start_broker(data_dir: str, broker_id: int, timeout: float = 60.0) -> dict:
+    """Start one stopped broker of the development cluster on its server.properties and wait until it serves
+    (wait_ready, logged in as the admin on a secured cluster); its entry in cluster.json, with the new pid."""
+    data_dir = os.path.abspath(data_dir)
+    state, entry = _member(data_dir, broker_id)
+    if _alive(entry["pid"]):
+        raise ClusterError(f"broker {broker_id} is already running (pid {entry['pid']})")
+    _wait_unregistered(state["zookeeper"]["connect"], broker_id, timeout)
+    preset = _preset(data_dir, state)
+    log_path = os.path.join(data_dir, "logs", f"broker-{broker_id}.log")
+    b = BrokerProcess(broker_id, entry["config"], entry["port"], log_path, detach=True,
+                      security=preset.client_security() if preset else None).start()
+    entry["pid"] = b.pid
+    _write_state(data_dir, state)
+    wait_ready([b], timeout)
+    return entry
+
+
 def down(data_dir: str) -> list[str]:
     state = _read_state(os.path.abspath(data_dir))
     if state is None:

@@ -65,8 +65,8 @@ def test_cluster_up_status_down(tmp_path):
 @pytest.mark.parametrize("security,brokers", [("sasl_ssl", 2), ("ssl", 1), ("sasl_plaintext", 1)])
 def test_secured_cluster_up(tmp_path, security, brokers):
     """`cluster up --security`: every listener secured, the client files printed and written, readiness and
-    `healthcheck --command-config` through them; kcat -F kcat.conf works and a plaintext client does not; a
-    second `up` of the same data dir keeps the CA and the admin password."""
+    `healthcheck --command-config` through them; kcat -F kcat.conf works and a plaintext client does not;
+    `cluster kill|start|restart N` on it; a second `up` of the same data dir keeps the CA and the password."""
     data = str(tmp_path / "cluster")
     zk_port, base = free_port(), free_port_range(brokers)
     args = ("cluster", "up", "--brokers", str(brokers), "--data-dir", data, "--zk-port", str(zk_port),
@@ -91,6 +91,15 @@ def test_secured_cluster_up(tmp_path, security, brokers):
             return sorted(b["id"] for b in json.loads(out.stdout)["brokers"])
         assert kcat_brokers() == list(range(1, brokers + 1))
         if brokers > 1:
+            # one member at a time: readiness logs in as the admin
+            assert run("cluster", "kill", "2", "--data-dir", data).stdout == "broker 2 killed\n"
+            assert "DOWN" in run("cluster", "status", "--data-dir", data).stdout.splitlines()[2]
+            start = run("cluster", "start", "2", "--data-dir", data)
+            assert start.returncode == 0 and f"broker 2 serving on 127.0.0.1:{base + 1}" in start.stdout, start.stderr
+            restart = run("cluster", "restart", "1", "--data-dir", data)
+            assert restart.returncode == 0 and restart.stdout.startswith("broker 1 stopped\n"), restart.stderr
+            assert run("cluster", "status", "--data-dir", data).stdout.count("running, registered") == 2
+            assert kcat_brokers() == [1, 2]
             with open(os.path.join(data, "security", "ca.pem")) as f:
                 ca = f.read()
             assert run("cluster", "down", "--data-dir", data).returncode == 0
