@@ -31,7 +31,8 @@ from . import (add_offsets_to_txn, add_partitions_to_txn, alter_configs, alter_p
                join_group, leader_and_isr, leave_group, list_groups, list_offsets, list_partition_reassignments,
                list_transactions,
                metadata, offset_commit, offset_delete, offset_fetch, offset_for_leader_epoch, produce,
-               sasl_authenticate, sasl_handshake, stop_replica, sync_group, txn_offset_commit, update_metadata, write_txn_markers)
+               sasl_authenticate, sasl_handshake, stop_replica, sync_group, txn_offset_commit, update_metadata,
+               write_txn_markers)
 
 # Kafka's request log: one DEBUG line per request (kbroker start writes it to kafka-request.log when enabled).
 request_log = logging.getLogger("kafka.request.logger")
@@ -130,9 +131,10 @@ def dispatch(frame: memoryview, broker, session) -> list | None:
         name = "FetchFollower" if request.replica_id >= 0 else "FetchConsumer"
     broker.metrics.request_done(name, version, elapsed)
     if request_log.isEnabledFor(logging.DEBUG):
-        request_log.debug("Completed request: %s v%d correlation_id=%d client_id=%s from %s:%s on %s in %.3f ms%s",
-                          name, version, header.correlation_id, header.client_id, session.client_address[0],
-                          session.client_address[1], session.listener, elapsed * 1000, "" if body is not None else " (no response)")
+        request_log.debug("Completed request: %s v%d correlation_id=%d client_id=%s from %s:%s on %s in %.3f ms%s "
+                          "principal=%s", name, version, header.correlation_id, header.client_id,
+                          session.client_address[0], session.client_address[1], session.listener, elapsed * 1000,
+                          "" if body is not None else " (no response)", session.principal)
     if body is None:
         return None
     # ApiVersions responses always use header v0, whatever the body version.

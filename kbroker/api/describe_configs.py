@@ -17,6 +17,9 @@ the source of an entry is that of its first synonym. A broker setting's synonyms
 (log.retention.ms, log.retention.minutes, log.retention.hours; log.roll.ms, log.roll.hours; ...); a topic
 config's are those of the broker setting it falls back to. Synonyms are sent from v1 when include_synonyms.
 
+Password-typed settings (ssl.keystore.key, ssl.key.password, sasl.jaas.config, ...) are sensitive, as Kafka
+shows them: value null (in the synonyms too) and is_sensitive true.
+
 Documentation (v3+) is always null; config_type (v3+) carries Kafka's ConfigType ids.
 """
 from __future__ import annotations
@@ -33,7 +36,16 @@ Entry = Result.DescribeConfigsResourceResult
 Synonym = Entry.DescribeConfigsSynonym
 
 # Kafka's ConfigType ids
-CONFIG_TYPES = {"boolean": 1, "string": 2, "int": 3, "short": 4, "long": 5, "double": 6, "list": 7}
+CONFIG_TYPES = {"boolean": 1, "string": 2, "int": 3, "short": 4, "long": 5, "double": 6, "list": 7, "password": 9}
+
+
+def _entry(e, synonyms: bool):
+    sensitive = e.type == "password"
+    return Entry(name=e.name, value=None if sensitive else e.value, read_only=e.read_only, config_source=e.source,
+                 is_default=e.source == DEFAULT_CONFIG, is_sensitive=sensitive,
+                 synonyms=[Synonym(name=n, value=None if sensitive else v, source=s) for n, v, s in e.synonyms]
+                 if synonyms else [],
+                 config_type=CONFIG_TYPES.get(e.type, 0), documentation=None)
 
 
 def handle(request, ctx):
@@ -45,11 +57,6 @@ def handle(request, ctx):
          for r in resources])
     out = [Result(error_code=error, error_message=message, resource_type=r.resource_type,
                   resource_name=r.resource_name,
-                  configs=[Entry(name=e.name, value=e.value, read_only=e.read_only, config_source=e.source,
-                                 is_default=e.source == DEFAULT_CONFIG, is_sensitive=False,
-                                 synonyms=[Synonym(name=n, value=v, source=s) for n, v, s in e.synonyms]
-                                 if synonyms else [],
-                                 config_type=CONFIG_TYPES.get(e.type, 0), documentation=None)
-                           for e in entries])
+                  configs=[_entry(e, synonyms) for e in entries])
            for r, (error, message, entries) in zip(resources, described)]
     return RESPONSE(version=version, throttle_time_ms=0, results=out)

@@ -1,8 +1,8 @@
 """The SASL state machine of one connection on a SASL listener (Kafka 2.8's SaslServerAuthenticator).
 
-States, as Kafka's: HANDSHAKE_OR_VERSIONS (ApiVersions or SaslHandshake may come), HANDSHAKE (after
-ApiVersions), AUTHENTICATE (after a handshake: SaslAuthenticate requests after v1, raw length-prefixed tokens
-after v0), COMPLETE (every API is served; the SASL APIs answer ILLEGAL_SASL_STATE) and FAILED. The socket server
+States, as Kafka's: HANDSHAKE_OR_VERSIONS (ApiVersions or SaslHandshake may come; Kafka closes on a second
+ApiVersions, here it is answered again), AUTHENTICATE (after a handshake: SaslAuthenticate requests after v1,
+raw length-prefixed tokens after v0), COMPLETE (every API is served; the SASL APIs answer ILLEGAL_SASL_STATE) and FAILED. The socket server
 asks `allows(api_key)` before dispatching a request: a request the state does not allow closes the connection
 without a response. (Kafka answers an API other than SaslAuthenticate during AUTHENTICATE with that API's
 error response before closing; here the connection is closed without one.) The SaslHandshake and
@@ -23,8 +23,7 @@ from ..security.scram import MECHANISMS as SCRAM_MECHANISMS, ScramServer
 log = logging.getLogger("kbroker.network")
 
 API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE = 18, 17, 36
-HANDSHAKE_OR_VERSIONS, HANDSHAKE, AUTHENTICATE, COMPLETE, FAILED = (
-    "HANDSHAKE_OR_VERSIONS", "HANDSHAKE", "AUTHENTICATE", "COMPLETE", "FAILED")
+HANDSHAKE_OR_VERSIONS, AUTHENTICATE, COMPLETE, FAILED = "HANDSHAKE_OR_VERSIONS", "AUTHENTICATE", "COMPLETE", "FAILED"
 
 
 @dataclass
@@ -72,7 +71,7 @@ class SaslAuthenticator:
 
     def allows(self, api_key: int) -> bool:
         """May a request with this API key be dispatched now? (Only asked before authentication completes.)"""
-        if self.state in (HANDSHAKE_OR_VERSIONS, HANDSHAKE):
+        if self.state == HANDSHAKE_OR_VERSIONS:
             return api_key in (API_VERSIONS, SASL_HANDSHAKE)
         if self.state == AUTHENTICATE and not self.raw:
             return api_key in (SASL_AUTHENTICATE, SASL_HANDSHAKE)
@@ -80,7 +79,7 @@ class SaslAuthenticator:
 
     def handshake(self, mechanism: str, version: int) -> int:
         """SaslHandshake: the error code to answer (the enabled mechanisms go with it)."""
-        if self.state not in (HANDSHAKE_OR_VERSIONS, HANDSHAKE):
+        if self.state != HANDSHAKE_OR_VERSIONS:
             self.close_after = True
             return Errors.ILLEGAL_SASL_STATE
         if mechanism not in self.settings.mechanisms:

@@ -127,7 +127,8 @@ class SocketServer:
         self.sasl_settings = {l.name: SaslSettings.for_listener(config, l.name, credentials)
                               for l in listeners if l.security_protocol.startswith("SASL_")}
         # ConfigError when a keystore or truststore does not load
-        self.tls_contexts = {l.name: tls.server_context(config, l.name)
+        self.tls_contexts = {l.name: (tls.server_context(config, l.name),
+                                      tls.PrincipalMapper(config.listener_value(l.name, "ssl.principal.mapping.rules")))
                              for l in listeners if l.security_protocol in ("SSL", "SASL_SSL")}
         self.max_request_bytes = max_request_bytes
         self.servers: dict[str, StreamServer] = {}
@@ -161,7 +162,7 @@ class SocketServer:
 
     def _handler(self, listener):
         listener_name, protocol = listener.name, listener.security_protocol
-        tls_context = self.tls_contexts.get(listener_name)
+        tls_context, mapper = self.tls_contexts.get(listener_name, (None, None))
 
         def handle(sock, address):
             # As Kafka: no Nagle delay on responses (a response's last partial segment would otherwise wait
@@ -187,7 +188,11 @@ class SocketServer:
                     if conn is None:
                         return
                     self.connections.add(conn)
-                    session.principal = tls.principal(conn) or ANONYMOUS
+                    try:
+                        session.principal = tls.principal(conn, mapper) or ANONYMOUS
+                    except ValueError as e:
+                        log.info("closing connection from %s:%s: %s", ip, address[1], e)
+                        return
                 if listener_name in self.sasl_settings:
                     session.sasl = SaslAuthenticator(self.sasl_settings[listener_name], f"{ip}:{address[1]}")
                 self._serve(conn, address, session)

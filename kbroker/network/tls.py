@@ -8,12 +8,15 @@ ssl.truststore.certificates or a PEM ssl.truststore.location (the system's roots
 required|requested|none; ssl.enabled.protocols bound the TLS versions. Accepted sockets are wrapped by gevent's
 ssl and the handshake runs in the connection's greenlet: a failed one just closes the connection.
 
-A client certificate's principal is User:<subject DN in RFC 2253 form> (ssl.principal.mapping.rules DEFAULT);
-without a certificate User:ANONYMOUS. On SASL_SSL the SASL identity replaces it.
+A client certificate's principal is User:<subject DN in RFC 2253 form>, mapped by ssl.principal.mapping.rules
+(Kafka's SslPrincipalMapper: `RULE:<pattern>/<replacement>/[L|U]` entries and DEFAULT, comma-separated, the
+first whose pattern matches the whole DN wins; none matching refuses the connection); without a certificate
+User:ANONYMOUS. On SASL_SSL the SASL identity replaces it.
 """
 from __future__ import annotations
 
 import logging
+import re
 
 import gevent.ssl as gssl
 from cryptography import x509
@@ -66,8 +69,48 @@ def server_context(config, listener: str) -> gssl.SSLContext:
     return ctx
 
 
+_RULE = re.compile(r"\s*(?:(DEFAULT)|RULE:((?:\\.|[^\\/])*)/((?:\\.|[^\\/])*)/([LU]?))\s*(?:,|$)")
+
+
+class PrincipalMapper:
+    """ssl.principal.mapping.rules: the DN -> user name rules, parsed once per listener."""
+
+    def __init__(self, rules: str | None):
+        self.rules: list[tuple | None] = []   # (pattern, replacement, case) or None for DEFAULT
+        text, pos = (rules or "DEFAULT").strip(), 0
+        while pos < len(text):
+            m = _RULE.match(text, pos)
+            if m is None or m.end() == pos:
+                raise ConfigError(f"Invalid value {text!r} for configuration ssl.principal.mapping.rules: "
+                                  f"cannot parse the rule at {text[pos:]!r}")
+            if m.group(1):
+                self.rules.append(None)
+            else:
+                try:
+                    pattern = re.compile(m.group(2))
+                except re.error as e:
+                    raise ConfigError(f"Invalid value {text!r} for configuration ssl.principal.mapping.rules: "
+                                      f"{e}") from None
+                replacement = re.sub(r"\$(\d+)", r"\\g<\1>", m.group(3))   # Java's $1 -> \g<1>
+                self.rules.append((pattern, replacement, m.group(4)))
+            pos = m.end()
+
+    def name(self, dn: str) -> str | None:
+        """The user name for a subject DN; None when no rule applies."""
+        for rule in self.rules:
+            if rule is None:
+                return dn
+            pattern, replacement, case = rule
+            m = pattern.fullmatch(dn)
+            if m:
+                name = m.expand(replacement)
+                return name.lower() if case == "L" else name.upper() if case == "U" else name
+        return None
+
+
 def handshake(ctx: gssl.SSLContext, sock, peer: str):
     """The TLS socket over an accepted one, handshake done; None when the handshake fails (the caller closes)."""
+    tls = None
     try:
         tls = ctx.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
         tls.settimeout(HANDSHAKE_TIMEOUT)
@@ -76,12 +119,19 @@ def handshake(ctx: gssl.SSLContext, sock, peer: str):
         return tls
     except (OSError, ValueError) as e:   # SSLError is an OSError; a timeout too
         log.info("TLS handshake with %s failed: %s", peer, e)
+        if tls is not None:
+            tls.close()
         return None
 
 
-def principal(tls_sock) -> str | None:
-    """User:<RFC 2253 subject DN> of the peer's certificate, or None without one."""
+def principal(tls_sock, mapper: PrincipalMapper) -> str | None:
+    """User:<the mapped subject DN> of the peer's certificate; None without one; ValueError when no mapping
+    rule applies."""
     der = tls_sock.getpeercert(binary_form=True)
     if not der:
         return None
-    return "User:" + x509.load_der_x509_certificate(der).subject.rfc4514_string()
+    dn = x509.load_der_x509_certificate(der).subject.rfc4514_string()
+    name = mapper.name(dn)
+    if name is None:
+        raise ValueError(f"no ssl.principal.mapping.rules rule matches {dn!r}")
+    return f"User:{name}"

@@ -1,7 +1,8 @@
 """Three brokers whose inter-broker listener is SASL_SSL with SCRAM-SHA-512: the controller channel, the replica
 fetchers and the marker sender log in with the broker user of the listener's JAAS line, over TLS. A topic with
-replication factor 3 takes acks=all writes (the followers fetch), and after the leader is killed the controller
-moves leadership (LeaderAndIsr over SASL_SSL) and the partition still serves."""
+replication factor 3 takes acks=all writes (the followers fetch); its leader then stops with a controlled
+shutdown (ControlledShutdown to the controller over SASL_SSL) and the next one is killed: each time the controller
+moves leadership (LeaderAndIsr over SASL_SSL) and the partition still serves every record."""
 from __future__ import annotations
 
 import uuid
@@ -77,10 +78,15 @@ def test_replication_and_leadership_over_sasl_ssl(sasl_ssl_cluster):
             p.produce(topic, value=v)
         assert p.flush(30) == 0
     produce([f"a{i}".encode() for i in range(10)])
-    leader, _ = isr()
-    c.brokers[leader].kill9()
-    wait_until(lambda: isr()[0] not in (leader, -1), message="a new leader")
-    produce([f"b{i}".encode() for i in range(10)])
+    first, _ = isr()
+    assert c.brokers[first].terminate() == 0     # a controlled shutdown: ControlledShutdown over SASL_SSL
+    assert "controlled shutdown succeeded" in c.brokers[first].log()
+    wait_until(lambda: isr()[0] not in (first, -1), message="a new leader after the controlled shutdown")
+    produce([f"b{i}".encode() for i in range(5)])
+    second, _ = isr()
+    c.brokers[second].kill9()
+    wait_until(lambda: isr()[0] not in (first, second, -1), message="a new leader after the kill")
+    produce([f"b{i}".encode() for i in range(5, 10)])
     consumer = Consumer({**conf, "group.id": f"g-{uuid.uuid4().hex[:6]}", "enable.auto.commit": False})
     consumer.assign([TopicPartition(topic, 0, 0)])
     got = []

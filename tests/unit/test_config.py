@@ -353,3 +353,26 @@ def test_start_refuses_bad_config_before_writing_anything(tmp_path, line, key):
     assert "Traceback" not in r.stderr
     assert not data.exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["server.properties"]
+
+
+def test_inter_broker_client_security_from_the_inter_broker_listener():
+    from kbroker.security.certs import make_ca
+    ca = make_ca()[0]
+    cfg = config_of({"listeners": "PLAINTEXT://:9092,SASL_SSL://:9093", "inter.broker.listener.name": "SASL_SSL",
+                     "sasl.enabled.mechanisms": "PLAIN", "sasl.mechanism.inter.broker.protocol": "PLAIN",
+                     "listener.name.sasl_ssl.plain.sasl.jaas.config":
+                         'org.apache.kafka.common.security.plain.PlainLoginModule required username="broker" '
+                         'password="pw" user_broker="pw";',
+                     "ssl.keystore.type": "PEM", "ssl.keystore.key": "k", "ssl.keystore.certificate.chain": "c",
+                     "ssl.truststore.type": "PEM", "ssl.truststore.certificates": ca.replace("\n", "")})
+    s = cfg.inter_broker_security
+    assert (s.protocol, s.sasl_mechanism, s.username, s.password) == ("SASL_SSL", "PLAIN", "broker", "pw")
+    assert s.ca_pem and s.check_hostname and s.key_pem == "k"
+    assert config_of({"listeners": "PLAINTEXT://:9092"}).inter_broker_security is None
+
+
+def test_inter_broker_sasl_without_credentials_is_a_config_error():
+    cfg = config_of({"listeners": "SASL_PLAINTEXT://:9093", "security.inter.broker.protocol": "SASL_PLAINTEXT",
+                     "sasl.enabled.mechanisms": "SCRAM-SHA-256", "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-256"})
+    with pytest.raises(ConfigError, match="inter-broker listener SASL_PLAINTEXT.*username and a password"):
+        cfg.inter_broker_security

@@ -93,7 +93,8 @@ class Connection:
         except ssl.SSLCertVerificationError as e:
             self.close()
             raise KafkaError(Errors.SASL_AUTHENTICATION_FAILED,
-                             f"SSL handshake with {self.address} failed: {e.verify_message or e}") from None
+                             f"SSL handshake with {self.address} failed: certificate verify failed: "
+                             f"{e.verify_message or e}") from None
         except OSError as e:
             self.close()
             raise ConnectionLost(f"SSL handshake with {self.address} failed: {_os_error(e)}") from None
