@@ -411,4 +411,7 @@ def status(data_dir: str) -> list[str] | None:
         reg = "registered" if b["id"] in registered else "not registered"
         rows.append(f"broker {b['id']}   pid {b['pid']:<7} 127.0.0.1:{b['port']:<6} "
                     f"{'running' if alive else 'DOWN'}, {reg}{role}")
+    if "security" in state:
+        rows.append(f"security   {state['security']['protocol']}: client settings in "
+                    f"{state['security']['client_properties']}, {state['security']['kcat_conf']}")
     return rows

@@ -98,7 +98,9 @@ def test_secured_cluster_up(tmp_path, security, brokers):
             assert start.returncode == 0 and f"broker 2 serving on 127.0.0.1:{base + 1}" in start.stdout, start.stderr
             restart = run("cluster", "restart", "1", "--data-dir", data)
             assert restart.returncode == 0 and restart.stdout.startswith("broker 1 stopped\n"), restart.stderr
-            assert run("cluster", "status", "--data-dir", data).stdout.count("running, registered") == 2
+            status = run("cluster", "status", "--data-dir", data).stdout
+            assert status.count("running, registered") == 2
+            assert f"security   SASL_SSL: client settings in {props_path}, {kcat_path}" in status
             assert kcat_brokers() == [1, 2]
             with open(os.path.join(data, "security", "ca.pem")) as f:
                 ca = f.read()
