@@ -8,8 +8,10 @@ minutes. The Metadata request is the launcher's only Kafka request (`metadata`),
 kafka-python's message classes until kbroker/protocol/client exists.
 
 The development cluster's layout under its data dir: zookeeper/ (its data), broker-N/ (server.properties and
-log dir), logs/ (one log per process) and cluster.json (pids and ports, read by status and down). Its
-processes run in their own sessions so they outlive the command that started them.
+log dir), logs/ (one log per process) and cluster.json (pids and ports, read by status, down and the one-member
+commands). Its processes run in their own sessions so they outlive the command that started them. Secured
+(`--security`, kbroker.security.preset): security/ holds the CA, keystores and admin password, made once, and
+client.properties / kcat.conf the admin's client settings; readiness checks log in with them.
 """
 from __future__ import annotations
 
