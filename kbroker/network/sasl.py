@@ -2,13 +2,14 @@
 
 States, as Kafka's: HANDSHAKE_OR_VERSIONS (ApiVersions or SaslHandshake may come; Kafka closes on a second
 ApiVersions, here it is answered again), AUTHENTICATE (after a handshake: SaslAuthenticate requests after v1,
-raw length-prefixed tokens after v0), COMPLETE (every API is served; the SASL APIs answer ILLEGAL_SASL_STATE) and FAILED. The socket server
-asks `allows(api_key)` before dispatching a request: a request the state does not allow closes the connection
-without a response. (Kafka answers an API other than SaslAuthenticate during AUTHENTICATE with that API's
-error response before closing; here the connection is closed without one.) The SaslHandshake and
-SaslAuthenticate API modules drive it through handshake() and authenticate(); the server runs raw tokens
-through raw_token(). After a refused handshake or a failed authentication `close_after` is set: the server
-waits connection.failed.authentication.delay.ms, sends the answer and closes, as Kafka delays the close.
+raw length-prefixed tokens after v0), COMPLETE (every API is served; the SASL APIs answer ILLEGAL_SASL_STATE)
+and FAILED. The socket server asks `allows(api_key)` before dispatching a request: a request the state does not
+allow closes the connection without a response. (Kafka answers an API other than SaslAuthenticate during
+AUTHENTICATE with that API's error response before closing; here the connection is closed without one.) The
+SaslHandshake and SaslAuthenticate API modules drive it through handshake() and authenticate(); the server runs
+raw tokens through raw_token(). After a refused handshake or a failed authentication `close_after` is set: the
+server waits connection.failed.authentication.delay.ms, sends the answer and closes, as Kafka delays the close
+(once the client closed, or a second later: network.server.linger_for_close).
 """
 from __future__ import annotations
 

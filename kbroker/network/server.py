@@ -36,6 +36,7 @@ log = logging.getLogger("kbroker.network")
 _SIZE = struct.Struct(">i")
 _API_KEY = struct.Struct(">h")
 TLS_CHUNK = 256 * 1024   # bytes of a file slice read at a time for a TLS connection
+FAILURE_LINGER = 1.0     # seconds the client gets to close first after a SASL failure answer
 
 
 def read_exact(sock, n: int) -> bytearray | None:
@@ -82,6 +83,18 @@ def copy_file_slice(sock, piece) -> None:
         sock.sendall(chunk)
         offset += len(chunk)
         left -= len(chunk)
+
+
+def linger_for_close(sock, seconds: float) -> None:
+    """Wait (reading and dropping input) until the peer closes, for at most `seconds`. After a SASL failure answer
+    the client closes first: kafka-python drops an answer that arrives together with the end of the stream and
+    would report a lost connection instead of the authentication failure."""
+    with gevent.Timeout(seconds, False):
+        try:
+            while sock.recv(4096):
+                pass
+        except OSError:
+            pass
 
 
 def send_pieces(sock, pieces, zero_copy: bool = True) -> None:
@@ -286,7 +299,10 @@ class SocketServer:
                 log.info("closing connection from %s:%s: request with api key %d before SASL authentication "
                          "(state %s)", address[0], address[1], api_key, auth.state)
                 return False
-            if not self._answer(sock, address, session, frame, delay) or auth.close_after:
+            if not self._answer(sock, address, session, frame, delay):
+                return False
+            if auth.close_after:
+                linger_for_close(sock, FAILURE_LINGER)
                 return False
         if auth.complete:
             session.principal = auth.principal

@@ -373,6 +373,7 @@ def test_inter_broker_client_security_from_the_inter_broker_listener():
 
 def test_inter_broker_sasl_without_credentials_is_a_config_error():
     cfg = config_of({"listeners": "SASL_PLAINTEXT://:9093", "security.inter.broker.protocol": "SASL_PLAINTEXT",
-                     "sasl.enabled.mechanisms": "SCRAM-SHA-256", "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-256"})
+                     "sasl.enabled.mechanisms": "SCRAM-SHA-256",
+                     "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-256"})
     with pytest.raises(ConfigError, match="inter-broker listener SASL_PLAINTEXT.*username and a password"):
         cfg.inter_broker_security
