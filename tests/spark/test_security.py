@@ -46,7 +46,20 @@ def test_batch_write_and_read_over_sasl_ssl_scram(spark, secured):
         spark.read.format("kbroker").options(**wrong).option("subscribe", topic).load().collect()
 
 
-def test_security_options_are_checked_when_the_query_is_defined():
+def test_security_options_are_checked_when_the_query_is_defined(tmp_path):
+    ca = tmp_path / "ca.pem"
+    ca.write_text("-----BEGIN CERTIFICATE-----\n")
+    options = source_options({"kafka.bootstrap.servers": "b:9092", "subscribe": "t",
+                              "kafka.security.protocol": "SASL_SSL", "kafka.sasl.mechanism": "SCRAM-SHA-256",
+                              "kafka.sasl.username": "alice", "kafka.sasl.password": "pw",
+                              "kafka.ssl.ca.location": str(ca),
+                              "kafka.ssl.endpoint.identification.algorithm": ""}, False)
+    s = options.security
+    assert (s.protocol, s.sasl_mechanism, s.username, s.password, s.ca_pem, s.check_hostname) == \
+        ("SASL_SSL", "SCRAM-SHA-256", "alice", "pw", ca.read_text(), False)
+    with pytest.raises(OptionError, match="needs a username and a password"):
+        source_options({"kafka.bootstrap.servers": "b:9092", "subscribe": "t",
+                        "kafka.security.protocol": "SASL_PLAINTEXT", "kafka.sasl.mechanism": "PLAIN"}, False)
     with pytest.raises(OptionError, match="PEM only"):
         source_options({"kafka.bootstrap.servers": "b:9092", "subscribe": "t", "kafka.security.protocol": "SSL",
                         "kafka.ssl.truststore.type": "JKS", "kafka.ssl.truststore.location": "/x.jks"}, False)
