@@ -24,10 +24,11 @@ RUN pip install . \
 
 COPY docker/entrypoint.sh /usr/local/bin/kbroker-entrypoint
 
-# Named volumes mounted here start with this ownership, so the non-root broker can write its logs.
+# Named volumes mounted here start with this ownership, so the non-root broker can write its logs (and
+# docker-compose.secure.yml's `kbroker security init` its certificates into /etc/kbroker/secrets).
 RUN chmod 0755 /usr/local/bin/kbroker-entrypoint \
- && mkdir -p /var/lib/kbroker/data /var/lib/kbroker/logs /etc/kbroker \
- && chown -R kbroker:kbroker /var/lib/kbroker
+ && mkdir -p /var/lib/kbroker/data /var/lib/kbroker/logs /etc/kbroker/secrets \
+ && chown -R kbroker:kbroker /var/lib/kbroker /etc/kbroker/secrets
 
 USER kbroker
 WORKDIR /home/kbroker

@@ -364,8 +364,9 @@ class RawProducer:
     `depth` Produce v8 requests in flight with the same body, encoded once (the broker assigns the offsets)."""
 
     def __init__(self, port: int, topic: str, partitions: int, batch: bytes, records_per_batch: int,
-                 connections: int, depth: int):
+                 connections: int, depth: int, security=None):
         self.port, self.topic, self.partitions = port, topic, partitions
+        self.security = security                 # a ClientSecurity for a TLS / SASL listener
         self.batch, self.records_per_batch = batch, records_per_batch
         self.connections, self.depth = connections, depth
         self.acked = [0] * connections           # acknowledged batches per connection
@@ -387,7 +388,7 @@ class RawProducer:
 
     def _run(self, i: int) -> None:
         try:
-            conn = Connection("127.0.0.1", self.port, f"bench-producer-{i}", 60.0)
+            conn = Connection("127.0.0.1", self.port, f"bench-producer-{i}", 60.0, security=self.security)
             request = produce_request(8, self.topic, i % self.partitions, self.batch, 1, 30000)
             body = request.encode(version=8)          # encoded once, sent with a new header each time
             while not self.stop.is_set():
@@ -453,12 +454,18 @@ def high_watermark(port: int, topic: str, partition: int) -> int:
 
 # ---- ZooKeeper + one broker -----------------------------------------------------------------------------------
 class BenchCluster:
-    """A temp dir with a standalone ZooKeeper and one broker process (broker.id 1)."""
+    """A temp dir with a standalone ZooKeeper and one broker process (broker.id 1), PLAINTEXT on `port`.
+    settings: more broker settings (before --broker-prop), e.g. more listeners; security: a
+    kbroker.security.preset.SecurityPreset whose admin SCRAM credentials are written before the broker starts."""
 
-    def __init__(self, tmp_parent: str | None = None, keep: bool = False, broker_props: list[str] | None = None):
+    def __init__(self, tmp_parent: str | None = None, keep: bool = False, broker_props: list[str] | None = None,
+                 settings: dict | None = None, port: int | None = None, security=None):
         self.root = tempfile.mkdtemp(prefix="kbroker-bench-", dir=tmp_parent)
         self.keep = keep
         self.broker_props = broker_props or []
+        self.settings = settings or {}
+        self.requested_port = port
+        self.security = security
         self.zk = None
         self.broker: BrokerProcess | None = None
         self.log_dir = os.path.join(self.root, "data")
@@ -500,13 +507,16 @@ class BenchCluster:
             "auto.create.topics.enable": "false",
             "delete.topic.enable": "true",
             "log.segment.delete.delay.ms": "0",
+            **self.settings,
         }
         for kv in self.broker_props:
             k, _, v = kv.partition("=")
             settings[k.strip()] = v.strip()
-        self.broker = BrokerProcess.create(1, self.root, self.zk.connect, settings)
-        self.broker.start("--log-level", os.environ.get("KBROKER_BENCH_LOG_LEVEL", "WARNING"))
         self._zk_client = KafkaZkClient(self.zk.connect, 10000).start()
+        if self.security is not None:
+            self.security.write_admin_credentials(self._zk_client)
+        self.broker = BrokerProcess.create(1, self.root, self.zk.connect, settings, port=self.requested_port)
+        self.broker.start("--log-level", os.environ.get("KBROKER_BENCH_LOG_LEVEL", "WARNING"))
         wait_ready([self.broker], 30)
         log(f"ZooKeeper {self.zk.connect} and broker pid {self.pid} on {self.bootstrap} up in "
             f"{time.monotonic() - t0:.1f} s (data in {self.root})")

@@ -2,7 +2,10 @@
 
   kbroker start CONFIG [--override k=v ...]        like kafka-server-start.sh
   kbroker cluster up [--brokers 3] [--data-dir DIR] a local ZooKeeper plus N brokers
+  kbroker cluster up --security sasl_ssl          ... every listener secured (also ssl, sasl_plaintext)
   kbroker cluster status | down [--data-dir DIR]
+  kbroker cluster stop|start|restart|kill N        one broker of it
+  kbroker security init DIR [--zookeeper H:P]      the CA, broker keystores and admin credentials, alone
   kbroker healthcheck [PORT ...]                   the image's HEALTHCHECK: every listener answers ApiVersions
 
 Exit codes of `start`: 2 for an invalid configuration (nothing written), 1 when the broker refuses to start.
@@ -160,15 +163,18 @@ _data_dir = click.option("--data-dir", default=DEFAULT_DIR, show_default=True,
               help="Broker N serves Prometheus metrics on metrics-port + N - 1 (default: no metrics).")
 @click.option("--override", "overrides", multiple=True, metavar="KEY=VALUE",
               help="A broker setting for every broker (repeatable), e.g. log.retention.hours=1.")
-def cluster_up(brokers, data_dir, zk_port, base_port, metrics_port, overrides):
-    """Start ZooKeeper and the brokers; print the bootstrap servers."""
+@click.option("--security", type=click.Choice(["ssl", "sasl_ssl", "sasl_plaintext"]),
+              help="Secure every listener (inter-broker too): a private CA and broker certificates, an admin super "
+                   "user, the client settings written to DATA_DIR/client.properties and DATA_DIR/kcat.conf.")
+def cluster_up(brokers, data_dir, zk_port, base_port, metrics_port, overrides, security):
+    """Start ZooKeeper and the brokers; print the bootstrap servers (and the client settings when secured)."""
     from . import cluster as dev_cluster
     for item in overrides:
         if "=" not in item or not item.split("=", 1)[0].strip():
             raise click.BadParameter(f"{item!r} is not KEY=VALUE", param_hint="--override")
     try:
         state = dev_cluster.up(data_dir, brokers, zk_port, base_port, overrides=overrides,
-                               metrics_port=metrics_port)
+                               metrics_port=metrics_port, security=security)
     except dev_cluster.ClusterError as e:
         click.echo(f"error: {e}", err=True)
         sys.exit(1)
@@ -178,6 +184,12 @@ def cluster_up(brokers, data_dir, zk_port, base_port, metrics_port, overrides):
     if metrics_port is not None:
         click.echo("metrics            " + ",".join(f"http://127.0.0.1:{b['metrics_port']}/metrics"
                                                   for b in state["brokers"]))
+    if security:
+        files = state["security"]
+        click.echo(f"client properties  {files['client_properties']} (kadmin --command-config, Java clients)")
+        click.echo(f"kcat config        {files['kcat_conf']} (kcat -F, librdkafka)")
+        with open(files["client_properties"]) as f:
+            click.echo(f.read(), nl=False)
 
 
 @cluster.command("down")
@@ -202,6 +214,75 @@ def cluster_status(data_dir):
         click.echo(row)
 
 
+@main.group()
+def security():
+    """Certificates and credentials for a secured cluster."""
+
+
+@security.command("init")
+@click.argument("directory", type=click.Path(file_okay=False))
+@click.option("--protocol", "protocol", default="sasl_ssl", show_default=True,
+              type=click.Choice(["ssl", "sasl_ssl", "sasl_plaintext"]))
+@click.option("--brokers", default=3, show_default=True, type=click.IntRange(1, 99),
+              help="Make keystores broker-1.pem .. broker-N.pem.")
+@click.option("--host", "hosts", multiple=True, metavar="NAME",
+              help="A name or address in every broker certificate; {n} is the broker id, e.g. kafka-{n} "
+                   "(repeatable; 127.0.0.1 and localhost are always in).")
+@click.option("--admin-password", envvar="KBROKER_ADMIN_PASSWORD",
+              help="The admin's password [default: a random one, kept in DIRECTORY/admin.password].")
+@click.option("--zookeeper", metavar="HOST:PORT", help="Also write the admin's SCRAM credentials there.")
+def security_init(directory, protocol, brokers, hosts, admin_password, zookeeper):
+    """Make a CA, broker keystores, the admin's credentials and client files in DIRECTORY, once (existing ones
+    are kept): what `cluster up --security` makes, for brokers started otherwise (docker-compose.secure.yml)."""
+    from zk.client import KafkaZkClient, ZkError
+
+    from .security.preset import SecurityPreset
+    preset = SecurityPreset.init(protocol, directory, admin_password)
+    for n in range(1, brokers + 1):
+        names = sorted({"127.0.0.1", "localhost", *(h.replace("{n}", str(n)) for h in hosts)})
+        click.echo("keystore  " + preset.keystore(f"broker-{n}", "broker", names) + "  " + ",".join(names))
+    for path in preset.write_client_files(preset.directory):
+        click.echo(f"client    {path}")
+    if zookeeper and preset.uses_sasl:
+        try:
+            client = KafkaZkClient(zookeeper, 6000, 30000).start()
+            try:
+                preset.write_admin_credentials(client)
+            finally:
+                client.close()
+        except ZkError as e:
+            click.echo(f"error: {e}", err=True)
+            sys.exit(3)
+        click.echo(f"SCRAM credentials of admin written to {zookeeper}")
+
+
+def _member_command(name: str, doc: str):
+    """`kbroker cluster stop|start|restart|kill N`: one broker of the development cluster."""
+    @cluster.command(name, help=doc)
+    @click.argument("broker_id", metavar="N", type=int)
+    @_data_dir
+    def command(broker_id, data_dir):
+        from . import cluster as dev_cluster
+        try:
+            if name in ("stop", "restart", "kill"):
+                was = dev_cluster.stop_broker(data_dir, broker_id, kill=name == "kill")
+                click.echo(f"broker {broker_id} {'killed' if name == 'kill' else 'stopped'}" if was else
+                           f"broker {broker_id} was not running")
+            if name in ("start", "restart"):
+                entry = dev_cluster.start_broker(data_dir, broker_id)
+                click.echo(f"broker {broker_id} serving on 127.0.0.1:{entry['port']} (pid {entry['pid']})")
+        except dev_cluster.ClusterError as e:
+            click.echo(f"error: {e}", err=True)
+            sys.exit(1)
+    return command
+
+
+_member_command("stop", "Stop broker N (SIGTERM: a controlled shutdown).")
+_member_command("kill", "Kill broker N (SIGKILL: no controlled shutdown, as a crash).")
+_member_command("start", "Start broker N again and wait until it serves.")
+_member_command("restart", "Stop broker N, start it again and wait until it serves.")
+
+
 def listener_ports(listeners: str) -> list[int]:
     """Ports of a Kafka listeners value, e.g. INTERNAL://0.0.0.0:19092,EXTERNAL://:9092 -> [19092, 9092]."""
     ports = []
@@ -216,7 +297,9 @@ def listener_ports(listeners: str) -> list[int]:
 @click.argument("ports", nargs=-1, type=click.IntRange(1, 65535))
 @click.option("--host", envvar="KBROKER_HEALTHCHECK_HOST", default="127.0.0.1", show_default=True)
 @click.option("--timeout", default=5.0, show_default=True, help="Seconds each listener has to answer.")
-def healthcheck(ports, host, timeout):
+@click.option("--command-config", envvar="KBROKER_HEALTHCHECK_CONFIG", type=click.Path(dir_okay=False),
+              help="Kafka client properties for secured listeners (TLS, SASL login).")
+def healthcheck(ports, host, timeout, command_config):
     """Exit 0 when every listener answers ApiVersions with NONE and lists ApiVersions itself, else 1.
 
     PORTS default to those of $KAFKA_LISTENERS (the image's HEALTHCHECK runs it so). Only the protocol client
@@ -225,13 +308,22 @@ def healthcheck(ports, host, timeout):
     from kafka.protocol.metadata import ApiVersionsRequest
 
     from .protocol.client import Connection, KafkaError, error_text
+    from .protocol.client.security import ClientSecurity
 
+    security = None
+    if command_config:
+        from .config import read_properties
+        try:
+            security = ClientSecurity.from_properties(read_properties(command_config))
+        except (OSError, KafkaError) as e:
+            click.echo(f"unhealthy: {command_config}: {e}", err=True)
+            sys.exit(1)
     ports = ports or listener_ports(os.environ.get("KAFKA_LISTENERS", "PLAINTEXT://:9092"))
     if not ports:
         click.echo("unhealthy: no listener port to probe", err=True)
         sys.exit(1)
     for port in ports:
-        conn = Connection(host, port, "kbroker-healthcheck", timeout)
+        conn = Connection(host, port, "kbroker-healthcheck", timeout, security=security)
         try:
             response = conn.send(ApiVersionsRequest(version=0))
         except KafkaError as e:

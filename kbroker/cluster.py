@@ -8,8 +8,10 @@ minutes. The Metadata request is the launcher's only Kafka request (`metadata`),
 kafka-python's message classes until kbroker/protocol/client exists.
 
 The development cluster's layout under its data dir: zookeeper/ (its data), broker-N/ (server.properties and
-log dir), logs/ (one log per process) and cluster.json (pids and ports, read by status and down). Its
-processes run in their own sessions so they outlive the command that started them.
+log dir), logs/ (one log per process) and cluster.json (pids and ports, read by status, down and the one-member
+commands). Its processes run in their own sessions so they outlive the command that started them. Secured
+(`--security`, kbroker.security.preset): security/ holds the CA, keystores and admin password, made once, and
+client.properties / kcat.conf the admin's client settings; readiness checks log in with them.
 """
 from __future__ import annotations
 
@@ -27,6 +29,8 @@ from zk.client import KafkaZkClient, ZkError
 from zk.launcher import ZooKeeperNotInstalled, ZooKeeperServer, is_serving, stop_pid
 
 from .protocol.client import Connection, KafkaError
+from .protocol.client.security import ClientSecurity
+from .security.preset import SecurityPreset
 
 STATE_FILE = "cluster.json"
 # Brokers start in the directory holding this kbroker package, so `python -m kbroker.cli` runs this very code
@@ -83,32 +87,40 @@ def wait_until(predicate, timeout: float = 20.0, interval: float = POLL, message
 class BrokerProcess:
     """One `python -m kbroker.cli start server.properties` process, killed by its pid (never by name)."""
 
-    def __init__(self, broker_id: int, config_path: str, port: int, log_path: str, detach: bool = False):
+    def __init__(self, broker_id: int, config_path: str, port: int, log_path: str, detach: bool = False,
+                 security: ClientSecurity | None = None):
         self.id = broker_id
         self.config_path = config_path
         self.dir = os.path.dirname(config_path)
         self.port = port
         self.log_path = log_path
         self.detach = detach    # its own session: it outlives the command that started it
+        self.security = security    # how clients (wait_ready first) reach its listener on `port`
         self.proc: subprocess.Popen | None = None
 
     @classmethod
     def create(cls, broker_id: int, directory: str, zk_connect: str, settings: dict | None = None,
-               port: int | None = None, log_path: str | None = None, detach: bool = False) -> "BrokerProcess":
+               port: int | None = None, log_path: str | None = None, detach: bool = False,
+               security: SecurityPreset | None = None) -> "BrokerProcess":
         """Write directory/server.properties (broker.id, a PLAINTEXT listener on 127.0.0.1:port, a free port by
         default, log.dirs directory/data, zookeeper.connect, then `settings` in order) and return the broker,
-        not started. Its output goes to log_path (directory/broker.log by default)."""
+        not started. Its output goes to log_path (directory/broker.log by default). security: the listener
+        speaks the preset's protocol instead (its settings come before `settings`), and wait_ready logs in
+        as the preset's admin."""
         os.makedirs(directory, exist_ok=True)
         port = free_port() if port is None else port
         props = {"broker.id": broker_id, "listeners": f"PLAINTEXT://127.0.0.1:{port}",
                  "log.dirs": os.path.join(directory, "data"), "zookeeper.connect": zk_connect}
+        if security is not None:
+            props.update(security.broker_settings(broker_id, {security.protocol: f"127.0.0.1:{port}"}))
         for key, value in (settings or {}).items():
             props.pop(key, None)     # a setting given again goes last, as a later line of Kafka's file wins
             props[key] = value
         config_path = os.path.join(directory, "server.properties")
         with open(config_path, "w") as f:
             f.writelines(f"{k}={v}\n" for k, v in props.items())
-        return cls(broker_id, config_path, port, log_path or os.path.join(directory, "broker.log"), detach)
+        return cls(broker_id, config_path, port, log_path or os.path.join(directory, "broker.log"), detach,
+                   security.client_security() if security is not None else None)
 
     @property
     def bootstrap(self) -> str:
@@ -158,9 +170,10 @@ class BrokerProcess:
 # ---- readiness ---------------------------------------------------------------------------------------------
 
 
-def metadata(host: str, port: int, timeout: float = 2.0) -> tuple[set[int], int]:
+def metadata(host: str, port: int, timeout: float = 2.0,
+             security: ClientSecurity | None = None) -> tuple[set[int], int]:
     """(the broker ids, the controller id) a broker answers a Metadata v1 request for no topics with."""
-    conn = Connection(host, port, "kbroker-launcher", timeout)
+    conn = Connection(host, port, "kbroker-launcher", timeout, security=security)
     try:
         response = conn.send(MetadataRequest(version=1, topics=[]))
     finally:
@@ -170,7 +183,7 @@ def metadata(host: str, port: int, timeout: float = 2.0) -> tuple[set[int], int]
 
 def _ready(broker: BrokerProcess, ids: set[int]) -> bool:
     try:
-        listed, controller = metadata("127.0.0.1", broker.port)
+        listed, controller = metadata("127.0.0.1", broker.port, security=broker.security)
     except KafkaError:
         return False
     return controller >= 0 and ids <= listed
@@ -241,9 +254,11 @@ def dev_settings(brokers: int) -> dict:
 
 
 def up(data_dir: str, brokers: int, zk_port: int, base_port: int, timeout: float = 60.0,
-       overrides: tuple[str, ...] = (), metrics_port: int | None = None) -> dict:
+       overrides: tuple[str, ...] = (), metrics_port: int | None = None, security: str | None = None) -> dict:
     """ZooKeeper and `brokers` brokers in the background; returns once wait_ready says they serve. overrides:
-    KEY=VALUE settings for every broker; metrics_port: broker N serves Prometheus metrics on metrics_port + N - 1."""
+    KEY=VALUE settings for every broker; metrics_port: broker N serves Prometheus metrics on metrics_port + N - 1;
+    security: ssl, sasl_ssl or sasl_plaintext (kbroker.security.preset, kept in <data dir>/security, the admin's
+    client files written to <data dir>/client.properties and kcat.conf)."""
     data_dir = os.path.abspath(data_dir)
     state = _read_state(data_dir)
     if state is not None and any(_alive(p["pid"]) for p in [state["zookeeper"], *state["brokers"]]):
@@ -259,6 +274,12 @@ def up(data_dir: str, brokers: int, zk_port: int, base_port: int, timeout: float
     except (ZooKeeperNotInstalled, RuntimeError) as e:
         raise ClusterError(str(e)) from None
     state = {"zookeeper": {"pid": zk_pid, "port": zk_port, "connect": zk.connect}, "brokers": []}
+    preset = None
+    if security:
+        preset = SecurityPreset.init(security, os.path.join(data_dir, "security"))
+        properties, kcat = preset.write_client_files(data_dir)
+        state["security"] = {"protocol": preset.protocol, "client_properties": properties, "kcat_conf": kcat}
+        _write_admin_credentials(preset, zk.connect)
     started = []
     for n in range(1, brokers + 1):
         settings = dev_settings(brokers)
@@ -270,13 +291,91 @@ def up(data_dir: str, brokers: int, zk_port: int, base_port: int, timeout: float
             settings["metrics.port"] = metrics_port + n - 1
         b = BrokerProcess.create(n, os.path.join(data_dir, f"broker-{n}"), zk.connect, settings,
                                  port=base_port + n - 1, log_path=os.path.join(logs, f"broker-{n}.log"),
-                                 detach=True).start()
+                                 detach=True, security=preset).start()
         started.append(b)
         state["brokers"].append({"id": n, "pid": b.pid, "port": b.port, "config": b.config_path,
                                  "metrics_port": None if metrics_port is None else metrics_port + n - 1})
     _write_state(data_dir, state)
     wait_ready(started, timeout)
     return state
+
+
+def _write_admin_credentials(preset: SecurityPreset, zk_connect: str) -> None:
+    """The preset's admin SCRAM credentials into a just started ZooKeeper, before any broker starts."""
+    try:
+        client = KafkaZkClient(zk_connect, 6000, 10000).start()
+    except ZkError as e:
+        raise ClusterError(f"cannot write the admin's SCRAM credentials to ZooKeeper {zk_connect}: {e}") from None
+    try:
+        preset.write_admin_credentials(client)
+    finally:
+        client.close()
+
+
+def _preset(data_dir: str, state: dict) -> SecurityPreset | None:
+    """The security preset a cluster was brought up with (None: plaintext)."""
+    if "security" not in state:
+        return None
+    return SecurityPreset.init(state["security"]["protocol"].lower(), os.path.join(data_dir, "security"))
+
+
+def _member(data_dir: str, broker_id: int) -> tuple[dict, dict]:
+    """(the cluster state, broker broker_id's entry); ClusterError when there is no such cluster or broker."""
+    state = _read_state(data_dir)
+    if state is None:
+        raise ClusterError(f"no cluster in {data_dir}")
+    for b in state["brokers"]:
+        if b["id"] == broker_id:
+            return state, b
+    raise ClusterError(f"no broker {broker_id} in the cluster of {data_dir} (brokers "
+                       f"{', '.join(str(b['id']) for b in state['brokers'])})")
+
+
+def stop_broker(data_dir: str, broker_id: int, kill: bool = False) -> bool:
+    """SIGTERM (a controlled shutdown; SIGKILL after 30 s) or, with kill, SIGKILL one broker of the development
+    cluster. False when it was not running."""
+    _, b = _member(os.path.abspath(data_dir), broker_id)
+    if not _alive(b["pid"]):
+        return False
+    if not kill:
+        return stop_pid(b["pid"], timeout=30)
+    os.kill(b["pid"], signal.SIGKILL)
+    wait_until(lambda: not _alive(b["pid"]), 10, message=f"broker {broker_id} to exit")
+    return True
+
+
+def _wait_unregistered(zk_connect: str, broker_id: int, timeout: float) -> None:
+    """Until /brokers/ids/<broker_id> is gone: a killed broker's registration lasts until its ZooKeeper session
+    expires, and a broker starting meanwhile is refused as a duplicate (as Kafka's is)."""
+    try:
+        client = KafkaZkClient(zk_connect, 6000, 10000).start()
+    except ZkError as e:
+        raise ClusterError(f"ZooKeeper {zk_connect}: {e}") from None
+    try:
+        wait_until(lambda: broker_id not in client.get_broker_ids(), timeout, 0.2,
+                   f"the previous registration of broker {broker_id} to expire")
+    except TimeoutError as e:
+        raise ClusterError(str(e)) from None
+    finally:
+        client.close()
+
+
+def start_broker(data_dir: str, broker_id: int, timeout: float = 60.0) -> dict:
+    """Start one stopped broker of the development cluster on its server.properties and wait until it serves
+    (wait_ready, logged in as the admin on a secured cluster); its entry in cluster.json, with the new pid."""
+    data_dir = os.path.abspath(data_dir)
+    state, entry = _member(data_dir, broker_id)
+    if _alive(entry["pid"]):
+        raise ClusterError(f"broker {broker_id} is already running (pid {entry['pid']})")
+    _wait_unregistered(state["zookeeper"]["connect"], broker_id, timeout)
+    preset = _preset(data_dir, state)
+    log_path = os.path.join(data_dir, "logs", f"broker-{broker_id}.log")
+    b = BrokerProcess(broker_id, entry["config"], entry["port"], log_path, detach=True,
+                      security=preset.client_security() if preset else None).start()
+    entry["pid"] = b.pid
+    _write_state(data_dir, state)
+    wait_ready([b], timeout)
+    return entry
 
 
 def down(data_dir: str) -> list[str]:
@@ -314,4 +413,7 @@ def status(data_dir: str) -> list[str] | None:
         reg = "registered" if b["id"] in registered else "not registered"
         rows.append(f"broker {b['id']}   pid {b['pid']:<7} 127.0.0.1:{b['port']:<6} "
                     f"{'running' if alive else 'DOWN'}, {reg}{role}")
+    if "security" in state:
+        rows.append(f"security   {state['security']['protocol']}: client settings in "
+                    f"{state['security']['client_properties']}, {state['security']['kcat_conf']}")
     return rows

@@ -6,6 +6,7 @@ received frame) and produces, each routed to the partition's leader and retried 
 from __future__ import annotations
 
 from ..protocol.client import EARLIEST, LATEST, ClusterClient, KafkaError, TopicPartition, error_name
+from ..protocol.client.security import ClientSecurity
 
 __all__ = ["EARLIEST", "LATEST", "KafkaClient", "KafkaError", "TopicPartition"]
 
@@ -14,8 +15,8 @@ class KafkaClient(ClusterClient):
     """Requests routed to leaders through a metadata cache, retried on retriable errors within `timeout`."""
 
     def __init__(self, bootstrap: str, client_id: str = "kbroker-spark", timeout: float = 30.0,
-                 isolation_level: int = 0):
-        super().__init__(bootstrap, client_id, timeout)
+                 isolation_level: int = 0, security: ClientSecurity | None = None):
+        super().__init__(bootstrap, client_id, timeout, security=security)
         self.isolation_level = isolation_level  # 1 READ_COMMITTED: LATEST is the last stable offset
 
     def partitions_of(self, topics: list[str]) -> dict[str, list[int]]:

@@ -5,6 +5,11 @@ Offsets are Spark's: "earliest" / "latest", or JSON per partition (`{"t":{"0":23
 -1 latest); timestamps are milliseconds, one for every partition (`startingTimestamp`) or JSON per partition
 (`startingOffsetsByTimestamp`); a timestamp option takes precedence over the by-timestamp JSON, which takes
 precedence over the offsets option.
+
+Security is the Kafka client's: `kafka.security.protocol`, `kafka.sasl.mechanism`, `kafka.sasl.jaas.config`
+(or librdkafka's `kafka.sasl.username`/`kafka.sasl.password`), `kafka.ssl.truststore.*`, `kafka.ssl.keystore.*`,
+`kafka.ssl.endpoint.identification.algorithm`, read without the prefix by ClientSecurity.from_properties on the
+driver (files are read there; executors get their PEM text).
 """
 from __future__ import annotations
 
@@ -13,6 +18,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from ..protocol.client import KafkaError
+from ..protocol.client.security import ClientSecurity
 from .client import EARLIEST, LATEST, TopicPartition
 
 # Kafka consumer options Spark refuses, and why (its wording).
@@ -77,6 +84,7 @@ class SourceOptions:
     request_timeout: float
     max_partition_fetch_bytes: int
     isolation_level: int                        # 0 read_uncommitted, 1 read_committed (Kafka's wire values)
+    security: ClientSecurity = ClientSecurity()
 
 
 @dataclass(frozen=True)
@@ -88,6 +96,7 @@ class SinkOptions:
     request_timeout: float
     batch_size: int                             # bytes of records per produced batch (below max.message.bytes)
     idempotent: bool
+    security: ClientSecurity = ClientSecurity()
 
 
 def _lower(options: Mapping[str, str]) -> dict[str, str]:
@@ -102,6 +111,16 @@ def _check_kafka_params(o: dict[str, str]) -> str:
     if not bootstrap:
         raise OptionError("Option 'kafka.bootstrap.servers' must be specified for configuring Kafka consumer")
     return bootstrap
+
+
+def _security(o: dict[str, str]) -> ClientSecurity:
+    """The kafka.security.protocol, kafka.sasl.* and kafka.ssl.* options as the client's ClientSecurity."""
+    props = {k[len("kafka."):]: v for k, v in o.items()
+             if k == "kafka.security.protocol" or k.startswith(("kafka.sasl.", "kafka.ssl."))}
+    try:
+        return ClientSecurity.from_properties(props)
+    except KafkaError as e:
+        raise OptionError(f"Kafka security options: {e}") from None
 
 
 def _bool(o: dict[str, str], name: str, default: bool) -> bool:
@@ -242,6 +261,7 @@ def source_options(options: Mapping[str, str], streaming: bool) -> SourceOptions
         request_timeout=timeout_ms / 1000,
         max_partition_fetch_bytes=_positive(o, "kafka.max.partition.fetch.bytes") or 8 * 1024 * 1024,
         isolation_level=_ISOLATION_LEVELS[isolation],
+        security=_security(o),
     )
 
 
@@ -262,4 +282,5 @@ def sink_options(options: Mapping[str, str]) -> SinkOptions:
         request_timeout=(_positive(o, "kafka.request.timeout.ms") or 30000) / 1000,
         batch_size=_positive(o, "kafka.batch.size") or 512 * 1024,
         idempotent=idempotent,
+        security=_security(o),
     )

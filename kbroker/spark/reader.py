@@ -80,7 +80,8 @@ def report_data_loss(fail: bool, what: str) -> None:
 
 def source_client(options: SourceOptions) -> KafkaClient:
     """A client for the source's requests (ListOffsets LATEST and Fetch at the source's isolation level)."""
-    return KafkaClient(options.bootstrap, options.client_id, options.request_timeout, options.isolation_level)
+    return KafkaClient(options.bootstrap, options.client_id, options.request_timeout, options.isolation_level,
+                       options.security)
 
 
 # ---- planning ----------------------------------------------------------------------------------------------

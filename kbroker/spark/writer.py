@@ -64,7 +64,8 @@ class _Producer:
     def __init__(self, options: SinkOptions, codec: int):
         self.options = options
         self.codec = codec
-        self.client = KafkaClient(options.bootstrap, options.client_id, options.request_timeout)
+        self.client = KafkaClient(options.bootstrap, options.client_id, options.request_timeout,
+                                  security=options.security)
         self.producer_id, self.epoch = self.client.init_producer_id() if options.idempotent else (-1, -1)
         self.sequences: dict[TopicPartition, int] = {}
         self.open: dict[TopicPartition, list] = {}

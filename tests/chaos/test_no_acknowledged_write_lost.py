@@ -1,6 +1,8 @@
 """No acknowledged write is lost: an acks=all producer runs while brokers are killed, stopped, paused past
 their ZooKeeper session and restarted; afterwards every acknowledged record is at its acknowledged offset, and
-the three replicas' logs agree entry for entry."""
+the three replicas' logs agree entry for entry. Run on a plaintext cluster and on a secured one (the
+`kbroker cluster up --security sasl_ssl` preset: SASL_SSL for clients, the controller channel and the replica
+fetchers, SCRAM-SHA-512, the authorizer on; the clients log in as the admin)."""
 from __future__ import annotations
 
 import glob
@@ -10,6 +12,7 @@ import struct
 import threading
 import time
 
+import pytest
 from click.testing import CliRunner
 from confluent_kafka import Producer
 from kafka import KafkaConsumer, TopicPartition
@@ -25,8 +28,8 @@ PARTITIONS = 3
 class AckedProducer:
     """Produces unique values with acks=all until stopped; remembers what was acknowledged where."""
 
-    def __init__(self, bootstrap: str):
-        self.producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
+    def __init__(self, bootstrap: str, security: dict):
+        self.producer = Producer({**security, "bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
                                   "linger.ms": 5, "message.timeout.ms": 120000, "retry.backoff.ms": 100})
         self.acked: dict[tuple[int, int], bytes] = {}
         self.failed = 0
@@ -75,15 +78,26 @@ def log_entries(broker_dir: str, partition: int) -> dict[int, tuple[int, int]]:
     return out
 
 
-def test_acks_all_survives_kills_stops_pauses_and_restarts(cluster_factory):
-    c = cluster_factory(3, **{"replica.lag.time.max.ms": 6000, "unclean.leader.election.enable": "false"})
+def kafka_python_security(c) -> dict:
+    """The admin's login as kafka-python's options ({} on a plaintext cluster)."""
+    props = c.client_properties
+    if not props:
+        return {}
+    return {"security_protocol": props["security.protocol"], "sasl_mechanism": props["sasl.mechanism"],
+            "sasl_plain_username": "admin", "sasl_plain_password": c.security.admin_password,
+            "ssl_cafile": props["ssl.truststore.location"]}
+
+
+@pytest.mark.parametrize("security", [None, "sasl_ssl"], ids=["plaintext", "sasl_ssl"])
+def test_acks_all_survives_kills_stops_pauses_and_restarts(cluster_factory, security):
+    c = cluster_factory(3, security, **{"replica.lag.time.max.ms": 6000, "unclean.leader.election.enable": "false"})
     result = CliRunner().invoke(kadmin, ["--zookeeper", c.zk_connect, "create-topic", TOPIC, "--partitions",
                                          str(PARTITIONS), "--replication-factor", "3",
                                          "--config", "min.insync.replicas=2"])
     assert result.exit_code == 0, result.output
     wait_until(lambda: all_in_sync(c), message="topic online")
 
-    producer = AckedProducer(c.bootstrap)
+    producer = AckedProducer(c.bootstrap, c.librdkafka_config)
     producer.thread.start()
     time.sleep(2)
 
@@ -117,7 +131,7 @@ def test_acks_all_survives_kills_stops_pauses_and_restarts(cluster_factory):
 
     # Every acknowledged record is where it was acknowledged.
     consumer = KafkaConsumer(bootstrap_servers=c.bootstrap, enable_auto_commit=False, group_id=None,
-                             consumer_timeout_ms=5000, max_partition_fetch_bytes=10 ** 6)
+                             consumer_timeout_ms=5000, max_partition_fetch_bytes=10 ** 6, **kafka_python_security(c))
     parts = [TopicPartition(TOPIC, p) for p in range(PARTITIONS)]
     consumer.assign(parts)
     consumer.seek_to_beginning()

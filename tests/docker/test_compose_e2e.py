@@ -4,12 +4,15 @@
   entrypoint) for three brokers whose environment is the compose file's, with hosts, ports, log dirs and
   zookeeper.connect moved onto this machine: proves the brokers start from KAFKA_* variables alone, that
   `kbroker healthcheck` calls them healthy, and that a client on the EXTERNAL listeners produces and consumes.
+  Its `secure` case adds docker-compose.secure.yml: its one-shot service's `kbroker security init` command runs
+  first, and the client logs in over SASL_SSL with SCRAM-SHA-512 as the admin.
 * test_compose_cluster_end_to_end: builds the image with the `docker` SDK, runs `docker compose up --wait`,
   produces and consumes against localhost:9092 with confluent-kafka, then fails a broker over: `docker kill`
   of the leader of a topic's partition 0 (leaders move, acks=all writes go on), a restart of that container
   (`restart: unless-stopped` does not restart a killed one) and its rejoin (registered again, back in every
-  ISR, all records readable); and tears everything down. Skipped, with the reason printed, when the SDK is
-  missing or no Docker engine is reachable.
+  ISR, all records readable); and tears everything down. Then the same with docker-compose.secure.yml, briefly:
+  healthy on SASL_SSL, the admin produces and consumes with SCRAM-SHA-512, a wrong password is refused.
+  Skipped, with the reason printed, when the SDK is missing or no Docker engine is reachable.
 
   With KBROKER_DOCKER_ENGINE set to a script that runs a command next to a Docker engine (CI sets it to
   ../shared/tools/docker-engine.sh when it can run it: root, network namespaces), the test runs itself again
@@ -36,16 +39,31 @@ IMAGE = "kbroker:latest"
 COMPOSE_PROJECT = "kbroker-e2e"
 
 
-def _compose_environment(service: str) -> dict[str, str]:
+SECURE_FILE = "docker-compose.secure.yml"
+SECRETS = "/etc/kbroker/secrets"     # where docker-compose.secure.yml's volume of certificates is mounted
+
+
+def _compose_service(service: str, files: tuple[str, ...]) -> dict:
+    """A service's environment and command as `docker compose -f A -f B` merges them (environment maps merge,
+    a later command wins), ${VAR:-default} interpolated."""
     yaml = pytest.importorskip("yaml", reason="PyYAML is not installed - cannot read docker-compose.yml")
-    with open(os.path.join(ROOT, "docker-compose.yml"), encoding="utf-8") as f:
-        env = yaml.safe_load(f)["services"][service]["environment"]
-    return {k: str(v) for k, v in env.items()}
+    env, command = {}, None
+    for name in files:
+        with open(os.path.join(ROOT, name), encoding="utf-8") as f:
+            svc = yaml.safe_load(f)["services"].get(service, {})
+        env.update(svc.get("environment") or {})
+        command = svc.get("command", command)
+    subst = lambda v: re.sub(r"\$\{(\w+):-([^}]*)\}", lambda m: os.environ.get(m[1], m[2]), str(v))
+    return {"environment": {k: subst(v) for k, v in env.items()}, "command": [subst(a) for a in command or []]}
 
 
-def _healthy(port: int) -> bool:
+def _compose_environment(service: str) -> dict[str, str]:
+    return _compose_service(service, ("docker-compose.yml",))["environment"]
+
+
+def _healthy(port: int, env: dict | None = None) -> bool:
     result = subprocess.run([sys.executable, "-m", "kbroker.cli", "healthcheck", str(port)], cwd=ROOT,
-                            capture_output=True, text=True, timeout=15)
+                            capture_output=True, text=True, timeout=15, env=env)
     return result.returncode == 0
 
 
@@ -59,12 +77,14 @@ def _wait(predicate, timeout: float, what: str):
     raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
 
 
-def produce_and_consume(bootstrap: str, count: int = 20, timeout: float = 60.0) -> None:
-    """acks=all to an auto-created topic (replication 3, min.insync 2), then read it back through a group."""
+def produce_and_consume(bootstrap: str, count: int = 20, timeout: float = 60.0, conf: dict | None = None) -> None:
+    """acks=all to an auto-created topic (replication 3, min.insync 2), then read it back through a group.
+    conf: librdkafka security settings."""
     from confluent_kafka import Consumer, Producer
 
     topic = f"e2e-{uuid.uuid4().hex[:8]}"
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
+    conf = conf or {}
+    producer = Producer({**conf, "bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
                          "message.timeout.ms": int(timeout * 1000)})
     delivered, errors = [], []
 
@@ -77,7 +97,7 @@ def produce_and_consume(bootstrap: str, count: int = 20, timeout: float = 60.0) 
     assert not errors, errors
     assert len(delivered) == count
 
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{topic}",
+    consumer = Consumer({**conf, "bootstrap.servers": bootstrap, "group.id": f"g-{topic}",
                          "auto.offset.reset": "earliest", "enable.auto.commit": False})
     consumer.subscribe([topic])
     values = set()
@@ -97,14 +117,28 @@ def produce_and_consume(bootstrap: str, count: int = 20, timeout: float = 60.0) 
 
 # ---- the image's entrypoint, run here -------------------------------------------------------------------------
 
-def test_entrypoint_runs_compose_brokers_from_env_only(zk_connect, tmp_path):
+@pytest.mark.parametrize("secure", [False, True], ids=["plaintext", "secure"])
+def test_entrypoint_runs_compose_brokers_from_env_only(zk_connect, tmp_path, secure):
     base_env = {k: v for k, v in os.environ.items() if not k.startswith("KAFKA_")}
     base_env["PATH"] = VENV_BIN + os.pathsep + base_env.get("PATH", "")
+    files = ("docker-compose.yml", SECURE_FILE) if secure else ("docker-compose.yml",)
+    secrets = str(tmp_path / "secrets")
+    client_conf = {}
+    if secure:     # the one-shot service's command, its volume and ZooKeeper moved here
+        init = _compose_service("security-init", files)
+        assert init["command"][:3] == ["kbroker", "security", "init"]
+        args = [a.replace(SECRETS, secrets).replace("zookeeper:2181", zk_connect) for a in init["command"][1:]]
+        subprocess.run([sys.executable, "-m", "kbroker.cli", *args], cwd=ROOT, check=True, timeout=60,
+                       env={**base_env, **init["environment"]})
+        with open(os.path.join(secrets, "kcat.conf")) as f:
+            client_conf = dict(line.strip().split("=", 1) for line in f if "=" in line)
+        assert client_conf["security.protocol"] == "sasl_ssl"
     brokers = []
     try:
         for n in (1, 2, 3):
             internal, external = free_port(), free_port()
-            env = _compose_environment(f"kafka-{n}")
+            env = {k: v.replace(SECRETS, secrets)
+                   for k, v in _compose_service(f"kafka-{n}", files)["environment"].items()}
             # The compose values, moved onto this machine: same listener names, map and inter-broker listener.
             env.update({
                 "KAFKA_ZOOKEEPER_CONNECT": zk_connect,
@@ -124,8 +158,10 @@ def test_entrypoint_runs_compose_brokers_from_env_only(zk_connect, tmp_path):
             brokers.append((n, proc, internal, external))
 
         for n, proc, internal, external in brokers:
-            _wait(lambda: proc.poll() is not None or (_healthy(internal) and _healthy(external)), 60,
-                  f"broker {n} to answer ApiVersions")
+            # the image's HEALTHCHECK, with the secured compose's KBROKER_HEALTHCHECK_CONFIG
+            check_env = {**base_env, **{k: v for k, v in env.items() if k == "KBROKER_HEALTHCHECK_CONFIG"}}
+            _wait(lambda: proc.poll() is not None or (_healthy(internal, check_env) and _healthy(external, check_env)),
+                  60, f"broker {n} to answer ApiVersions")
             assert proc.poll() is None, (tmp_path / f"kafka-{n}.log").read_text(errors="replace")
             written = (tmp_path / f"kafka-{n}" / "etc" / "server.properties").read_text()
             assert all(l.startswith("#") for l in written.splitlines()), "the entrypoint's file must be empty"
@@ -141,7 +177,7 @@ def test_entrypoint_runs_compose_brokers_from_env_only(zk_connect, tmp_path):
         finally:
             zk.close()
 
-        produce_and_consume(",".join(f"localhost:{b[3]}" for b in brokers))
+        produce_and_consume(",".join(f"localhost:{b[3]}" for b in brokers), conf=client_conf)
     finally:
         for n, proc, _, _ in reversed(brokers):
             if proc.poll() is None:
@@ -179,9 +215,11 @@ def _docker_client_or_skip():
     return client
 
 
-def _compose(*args: str, check: bool = True, timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run(["docker", "compose", "-p", COMPOSE_PROJECT, "-f", os.path.join(ROOT, "docker-compose.yml"),
-                           *args], cwd=ROOT, capture_output=True, text=True, check=check, timeout=timeout)
+def _compose(*args: str, check: bool = True, timeout: float = 600, files=("docker-compose.yml",)
+             ) -> subprocess.CompletedProcess:
+    return subprocess.run(["docker", "compose", "-p", COMPOSE_PROJECT,
+                           *(a for f in files for a in ("-f", os.path.join(ROOT, f))), *args],
+                          cwd=ROOT, capture_output=True, text=True, check=check, timeout=timeout)
 
 
 def _admin(bootstrap: str):
@@ -274,7 +312,7 @@ def _run_inside_engine(engine: str) -> None:
     assert run.returncode == 0 and re.search(r"\b1 passed\b", run.stdout), f"{engine} run failed (rc {run.returncode})"
 
 
-def test_compose_cluster_end_to_end():
+def test_compose_cluster_end_to_end(tmp_path):
     engine = os.environ.get("KBROKER_DOCKER_ENGINE")
     if engine:
         _run_inside_engine(engine)
@@ -300,5 +338,35 @@ def test_compose_cluster_end_to_end():
             raise
         finally:
             _compose("down", "-v", "--remove-orphans", check=False)
+        secured_compose(tmp_path)
     finally:
         client.close()
+
+
+def secured_compose(tmp_path) -> None:
+    """docker-compose.secure.yml over docker-compose.yml: healthy brokers on SASL_SSL once the one-shot
+    security-init service has exited 0; the admin (SCRAM-SHA-512, the CA read from a broker's volume) produces
+    and consumes with acks=all through all three; a wrong password is refused."""
+    files = ("docker-compose.yml", SECURE_FILE)
+    _compose("up", "-d", "--no-build", "--wait", "--wait-timeout", "240", files=files)
+    try:
+        ca = tmp_path / "ca.pem"
+        ca.write_text(_compose("exec", "-T", "kafka-1", "cat", f"{SECRETS}/ca.pem", files=files).stdout)
+        conf = {"security.protocol": "sasl_ssl", "sasl.mechanisms": "SCRAM-SHA-512", "sasl.username": "admin",
+                "sasl.password": os.environ.get("KBROKER_ADMIN_PASSWORD", "admin-secret"),
+                "ssl.ca.location": str(ca)}
+        produce_and_consume("localhost:9092,localhost:9093,localhost:9094", timeout=120, conf=conf)
+        from confluent_kafka import KafkaError, KafkaException
+        from confluent_kafka.admin import AdminClient
+        errors = []
+        wrong = AdminClient({**conf, "bootstrap.servers": "localhost:9092", "sasl.password": "wrong",
+                             "error_cb": errors.append})
+        with pytest.raises(KafkaException):
+            wrong.list_topics(timeout=10)
+        wrong.poll(1)
+        assert any(e.code() == KafkaError._AUTHENTICATION for e in errors), errors
+    except Exception:
+        print(_compose("logs", "--no-color", check=False, files=files).stdout[-20000:])
+        raise
+    finally:
+        _compose("down", "-v", "--remove-orphans", check=False, files=files)

@@ -1,5 +1,7 @@
 """Real broker processes for integration tests (kbroker.cluster's BrokerProcess and wait_ready, as `make up` and
-the benchmarks use): each test gets its own ZooKeeper chroot, free ports and log dirs; brokers are killed by pid."""
+the benchmarks use): each test gets its own ZooKeeper chroot, free ports and log dirs; brokers are killed by pid.
+`security="sasl_ssl"` (or ssl, sasl_plaintext) secures them with `kbroker cluster up --security`'s preset; the
+admin's client settings are then `client_properties` (Java names) and `librdkafka_config`."""
 from __future__ import annotations
 
 import os
@@ -7,6 +9,7 @@ import os
 import pytest
 
 from kbroker.cluster import BrokerProcess, wait_ready, wait_until  # noqa: F401  (wait_until re-exported)
+from kbroker.security.preset import SecurityPreset
 from zk.client import KafkaZkClient
 
 SESSION_TIMEOUT_MS = 4000
@@ -19,20 +22,40 @@ class Cluster:
         self.brokers: dict[int, BrokerProcess] = {}
         self.processes: list[BrokerProcess] = []   # every process started, for cleanup (ids may repeat)
         self.zk = KafkaZkClient(zk_connect, 6000).start()
+        self.security: SecurityPreset | None = None
+
+    def secure(self, security: str) -> "Cluster":
+        """Brokers added from now on use the preset (ssl, sasl_ssl, sasl_plaintext); the admin's SCRAM
+        credentials are written first."""
+        self.security = SecurityPreset.init(security, os.path.join(self.workdir, "security"))
+        self.security.write_admin_credentials(self.zk)
+        return self
+
+    @property
+    def client_properties(self) -> dict[str, str]:
+        """The admin's Java client properties ({} on a plaintext cluster)."""
+        return self.security.client_properties() if self.security else {}
+
+    @property
+    def librdkafka_config(self) -> dict[str, str]:
+        """The admin's librdkafka settings (confluent-kafka, kcat), {} on a plaintext cluster."""
+        return self.security.librdkafka_config() if self.security else {}
 
     def add(self, broker_id: int, start: bool = True, **extra) -> BrokerProcess:
         settings = {"zookeeper.session.timeout.ms": SESSION_TIMEOUT_MS, "controlled.shutdown.retry.backoff.ms": 200,
                     **extra}
         b = BrokerProcess.create(broker_id, os.path.join(self.workdir, f"broker-{broker_id}"), self.zk_connect,
-                                 settings)
+                                 settings, security=self.security)
         self.brokers[broker_id] = b
         self.processes.append(b)
         if start:
             b.start()
         return b
 
-    def start_brokers(self, n: int, **extra) -> "Cluster":
-        """Brokers 1..n, once ready (wait_ready)."""
+    def start_brokers(self, n: int, security: str | None = None, **extra) -> "Cluster":
+        """Brokers 1..n, once ready (wait_ready); security: secured by that preset (see secure)."""
+        if security:
+            self.secure(security)
         for i in range(1, n + 1):
             self.add(i, **extra)
         self.wait_ready(range(1, n + 1))
@@ -57,10 +80,10 @@ class Cluster:
 def cluster_factory(zk_connect, tmp_path):
     clusters = []
 
-    def make(n: int = 0, **extra) -> Cluster:
+    def make(n: int = 0, security: str | None = None, **extra) -> Cluster:
         c = Cluster(zk_connect, str(tmp_path))
         clusters.append(c)
-        return c.start_brokers(n, **extra)
+        return c.start_brokers(n, security, **extra)
     yield make
     for c in clusters:
         c.stop()

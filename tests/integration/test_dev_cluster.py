@@ -4,7 +4,12 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from kbroker.cluster import free_port, free_port_range, metadata
+from kbroker.config import read_properties
+from kbroker.protocol.client import KafkaError
+from kbroker.protocol.client.security import ClientSecurity
 
 KBROKER = [sys.executable, "-m", "kbroker.cli"]
 
@@ -55,3 +60,56 @@ def test_cluster_up_status_down(tmp_path):
     for pid in pids:
         assert not os.path.exists(f"/proc/{pid}") or open(f"/proc/{pid}/stat").read().split()[2] == "Z"
     assert run("cluster", "status", "--data-dir", data).stdout.count("DOWN") == 4
+
+
+@pytest.mark.parametrize("security,brokers", [("sasl_ssl", 2), ("ssl", 1), ("sasl_plaintext", 1)])
+def test_secured_cluster_up(tmp_path, security, brokers):
+    """`cluster up --security`: every listener secured, the client files printed and written, readiness and
+    `healthcheck --command-config` through them; kcat -F kcat.conf works and a plaintext client does not;
+    `cluster kill|start|restart N` on it; a second `up` of the same data dir keeps the CA and the password."""
+    data = str(tmp_path / "cluster")
+    zk_port, base = free_port(), free_port_range(brokers)
+    args = ("cluster", "up", "--brokers", str(brokers), "--data-dir", data, "--zk-port", str(zk_port),
+            "--base-port", str(base), "--security", security)
+    up = run(*args)
+    try:
+        assert up.returncode == 0, up.stderr
+        props_path, kcat_path = os.path.join(data, "client.properties"), os.path.join(data, "kcat.conf")
+        props = read_properties(props_path)
+        assert props["security.protocol"] == security.upper()
+        assert f"client properties  {props_path}" in up.stdout and f"security.protocol={security.upper()}" in up.stdout
+        ids, controller = metadata("127.0.0.1", base, security=ClientSecurity.from_properties(props))
+        assert ids == set(range(1, brokers + 1)) and controller in ids
+        with pytest.raises(KafkaError):
+            metadata("127.0.0.1", base, timeout=3)
+        assert run("healthcheck", str(base), "--command-config", props_path).returncode == 0
+
+        def kcat_brokers():
+            out = subprocess.run(["kcat", "-F", kcat_path, "-b", f"127.0.0.1:{base}", "-L", "-J"],
+                                 capture_output=True, text=True, timeout=30)
+            assert out.returncode == 0, out.stderr
+            return sorted(b["id"] for b in json.loads(out.stdout)["brokers"])
+        assert kcat_brokers() == list(range(1, brokers + 1))
+        if brokers > 1:
+            # one member at a time: readiness logs in as the admin
+            assert run("cluster", "kill", "2", "--data-dir", data).stdout == "broker 2 killed\n"
+            assert "DOWN" in run("cluster", "status", "--data-dir", data).stdout.splitlines()[2]
+            start = run("cluster", "start", "2", "--data-dir", data)
+            assert start.returncode == 0 and f"broker 2 serving on 127.0.0.1:{base + 1}" in start.stdout, start.stderr
+            restart = run("cluster", "restart", "1", "--data-dir", data)
+            assert restart.returncode == 0 and restart.stdout.startswith("broker 1 stopped\n"), restart.stderr
+            status = run("cluster", "status", "--data-dir", data).stdout
+            assert status.count("running, registered") == 2
+            assert f"security   SASL_SSL: client settings in {props_path}, {kcat_path}" in status
+            assert kcat_brokers() == [1, 2]
+            with open(os.path.join(data, "security", "ca.pem")) as f:
+                ca = f.read()
+            assert run("cluster", "down", "--data-dir", data).returncode == 0
+            again = run(*args)
+            assert again.returncode == 0, again.stderr
+            assert read_properties(props_path) == props
+            with open(os.path.join(data, "security", "ca.pem")) as f:
+                assert f.read() == ca
+            assert kcat_brokers() == list(range(1, brokers + 1))
+    finally:
+        run("cluster", "down", "--data-dir", data)
