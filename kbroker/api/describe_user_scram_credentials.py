@@ -9,9 +9,9 @@ the CLUSTER first (CLUSTER_AUTHORIZATION_FAILED as the top-level error): `error_
 """
 from __future__ import annotations
 
-from ..protocol.errors import Errors
-
 from kafka.protocol.admin import DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse
+
+from ..protocol.errors import Errors
 
 API_KEY = 50
 MIN_VERSION, MAX_VERSION = 0, 0
