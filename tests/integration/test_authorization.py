@@ -22,7 +22,8 @@ from click.testing import CliRunner
 from confluent_kafka import Consumer, KafkaError, Producer
 from kafka.admin import (ACL, ACLOperation, ACLPermissionType, ACLResourcePatternType, KafkaAdminClient,
                          ResourcePattern, ResourceType)
-from kafka.protocol.admin import (AlterConfigsRequest, AlterPartitionReassignmentsRequest, CreateAclsRequest,
+from kafka.protocol.admin import (AlterUserScramCredentialsRequest, DescribeUserScramCredentialsRequest,
+                                  AlterConfigsRequest, AlterPartitionReassignmentsRequest, CreateAclsRequest,
                                   CreatePartitionsRequest, CreateTopicsRequest, DeleteAclsRequest,
                                   DeleteRecordsRequest, DeleteTopicsRequest, DescribeAclsRequest,
                                   DescribeClusterRequest, DescribeConfigsRequest, DescribeLogDirsRequest,
@@ -311,6 +312,15 @@ def acl_filter_fields(name: str | None = None) -> dict:
                 host_filter=None, operation=1, permission_type=1)
 
 
+def describe_scram_credentials():
+    return DescribeUserScramCredentialsRequest(version=0, users=None)
+
+
+def alter_scram_credentials():
+    D = AlterUserScramCredentialsRequest.ScramCredentialDeletion
+    return AlterUserScramCredentialsRequest(version=0, deletions=[D(name="nobody", mechanism=1)], upsertions=[])
+
+
 def describe_acls():
     return DescribeAclsRequest(version=1, **acl_filter_fields())
 
@@ -448,6 +458,10 @@ CASES = [
          [("Cluster", "kafka-cluster", "Alter", "LITERAL")]),
     Case("DeleteAcls", delete_acls, lambda r: r.filter_results[0].error_code, CLUSTER_DENIED,
          [("Cluster", "kafka-cluster", "Alter", "LITERAL")]),
+    Case("DescribeUserScramCredentials", describe_scram_credentials, top_error, CLUSTER_DENIED,
+         [("Cluster", "kafka-cluster", "Describe", "LITERAL")]),
+    Case("AlterUserScramCredentials", alter_scram_credentials, lambda r: r.results[0].error_code, CLUSTER_DENIED,
+         [("Cluster", "kafka-cluster", "Alter", "LITERAL")], Errors.RESOURCE_NOT_FOUND),
     Case("ElectLeaders", elect_leaders, top_error, CLUSTER_DENIED, [("Cluster", "kafka-cluster", "Alter", "LITERAL")]),
     Case("AlterPartitionReassignments", alter_reassignments, top_error, CLUSTER_DENIED,
          [("Cluster", "kafka-cluster", "Alter", "LITERAL")]),
