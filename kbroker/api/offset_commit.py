@@ -69,6 +69,16 @@ def known_partitions(request, cache) -> tuple[list, dict, dict]:
     return order, errors, known
 
 
+def refuse_unreadable_topics(ctx, order: list, errors: dict, known: dict) -> None:
+    """TOPIC_AUTHORIZATION_FAILED, in place, for the partitions of topics the principal may not Read (Kafka checks
+    Read on each topic after the group; TxnOffsetCommit does the same)."""
+    allowed = ctx.authorized("Read", "Topic", (t for t, _ in order))
+    for tp in order:
+        if tp[0] not in allowed:
+            errors[tp] = Errors.TOPIC_AUTHORIZATION_FAILED
+            known.pop(tp, None)
+
+
 def handle(request, ctx):
     version = ctx.api_version
     broker = ctx.broker
@@ -76,11 +86,7 @@ def handle(request, ctx):
     if not ctx.authorize("Read", "Group", request.group_id):
         errors, known = dict.fromkeys(order, Errors.GROUP_AUTHORIZATION_FAILED), {}
     else:
-        allowed = ctx.authorized("Read", "Topic", (t for t, _ in order))
-        for tp in order:
-            if tp[0] not in allowed:
-                errors[tp] = Errors.TOPIC_AUTHORIZATION_FAILED
-                known.pop(tp, None)
+        refuse_unreadable_topics(ctx, order, errors, known)
     if known and version == 0:
         errors.update(_commit_v0(ctx, request.group_id, known))
     elif known:

@@ -22,7 +22,7 @@ from kafka.protocol.producer import TxnOffsetCommitRequest, TxnOffsetCommitRespo
 
 from ..coordinator.schemas import OffsetAndMetadata
 from ..protocol.errors import Errors
-from .offset_commit import known_partitions
+from .offset_commit import known_partitions, refuse_unreadable_topics
 
 API_KEY = 28
 MIN_VERSION, MAX_VERSION = 0, 3
@@ -41,11 +41,7 @@ def handle(request, ctx):
     elif not ctx.authorize("Read", "Group", request.group_id):
         errors, known = dict.fromkeys(order, Errors.GROUP_AUTHORIZATION_FAILED), {}
     else:
-        allowed = ctx.authorized("Read", "Topic", (t for t, _ in order))
-        for tp in order:
-            if tp[0] not in allowed:
-                errors[tp] = Errors.TOPIC_AUTHORIZATION_FAILED
-                known.pop(tp, None)
+        refuse_unreadable_topics(ctx, order, errors, known)
     offsets = {tp: OffsetAndMetadata(
         offset=p.committed_offset, leader_epoch=p.committed_leader_epoch if version >= 2 else -1,
         metadata=p.committed_metadata if p.committed_metadata is not None else "", commit_timestamp=now)
