@@ -35,7 +35,7 @@ from . import (add_offsets_to_txn, add_partitions_to_txn, alter_configs, alter_p
                metadata, offset_commit, offset_delete, offset_fetch, offset_for_leader_epoch, produce,
                sasl_authenticate, sasl_handshake, stop_replica, sync_group, txn_offset_commit, update_metadata,
                write_txn_markers)
-from . import alter_user_scram_credentials, describe_user_scram_credentials
+from . import alter_replica_log_dirs, alter_user_scram_credentials, describe_user_scram_credentials
 
 # Kafka's request log: one DEBUG line per request (kbroker start writes it to kafka-request.log when enabled).
 request_log = logging.getLogger("kafka.request.logger")
@@ -47,7 +47,8 @@ API_MODULES = (produce, fetch, list_offsets, metadata, leader_and_isr, stop_repl
                offset_commit, offset_fetch, find_coordinator, join_group, heartbeat, leave_group, sync_group,
                sasl_handshake, sasl_authenticate,
                describe_groups, list_groups, delete_groups, offset_delete, create_topics, delete_topics,
-               describe_configs, alter_configs, incremental_alter_configs, describe_log_dirs, describe_cluster,
+               describe_configs, alter_configs, incremental_alter_configs, alter_replica_log_dirs, describe_log_dirs,
+               describe_cluster,
                txn_offset_commit, write_txn_markers, describe_acls, create_acls, delete_acls,
                describe_user_scram_credentials, alter_user_scram_credentials,
                describe_producers, describe_transactions, list_transactions)   # KIP-664 (Kafka 3.0) extensions

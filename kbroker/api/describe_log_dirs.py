@@ -3,10 +3,11 @@ Kafka 2.8's ReplicaManager.describeLogDirs.
 
 Null topics describes every log of the broker; otherwise only the listed (topic, partition) pairs, and a pair
 the broker has no log for (unknown topic or partition, or a replica held elsewhere) is simply absent. Per
-partition: its size (bytes of its segment files), the offset lag and is_future_key false (kbroker has no
-future replicas: moving replicas between log dirs is not supported). The offset lag of a current log is
-max(high watermark - log end offset, 0), which is 0 here as the high watermark never passes the log end; a
-log the broker keeps but no longer hosts (a replica stopped without deletion) answers -1, "not available".
+partition: its size (bytes of its segment files), the offset lag and is_future_key. The offset lag of a current
+log is max(high watermark - log end offset, 0), which is 0 here as the high watermark never passes the log end; a
+log the broker keeps but no longer hosts (a replica stopped without deletion) answers -1, "not available". A
+replica moving between log dirs (AlterReplicaLogDirs) is also listed in the dir it moves to, with is_future_key
+true and, as lag, the current log's end offset minus the future log's (-1 when the partition is not hosted).
 Each log dir is its absolute path; one with no logs is listed with no topics. kbroker does not track offline
 log dirs, so a dir that is no longer a directory (removed or unmounted under the broker) is the offline case:
 KAFKA_STORAGE_ERROR and no topics.
@@ -48,6 +49,11 @@ def handle(request, ctx):
             lag = 0 if tp in hosted else LAG_NOT_AVAILABLE
             by_dir.setdefault(log.parent_dir, {}).setdefault(tp[0], []).append(
                 Partition(partition_index=tp[1], partition_size=log.size, offset_lag=lag, is_future_key=False))
+    for tp, log in sorted(broker.log_manager.future_logs.items()):
+        if wanted is None or tp in wanted:
+            lag = hosted[tp].log.log_end_offset - log.log_end_offset if tp in hosted else LAG_NOT_AVAILABLE
+            by_dir.setdefault(log.parent_dir, {}).setdefault(tp[0], []).append(
+                Partition(partition_index=tp[1], partition_size=log.size, offset_lag=lag, is_future_key=True))
     results = []
     for log_dir in broker.log_manager.log_dirs:
         if not os.path.isdir(log_dir):

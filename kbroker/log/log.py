@@ -96,6 +96,12 @@ def log_delete_dir_name(tp: TopicPartition) -> str:
     return tp[0][:255 - len(suffix)] + suffix
 
 
+def log_future_dir_name(tp: TopicPartition) -> str:
+    """`<topic>-<partition>.<uuid hex>-future`: a replica being moved to another log dir (Kafka's
+    logFutureDirName; unlike the `-delete` name it is not cut, so a long topic name cannot be moved)."""
+    return f"{log_dir_name(tp)}.{uuid.uuid4().hex}{FUTURE_DIR_SUFFIX}"
+
+
 class Log:
     # Called with the seconds each flush took (the broker's log flush histogram); None: not timed.
     flush_observer: Callable[[float], None] | None = None
@@ -148,6 +154,11 @@ class Log:
     @property
     def parent_dir(self) -> str:
         return os.path.dirname(self.dir)
+
+    @property
+    def is_future(self) -> bool:
+        """A replica being moved here from another log dir (its directory ends in `-future`)."""
+        return self.dir.endswith(FUTURE_DIR_SUFFIX)
 
     # ---- the segment list (copy-on-write) -----------------------------------------------------------------------
 

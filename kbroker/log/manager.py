@@ -7,6 +7,16 @@ ignored, as Kafka resets to 0); every `<topic>-<partition>` directory is loaded 
 recovery point after an unclean shutdown, with its high watermark from the checkpoint; directories marked
 `-delete` are deleted.
 
+Moving replicas between log dirs (JBOD, Kafka's AlterReplicaLogDirs): a partition may have, besides its current
+log, a future log `<topic>-<partition>.<id>-future` in another log dir, which the replica manager's mover
+(replica/log_dir_mover.py) fills from the current log. Future logs are loaded at startup like the others (the
+move resumes), count in every per-dir checkpoint, flush, retention and shutdown, and
+`replace_current_with_future_log` swaps one in: the current log's directory is renamed `-delete` first, then the
+future one takes the plain name (both renames without yielding). A crash between the two renames leaves a
+complete future log and no current one: loading promotes it (Kafka's opposite order leaves two current logs and
+refuses to start). A log dir named in AlterReplicaLogDirs for a partition this broker does not host yet is
+remembered (`maybe_update_preferred_log_dir`) and the log is created there when it comes.
+
 Nothing runs on its own: the broker calls, on gevent timers, `cleanup_logs` (log.retention.check.interval.ms),
 `flush_dirty_logs` (about every second: it performs the flush after each roll and the flush.ms flushes),
 `checkpoint_recovery_points` (log.flush.offset.checkpoint.interval.ms), `checkpoint_log_start_offsets`
@@ -34,8 +44,8 @@ from .checkpoint import (LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT,
 from .cleaner import CleanerConfig, LogCleaner
 from .config import LogConfig
 from .errors import CorruptCheckpoint, KafkaStorageError
-from .log import (CLEAN_SHUTDOWN_FILE, DELETE_DIR_SUFFIX, FUTURE_DIR_SUFFIX, Log, RunBlocking, TopicPartition,
-                  log_delete_dir_name, log_dir_name, parse_topic_partition)
+from .log import (CLEAN_SHUTDOWN_FILE, DELETE_DIR_SUFFIX, Log, RunBlocking, TopicPartition, log_delete_dir_name,
+                  log_dir_name, log_future_dir_name, parse_topic_partition)
 
 logger = logging.getLogger("kbroker.log")
 
@@ -53,6 +63,8 @@ class LogManager:
         self._run_blocking: RunBlocking = run_blocking or (lambda fn: fn())
         self._topic_configs = dict(topic_configs or {})
         self._logs: dict[TopicPartition, Log] = {}
+        self._future_logs: dict[TopicPartition, Log] = {}
+        self._preferred_dirs: dict[TopicPartition, str] = {}
         self._logs_to_delete: list[tuple[int, Log]] = []
         for log_dir in self.log_dirs:
             os.makedirs(log_dir, exist_ok=True)
@@ -60,6 +72,7 @@ class LogManager:
                                   self._run_blocking, lambda: self._logs)
         for log_dir in self.log_dirs:
             self._load_logs(log_dir)
+        self._promote_orphan_future_logs()
 
     def _config_for(self, topic: str) -> LogConfig:
         return self._topic_configs.get(topic, self.default_config)
@@ -95,18 +108,35 @@ class LogManager:
             except ValueError:
                 logger.warning("ignoring %s in log dir %s: not a partition directory", name, log_dir)
                 continue
-            if name.endswith(FUTURE_DIR_SUFFIX):
-                logger.warning("ignoring future replica directory %s (moving replicas between log dirs is not "
-                               "supported)", path)
-                continue
-            if tp in self._logs:
-                raise KafkaStorageError(f"duplicate log directories for {log_dir_name(tp)} are found in both "
-                                        f"{self._logs[tp].dir} and {path}")
             log = Log(path, self._config_for(tp[0]), recovery_points.get(tp, 0), log_start_offsets.get(tp, 0),
                       self._clock, had_clean_shutdown=clean, run_blocking=self._run_blocking)
             log.update_high_watermark(high_watermarks.get(tp, log.log_start_offset))
+            logs = self._future_logs if log.is_future else self._logs
+            if tp in logs:
+                raise KafkaStorageError(f"duplicate {'future ' if log.is_future else ''}log directories for "
+                                        f"{log_dir_name(tp)} are found in both {logs[tp].dir} and {path}")
+            if not log.is_future:
+                self.cleaner.attach(log)
+            logs[tp] = log
+
+    def _promote_orphan_future_logs(self) -> None:
+        """A future log without a current one is a finished move cut by a crash between its two renames (the
+        current log's directory was renamed `-delete`, and deleted by loading): it becomes the current log.
+        Not while a log dir is offline, where the current log may be."""
+        orphans = [tp for tp in self._future_logs if tp not in self._logs]
+        if not orphans or not all(self.is_log_dir_online(d) for d in self.log_dirs):
+            return
+        for tp in orphans:
+            log = self._future_logs.pop(tp)
+            log.rename_dir(log_dir_name(tp))
             self.cleaner.attach(log)
             self._logs[tp] = log
+            logger.warning("future log of partition %s had no current log (a move interrupted by a crash after "
+                           "retiring the current log): %s is now the current log", log_dir_name(tp), log.dir)
+
+    def is_log_dir_online(self, log_dir: str) -> bool:
+        """Is this configured log dir usable."""
+        return log_dir in self.log_dirs and os.path.isdir(log_dir)
 
     # ---- logs -----------------------------------------------------------------------------------------------------
 
@@ -123,15 +153,16 @@ class LogManager:
         if len(self.log_dirs) == 1:
             return self.log_dirs[0]
         counts = {d: 0 for d in self.log_dirs}
-        for log in self._logs.values():
+        for log in (*self._logs.values(), *self._future_logs.values()):
             counts[log.parent_dir] = counts.get(log.parent_dir, 0) + 1
         return min(self.log_dirs, key=lambda d: counts[d])
 
     def get_or_create_log(self, tp: TopicPartition, config: LogConfig | None = None) -> Log:
-        """The partition's log, created empty in the log dir holding the fewest partitions if it has none."""
+        """The partition's log, created empty if it has none: in the log dir AlterReplicaLogDirs asked for, else
+        in the one holding the fewest partitions."""
         log = self._logs.get(tp)
         if log is None:
-            dir = os.path.join(self._next_log_dir(), log_dir_name(tp))
+            dir = os.path.join(self._preferred_dirs.pop(tp, None) or self._next_log_dir(), log_dir_name(tp))
             log = Log(dir, config or self._config_for(tp[0]), 0, 0, self._clock, had_clean_shutdown=True,
                       run_blocking=self._run_blocking)
             self.cleaner.attach(log)
@@ -142,9 +173,75 @@ class LogManager:
     def update_topic_config(self, topic: str, config: LogConfig) -> None:
         """New settings for a topic (its overrides changed): its logs and the ones created later."""
         self._topic_configs[topic] = config
-        for (t, _), log in self._logs.items():
+        for (t, _), log in (*self._logs.items(), *self._future_logs.items()):
             if t == topic:
                 log.update_config(config)
+
+    # ---- future logs (replicas moving between log dirs) ---------------------------------------------------------
+
+    @property
+    def future_logs(self) -> dict[TopicPartition, Log]:
+        return dict(self._future_logs)
+
+    def get_future_log(self, tp: TopicPartition) -> Log | None:
+        return self._future_logs.get(tp)
+
+    def maybe_update_preferred_log_dir(self, tp: TopicPartition, log_dir: str) -> None:
+        """Remember log_dir for the partition unless its current or future log is there already: a log created
+        later (get_or_create_log, get_or_create_future_log) goes there (Kafka's maybeUpdatePreferredLogDir)."""
+        if all(log is None or log.parent_dir != log_dir for log in (self._logs.get(tp), self._future_logs.get(tp))):
+            self._preferred_dirs[tp] = log_dir
+
+    def get_or_create_future_log(self, tp: TopicPartition) -> Log:
+        """The partition's future log, created empty (with the current log's config) in its preferred log dir if
+        it has none; ValueError without a preferred dir, or when that is the current log's dir."""
+        log = self._future_logs.get(tp)
+        if log is not None:
+            return log
+        current = self._logs[tp]
+        log_dir = self._preferred_dirs.get(tp)
+        if log_dir is None or log_dir == current.parent_dir:
+            raise ValueError(f"no log dir to create the future log of {log_dir_name(tp)} in")
+        log = Log(os.path.join(log_dir, log_future_dir_name(tp)), current.config, 0, 0, self._clock,
+                  had_clean_shutdown=True, run_blocking=self._run_blocking)
+        del self._preferred_dirs[tp]
+        self._future_logs[tp] = log
+        logger.info("created future log for partition %s in %s", log_dir_name(tp), log.dir)
+        return log
+
+    def replace_current_with_future_log(self, tp: TopicPartition) -> tuple[Log, Log]:
+        """The future log becomes the partition's log: the current log's directory is renamed `-delete` (and
+        deleted after file.delete.delay.ms), then the future one takes the plain name. Nothing yields: the
+        caller switches the partition to the new log before anything else runs. Returns (new log, old log);
+        write_log_dir_checkpoints of the old log's dir should follow."""
+        source, dest = self._logs[tp], self._future_logs[tp]
+        dest.update_high_watermark(source.high_watermark)
+        source.rename_dir(log_delete_dir_name(tp))
+        dest.rename_dir(log_dir_name(tp))
+        del self._future_logs[tp]
+        self._logs[tp] = dest
+        self.cleaner.forget(source)
+        self.cleaner.attach(dest)
+        self._logs_to_delete.append((self._clock.monotonic_ms() + source.config.file_delete_delay_ms, source))
+        logger.info("the current log of partition %s is replaced by its future log: it moved from %s to %s",
+                    log_dir_name(tp), source.parent_dir, dest.parent_dir)
+        return dest, source
+
+    def delete_future_log(self, tp: TopicPartition) -> Log | None:
+        """Drop the partition's future log (a move cancelled): renamed `-delete`, deleted later."""
+        log = self._future_logs.pop(tp, None)
+        if log is not None:
+            log.rename_dir(log_delete_dir_name(tp))
+            self._logs_to_delete.append((self._clock.monotonic_ms() + log.config.file_delete_delay_ms, log))
+            logger.info("future log of partition %s is renamed to %s and is scheduled for deletion",
+                        log_dir_name(tp), log.dir)
+            self.write_log_dir_checkpoints(log.parent_dir)
+        return log
+
+    def write_log_dir_checkpoints(self, log_dir: str) -> None:
+        """The recovery point and log start offset checkpoints of one log dir (after a log left it)."""
+        self._checkpoint_recovery_points_in(log_dir)
+        self._checkpoint_log_start_offsets_in(log_dir)
 
     def reconfigure_defaults(self, broker_values: Mapping) -> None:
         """The broker's defaults of topic configs changed (a dynamic broker config): every log takes them, except
@@ -161,7 +258,8 @@ class LogManager:
 
     def delete_log(self, tp: TopicPartition) -> Log | None:
         """Take the log out: rename its directory `<topic>-<partition>.<uuid>-delete` now and delete it after
-        file.delete.delay.ms (Kafka's asyncDelete). Returns the removed log."""
+        file.delete.delay.ms (Kafka's asyncDelete); its future log too. Returns the removed log."""
+        self.delete_future_log(tp)
         log = self._logs.pop(tp, None)
         if log is None:
             return None
@@ -180,7 +278,7 @@ class LogManager:
 
     def delete_pending_files(self, force: bool = False) -> None:
         """Delete the segments and logs whose file.delete.delay.ms has passed (all of them with force)."""
-        for log in list(self._logs.values()):
+        for log in (*self._logs.values(), *self._future_logs.values()):
             log.delete_pending_segments(force)
         now = self._clock.monotonic_ms()
         due = [log for t, log in self._logs_to_delete if force or t <= now]
@@ -200,6 +298,8 @@ class LogManager:
                 total += log.delete_old_segments()
             except Exception:
                 logger.exception("%s error while applying retention", log.name)
+        for log in list(self._future_logs.values()):   # below the log start offset the mover copied
+            total += log.delete_old_segments()
         return total
 
     def start_cleaner(self, config: CleanerConfig) -> None:
@@ -212,14 +312,16 @@ class LogManager:
         return self.cleaner.clean_logs()
 
     def flush_dirty_logs(self) -> None:
-        for log in list(self._logs.values()):
+        for log in (*self._logs.values(), *self._future_logs.values()):
             try:
                 log.maybe_flush()
             except Exception:
                 logger.exception("%s error while flushing", log.name)
 
     def _logs_in_dir(self, log_dir: str) -> dict[TopicPartition, Log]:
-        return {tp: log for tp, log in self._logs.items() if log.parent_dir == log_dir}
+        """Current and future logs in the dir (a partition's two logs are never in the same dir)."""
+        return {tp: log for logs in (self._logs, self._future_logs) for tp, log in logs.items()
+                if log.parent_dir == log_dir}
 
     def _write_checkpoint(self, log_dir: str, name: str, offsets: dict[TopicPartition, int]) -> None:
         path = os.path.join(log_dir, name)
@@ -285,6 +387,7 @@ class LogManager:
             self._run_blocking(log.delete)
         self._logs_to_delete = []
         self._logs = {}
+        self._future_logs = {}
 
 
 def _write_clean_shutdown_marker(log_dir: str) -> None:

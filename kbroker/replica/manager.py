@@ -8,6 +8,12 @@ follower moves the partition to a replica fetcher for its leader (which first tr
 becoming leader stops fetching it; the become-leader transitions of one request run several at a time, as each
 waits for its leader-epoch checkpoint's fsyncs. StopReplica stops fetching and, with delete, removes the log.
 
+Log dirs (JBOD): alter_replica_log_dirs (AlterReplicaLogDirs, Kafka's ReplicaManager.alterReplicaLogDirs) creates
+a partition's future log in the log dir asked for and has the log dir mover (log_dir_mover.py) fill it and swap
+it in; for a partition not hosted yet it only remembers the dir, where LeaderAndIsr then creates the log. After
+each LeaderAndIsr, the partitions with a future log (loaded at startup) resume their moves. StopReplica stops a
+move; with delete the future log goes too.
+
 Data path: append_txn_markers (WriteTxnMarkers: control batches, acks=-1, then the on_txn_marker_appended
 hook for __consumer_offsets partitions), append_records (Produce; acks=-1 waits in the produce purgatory
 until every in-sync replica has the records, or REQUEST_TIMED_OUT), fetch (consumers up to the high
@@ -37,12 +43,14 @@ from zk import znodes as z
 from zk.admin import INTERNAL_TOPICS
 from ..coordinator.schemas import GROUP_METADATA_TOPIC
 from ..log.config import LogConfig
+from ..log.log import log_future_dir_name
 from ..metrics import BrokerMetrics
 from ..protocol.errors import Errors, KafkaError
 from ..purgatory.delayed import DelayedOperation, DelayedOperationPurgatory
 from ..records.validator import RecordValidationError
 from .fetch_session import FetchSessionCache
 from .fetcher import ReplicaFetcherManager
+from .log_dir_mover import LogDirMover
 from .partition import Partition
 
 state_change = logging.getLogger("state-change")
@@ -137,6 +145,7 @@ class ReplicaManager:
         self.fetch_purgatory = DelayedOperationPurgatory("Fetch", clock)
         self.produce_purgatory = DelayedOperationPurgatory("Produce", clock)
         self.fetchers = ReplicaFetcherManager(self)
+        self.log_dir_mover = LogDirMover(self, config["replica.fetch.max.bytes"])
         self.fetch_sessions = FetchSessionCache(config["max.incremental.fetch.session.cache.slots"],
                                                 config["min.incremental.fetch.session.eviction.ms"])
         # (producer id, __consumer_offsets partition, committed) after a marker there is replicated: the group
@@ -157,6 +166,7 @@ class ReplicaManager:
     def shutdown(self) -> None:
         for task in self._tasks:
             task.kill()
+        self.log_dir_mover.shutdown()
         self.fetchers.shutdown()
         self.fetch_purgatory.shutdown()
         self.produce_purgatory.shutdown()
@@ -237,6 +247,9 @@ class ReplicaManager:
                 self._make_leader_or_follower(tp, current, s, topic_id, controller_id, live_leaders)
                 followers.append((tp, s.leader_epoch))
         transitions.join(raise_error=True)
+        for tp, error in errors.items():
+            if error == Errors.NONE and self.log_manager.get_future_log(tp) is not None:
+                self.log_dir_mover.add(tp)
         if created:
             # New partitions live as long as this broker hosts them: out of the collector's full passes, as
             # what the broker loaded at startup (thousands of logs made each full pass cost ~0.2 s).
@@ -279,6 +292,7 @@ class ReplicaManager:
             return Errors.FENCED_LEADER_EPOCH
         self.fetchers.remove_partition(tp)
         self.fetchers.shutdown_idle()
+        self.log_dir_mover.remove(tp)
         removed = self.partitions.pop(tp, None)
         if delete:
             self.log_manager.delete_log(tp)
@@ -290,6 +304,38 @@ class ReplicaManager:
         state_change.info("stopped replica %s-%d%s", topic, partition, " and deleted it" if delete else "")
         self._notify_leadership([], [], [(tp, leader_epoch if leader_epoch >= 0 else None)])
         return Errors.NONE
+
+    def alter_replica_log_dirs(self, partition_dirs: dict) -> dict:
+        """{(topic, partition): log dir} -> {(topic, partition): error}: move each hosted replica to the log dir
+        (NONE once its move started, or when it is there already; a move to another dir under way is cancelled
+        first), remember the dir of a replica not hosted yet (REPLICA_NOT_AVAILABLE), LOG_DIR_NOT_FOUND for a
+        dir that is not one of log.dirs, KAFKA_STORAGE_ERROR for an offline one, INVALID_TOPIC_EXCEPTION when the
+        future log's directory name would pass 255 bytes."""
+        lm = self.log_manager
+        errors = {}
+        for tp, log_dir in partition_dirs.items():
+            if len(log_future_dir_name(tp).encode()) > 255:
+                errors[tp] = Errors.INVALID_TOPIC
+            elif log_dir not in lm.log_dirs:
+                errors[tp] = Errors.LOG_DIR_NOT_FOUND
+            elif not lm.is_log_dir_online(log_dir):
+                errors[tp] = Errors.KAFKA_STORAGE_ERROR
+            else:
+                future = lm.get_future_log(tp)
+                if future is not None and future.parent_dir != log_dir:
+                    self.log_dir_mover.remove(tp)
+                    lm.delete_future_log(tp)
+                lm.maybe_update_preferred_log_dir(tp, log_dir)
+                partition = self.partitions.get(tp)
+                if partition is None:
+                    errors[tp] = Errors.REPLICA_NOT_AVAILABLE
+                    continue
+                if partition.log.parent_dir != log_dir:
+                    lm.get_or_create_future_log(tp)
+                    self.log_dir_mover.add(tp)
+                errors[tp] = Errors.NONE
+            log.info("alter log dir of %s-%d to %s: %s", tp[0], tp[1], log_dir, errors[tp].name)
+        return errors
 
     def _complete_delayed(self, tp) -> None:
         self.fetch_purgatory.check_and_complete(tp)

@@ -17,6 +17,9 @@ in the log's `.txnindex`. Consumers reading READ_COMMITTED stop at the last stab
 Follower: appends what its fetcher copies from the leader (CRC-checked, offsets kept), takes the leader's
 high watermark capped by its own log end offset, and truncates where its log diverges from the leader's.
 
+Moving between log dirs: the mover (log_dir_mover.py) copies into the partition's future log with
+append_replicated, as a follower appends, and switches the partition to it with replace_log.
+
 Appends run without yielding to other greenlets between reading the log end offset and writing (validation
 and file writes do not yield), so two producers to one partition cannot interleave.
 """
@@ -287,6 +290,13 @@ class Partition:
     def append_as_follower(self, data, leader_hw: int) -> None:
         """Append what the fetcher copied from the leader (whole, CRC-valid entries; offsets kept)."""
         log = self.log
+        self.append_replicated(log, data)
+        log.update_high_watermark(min(leader_hw, log.log_end_offset))
+
+    @staticmethod
+    def append_replicated(log, data) -> None:
+        """Append copied entries to log (the partition's, or its future log): whole, CRC-valid entries, offsets
+        kept, entries below its log end offset skipped; its producer state and aborted transactions follow."""
         view = memoryview(data)
         try:
             entries = list(iter_entries(view, check_crc=True))
@@ -302,10 +312,16 @@ class Partition:
                     max_ts, max_ts_offset = e.max_timestamp, e.last_offset
             log.append(view[start:end], max(first, log.log_end_offset), entries[-1].last_offset, max_ts,
                        max_ts_offset, sum(e.record_count for e in entries))
-            for txn in self.producer_state.update_from_entries(view, entries):
+            for txn in log.producer_state.update_from_entries(view, entries):
                 if txn.aborted:
                     log.add_aborted_txn(txn)
-        log.update_high_watermark(min(leader_hw, log.log_end_offset))
+
+    def replace_log(self, log) -> None:
+        """Serve from `log` from now on (the future log that caught up with the current one; no yield)."""
+        log.flush_observer = self.log.flush_observer
+        self.log = log
+        self.producer_state = log.producer_state
+        log.first_unstable_offset = lambda: self.producer_state.first_unstable_offset(log.high_watermark)
 
     def truncate_to(self, offset: int, reason: str) -> None:
         if offset < self.log.log_end_offset:
