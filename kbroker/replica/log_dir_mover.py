@@ -1,8 +1,9 @@
 """LogDirMover: moves replicas between this broker's log dirs (Kafka's ReplicaAlterLogDirsManager and Thread).
 
 One greenlet per moving partition copies the partition's current log into its future log (log/manager.py), as
-a follower copies from its leader: from the future log's end offset, up to replica.fetch.max.bytes at a time,
-the file reads in gevent's thread pool, each chunk appended with Partition.append_replicated (offsets, leader
+a follower copies from its leader: from the future log's end offset, up to replica.fetch.max.bytes at a time
+(and at most replica.alter.log.dirs.io.max.bytes.per.second per second, read live: Kafka's log dir quota), the
+file reads in gevent's thread pool, each chunk appended with Partition.append_replicated (offsets, leader
 epochs, producer state and aborted transactions follow the batches). The future log takes the current log's
 high watermark (capped by its own end) and log start offset. The partition goes on serving produce and fetch
 from its current log meanwhile; when the future log's end offset equals the current one's, the log manager
@@ -136,11 +137,13 @@ class LogDirMover:
             future.truncate_fully_and_start_at(current.log_start_offset)
             return False
         if start < current.log_end_offset:
-            chunk = current.read(start, self.chunk_bytes).records
+            rate = max(self.replica_manager.config["replica.alter.log.dirs.io.max.bytes.per.second"], 1)
+            chunk = current.read(start, min(self.chunk_bytes, rate)).records
             data = gevent.get_hub().threadpool.apply(chunk.read)
             if move.stopped or move.truncated is not None:
                 return False   # the current log was truncated under the read: start again
             move.partition.append_replicated(future, data)
+            gevent.sleep(len(data) / rate)
         future.update_high_watermark(current.high_watermark)
         if future.log_start_offset < current.log_start_offset <= future.high_watermark:
             future.maybe_increment_log_start_offset(current.log_start_offset)

@@ -29,7 +29,7 @@ from kafka.protocol.admin import (AlterUserScramCredentialsRequest, DescribeUser
                                   DescribeClusterRequest, DescribeConfigsRequest, DescribeLogDirsRequest,
                                   DescribeProducersRequest, DescribeTransactionsRequest, ElectLeadersRequest,
                                   IncrementalAlterConfigsRequest, ListPartitionReassignmentsRequest)
-from kafka.protocol.admin import ListTransactionsRequest
+from kafka.protocol.admin import AlterReplicaLogDirsRequest, ListTransactionsRequest
 from kafka.protocol.admin.groups import DeleteGroupsRequest, DescribeGroupsRequest, ListGroupsRequest
 from kafka.protocol.consumer import (FetchRequest, HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest,
                                      ListOffsetsRequest, OffsetCommitRequest, OffsetDeleteRequest, OffsetFetchRequest,
@@ -361,6 +361,13 @@ def describe_transactions(txn: str):
     return DescribeTransactionsRequest(version=0, transactional_ids=[txn])
 
 
+def alter_replica_log_dirs():
+    """A move of t-produce-0 to a path that is not a log dir (LOG_DIR_NOT_FOUND once allowed)."""
+    D = AlterReplicaLogDirsRequest.AlterReplicaLogDir
+    return AlterReplicaLogDirsRequest(version=1, dirs=[
+        D(path="/nowhere", topics=[D.AlterReplicaLogDirTopic(name="t-produce", partitions=[0])])])
+
+
 def first_partition_error(field_topics: str, field_partitions: str, field_error: str = "error_code"):
     def get(r):
         return getattr(getattr(getattr(r, field_topics)[0], field_partitions)[0], field_error)
@@ -463,6 +470,8 @@ CASES = [
     Case("AlterUserScramCredentials", alter_scram_credentials, lambda r: r.results[0].error_code, CLUSTER_DENIED,
          [("Cluster", "kafka-cluster", "Alter", "LITERAL")], Errors.RESOURCE_NOT_FOUND),
     Case("ElectLeaders", elect_leaders, top_error, CLUSTER_DENIED, [("Cluster", "kafka-cluster", "Alter", "LITERAL")]),
+    Case("AlterReplicaLogDirs", alter_replica_log_dirs, first_partition_error("results", "partitions"),
+         CLUSTER_DENIED, [("Cluster", "kafka-cluster", "Alter", "LITERAL")], Errors.LOG_DIR_NOT_FOUND),
     Case("AlterPartitionReassignments", alter_reassignments, top_error, CLUSTER_DENIED,
          [("Cluster", "kafka-cluster", "Alter", "LITERAL")]),
     Case("ListPartitionReassignments", list_reassignments, top_error, CLUSTER_DENIED,

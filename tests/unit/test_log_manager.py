@@ -8,6 +8,7 @@ from kbroker.clock import MockClock
 from kbroker.log.checkpoint import OffsetCheckpointFile
 from kbroker.log.config import LogConfig
 from kbroker.log.manager import LogManager
+from kbroker.replica.partition import Partition
 
 from .test_log_batches import T0, append_batch, fill
 
@@ -166,3 +167,51 @@ def test_flush_dirty_logs_and_fsync_off_the_caller(tmp_path):
     lm.shutdown()
     assert len(calls) >= 5                          # flush, close, three checkpoints, the marker
     assert struct.unpack(">q", open(log.segments[0].log_path, "rb").read(8))[0] == 0
+
+
+def test_future_logs_load_swap_and_survive_restarts(tmp_path):
+    """A future log (JBOD move) is created in the preferred dir, checkpointed and reloaded with its dir, swapped
+    in (the old dir renamed -delete, deleted later); a crash between the swap's two renames is repaired at load."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    clock = MockClock()
+    lm = manager([a, b], clock)
+    lm.maybe_update_preferred_log_dir(("t", 0), str(b))       # not hosted yet: remembered
+    assert lm.get_or_create_log(("t", 0)).parent_dir == str(b)
+    lm.get_or_create_log(("t", 1))
+    current = lm.get_or_create_log(("t", 2))
+    assert current.parent_dir == str(a)
+    fill(current, 4)
+    current.update_high_watermark(9)
+    lm.maybe_update_preferred_log_dir(("t", 2), str(b))
+    future = lm.get_or_create_future_log(("t", 2))
+    assert future.is_future and future.parent_dir == str(b) and lm.future_logs == {("t", 2): future}
+    assert os.path.basename(future.dir).startswith("t-2.") and future.dir.endswith("-future")
+    Partition.append_replicated(future, current.read(0, 10 ** 6).records.read())
+    future.update_high_watermark(9)
+    lm.shutdown()
+    assert checkpoint(b, "recovery-point-offset-checkpoint") == {("t", 0): 0, ("t", 2): 12}
+    assert checkpoint(b, "replication-offset-checkpoint") == {("t", 0): 0, ("t", 2): 9}
+
+    lm = manager([a, b], clock)                                  # the move resumes: both logs are back
+    current, future = lm.get_log(("t", 2)), lm.get_future_log(("t", 2))
+    assert (current.parent_dir, future.parent_dir, future.log_end_offset) == (str(a), str(b), 12)
+    new, old = lm.replace_current_with_future_log(("t", 2))
+    assert new is future and lm.get_log(("t", 2)) is new and lm.future_logs == {}
+    assert (new.dir, new.high_watermark) == (str(b / "t-2"), 9) and old.dir.endswith("-delete")
+    assert os.path.isdir(old.dir)
+    clock.advance(CONFIG.file_delete_delay_ms)
+    lm.delete_pending_files()
+    assert [n for n in os.listdir(a) if n.startswith("t-")] == ["t-1"]
+    lm.shutdown()
+
+    # A crash after the current log was renamed -delete but before the future took its name: promoted at load.
+    lm = manager([a, b], clock)
+    lm.maybe_update_preferred_log_dir(("t", 1), str(b))
+    moving = lm.get_or_create_future_log(("t", 1))
+    fill(moving, 1)
+    lm.get_log(("t", 1)).rename_dir("t-1.0123456789abcdef0123456789abcdef-delete")
+    lm.shutdown()
+    lm = manager([a, b], clock)
+    log = lm.get_log(("t", 1))
+    assert (log.dir, log.log_end_offset, lm.future_logs) == (str(b / "t-1"), 3, {})
+    assert not [n for n in os.listdir(a) if n.startswith("t-1")]
