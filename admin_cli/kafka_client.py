@@ -6,16 +6,17 @@ kafka-python's message classes encode the requests and decode the responses; wha
 requests a command sends and how their answers become results or one line for the user. Routing is Kafka's
 AdminClient's: CreateTopics, DeleteTopics, ElectLeaders and Alter/ListPartitionReassignments go to the controller
 (NOT_CONTROLLER or a lost connection looks it up again); a BROKER config resource named by id goes to that
-broker; group requests to the group's coordinator, DescribeTransactions to the transactional id's coordinator,
+broker, and AlterReplicaLogDirs / DescribeLogDirs to the brokers holding the replicas; group requests to the group's coordinator, DescribeTransactions to the transactional id's coordinator,
 ListTransactions to every broker, DescribeProducers and WriteTxnMarkers to partition leaders; everything else to whichever broker answers first.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kafka.protocol.admin import (AlterPartitionReassignmentsRequest, CreateTopicsRequest, DeleteTopicsRequest,
-                                  DescribeClusterRequest, DescribeConfigsRequest, ElectLeadersRequest,
-                                  IncrementalAlterConfigsRequest, ListPartitionReassignmentsRequest)
+from kafka.protocol.admin import (AlterPartitionReassignmentsRequest, AlterReplicaLogDirsRequest, CreateTopicsRequest,
+                                  DeleteTopicsRequest, DescribeClusterRequest, DescribeConfigsRequest,
+                                  DescribeLogDirsRequest, ElectLeadersRequest, IncrementalAlterConfigsRequest,
+                                  ListPartitionReassignmentsRequest)
 from kafka.protocol.admin.groups import DeleteGroupsRequest, DescribeGroupsRequest, ListGroupsRequest
 from kafka.protocol.admin.transactions import (DescribeProducersRequest, DescribeTransactionsRequest,
                                                ListTransactionsRequest)
@@ -345,6 +346,55 @@ class AdminClient(ClusterClient):
             raise refused(r.error_message, r.error_code, "Listing the reassignments was refused.")
         return {(t.name, p.partition_index): (list(p.replicas), list(p.adding_replicas), list(p.removing_replicas))
                 for t in r.topics for p in t.partitions}
+
+    # ---- log dirs (JBOD) -----------------------------------------------------------------------------------
+
+    def alter_replica_log_dirs(self, moves: dict[tuple[str, int, int], str]) -> dict[tuple[str, int, int], int]:
+        """AlterReplicaLogDirs to each replica's broker: {(topic, partition, broker id): log dir} -> error code
+        per replica (BROKER_NOT_AVAILABLE for a broker that is not live)."""
+        deadline = self.deadline()
+        brokers = self.brokers(deadline)
+        Dir = AlterReplicaLogDirsRequest.AlterReplicaLogDir
+        out = {}
+        for broker_id in sorted({b for _, _, b in moves}):
+            mine = {(t, p): d for (t, p, b), d in moves.items() if b == broker_id}
+            if broker_id not in brokers:
+                out.update({(t, p, broker_id): Errors.BROKER_NOT_AVAILABLE for t, p in mine})
+                continue
+            dirs = by_topic((d, tp) for tp, d in sorted(mine.items()))
+            r = self.send(brokers[broker_id], lambda c, dirs=dirs: AlterReplicaLogDirsRequest(
+                version=c.version_for(AlterReplicaLogDirsRequest), dirs=[
+                    Dir(path=d, topics=[Dir.AlterReplicaLogDirTopic(name=t, partitions=ps)
+                                        for t, ps in by_topic(tps).items()])
+                    for d, tps in dirs.items()]), deadline)
+            out.update({(t.topic_name, p.partition_index, broker_id): p.error_code
+                        for t in r.results for p in t.partitions})
+        return out
+
+    def replica_log_dirs(self, replicas: list[tuple[str, int, int]]
+                         ) -> dict[tuple[str, int, int], tuple[str | None, str | None]]:
+        """(current log dir, future log dir or None) of each replica its broker holds (DescribeLogDirs; Kafka's
+        describeReplicaLogDirs); replicas not found, or on brokers that are not live, are left out."""
+        deadline = self.deadline()
+        brokers = self.brokers(deadline)
+        Topic = DescribeLogDirsRequest.DescribableLogDirTopic
+        out: dict = {}
+        for broker_id in sorted({b for _, _, b in replicas} & set(brokers)):
+            wanted = by_topic((t, p) for t, p, b in replicas if b == broker_id)
+            r = self.send(brokers[broker_id], lambda c, wanted=wanted: DescribeLogDirsRequest(
+                version=c.version_for(DescribeLogDirsRequest),
+                topics=[Topic(topic=t, partitions=ps) for t, ps in wanted.items()]), deadline)
+            for result in r.results:
+                for t in result.topics:
+                    for p in t.partitions:
+                        current, future = out.get((t.name, p.partition_index, broker_id), (None, None))
+                        if p.is_future_key:
+                            future = result.log_dir
+                        else:
+                            current = result.log_dir
+                        out[(t.name, p.partition_index, broker_id)] = (current, future)
+        wanted_replicas = set(replicas)
+        return {r: dirs for r, dirs in out.items() if r in wanted_replicas}
 
     def elect_leaders(self, election_type: int, partitions: list[tuple[str, int]] | None
                       ) -> dict[tuple[str, int], tuple[int, str | None]]:

@@ -486,8 +486,8 @@ def _read_text(path: str) -> str:
         raise _Failure(f"Cannot read {path}: {e}") from None
 
 
-def _reassignment_poll(src: _Source, plan):
-    """poll() for _wait: (partitions done, finished) of the plan."""
+def _reassignment_poll(src: _Source, plan, dirs_admin, moves):
+    """poll() for _wait: (partitions and log dir moves done, finished) of the plan."""
     def poll():
         if src.zk is not None:
             statuses = reassign_ops.reassignment_status(src.zk, plan)
@@ -495,8 +495,24 @@ def _reassignment_poll(src: _Source, plan):
         else:
             statuses = reassign_ops.reassignment_status_admin(src.admin, plan)
             finished = all(st.done for st in statuses)
-        return sum(1 for st in statuses if st.done), finished
+        moved = [m for m in reassign_ops.log_dir_status(dirs_admin, moves) if m.done] if moves else []
+        return sum(1 for st in statuses if st.done) + len(moved), finished and len(moved) == len(moves)
     return poll
+
+
+@contextmanager
+def _log_dir_admin(ctx: click.Context, src: _Source, moves):
+    """The AdminClient that sends AlterReplicaLogDirs and DescribeLogDirs for the plan's log_dirs: the command's
+    own with --bootstrap-server, else one on the brokers registered in ZooKeeper; None without log_dirs."""
+    if not moves or src.admin is not None:
+        yield src.admin
+        return
+    s = _settings(ctx)
+    client = AdminClient(_registered_brokers(ctx, src.zk), timeout=s.request_timeout, security=s.security)
+    try:
+        yield client
+    finally:
+        client.close()
 
 
 @cli.command("reassign")
@@ -510,28 +526,35 @@ def _reassignment_poll(src: _Source, plan):
 @_wait_timeout_option(600.0, "the reassignment")
 @click.pass_context
 def reassign(ctx, plan_file, execute, verify, no_wait, timeout):
-    """Move partitions to other brokers (kafka-reassign-partitions.sh).
+    """Move partitions to other brokers, and replicas to other log dirs (kafka-reassign-partitions.sh).
 
     Validates the plan (existing partitions, non-empty lists of distinct live brokers, each partition once;
     nothing is started otherwise; refused while another reassignment runs), prints the current assignment as a
-    plan for rollback, starts the reassignment and waits until the controller has moved every partition.
+    plan for rollback, starts the reassignment and waits until the controller has moved every partition. A
+    "log_dirs" list beside "replicas" ("any" = no preference) moves each replica to that log dir of its broker
+    (AlterReplicaLogDirs, sent to the brokers before and after the reassignment starts); waiting and --verify
+    then also follow those moves.
 
-    JSON: {"rollback": plan, "started": ["t-0", ...], "status": [{"topic", "partition", "target", "current",
-    "state": "complete" | "in-progress" | "different" | "gone"}] (null with --no-wait)}; with --verify
-    {"status": [...]}.
+    JSON: {"rollback": plan, "started": ["t-0", ...], "log_dir_moves": ["t-0-2", ...], "status": [{"topic",
+    "partition", "target", "current", "state": "complete" | "in-progress" | "different" | "gone"}], "log_dirs":
+    [{"topic", "partition", "broker", "target", "current", "future", "state": "complete" | "in-progress" |
+    "missing" | "elsewhere" | "cancelled"}] (both null with --no-wait)}; with --verify {"status": [...],
+    "log_dirs": [...]}.
     """
     if execute and verify:
         raise click.UsageError("--execute and --verify cannot be combined.")
     out = _out(ctx)
-    plan = reassign_ops.parse_plan(_read_text(plan_file))
+    plan, moves = reassign_ops.parse_plan(_read_text(plan_file))
     if verify:
-        with _cluster(ctx) as src:
+        with _cluster(ctx) as src, _log_dir_admin(ctx, src, moves) as dirs_admin:
             reassign_ops.check_partitions_exist(src.call(reassign_ops.current_assignment,
                                                          reassign_ops.current_assignment_admin, plan), plan)
             statuses = src.call(reassign_ops.reassignment_status, reassign_ops.reassignment_status_admin, plan)
-        out.emit(reassign_ops.ReassignmentStatus(statuses))
-        ctx.exit(0 if all(st.succeeded for st in statuses) else EXIT_REFUSED)
-    with _cluster(ctx) as src:
+            verified = reassign_ops.ReassignmentStatus(
+                statuses, reassign_ops.log_dir_status(dirs_admin, moves) if moves else [])
+        out.emit(verified)
+        ctx.exit(0 if verified.succeeded else EXIT_REFUSED)
+    with _cluster(ctx) as src, _log_dir_admin(ctx, src, moves) as dirs_admin:
         if src.zk is not None:
             if reassign_ops.reassignment_in_progress(src.zk):
                 raise AdminError(reassign_ops.EXISTING_REASSIGNMENT)
@@ -541,21 +564,38 @@ def reassign(ctx, plan_file, execute, verify, no_wait, timeout):
         result = reassign_ops.Reassignment(current, plan)
         if not out.json:
             result.render_rollback(out)
+        # Before the reassignment: a replica the broker has not got yet gets its dir remembered there.
+        result.moved = reassign_ops.alter_log_dirs(dirs_admin, moves) if moves else set()
         src.call(reassign_ops.start_reassignment, reassign_ops.start_reassignment_admin, plan)
         if not out.json:
             result.render_started(out)
+        pending = {r: d for r, d in moves.items() if r not in result.moved}
+        if pending:
+            def start_moves():
+                accepted = reassign_ops.alter_log_dirs(dirs_admin, pending)
+                result.moved |= accepted
+                for r in accepted:
+                    del pending[r]
+                return len(moves) - len(pending), not pending
+            _wait(start_moves, "Starting log directory moves", timeout,
+                  lambda done: f"log directory moves to start: {len(moves) - done} replica(s) not on their broker "
+                               "yet.", len(moves), interval=0.1)
+        if not out.json:
+            result.render_moves_started(out, result.moved)
         if no_wait:
             if out.json:
                 out.emit(result)
             return
+        total = len(plan) + len(moves)
         try:
-            _wait(_reassignment_poll(src, plan), f"Reassigning {len(plan)} partition(s)", timeout,
-                  lambda done: f"the reassignment: {len(plan) - done} of {len(plan)} partition(s) still being "
-                               "reassigned; the controller carries on (check with --verify).", len(plan))
+            _wait(_reassignment_poll(src, plan, dirs_admin, moves), f"Reassigning {len(plan)} partition(s)",
+                  timeout, lambda done: f"the reassignment: {total - done} of {total} partition(s) and log dir "
+                                        "move(s) still under way; they carry on (check with --verify).", total)
             timed_out = None
         except WaitTimedOut as e:
             timed_out = e
         result.statuses = src.call(reassign_ops.reassignment_status, reassign_ops.reassignment_status_admin, plan)
+        result.moves = reassign_ops.log_dir_status(dirs_admin, moves) if moves else []
     if out.json:
         out.emit(result)
     else:
@@ -566,6 +606,9 @@ def reassign(ctx, plan_file, execute, verify, no_wait, timeout):
     if failed:
         raise _Failure(f"{len(failed)} of {len(plan)} partition(s) did not reach their target replicas (the "
                        "controller refused or undid them; see its state-change log).")
+    unmoved = [m for m in result.moves if not m.done]
+    if unmoved:
+        raise _Failure(f"{len(unmoved)} of {len(moves)} replica(s) did not reach their target log dir.")
 
 
 @cli.command("elect-leaders")

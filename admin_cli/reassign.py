@@ -1,9 +1,9 @@
 """Partition reassignment over ZooKeeper, as Kafka 2.8's `kafka-reassign-partitions.sh --zookeeper` does it.
 
-The plan is Kafka's reassignment JSON, `{"version":1,"partitions":[{"topic":T,"partition":P,"replicas":[..]}]}`
-("log_dirs" is accepted and ignored). Executing it validates the whole plan first (nothing is written when any
-entry is wrong), prints the current assignment of the planned partitions as a plan of its own (for rollback),
-then creates /admin/reassign_partitions. The controller does the work: it lists adding/removing replicas in
+The plan is Kafka's reassignment JSON, `{"version":1,"partitions":[{"topic":T,"partition":P,"replicas":[..],
+"log_dirs":[..]}]}`. Executing it validates the whole plan first (nothing is written when any entry is wrong),
+prints the current assignment of the planned partitions as a plan of its own (for rollback), then creates
+/admin/reassign_partitions. The controller does the work: it lists adding/removing replicas in
 the topic znode while data moves, drops finished partitions from the admin znode and deletes it when empty.
 
 A partition's reassignment is finished when it is no longer in /admin/reassign_partitions and its topic znode
@@ -14,6 +14,15 @@ Through the Admin APIs (`--bootstrap-server`, as `kafka-reassign-partitions.sh -
 checks use Metadata (partitions, replicas, live brokers), AlterPartitionReassignments starts the plan on the
 controller, and ListPartitionReassignments tells which partitions are still moving. Either way the result is
 one Reassignment / ReassignmentStatus object, rendered the same.
+
+"log_dirs" (optional, aligned with "replicas"; "any" = no preference) names the log dir each replica should live
+in on its broker (JBOD). Those moves are sent to the brokers with AlterReplicaLogDirs (in both modes: with
+--zookeeper, to the brokers registered there), once before the reassignment is started, so that a new replica's
+broker remembers the dir and creates the log there (REPLICA_NOT_AVAILABLE until then), and again after, until
+every broker accepted (as Kafka's ReassignPartitionsCommand.executeMoves). Any other refusal (LOG_DIR_NOT_FOUND,
+KAFKA_STORAGE_ERROR) stops the command, before the reassignment when possible. Waiting and --verify also follow
+the moves (DescribeLogDirs: each replica's current and future log dir), with Kafka's wording. Kafka 2.8's
+`--zookeeper` mode refuses log_dirs; kadmin reaches the brokers through ZooKeeper instead.
 """
 from __future__ import annotations
 
@@ -23,28 +32,36 @@ from dataclasses import dataclass
 from zk import znodes as z
 from zk.admin_errors import AdminError, InvalidReplicaAssignmentError, UnknownTopicError
 from zk.client import KafkaZkClient, ZkNodeExists
-from kbroker.protocol.client import error_name
+from kbroker.protocol.client import Errors, error_name
 
 from .kafka_client import AdminClient
 from .output import Output
 
 TopicPartition = tuple[str, int]
+Replica = tuple[str, int, int]       # topic, partition, broker id (Kafka's TopicPartitionReplica)
 
 EXISTING_REASSIGNMENT = "There is an existing assignment running."
+ANY_LOG_DIR = "any"
 
 
 def tp_name(tp: TopicPartition) -> str:
     return f"{tp[0]}-{tp[1]}"
 
 
+def replica_name(r: Replica) -> str:
+    """`t-0-2`, as Kafka's TopicPartitionReplica prints."""
+    return f"{r[0]}-{r[1]}-{r[2]}"
+
+
 def _is_int(v) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
-def parse_plan(text: str) -> dict[TopicPartition, list[int]]:
-    """Kafka's reassignment JSON -> {(topic, partition): replicas}, in file order. Checks the format only
-    (Kafka's parseExecuteAssignmentArgs): a non-empty list, non-empty replica lists without duplicates, no
-    partition twice. Raises AdminError with one line."""
+def parse_plan(text: str) -> tuple[dict[TopicPartition, list[int]], dict[Replica, str]]:
+    """Kafka's reassignment JSON -> ({(topic, partition): replicas} in file order, {(topic, partition, broker):
+    log dir} of the replicas whose "log_dirs" entry is not "any"). Checks the format only (Kafka's
+    parseExecuteAssignmentArgs): a non-empty list, non-empty replica lists without duplicates, log_dirs as long as
+    replicas, no partition twice. Raises AdminError with one line."""
     try:
         obj = json.loads(text)
     except ValueError as e:
@@ -60,6 +77,7 @@ def parse_plan(text: str) -> dict[TopicPartition, list[int]]:
     if not entries:
         raise AdminError("Partition reassignment list cannot be empty")
     plan: dict[TopicPartition, list[int]] = {}
+    log_dirs: dict[Replica, str] = {}
     duplicates: list[TopicPartition] = []
     for i, e in enumerate(entries):
         if not isinstance(e, dict) or not isinstance(e.get("topic"), str) or not e["topic"] \
@@ -71,6 +89,14 @@ def parse_plan(text: str) -> dict[TopicPartition, list[int]]:
         if tp in plan:
             duplicates.append(tp)
         plan[tp] = list(e["replicas"])
+        dirs = e.get("log_dirs", [ANY_LOG_DIR] * len(e["replicas"]))
+        if not isinstance(dirs, list) or not all(isinstance(d, str) for d in dirs):
+            raise AdminError(f"\"log_dirs\" of entry {i} of the reassignment plan must be a list of strings: "
+                             f"{json.dumps(e)}")
+        if len(dirs) != len(e["replicas"]):
+            raise AdminError(f"Size of replicas list {e['replicas']} is different from size of log dirs list "
+                             f"{dirs} for partition {tp_name(tp)}")
+        log_dirs.update({(*tp, b): d for b, d in zip(e["replicas"], dirs) if d != ANY_LOG_DIR})
     if duplicates:
         raise AdminError("Partition reassignment contains duplicate topic partitions: "
                          + ",".join(tp_name(tp) for tp in duplicates))
@@ -81,7 +107,7 @@ def parse_plan(text: str) -> dict[TopicPartition, list[int]]:
     if repeated:
         raise AdminError("Partition replica lists may not contain duplicate entries: " + ". ".join(
             f"{tp_name(tp)} contains multiple entries for {','.join(map(str, bs))}" for tp, bs in repeated))
-    return plan
+    return plan, log_dirs
 
 
 def current_assignment(zk: KafkaZkClient, partitions) -> dict[TopicPartition, list[int]]:
@@ -167,6 +193,65 @@ def start_reassignment_admin(admin: AdminClient, plan) -> None:
             f"{tp_name(tp)}: {message or 'refused'} ({error_name(code)})" for tp, code, message in failed))
 
 
+def alter_log_dirs(admin: AdminClient, moves: dict[Replica, str]) -> set[Replica]:
+    """AlterReplicaLogDirs for the moves: the replicas whose brokers accepted (the others do not host the
+    replica yet: REPLICA_NOT_AVAILABLE). AdminError on any other refusal (Kafka's alterReplicaLogDirs)."""
+    results = admin.alter_replica_log_dirs(moves)
+    failed = sorted((r, code) for r, code in results.items() if code not in (Errors.NONE,
+                                                                             Errors.REPLICA_NOT_AVAILABLE))
+    if failed:
+        raise AdminError("; ".join(f"Failed to alter dir for {replica_name(r)} to {moves[r]} ({error_name(code)})"
+                                   for r, code in failed))
+    return {r for r, code in results.items() if code == Errors.NONE}
+
+
+@dataclass
+class LogDirStatus:
+    """Where a replica named in log_dirs is: its current and future log dirs (None: not found)."""
+    replica: Replica
+    target: str
+    current: str | None
+    future: str | None
+
+    @property
+    def done(self) -> bool:
+        return self.current == self.target and self.future is None
+
+    @property
+    def state(self) -> str:
+        """'complete', 'in-progress' (moving to the target), 'missing' (no such replica on the broker),
+        'elsewhere' (moving to another dir) or 'cancelled' (not moving to the target)."""
+        if self.current is None:
+            return "missing"
+        if self.future is not None:
+            return "in-progress" if self.future == self.target else "elsewhere"
+        return "complete" if self.current == self.target else "cancelled"
+
+    def to_json(self) -> dict:
+        t, p, b = self.replica
+        return {"topic": t, "partition": p, "broker": b, "target": self.target, "current": self.current,
+                "future": self.future, "state": self.state}
+
+    def describe(self) -> str:
+        """Kafka's wording (ReassignPartitionsCommand.replicaMoveStatesToString)."""
+        t, p, b = self.replica
+        return {
+            "missing": f"Partition {t}-{p} cannot be found in any live log directory on broker {b}.",
+            "in-progress": f"Reassignment of replica {replica_name(self.replica)} is still in progress.",
+            "elsewhere": f"Partition {t}-{p} on broker {b} is being moved to log dir {self.future} instead of "
+                         f"{self.target}.",
+            "cancelled": f"Partition {t}-{p} on broker {b} is not being moved from log dir {self.current} to "
+                         f"{self.target}.",
+            "complete": f"Reassignment of replica {replica_name(self.replica)} completed successfully.",
+        }[self.state]
+
+
+def log_dir_status(admin: AdminClient, moves: dict[Replica, str]) -> list[LogDirStatus]:
+    """Each move's replica: where DescribeLogDirs to its broker finds it."""
+    found = admin.replica_log_dirs(list(moves))
+    return [LogDirStatus(r, target, *found.get(r, (None, None))) for r, target in sorted(moves.items())]
+
+
 @dataclass
 class PartitionStatus:
     tp: TopicPartition
@@ -234,33 +319,47 @@ def reassignment_status_admin(admin: AdminClient, plan) -> list[PartitionStatus]
     return [PartitionStatus(tp, list(target), current.get(tp), tp in moving) for tp, target in sorted(plan.items())]
 
 
-def _status_lines(out: Output, statuses: list[PartitionStatus]) -> None:
+def _status_lines(out: Output, statuses: list[PartitionStatus], moves: list[LogDirStatus]) -> None:
     out.line("Status of partition reassignment:")
     for st in statuses:
         out.line(st.describe())
+    if moves:
+        out.line("\nReassignment of replica log directories:")
+        for m in moves:
+            out.line(m.describe())
 
 
 @dataclass
 class ReassignmentStatus:
     """reassign --verify. JSON: {"status": [{"topic", "partition", "target", "current", "state": "complete" |
-    "in-progress" | "different" | "gone"}]}."""
+    "in-progress" | "different" | "gone"}], "log_dirs": [{"topic", "partition", "broker", "target", "current",
+    "future", "state": "complete" | "in-progress" | "missing" | "elsewhere" | "cancelled"}]}."""
     statuses: list[PartitionStatus]
+    moves: list[LogDirStatus]
+
+    @property
+    def succeeded(self) -> bool:
+        return all(st.succeeded for st in self.statuses) and all(m.done for m in self.moves)
 
     def render(self, out: Output) -> None:
-        _status_lines(out, self.statuses)
+        _status_lines(out, self.statuses, self.moves)
 
     def to_json(self) -> dict:
-        return {"status": [st.to_json() for st in self.statuses]}
+        return {"status": [st.to_json() for st in self.statuses], "log_dirs": [m.to_json() for m in self.moves]}
 
 
 @dataclass
 class Reassignment:
-    """reassign --execute. JSON: {"rollback": the current assignment as a plan, "started": ["t-0", ...], "status":
-    [as --verify's] once waited for, null with --no-wait}. Text, as kafka-reassign-partitions.sh prints it as it
-    goes: the rollback plan before starting, then the start, then (after waiting) the status."""
+    """reassign --execute. JSON: {"rollback": the current assignment as a plan, "started": ["t-0", ...],
+    "log_dir_moves": ["t-0-2", ...] (replicas whose broker accepted their log dir), "status" and "log_dirs": [as
+    --verify's] once waited for, null with --no-wait}. Text, as kafka-reassign-partitions.sh prints it as it goes:
+    the rollback plan before starting, then the start, the log dir moves started, then (after waiting) the
+    status."""
     rollback: dict[TopicPartition, list[int]]
     plan: dict[TopicPartition, list[int]]
     statuses: list[PartitionStatus] | None = None
+    moved: set[Replica] | None = None
+    moves: list[LogDirStatus] | None = None
 
     def render_rollback(self, out: Output) -> None:
         out.line("Current partition replica assignment\n")
@@ -271,16 +370,24 @@ class Reassignment:
         out.line("Successfully started partition reassignments for "
                  + ",".join(tp_name(tp) for tp in sorted(self.plan)))
 
+    def render_moves_started(self, out: Output, replicas: set[Replica]) -> None:
+        if replicas:
+            out.line(f"Successfully started log directory move{'s' if len(replicas) > 1 else ''} for: "
+                     + ",".join(replica_name(r) for r in sorted(replicas)))
+
     def render_status(self, out: Output) -> None:
         if self.statuses is not None:
-            _status_lines(out, self.statuses)
+            _status_lines(out, self.statuses, self.moves or [])
 
     def render(self, out: Output) -> None:
         self.render_rollback(out)
         self.render_started(out)
+        self.render_moves_started(out, self.moved or set())
         self.render_status(out)
 
     def to_json(self) -> dict:
         return {"rollback": json.loads(format_plan(self.rollback)),
                 "started": [tp_name(tp) for tp in sorted(self.plan)],
-                "status": None if self.statuses is None else [st.to_json() for st in self.statuses]}
+                "log_dir_moves": [replica_name(r) for r in sorted(self.moved or ())],
+                "status": None if self.statuses is None else [st.to_json() for st in self.statuses],
+                "log_dirs": None if self.moves is None else [m.to_json() for m in self.moves]}

@@ -1,5 +1,5 @@
-"""AlterReplicaLogDirs (key 34), v0-v1: move replicas between this broker's log dirs (JBOD), as Kafka 2.8's
-KafkaApis.handleAlterReplicaLogDirsRequest and ReplicaManager.alterReplicaLogDirs.
+"""AlterReplicaLogDirs (key 34), v0-v2 (flexible from v2): move replicas between this broker's log dirs (JBOD),
+as Kafka 2.8's KafkaApis.handleAlterReplicaLogDirsRequest and ReplicaManager.alterReplicaLogDirs.
 
 Each (topic, partition) named under a log dir (absolute path; a partition named under two dirs takes the last)
 gets, per partition: NONE when its move into that dir started (a `-future` log there is filled from the current
@@ -8,7 +8,7 @@ already; REPLICA_NOT_AVAILABLE when this broker does not host the replica yet, b
 log created there when LeaderAndIsr brings the replica; LOG_DIR_NOT_FOUND for a path that is not one of
 log.dirs; KAFKA_STORAGE_ERROR for an offline log dir; INVALID_TOPIC_EXCEPTION when the topic name is too long
 for the future log's directory name. A move to another dir cancels one under way. Results are grouped by topic.
-v1 is v0 (throttling order only); kafka-python's classes also define v2 (flexible, Kafka 3.x).
+v1 is v0 (throttling order only); v2 is flexible.
 Authorization: needs Alter on the cluster; without it every partition gets CLUSTER_AUTHORIZATION_FAILED.
 """
 from __future__ import annotations
@@ -20,7 +20,7 @@ from kafka.protocol.admin import AlterReplicaLogDirsRequest, AlterReplicaLogDirs
 from ..protocol.errors import Errors
 
 API_KEY = 34
-MIN_VERSION, MAX_VERSION = 0, 1
+MIN_VERSION, MAX_VERSION = 0, 2
 REQUEST, RESPONSE = AlterReplicaLogDirsRequest, AlterReplicaLogDirsResponse
 TopicResult = RESPONSE.AlterReplicaLogDirTopicResult
 PartitionResult = TopicResult.AlterReplicaLogDirPartitionResult
