@@ -105,20 +105,18 @@ def test_move_replicas_while_producing_through_a_crash(cluster):
                 acked.append(msg.value())
         n = 0
         while not stop.is_set():
-            try:
-                producer.produce("moving", value=b"%08d" % n + b"." * 92, partition=0, on_delivery=delivered)
-            except BufferError:   # the local queue is full: let deliveries drain it
-                producer.poll(0.05)
-                continue
+            producer.produce("moving", value=b"%08d" % n + b"." * 92, partition=0, on_delivery=delivered)
             n += 1
-            producer.poll(0)
-            if len(acked) > 2000:   # 200 KB first, then ~50 KB/s
+            if n == 2000:           # 200 KB first, then ~50 KB/s
+                producer.flush(30)
+            elif n > 2000:
+                producer.poll(0)
                 time.sleep(0.002)
         assert producer.flush(30) == 0
     writer = threading.Thread(target=produce)
     writer.start()
     try:
-        wait_until(lambda: len(acked) > 2000, timeout=30, message="200 KB produced")
+        wait_until(lambda: len(acked) >= 2000, timeout=30, message="200 KB produced")
         (src1, dst1), (src2, dst2) = (sorted(log_dirs(c, b), key=lambda d: placement(admin, b, "moving")[0][0] != d)
                                       for b in BROKERS)
         assert placement(admin, 1, "moving") == {0: (src1, None, None)}
