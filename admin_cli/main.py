@@ -587,10 +587,12 @@ def reassign(ctx, plan_file, execute, verify, no_wait, timeout):
                 out.emit(result)
             return
         total = len(plan) + len(moves)
+        what = "partition(s) and log dir move(s) still under way; they carry" if moves else \
+            "partition(s) still being reassigned; the controller carries"
         try:
             _wait(_reassignment_poll(src, plan, dirs_admin, moves), f"Reassigning {len(plan)} partition(s)",
-                  timeout, lambda done: f"the reassignment: {total - done} of {total} partition(s) and log dir "
-                                        "move(s) still under way; they carry on (check with --verify).", total)
+                  timeout, lambda done: f"the reassignment: {total - done} of {total} {what} on (check with "
+                                        "--verify).", total)
             timed_out = None
         except WaitTimedOut as e:
             timed_out = e

@@ -244,6 +244,8 @@ def test_reassign_rejects_bad_plans_and_writes_nothing(zk_connect, zk_client, tm
         ({"version": 2, "partitions": []}, "Not supported version field value 2"),
         ({"partitions": [{"topic": "t", "partition": "0", "replicas": [2, 3]}]}, "needs \"topic\""),
         ({"partitions": [{"topic": "t", "partition": 0, "replicas": [2, "3"]}]}, "needs \"topic\""),
+        ({"partitions": [{"topic": "t", "partition": 0, "replicas": [2, 3], "log_dirs": ["any"]}]},
+         "Size of replicas list [2, 3] is different from size of log dirs list ['any'] for partition t-0"),
         ("{not json", "not valid JSON"),
     ]
     before = raw(zk_client, "/brokers/topics/t")
@@ -260,7 +262,7 @@ def test_reassign_rejects_bad_plans_and_writes_nothing(zk_connect, zk_client, tm
 def test_reassign_no_wait_existing_verify_and_timeout(zk_connect, zk_client, tmp_path):
     register_brokers(zk_client, 1, 2, 3)
     ok(kadmin(zk_connect, "create-topic", "t", "--replica-assignment", "1:2,2:3"))
-    # "log_dirs" is accepted and ignored.
+    # "log_dirs" of "any" move nothing.
     f = write_json(tmp_path, {"version": 1, "partitions": [
         {"topic": "t", "partition": 1, "replicas": [3, 1], "log_dirs": ["any", "any"]},
         {"topic": "t", "partition": 0, "replicas": [2, 3]}]})
