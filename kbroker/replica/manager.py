@@ -311,31 +311,36 @@ class ReplicaManager:
         first), remember the dir of a replica not hosted yet (REPLICA_NOT_AVAILABLE), LOG_DIR_NOT_FOUND for a
         dir that is not one of log.dirs, KAFKA_STORAGE_ERROR for an offline one, INVALID_TOPIC_EXCEPTION when the
         future log's directory name would pass 255 bytes."""
-        lm = self.log_manager
         errors = {}
         for tp, log_dir in partition_dirs.items():
-            if len(log_future_dir_name(tp).encode()) > 255:
-                errors[tp] = Errors.INVALID_TOPIC
-            elif log_dir not in lm.log_dirs:
-                errors[tp] = Errors.LOG_DIR_NOT_FOUND
-            elif not lm.is_log_dir_online(log_dir):
-                errors[tp] = Errors.KAFKA_STORAGE_ERROR
-            else:
-                future = lm.get_future_log(tp)
-                if future is not None and future.parent_dir != log_dir:
-                    self.log_dir_mover.remove(tp)
-                    lm.delete_future_log(tp)
-                lm.maybe_update_preferred_log_dir(tp, log_dir)
-                partition = self.partitions.get(tp)
-                if partition is None:
-                    errors[tp] = Errors.REPLICA_NOT_AVAILABLE
-                    continue
-                if partition.log.parent_dir != log_dir:
-                    lm.get_or_create_future_log(tp)
-                    self.log_dir_mover.add(tp)
-                errors[tp] = Errors.NONE
+            errors[tp] = self._alter_log_dir(tp, log_dir)
             log.info("alter log dir of %s-%d to %s: %s", tp[0], tp[1], log_dir, errors[tp].name)
         return errors
+
+    def _alter_log_dir(self, tp, log_dir: str) -> Errors:
+        lm = self.log_manager
+        if len(log_future_dir_name(tp).encode()) > 255:
+            return Errors.INVALID_TOPIC
+        if log_dir not in lm.log_dirs:
+            return Errors.LOG_DIR_NOT_FOUND
+        if not lm.is_log_dir_online(log_dir):
+            return Errors.KAFKA_STORAGE_ERROR
+        future = lm.get_future_log(tp)
+        if future is not None and future.parent_dir != log_dir:
+            self.log_dir_mover.remove(tp)
+            lm.delete_future_log(tp)
+        lm.maybe_update_preferred_log_dir(tp, log_dir)
+        partition = self.partitions.get(tp)
+        if partition is None:
+            return Errors.REPLICA_NOT_AVAILABLE
+        if partition.log.parent_dir != log_dir:
+            try:
+                lm.get_or_create_future_log(tp)
+            except OSError as e:
+                log.warning("cannot create the future log of %s-%d in %s: %s", tp[0], tp[1], log_dir, e)
+                return Errors.KAFKA_STORAGE_ERROR
+            self.log_dir_mover.add(tp)
+        return Errors.NONE
 
     def _complete_delayed(self, tp) -> None:
         self.fetch_purgatory.check_and_complete(tp)
