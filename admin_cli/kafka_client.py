@@ -6,7 +6,8 @@ kafka-python's message classes encode the requests and decode the responses; wha
 requests a command sends and how their answers become results or one line for the user. Routing is Kafka's
 AdminClient's: CreateTopics, DeleteTopics, ElectLeaders and Alter/ListPartitionReassignments go to the controller
 (NOT_CONTROLLER or a lost connection looks it up again); a BROKER config resource named by id goes to that
-broker, and AlterReplicaLogDirs / DescribeLogDirs to the brokers holding the replicas; group requests to the group's coordinator, DescribeTransactions to the transactional id's coordinator,
+broker, and AlterReplicaLogDirs / DescribeLogDirs to the brokers holding the replicas; group requests to the
+group's coordinator, DescribeTransactions to the transactional id's coordinator,
 ListTransactions to every broker, DescribeProducers and WriteTxnMarkers to partition leaders; everything else to whichever broker answers first.
 """
 from __future__ import annotations
