@@ -162,10 +162,10 @@ class Partition:
                        info.offset_of_max_timestamp, info.record_count)
         except RecordBatchTooLarge as e:
             raise KafkaError(Errors.RECORD_LIST_TOO_LARGE, str(e)) from None
-        for b in info.batches:
+        for b in info.batches:   # the log's own state: a move may have swapped logs while the append yielded
             if b.producer_id >= 0 and not b.is_control:
-                self.producer_state.update(b.producer_id, b.producer_epoch, b.base_sequence, b.last_sequence,
-                                           b.first_offset, b.last_offset, now, b.is_transactional)
+                log.producer_state.update(b.producer_id, b.producer_epoch, b.base_sequence, b.last_sequence,
+                                          b.first_offset, b.last_offset, now, b.is_transactional)
         self.maybe_increment_high_watermark()
         log.maybe_flush()
         converted = info.record_count if info.source_magic != self.records_config.magic else 0
