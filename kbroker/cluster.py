@@ -44,17 +44,39 @@ class ClusterError(RuntimeError):
 
 
 # ---- ports and waiting -------------------------------------------------------------------------------------
+PORT_SLICE_BLOCK = 16
+
+
+def _port_slice() -> tuple[int, int]:
+    """KBROKER_PORT_SLICE=i/k: this process takes only ports whose block of 16 is i modulo k, so that processes
+    picking ports at the same time (parallel test workers) never pick the same one between choosing a port and
+    a broker binding it. Unset: 0/1, every port."""
+    value = os.environ.get("KBROKER_PORT_SLICE", "0/1")
+    i, _, k = value.partition("/")
+    return int(i), int(k)
+
+
+def _in_slice(port: int, share: tuple[int, int]) -> bool:
+    return (port // PORT_SLICE_BLOCK) % share[1] == share[0]
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port free now on 127.0.0.1 (in this process's KBROKER_PORT_SLICE)."""
+    share = _port_slice()
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if _in_slice(port, share):
+            return port
 
 
 def free_port_range(n: int) -> int:
     """A base port with the n ports from it free (bound and released together)."""
-    for _ in range(50):
+    share = _port_slice()
+    for _ in range(200):
         base = free_port()
-        if base + n > 65535:
+        if base + n > 65535 or not all(_in_slice(port, share) for port in range(base, base + n)):
             continue
         socks = []
         try:
