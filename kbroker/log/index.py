@@ -187,6 +187,20 @@ class _Index:
         finally:
             os.close(fd)
 
+    def close_handlers(self) -> None:
+        """Unmap without trimming (the log dir has failed)."""
+        self._unmap()
+
+    def _write_entry(self, slot: int, entry: bytes) -> None:
+        """Write an entry with pwrite, not through the mapping (which sees it: both are the page cache): on a
+        full filesystem a store into a sparse page of the mapping is a SIGBUS that kills the broker, where
+        pwrite fails with ENOSPC, which takes the log dir offline."""
+        fd = os.open(self.path, os.O_WRONLY)
+        try:
+            os.pwrite(fd, entry, slot * self.entry_size)
+        finally:
+            os.close(fd)
+
     def close(self) -> None:
         """Trim to the entries and unmap (the file stays)."""
         self.trim_to_valid_size()
@@ -285,8 +299,7 @@ class OffsetIndex(_Index):
         if self._entries and offset <= self._last.offset:
             raise InvalidOffset(f"attempt to append offset {offset} to index {self.path} at entry {self._entries}, "
                                 f"no larger than the last offset {self._last.offset}")
-        self._ensure_mapped()
-        self.ENTRY.pack_into(self._mm, self._entries * 8, self._relative(offset), position)
+        self._write_entry(self._entries, self.ENTRY.pack(self._relative(offset), position))
         self._entries += 1
         self._last = OffsetPosition(offset, position)
 
@@ -361,8 +374,7 @@ class TimeIndex(_Index):
         if timestamp > last.timestamp:
             if self._entries >= self._max_entries:   # only with skip_full_check on a trimmed index
                 self.resize((self._entries + 1) * self.entry_size)
-            self._ensure_mapped()
-            self.ENTRY.pack_into(self._mm, self._entries * 12, timestamp, self._relative(offset))
+            self._write_entry(self._entries, self.ENTRY.pack(timestamp, self._relative(offset)))
             self._entries += 1
             self._last = TimestampOffset(timestamp, offset)
 

@@ -26,13 +26,14 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-from typing import Mapping
+from typing import Callable, Iterable, Mapping
 
 from ..clock import Clock
 from .checkpoint import (LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT,
                          OffsetCheckpointFile, fsync_dir)
 from .cleaner import CleanerConfig, LogCleaner
 from .config import LogConfig
+from .dir_failure import LogDirFailureChannel
 from .errors import CorruptCheckpoint, KafkaStorageError
 from .log import (CLEAN_SHUTDOWN_FILE, DELETE_DIR_SUFFIX, FUTURE_DIR_SUFFIX, Log, RunBlocking, TopicPartition,
                   log_delete_dir_name, log_dir_name, parse_topic_partition)
@@ -43,23 +44,80 @@ logger = logging.getLogger("kbroker.log")
 class LogManager:
     def __init__(self, log_dirs: list[str], default_config: LogConfig, clock: Clock | None = None,
                  run_blocking: RunBlocking | None = None, topic_configs: Mapping[str, LogConfig] | None = None,
-                 cleaner_config: CleanerConfig | None = None):
+                 cleaner_config: CleanerConfig | None = None, initial_offline_dirs: Iterable[str] = (),
+                 dir_failure: LogDirFailureChannel | None = None, halt: Callable[[int], None] = os._exit):
         """Create missing log dirs and load every log in them. topic_configs: the LogConfig of topics with
         overrides (others get default_config). cleaner_config: the log cleaner's settings (default: the
-        cleaner is off until start_cleaner)."""
+        cleaner is off until start_cleaner). initial_offline_dirs: dirs found unusable before (their
+        meta.properties could not be read). dir_failure: where I/O errors are reported (the broker's channel).
+        halt(status) ends the process when every log dir has failed, as Kafka halts."""
         self.log_dirs = [os.path.abspath(d) for d in log_dirs]
         self.default_config = default_config
+        self.dir_failure = dir_failure or LogDirFailureChannel()
+        self.offline_dirs: set[str] = set()
+        self._halt = halt
         self._clock = clock or Clock()
         self._run_blocking: RunBlocking = run_blocking or (lambda fn: fn())
         self._topic_configs = dict(topic_configs or {})
         self._logs: dict[TopicPartition, Log] = {}
         self._logs_to_delete: list[tuple[int, Log]] = []
-        for log_dir in self.log_dirs:
-            os.makedirs(log_dir, exist_ok=True)
-        self.cleaner = LogCleaner(self.log_dirs, cleaner_config or CleanerConfig(enable=False), self._clock,
+        self._create_and_validate_log_dirs({os.path.abspath(d) for d in initial_offline_dirs})
+        self.cleaner = LogCleaner(self.live_log_dirs, cleaner_config or CleanerConfig(enable=False), self._clock,
                                   self._run_blocking, lambda: self._logs)
+        for log_dir in self.live_log_dirs:
+            try:
+                self._load_logs(log_dir)
+            except OSError as e:
+                # Kafka: the dir goes offline (its failure is handled once the replica manager listens)
+                self.dir_failure.maybe_add_offline_log_dir(log_dir, f"Error while loading log dir {log_dir}", e)
+
+    def _create_and_validate_log_dirs(self, initial_offline: set[str]) -> None:
+        """Kafka's createAndValidateLogDirs: a dir that cannot be created or is not a readable directory is
+        offline from the start (no failure notification: it never was online); none usable ends the start-up."""
         for log_dir in self.log_dirs:
-            self._load_logs(log_dir)
+            try:
+                if log_dir in initial_offline:
+                    raise OSError(f"Failed to load {log_dir} during broker startup")
+                os.makedirs(log_dir, exist_ok=True)
+                if not os.path.isdir(log_dir) or not os.access(log_dir, os.R_OK | os.W_OK | os.X_OK):
+                    raise OSError(f"{log_dir} is not a readable log directory.")
+            except OSError as e:
+                self.offline_dirs.add(log_dir)
+                self.dir_failure.maybe_add_offline_log_dir(
+                    log_dir, f"Failed to create or validate data directory {log_dir}", e)
+        if not self.live_log_dirs:
+            raise KafkaStorageError(f"none of the specified log dirs from {', '.join(self.log_dirs)} can be "
+                                    f"created or validated")
+
+    @property
+    def live_log_dirs(self) -> list[str]:
+        return [d for d in self.log_dirs if d not in self.offline_dirs]
+
+    def is_log_dir_online(self, log_dir: str) -> bool:
+        return os.path.abspath(log_dir) not in self.offline_dirs
+
+    def handle_log_dir_failure(self, log_dir: str) -> list[TopicPartition]:
+        """Stop serving the logs in a failed dir (Kafka's LogManager.handleLogDirFailure): the dir goes offline,
+        its logs are closed without writing and forgotten, its checkpoints are no longer written. Halts when no
+        log dir is left. Returns the partitions whose logs were there."""
+        log_dir = os.path.abspath(log_dir)
+        if not self.is_log_dir_online(log_dir):
+            return []
+        logger.warning("stopping serving logs in dir %s", log_dir)
+        self.offline_dirs.add(log_dir)
+        if not self.live_log_dirs:
+            logger.critical("Shutdown broker because all log dirs in %s have failed", ", ".join(self.log_dirs))
+            self._halt(1)
+        self.cleaner.handle_log_dir_failure(log_dir)
+        gone = self._logs_in_dir(log_dir)
+        for tp, log in gone.items():
+            del self._logs[tp]
+            self.cleaner.forget(log)
+            log.close_handlers()
+        self._logs_to_delete = [(t, log) for t, log in self._logs_to_delete if log.parent_dir != log_dir]
+        logger.warning("logs for partitions %s are offline due to failure on log directory %s",
+                       ",".join(log_dir_name(tp) for tp in sorted(gone)), log_dir)
+        return sorted(gone)
 
     def _config_for(self, topic: str) -> LogConfig:
         return self._topic_configs.get(topic, self.default_config)
@@ -103,7 +161,8 @@ class LogManager:
                 raise KafkaStorageError(f"duplicate log directories for {log_dir_name(tp)} are found in both "
                                         f"{self._logs[tp].dir} and {path}")
             log = Log(path, self._config_for(tp[0]), recovery_points.get(tp, 0), log_start_offsets.get(tp, 0),
-                      self._clock, had_clean_shutdown=clean, run_blocking=self._run_blocking)
+                      self._clock, had_clean_shutdown=clean, run_blocking=self._run_blocking,
+                      dir_failure=self.dir_failure)
             log.update_high_watermark(high_watermarks.get(tp, log.log_start_offset))
             self.cleaner.attach(log)
             self._logs[tp] = log
@@ -117,27 +176,45 @@ class LogManager:
     def get_log(self, tp: TopicPartition) -> Log | None:
         return self._logs.get(tp)
 
-    def _next_log_dir(self) -> str:
-        """The log dir holding the fewest partitions (counted once per call only with several dirs: creating
-        thousands of partitions must not cost the square of their number)."""
-        if len(self.log_dirs) == 1:
-            return self.log_dirs[0]
-        counts = {d: 0 for d in self.log_dirs}
+    def _next_log_dirs(self) -> list[str]:
+        """The live log dirs, those holding the fewest partitions first (counted once per call only with several
+        dirs: creating thousands of partitions must not cost the square of their number)."""
+        live = self.live_log_dirs
+        if len(live) == 1:
+            return live
+        counts = {d: 0 for d in live}
         for log in self._logs.values():
             counts[log.parent_dir] = counts.get(log.parent_dir, 0) + 1
-        return min(self.log_dirs, key=lambda d: counts[d])
+        return sorted(live, key=lambda d: counts[d])
 
-    def get_or_create_log(self, tp: TopicPartition, config: LogConfig | None = None) -> Log:
-        """The partition's log, created empty in the log dir holding the fewest partitions if it has none."""
+    def get_or_create_log(self, tp: TopicPartition, config: LogConfig | None = None, is_new: bool = True) -> Log:
+        """The partition's log, created empty in the log dir holding the fewest partitions if it has none. As
+        Kafka's getOrCreateLog: a replica that is not new (is_new false) is not created while a log dir is
+        offline, since its log may be there (KafkaStorageError); a dir failing the creation is reported and
+        the next one is tried."""
         log = self._logs.get(tp)
-        if log is None:
-            dir = os.path.join(self._next_log_dir(), log_dir_name(tp))
-            log = Log(dir, config or self._config_for(tp[0]), 0, 0, self._clock, had_clean_shutdown=True,
-                      run_blocking=self._run_blocking)
+        if log is not None:
+            return log
+        if not is_new and self.offline_dirs:
+            raise KafkaStorageError(f"Can not create log for {log_dir_name(tp)} because log directories "
+                                    f"{','.join(sorted(self.offline_dirs))} are offline")
+        tried = self._next_log_dirs()
+        for parent in tried:
+            if self.dir_failure.has_failed(parent):
+                continue
+            try:
+                log = Log(os.path.join(parent, log_dir_name(tp)), config or self._config_for(tp[0]), 0, 0,
+                          self._clock, had_clean_shutdown=True, run_blocking=self._run_blocking,
+                          dir_failure=self.dir_failure)
+            except OSError as e:
+                self.dir_failure.maybe_add_offline_log_dir(
+                    parent, f"Error while creating log for {log_dir_name(tp)} in dir {parent}", e)
+                continue
             self.cleaner.attach(log)
             self._logs[tp] = log
             logger.info("created log for partition %s in %s", log_dir_name(tp), log.parent_dir)
-        return log
+            return log
+        raise KafkaStorageError(f"No log directories available. Tried {', '.join(tried)}")
 
     def update_topic_config(self, topic: str, config: LogConfig) -> None:
         """New settings for a topic (its overrides changed): its logs and the ones created later."""
@@ -181,7 +258,8 @@ class LogManager:
     def delete_pending_files(self, force: bool = False) -> None:
         """Delete the segments and logs whose file.delete.delay.ms has passed (all of them with force)."""
         for log in list(self._logs.values()):
-            log.delete_pending_segments(force)
+            if not log.dir_failed:
+                log.delete_pending_segments(force)
         now = self._clock.monotonic_ms()
         due = [log for t, log in self._logs_to_delete if force or t <= now]
         self._logs_to_delete = [(t, log) for t, log in self._logs_to_delete if not (force or t <= now)]
@@ -194,7 +272,7 @@ class LogManager:
         cleaner is working on; returns the number of segments deleted."""
         total = 0
         for tp, log in list(self._logs.items()):
-            if tp in self.cleaner.in_progress:
+            if tp in self.cleaner.in_progress or log.dir_failed:
                 continue
             try:
                 total += log.delete_old_segments()
@@ -213,6 +291,8 @@ class LogManager:
 
     def flush_dirty_logs(self) -> None:
         for log in list(self._logs.values()):
+            if log.dir_failed:
+                continue
             try:
                 log.maybe_flush()
             except Exception:
@@ -222,8 +302,14 @@ class LogManager:
         return {tp: log for tp, log in self._logs.items() if log.parent_dir == log_dir}
 
     def _write_checkpoint(self, log_dir: str, name: str, offsets: dict[TopicPartition, int]) -> None:
+        """Write a checkpoint file; an OSError takes the dir offline (KafkaStorageError)."""
         path = os.path.join(log_dir, name)
-        self._run_blocking(lambda: OffsetCheckpointFile(path).write(offsets))
+        try:
+            self._run_blocking(lambda: OffsetCheckpointFile(path).write(offsets))
+        except OSError as e:
+            message = f"Error while writing to checkpoint file {path}"
+            self.dir_failure.maybe_add_offline_log_dir(log_dir, message, e)
+            raise KafkaStorageError(f"{message}: {e}") from e
 
     def _checkpoint_recovery_points_in(self, log_dir: str) -> None:
         """Write the recovery points, then drop the producer snapshots recovery no longer needs (as Kafka)."""
@@ -243,19 +329,27 @@ class LogManager:
                                {tp: given.get(tp, log.high_watermark)
                                 for tp, log in self._logs_in_dir(log_dir).items()})
 
+    def _checkpoint_live_dirs(self, write: Callable[[str], None]) -> None:
+        """write(dir) for every live log dir; a dir failing meanwhile is logged (it went offline) and the others
+        are still written."""
+        for log_dir in self.live_log_dirs:
+            if self.dir_failure.has_failed(log_dir):
+                continue
+            try:
+                write(log_dir)
+            except KafkaStorageError as e:
+                logger.error("checkpoint in %s failed: %s", log_dir, e)
+
     def checkpoint_recovery_points(self) -> None:
-        for log_dir in self.log_dirs:
-            self._checkpoint_recovery_points_in(log_dir)
+        self._checkpoint_live_dirs(self._checkpoint_recovery_points_in)
 
     def checkpoint_log_start_offsets(self) -> None:
-        for log_dir in self.log_dirs:
-            self._checkpoint_log_start_offsets_in(log_dir)
+        self._checkpoint_live_dirs(self._checkpoint_log_start_offsets_in)
 
     def checkpoint_high_watermarks(self, high_watermarks: Mapping[TopicPartition, int] | None = None) -> None:
-        """`replication-offset-checkpoint` of every log dir: the given high watermarks, and each log's own
+        """`replication-offset-checkpoint` of every live log dir: the given high watermarks, and each log's own
         for partitions not given."""
-        for log_dir in self.log_dirs:
-            self._checkpoint_high_watermarks_in(log_dir, high_watermarks or {})
+        self._checkpoint_live_dirs(lambda d: self._checkpoint_high_watermarks_in(d, high_watermarks or {}))
 
     # ---- shutdown ---------------------------------------------------------------------------------------------
 
@@ -266,7 +360,9 @@ class LogManager:
             self.cleaner.write_checkpoints()
         except Exception:
             logger.exception("error writing the cleaner checkpoints")
-        for log_dir in self.log_dirs:
+        for log_dir in self.live_log_dirs:   # an offline dir gets no clean shutdown marker: recovery at restart
+            if self.dir_failure.has_failed(log_dir):
+                continue
             logs = self._logs_in_dir(log_dir).values()
             try:
                 for log in logs:
