@@ -29,11 +29,12 @@ FIGURES: list[dict] = []     # one row per (run, fault kind), printed by the ses
 
 
 class AckedProducer:
-    """Produces b"value-%08d" (unique) round-robin over the partitions until stopped."""
+    """Produces b"value-%08d" (unique; followed by `padding` dots) round-robin over the partitions until stopped."""
 
     def __init__(self, bootstrap: str, topic: str, partitions: int, security: dict | None = None,
-                 idempotent: bool = True, **config):
+                 idempotent: bool = True, padding: int = 0, **config):
         self.topic, self.partitions = topic, partitions
+        self.padding = b"." * padding
         self.producer = Producer({**(security or {}), "bootstrap.servers": bootstrap, "acks": "all",
                                   "enable.idempotence": idempotent, "linger.ms": 5, "message.timeout.ms": 120000,
                                   "retry.backoff.ms": 100, **config})
@@ -55,7 +56,7 @@ class AckedProducer:
     def _run(self):
         while not self._stop.is_set():
             try:
-                self.producer.produce(self.topic, value=b"value-%08d" % self.sent,
+                self.producer.produce(self.topic, value=b"value-%08d" % self.sent + self.padding,
                                       partition=self.sent % self.partitions, on_delivery=self._on_delivery)
                 self.sent += 1
             except BufferError:
