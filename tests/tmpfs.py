@@ -24,6 +24,6 @@ def small_filesystem(path: str, size: str):
         subprocess.run(["umount", "-l", path], capture_output=True)
 
 
-def resize(path: str, size: str) -> None:
-    """Give the mounted tmpfs at path a new size (free the space: the disk is fixed)."""
-    subprocess.run(["mount", "-o", f"remount,size={size}", path], check=True, capture_output=True)
+def remount(path: str, options: str) -> None:
+    """Remount the tmpfs at path with new options: "rw,size=64m" (space again: the disk is fixed), "ro"."""
+    subprocess.run(["mount", "-o", f"remount,{options}", path], check=True, capture_output=True)

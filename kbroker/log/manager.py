@@ -108,12 +108,12 @@ class LogManager:
         if not self.live_log_dirs:
             logger.critical("Shutdown broker because all log dirs in %s have failed", ", ".join(self.log_dirs))
             self._halt(1)
-        self.cleaner.handle_log_dir_failure(log_dir)
         gone = self._logs_in_dir(log_dir)
         for tp, log in gone.items():
             del self._logs[tp]
             self.cleaner.forget(log)
             log.close_handlers()
+        self.cleaner.handle_log_dir_failure(log_dir)
         self._logs_to_delete = [(t, log) for t, log in self._logs_to_delete if log.parent_dir != log_dir]
         logger.warning("logs for partitions %s are offline due to failure on log directory %s",
                        ",".join(log_dir_name(tp) for tp in sorted(gone)), log_dir)
