@@ -10,8 +10,9 @@ than stored beside it, so they can never disagree with the leadership and broker
   then Online while its leader's replica is online and Offline otherwise;
 - a replica is NonExistent when not assigned, New while its partition is New, Online on a live broker and
   Offline on a dead one or in a failed log dir of its broker (`replicas_on_offline_dirs`, learnt from the
-  KAFKA_STORAGE_ERROR of LeaderAndIsr responses, forgotten when the broker goes away), unless topic deletion has put it into ReplicaDeletionStarted, -Successful or
-  -Ineligible: those are the only replica states stored (`replica_deletion_states`).
+  KAFKA_STORAGE_ERROR of LeaderAndIsr responses, forgotten when the broker goes away), unless topic deletion
+  has put it into ReplicaDeletionStarted, -Successful or -Ineligible: those are the only replica states stored
+  (`replica_deletion_states`).
 """
 from __future__ import annotations
 

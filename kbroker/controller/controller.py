@@ -539,7 +539,10 @@ class KafkaController:
         online = {tp for tp, e in errors if e == Errors.NONE}
         previous = ctx.replicas_on_offline_dirs.get(broker_id, set())
         current = (previous - online) | offline
-        ctx.replicas_on_offline_dirs[broker_id] = current
+        if current:
+            ctx.replicas_on_offline_dirs[broker_id] = current
+        else:
+            ctx.replicas_on_offline_dirs.pop(broker_id, None)
         new = sorted(current - previous)
         if new:
             state_change.info("marking replicas %s on broker %d offline", ", ".join(f"{t}-{p}" for t, p in new),

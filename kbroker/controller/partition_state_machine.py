@@ -134,7 +134,8 @@ class PartitionStateMachine:
                 decisions[tp] = lambda s, t=target, rm=removing, e=eligible: election.reassignment_leader(
                     t, rm, s.leader, s.isr, e)
             elif isinstance(strategy, PreferredElection):
-                decisions[tp] = lambda s, a=replicas, e=eligible: election.preferred_replica_leader(a, s.leader, s.isr, e)
+                decisions[tp] = lambda s, a=replicas, e=eligible: election.preferred_replica_leader(a, s.leader,
+                                                                                                   s.isr, e)
             else:
                 decisions[tp] = lambda s, a=replicas, e=eligible: self._controlled_shutdown_decision(a, s, e)
         written = self.writer.update(decisions)

@@ -73,7 +73,10 @@ class DelayedFetch(DelayedOperation):
             if fetch_offset > end or fetch_offset < log.log_start_offset:
                 return self.force_complete()
             if fetch_offset < end:
-                available += log.read(fetch_offset, max_bytes, max_offset=end).records.length
+                try:
+                    available += log.read(fetch_offset, max_bytes, max_offset=end).records.length
+                except KafkaError:   # the log's dir failed: the read answers the error
+                    return self.force_complete()
         if available >= self.min_bytes:
             return self.force_complete()
         return False
@@ -233,7 +236,7 @@ class ReplicaManager:
                     config = configs[tp[0]] = self.log_config(tp[0])
                     self.log_manager.update_topic_config(tp[0], config)
                 try:
-                    partition_log = self.log_manager.get_or_create_log(tp, config, is_new=bool(getattr(s, "is_new", False)))
+                    partition_log = self.log_manager.get_or_create_log(tp, config, is_new=bool(s.is_new))
                 except KafkaError as e:
                     state_change.error("partition %s-%d: cannot create its log: %s", tp[0], tp[1], e)
                     if e.code == Errors.KAFKA_STORAGE_ERROR:
@@ -341,7 +344,7 @@ class ReplicaManager:
         log.warning("broker %d stopped fetchers for partitions %s because they are in the failed log directory %s",
                     self.broker_id, ",".join(f"{t}-{p}" for t, p in offline), log_dir)
         self.log_manager.handle_log_dir_failure(log_dir)
-        for attempt in range(60):
+        for _ in range(60):
             try:
                 self.zk.propagate_log_dir_event(self.broker_id)
                 break
