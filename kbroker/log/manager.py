@@ -20,6 +20,15 @@ The log cleaner (cleaner.py) compacts the logs whose policy includes `compact`: 
 it on with the broker's log.cleaner.* settings and `clean_logs` (every log.cleaner.backoff.ms) runs one round.
 Its `cleaner-offset-checkpoint` is read at start-up, follows truncations and deletions, and is written after
 each cleaning and at shutdown. A log being cleaned is skipped by retention; the cleaner applies it after.
+
+Log dir failures (Kafka's): an OSError in a dir's files (a log's appends, rolls, flushes, reads, the
+checkpoints) is reported to `dir_failure` (a LogDirFailureChannel) and raised as KafkaStorageError. A dir that
+cannot be created, is not a usable directory, or whose meta.properties could not be read is offline from the
+start, one whose logs fail to load is reported. `handle_log_dir_failure(dir)` (called by the replica manager's
+failure handler) takes the dir offline: its logs are closed without writing and forgotten, nothing more is
+written there (no checkpoint, no clean shutdown marker, so its logs are recovered at the next start), new logs
+go to the live dirs only, and a replica that is not new is not created while a dir is offline (its log may be
+there). With no live dir left the broker halts. `offline_dirs`, `live_log_dirs`, `is_log_dir_online(dir)`.
 """
 from __future__ import annotations
 

@@ -16,6 +16,11 @@ in the fetch purgatory), offsets by timestamp and delete_records. A follower's f
 its state on the leader, which may advance the high watermark and complete waiting produces and fetches.
 fetch_sessions is the leader's cache of incremental fetch sessions (fetch_session.py; the Fetch API uses it).
 
+Log dir failures (Kafka's handleLogDirFailure): the partitions whose logs are in a failed dir go offline
+(`offline_partitions`): their fetchers stop, and every request about them (produce, fetch, LeaderAndIsr,
+StopReplica...) answers KAFKA_STORAGE_ERROR until the broker restarts; the log manager closes their logs; a
+/log_dir_event_notification entry tells the controller, which asks with LeaderAndIsr and moves their leadership.
+
 ISR: a task shrinks the ISR of led partitions every replica.lag.time.max.ms / 2; expansions happen on follower
 fetches. Both write the state znode (zkVersion-checked) and, batched, an /isr_change_notification entry.
 
