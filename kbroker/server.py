@@ -46,7 +46,7 @@ from .coordinator.transaction.state import TRANSACTION_STATE_TOPIC
 from .coordinator.producer_id_manager import ProducerIdManager
 from .dynamic_config import DynamicConfigManager
 from .log.config import LogConfig
-from .log.errors import InvalidConfig
+from .log.errors import InvalidConfig, KafkaStorageError
 from .log.log import parse_topic_partition
 from .log.manager import LogManager
 from .metadata_cache import MetadataCache
@@ -235,8 +235,11 @@ class KafkaServer:
                     topic_configs[topic] = LogConfig.from_props(self.config.values, overrides)
                 except InvalidConfig as e:
                     log.error("ignoring invalid config of topic %s: %s", topic, e)
-        return LogManager(self.config.log_dirs, defaults, self.clock, self.run_blocking, topic_configs,
-                          initial_offline_dirs=self.initial_offline_dirs)
+        try:
+            return LogManager(self.config.log_dirs, defaults, self.clock, self.run_blocking, topic_configs,
+                              initial_offline_dirs=self.initial_offline_dirs)
+        except KafkaStorageError as e:   # no usable log dir
+            raise StartupError(str(e)) from None
 
     def _start_log_tasks(self) -> None:
         cfg = self.config

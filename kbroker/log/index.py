@@ -50,6 +50,7 @@ class _Index:
         self.entry_size = self.ENTRY.size
         self._warm_entries = WARM_SECTION_BYTES // self.entry_size
         self._mm: mmap.mmap | None = None
+        self._write_fd = -1    # opened at the first entry written, closed with the mapping
         if os.path.exists(path):
             self._length = os.path.getsize(path)
             # a pre-existing index is assumed valid up to its last whole entry, as in Kafka
@@ -125,6 +126,9 @@ class _Index:
         if self._mm is not None:
             self._mm.close()
             self._mm = None
+        if self._write_fd >= 0:
+            os.close(self._write_fd)
+            self._write_fd = -1
 
     def resize(self, new_size: int) -> bool:
         """Set the file to new_size bytes (rounded down to whole entries), keeping the entries; False if
@@ -195,11 +199,9 @@ class _Index:
         """Write an entry with pwrite, not through the mapping (which sees it: both are the page cache): on a
         full filesystem a store into a sparse page of the mapping is a SIGBUS that kills the broker, where
         pwrite fails with ENOSPC, which takes the log dir offline."""
-        fd = os.open(self.path, os.O_WRONLY)
-        try:
-            os.pwrite(fd, entry, slot * self.entry_size)
-        finally:
-            os.close(fd)
+        if self._write_fd < 0:
+            self._write_fd = os.open(self.path, os.O_WRONLY)
+        os.pwrite(self._write_fd, entry, slot * self.entry_size)
 
     def close(self) -> None:
         """Trim to the entries and unmap (the file stays)."""
