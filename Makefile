@@ -36,8 +36,11 @@ down:
 status: $(VENV)/.installed
 	$(VENV)/bin/kbroker cluster status --data-dir $(DATA)
 
+# The suite runs in TEST_WORKERS processes (pytest-xdist): most of its time is spent waiting on brokers and
+# ZooKeeper, not computing. A module stays on one worker; TEST_WORKERS=0 runs it in this process.
+TEST_WORKERS ?= 3
 test: $(VENV)/.installed-test system-deps
-	$(PY) -m pytest -q $(PYTEST_ARGS)
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 # examples/pipeline.py against `make up`'s cluster (needs the Spark extra, installed with the test extras)
 pipeline: $(VENV)/.installed-test

@@ -167,7 +167,8 @@ _data_dir = click.option("--data-dir", default=DEFAULT_DIR, show_default=True,
               help="Secure every listener (inter-broker too): a private CA and broker certificates, an admin super "
                    "user, the client settings written to DATA_DIR/client.properties and DATA_DIR/kcat.conf.")
 def cluster_up(brokers, data_dir, zk_port, base_port, metrics_port, overrides, security):
-    """Start ZooKeeper and the brokers; print the bootstrap servers (and the client settings when secured)."""
+    """Start ZooKeeper and the brokers; print the bootstrap servers (and the client settings when secured).
+    On a cluster that is partly running, start only the members that are down."""
     from . import cluster as dev_cluster
     for item in overrides:
         if "=" not in item or not item.split("=", 1)[0].strip():
@@ -178,13 +179,14 @@ def cluster_up(brokers, data_dir, zk_port, base_port, metrics_port, overrides, s
     except dev_cluster.ClusterError as e:
         click.echo(f"error: {e}", err=True)
         sys.exit(1)
+    click.echo("started            " + (", ".join(state["started"]) or "nothing (every member was running)"))
     click.echo(f"zookeeper.connect  {state['zookeeper']['connect']}")
     click.echo("bootstrap.servers  " + ",".join(f"127.0.0.1:{b['port']}" for b in state["brokers"]))
     click.echo(f"logs               {data_dir}/logs")
-    if metrics_port is not None:
+    if state["brokers"][0]["metrics_port"] is not None:
         click.echo("metrics            " + ",".join(f"http://127.0.0.1:{b['metrics_port']}/metrics"
                                                   for b in state["brokers"]))
-    if security:
+    if "security" in state:
         files = state["security"]
         click.echo(f"client properties  {files['client_properties']} (kadmin --command-config, Java clients)")
         click.echo(f"kcat config        {files['kcat_conf']} (kcat -F, librdkafka)")

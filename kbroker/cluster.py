@@ -4,12 +4,12 @@ the benchmarks. One BrokerProcess (a `kbroker start` process on its own server.p
 wait_ready returns when every broker answers a Metadata request listing itself, its peers and a controller.
 Registering in ZooKeeper is not enough: a broker registers before the controller's first UpdateMetadata
 reaches it, and until then it answers Metadata with no brokers, which makes librdkafka's clients stall for
-minutes. The Metadata request is the launcher's only Kafka request (`metadata`), framed by hand over
-kafka-python's message classes until kbroker/protocol/client exists.
+minutes. The Metadata request is the launcher's only Kafka request (`metadata`, through the shared client).
 
 The development cluster's layout under its data dir: zookeeper/ (its data), broker-N/ (server.properties and
 log dir), logs/ (one log per process) and cluster.json (pids and ports, read by status, down and the one-member
-commands). Its processes run in their own sessions so they outlive the command that started them. Secured
+commands). Its processes run in their own sessions so they outlive the command that started them. `up` on a
+cluster that is partly running starts what is down and leaves the rest alone. Secured
 (`--security`, kbroker.security.preset): security/ holds the CA, keystores and admin password, made once, and
 client.properties / kcat.conf the admin's client settings; readiness checks log in with them.
 """
@@ -44,17 +44,39 @@ class ClusterError(RuntimeError):
 
 
 # ---- ports and waiting -------------------------------------------------------------------------------------
+PORT_SLICE_BLOCK = 16
+
+
+def _port_slice() -> tuple[int, int]:
+    """KBROKER_PORT_SLICE=i/k: this process takes only ports whose block of 16 is i modulo k, so that processes
+    picking ports at the same time (parallel test workers) never pick the same one between choosing a port and
+    a broker binding it. Unset: 0/1, every port."""
+    value = os.environ.get("KBROKER_PORT_SLICE", "0/1")
+    i, _, k = value.partition("/")
+    return int(i), int(k)
+
+
+def _in_slice(port: int, share: tuple[int, int]) -> bool:
+    return (port // PORT_SLICE_BLOCK) % share[1] == share[0]
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port free now on 127.0.0.1 (in this process's KBROKER_PORT_SLICE)."""
+    share = _port_slice()
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if _in_slice(port, share):
+            return port
 
 
 def free_port_range(n: int) -> int:
     """A base port with the n ports from it free (bound and released together)."""
-    for _ in range(50):
+    share = _port_slice()
+    for _ in range(200):
         base = free_port()
-        if base + n > 65535:
+        if base + n > 65535 or not all(_in_slice(port, share) for port in range(base, base + n)):
             continue
         socks = []
         try:
@@ -258,44 +280,89 @@ def up(data_dir: str, brokers: int, zk_port: int, base_port: int, timeout: float
     """ZooKeeper and `brokers` brokers in the background; returns once wait_ready says they serve. overrides:
     KEY=VALUE settings for every broker; metrics_port: broker N serves Prometheus metrics on metrics_port + N - 1;
     security: ssl, sasl_ssl or sasl_plaintext (kbroker.security.preset, kept in <data dir>/security, the admin's
-    client files written to <data dir>/client.properties and kcat.conf)."""
+    client files written to <data dir>/client.properties and kcat.conf).
+
+    A cluster of data_dir with live members is completed instead (_complete): its members that are down start
+    again and the live ones are left alone. The returned state's "started" names what this call started."""
     data_dir = os.path.abspath(data_dir)
     state = _read_state(data_dir)
     if state is not None and any(_alive(p["pid"]) for p in [state["zookeeper"], *state["brokers"]]):
-        raise ClusterError(f"a cluster is already running from {data_dir} (kbroker cluster down --data-dir "
-                           f"{data_dir} stops it)")
+        return _complete(data_dir, state, timeout, overrides, metrics_port, security)
     logs = os.path.join(data_dir, "logs")
     os.makedirs(logs, exist_ok=True)
     if is_serving("127.0.0.1", zk_port):
         raise ClusterError(f"port {zk_port} already serves a ZooKeeper; stop it or pass --zk-port")
-    zk = ZooKeeperServer(zk_port, os.path.join(data_dir, "zookeeper"), os.path.join(logs, "zookeeper.log"))
-    try:
-        zk_pid = zk.start(detach=True)
-    except (ZooKeeperNotInstalled, RuntimeError) as e:
-        raise ClusterError(str(e)) from None
-    state = {"zookeeper": {"pid": zk_pid, "port": zk_port, "connect": zk.connect}, "brokers": []}
+    state = {"zookeeper": {"port": zk_port}, "brokers": []}
+    _start_zookeeper(data_dir, state)
     preset = None
     if security:
         preset = SecurityPreset.init(security, os.path.join(data_dir, "security"))
         properties, kcat = preset.write_client_files(data_dir)
         state["security"] = {"protocol": preset.protocol, "client_properties": properties, "kcat_conf": kcat}
-        _write_admin_credentials(preset, zk.connect)
-    started = []
-    for n in range(1, brokers + 1):
-        settings = dev_settings(brokers)
-        for item in overrides:
-            key, _, value = item.partition("=")
-            settings.pop(key.strip(), None)
-            settings[key.strip()] = value.strip()
-        if metrics_port is not None:
-            settings["metrics.port"] = metrics_port + n - 1
-        b = BrokerProcess.create(n, os.path.join(data_dir, f"broker-{n}"), zk.connect, settings,
-                                 port=base_port + n - 1, log_path=os.path.join(logs, f"broker-{n}.log"),
-                                 detach=True, security=preset).start()
-        started.append(b)
-        state["brokers"].append({"id": n, "pid": b.pid, "port": b.port, "config": b.config_path,
-                                 "metrics_port": None if metrics_port is None else metrics_port + n - 1})
+        _write_admin_credentials(preset, state["zookeeper"]["connect"])
+    started = [_add_broker(data_dir, state, n, brokers, base_port, overrides, metrics_port, preset)
+               for n in range(1, brokers + 1)]
     _write_state(data_dir, state)
+    state["started"] = ["zookeeper", *(f"broker {b.id}" for b in started)]
+    wait_ready(started, timeout)
+    return state
+
+
+def _start_zookeeper(data_dir: str, state: dict) -> None:
+    """Start the cluster's ZooKeeper (detached) on state's port and its data dir; its pid and connect go to state."""
+    zk_port = state["zookeeper"]["port"]
+    zk = ZooKeeperServer(zk_port, os.path.join(data_dir, "zookeeper"), os.path.join(data_dir, "logs",
+                                                                                    "zookeeper.log"))
+    try:
+        pid = zk.start(detach=True)
+    except (ZooKeeperNotInstalled, RuntimeError) as e:
+        raise ClusterError(str(e)) from None
+    state["zookeeper"] = {"pid": pid, "port": zk_port, "connect": zk.connect}
+
+
+def _add_broker(data_dir: str, state: dict, n: int, brokers: int, base_port: int, overrides: tuple[str, ...],
+                metrics_port: int | None, preset: SecurityPreset | None) -> BrokerProcess:
+    """Write broker n's server.properties (dev_settings, then overrides), start it and add it to state."""
+    settings = dev_settings(brokers)
+    for item in overrides:
+        key, _, value = item.partition("=")
+        settings.pop(key.strip(), None)
+        settings[key.strip()] = value.strip()
+    if metrics_port is not None:
+        settings["metrics.port"] = metrics_port + n - 1
+    b = BrokerProcess.create(n, os.path.join(data_dir, f"broker-{n}"), state["zookeeper"]["connect"], settings,
+                             port=base_port + n - 1, log_path=os.path.join(data_dir, "logs", f"broker-{n}.log"),
+                             detach=True, security=preset).start()
+    state["brokers"].append({"id": n, "pid": b.pid, "port": b.port, "config": b.config_path,
+                             "metrics_port": None if metrics_port is None else metrics_port + n - 1})
+    return b
+
+
+def _complete(data_dir: str, state: dict, timeout: float, overrides: tuple[str, ...],
+              metrics_port: int | None, security: str | None) -> dict:
+    """`up` on a cluster with live members, as `docker compose up` on a running project: ZooKeeper, if down,
+    starts again on its port and data; each broker that is down starts again on the server.properties it was
+    made with, once its previous registration has expired; live members are left alone. The cluster keeps its
+    size (`brokers` is not used) and its security; settings that would differ between members (--override,
+    --metrics-port) are refused."""
+    running = state.get("security", {}).get("protocol", "").lower() or None
+    if security and security != running:
+        raise ClusterError(f"the cluster of {data_dir} runs {running or 'plaintext'}; `kbroker cluster down "
+                           f"--data-dir {data_dir}` first to bring it up with --security {security}")
+    if overrides or metrics_port is not None:
+        raise ClusterError(f"a cluster is running from {data_dir}: --override and --metrics-port apply when it "
+                           f"starts whole (`kbroker cluster down --data-dir {data_dir}` first)")
+    started_names: list[str] = []
+    if not _alive(state["zookeeper"]["pid"]):
+        _start_zookeeper(data_dir, state)
+        started_names.append("zookeeper")
+    preset = _preset(data_dir, state)
+    client_security = preset.client_security() if preset else None
+    started = [_restart(data_dir, state, entry, client_security, timeout)
+               for entry in state["brokers"] if not _alive(entry["pid"])]
+    started_names += [f"broker {b.id}" for b in started]
+    _write_state(data_dir, state)
+    state["started"] = started_names
     wait_ready(started, timeout)
     return state
 
@@ -360,6 +427,18 @@ def _wait_unregistered(zk_connect: str, broker_id: int, timeout: float) -> None:
         client.close()
 
 
+def _restart(data_dir: str, state: dict, entry: dict, security: ClientSecurity | None,
+             timeout: float) -> BrokerProcess:
+    """Start a member broker that is down on its server.properties once its old registration is gone; its new
+    pid goes to entry (the caller writes the state and waits for it)."""
+    _wait_unregistered(state["zookeeper"]["connect"], entry["id"], timeout)
+    b = BrokerProcess(entry["id"], entry["config"], entry["port"],
+                      os.path.join(data_dir, "logs", f"broker-{entry['id']}.log"), detach=True,
+                      security=security).start()
+    entry["pid"] = b.pid
+    return b
+
+
 def start_broker(data_dir: str, broker_id: int, timeout: float = 60.0) -> dict:
     """Start one stopped broker of the development cluster on its server.properties and wait until it serves
     (wait_ready, logged in as the admin on a secured cluster); its entry in cluster.json, with the new pid."""
@@ -367,12 +446,8 @@ def start_broker(data_dir: str, broker_id: int, timeout: float = 60.0) -> dict:
     state, entry = _member(data_dir, broker_id)
     if _alive(entry["pid"]):
         raise ClusterError(f"broker {broker_id} is already running (pid {entry['pid']})")
-    _wait_unregistered(state["zookeeper"]["connect"], broker_id, timeout)
     preset = _preset(data_dir, state)
-    log_path = os.path.join(data_dir, "logs", f"broker-{broker_id}.log")
-    b = BrokerProcess(broker_id, entry["config"], entry["port"], log_path, detach=True,
-                      security=preset.client_security() if preset else None).start()
-    entry["pid"] = b.pid
+    b = _restart(data_dir, state, entry, preset.client_security() if preset else None, timeout)
     _write_state(data_dir, state)
     wait_ready([b], timeout)
     return entry

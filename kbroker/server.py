@@ -46,7 +46,7 @@ from .coordinator.transaction.state import TRANSACTION_STATE_TOPIC
 from .coordinator.producer_id_manager import ProducerIdManager
 from .dynamic_config import DynamicConfigManager
 from .log.config import LogConfig
-from .log.errors import InvalidConfig
+from .log.errors import InvalidConfig, KafkaStorageError
 from .log.log import parse_topic_partition
 from .log.manager import LogManager
 from .metadata_cache import MetadataCache
@@ -101,6 +101,7 @@ class KafkaServer:
         self.producer_ids: ProducerIdManager | None = None
         self._tasks: list = []
         self._dir_locks: list[int] = []
+        self.initial_offline_dirs: list[str] = []
         self.broker_id: int = config.broker_id
         self.cluster_id: str | None = None
         self.broker_epoch = -1
@@ -217,7 +218,11 @@ class KafkaServer:
         defaults = LogConfig.from_props(self.config.values)
         topics = set()
         for d in self.config.log_dirs:
-            for name in os.listdir(d):
+            try:
+                names = [] if d in self.initial_offline_dirs else os.listdir(d)
+            except OSError:
+                names = []   # the log manager finds the dir unusable and takes it offline
+            for name in names:
                 try:
                     topics.add(parse_topic_partition(name)[0])
                 except ValueError:
@@ -230,7 +235,11 @@ class KafkaServer:
                     topic_configs[topic] = LogConfig.from_props(self.config.values, overrides)
                 except InvalidConfig as e:
                     log.error("ignoring invalid config of topic %s: %s", topic, e)
-        return LogManager(self.config.log_dirs, defaults, self.clock, self.run_blocking, topic_configs)
+        try:
+            return LogManager(self.config.log_dirs, defaults, self.clock, self.run_blocking, topic_configs,
+                              initial_offline_dirs=self.initial_offline_dirs)
+        except KafkaStorageError as e:   # no usable log dir
+            raise StartupError(str(e)) from None
 
     def _start_log_tasks(self) -> None:
         cfg = self.config
@@ -267,11 +276,19 @@ class KafkaServer:
             self._tasks.append(gevent.spawn(clean_loop))
 
     def _load_meta_properties(self) -> dict[str, dict | None]:
+        """meta.properties of each log dir; a dir where it cannot be read (an I/O error) is offline from the
+        start, as Kafka's getBrokerMetadataAndOfflineDirs (the log manager leaves it out)."""
         metas = {}
         for d in self.config.log_dirs:
-            os.makedirs(d, exist_ok=True)
-            self._lock_log_dir(d)
-            metas[d] = read_meta_properties(d)
+            try:
+                os.makedirs(d, exist_ok=True)
+                self._lock_log_dir(d)
+                metas[d] = read_meta_properties(d)
+            except OSError as e:
+                log.error("Failed to read %s: %r", os.path.join(d, META_PROPERTIES), e)
+                self.initial_offline_dirs.append(d)
+        if not metas:
+            raise StartupError(f"none of the log dirs {', '.join(self.config.log_dirs)} can be used")
         return metas
 
     def _lock_log_dir(self, log_dir: str) -> None:

@@ -1,10 +1,18 @@
-"""Shared fixtures: one real ZooKeeper server per test session; each test gets its own chroot in it, so no
-test sees another's znodes."""
+"""Shared fixtures: one real ZooKeeper server per test session (per worker when `make test` runs the suite in
+parallel, pytest-xdist); each test gets its own chroot in it, so no test sees another's znodes.
+
+Parallel workers: each picks ports from its own slice (kbroker.cluster.free_port, KBROKER_PORT_SLICE), and a
+test module runs whole on one worker (its module fixtures are made once); the Spark tests share one worker (one
+Spark session)."""
 import os
 import sys
 import uuid
 
 import pytest
+
+if "PYTEST_XDIST_WORKER" in os.environ:
+    os.environ["KBROKER_PORT_SLICE"] = (f"{int(os.environ['PYTEST_XDIST_WORKER'].removeprefix('gw'))}/"
+                                        f"{os.environ['PYTEST_XDIST_WORKER_COUNT']}")
 
 from kbroker.cluster import free_port
 from zk.launcher import ZooKeeperServer
@@ -36,3 +44,10 @@ def zk_client(zk_connect):
     client = KafkaZkClient(zk_connect, session_timeout_ms=6000).start()
     yield client
     client.close()
+
+
+def pytest_collection_modifyitems(items):
+    """Under pytest-xdist's --dist loadgroup: one group per module, one for all the Spark tests."""
+    for item in items:
+        module = item.nodeid.split("::")[0]
+        item.add_marker(pytest.mark.xdist_group("spark" if module.startswith("tests/spark/") else module))

@@ -642,6 +642,25 @@ class KafkaZkClient:
         self._fenced_many(epoch_zk_version, [[lambda t, n=name: t.delete(f"{z.IsrChangeNotificationZNode.path}/{n}")]
                                             for name in names])
 
+    def propagate_log_dir_event(self, broker_id: int) -> str:
+        """A log dir of this broker failed: a sequential /log_dir_event_notification child (Kafka's
+        propagateLogDirEvent); its path."""
+        return self._create_recursive(z.LogDirEventNotificationZNode.prefix,
+                                      z.LogDirEventNotificationZNode.encode(broker_id), sequence=True)
+
+    def get_log_dir_event_notifications(self, watch=None) -> list[str]:
+        return sorted(self.children(z.LogDirEventNotificationZNode.path, watch=watch))
+
+    def read_log_dir_event_brokers(self, names) -> list[int]:
+        """The broker ids of these notifications (a vanished one gives none)."""
+        return [z.LogDirEventNotificationZNode.decode(data)
+                for data, _ in self.get_many([f"{z.LogDirEventNotificationZNode.path}/{n}" for n in names]) if data]
+
+    def delete_log_dir_event_notifications_fenced(self, names, epoch_zk_version: int) -> None:
+        """Fenced deletes, one multi each, pipelined (as the ISR change notifications)."""
+        self._fenced_many(epoch_zk_version, [[lambda t, n=name: t.delete(f"{z.LogDirEventNotificationZNode.path}/{n}")]
+                                            for name in names])
+
     # ---- configs -----------------------------------------------------------------------------------------
     def get_entity_config(self, entity_type: str, name: str) -> dict[str, str]:
         data, _ = self.get(z.ConfigEntityZNode.path(entity_type, name))

@@ -333,6 +333,23 @@ class IsrChangeNotificationZNode(_PartitionListZNode):
     prefix = "/isr_change_notification/isr_change_"
 
 
+class LogDirEventNotificationZNode:
+    """/log_dir_event_notification/log_dir_event_<seq>: a broker had a log dir fail; the controller asks it about
+    its replicas and deletes the notification."""
+    path = "/log_dir_event_notification"
+    prefix = "/log_dir_event_notification/log_dir_event_"
+    LOG_DIR_FAILURE_EVENT = 1
+
+    @staticmethod
+    def encode(broker_id: int) -> bytes:
+        return _dump({"version": 1, "broker": broker_id, "event": LogDirEventNotificationZNode.LOG_DIR_FAILURE_EVENT})
+
+    @staticmethod
+    def decode(data: bytes | None) -> int | None:
+        obj = _load(data)
+        return None if obj is None else int(obj["broker"])
+
+
 class ProducerIdBlockZNode:
     path = "/latest_producer_id_block"
     block_size = 1000

@@ -8,9 +8,9 @@ log is max(high watermark - log end offset, 0), which is 0 here as the high wate
 log the broker keeps but no longer hosts (a replica stopped without deletion) answers -1, "not available". A
 replica moving between log dirs (AlterReplicaLogDirs) is also listed in the dir it moves to, with is_future_key
 true and, as lag, the current log's end offset minus the future log's (-1 when the partition is not hosted).
-Each log dir is its absolute path; one with no logs is listed with no topics. kbroker does not track offline
-log dirs, so a dir that is no longer a directory (removed or unmounted under the broker) is the offline case:
-KAFKA_STORAGE_ERROR and no topics.
+Each log dir is its absolute path; one with no logs is listed with no topics. An offline log dir (an I/O error
+took it offline, or it was unusable at start-up, or it is no longer a directory) is KAFKA_STORAGE_ERROR with no
+topics.
 Kafka 2.8 also lists, when topics are requested, every other topic of a dir with an empty partition list; that
 was a bug (KAFKA-16807) and clients ignore such entries, so only topics with matching partitions are listed.
 v1 is v0 (throttling order only); v2 is flexible. kafka-python's classes go up to v5 (top-level error code,
@@ -56,7 +56,7 @@ def handle(request, ctx):
                 Partition(partition_index=tp[1], partition_size=log.size, offset_lag=lag, is_future_key=True))
     results = []
     for log_dir in broker.log_manager.log_dirs:
-        if not os.path.isdir(log_dir):
+        if not broker.log_manager.is_log_dir_online(log_dir) or not os.path.isdir(log_dir):
             results.append(Result(error_code=Errors.KAFKA_STORAGE_ERROR, log_dir=log_dir, topics=[]))
             continue
         topics = by_dir.get(log_dir, {})

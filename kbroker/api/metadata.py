@@ -8,10 +8,11 @@ controller has elected its leaders (clients retry), INVALID_REPLICATION_FACTOR w
 INVALID_TOPIC_EXCEPTION for an illegal name. Otherwise UNKNOWN_TOPIC_OR_PARTITION.
 Partitions: LEADER_NOT_AVAILABLE with leader -1 when the partition has no live leader. v0 lists only live
 replicas and answers REPLICA_NOT_AVAILABLE when some are down (as Kafka, which errors on unavailable
-endpoints for v0); v5+ lists offline replicas. Brokers are the live ones with an endpoint on the listener the
-request came in on. Authorized operations (v8+ topics, v8-v10 cluster), when asked for, are the operations the
-resource supports that the principal may do (all of them without an authorizer; the cluster's need Describe on
-it, else none); "not requested" (INT32_MIN) otherwise.
+endpoints for v0); v5+ lists offline replicas (on dead brokers, or in failed log dirs as UpdateMetadata says).
+Brokers are the live ones with an endpoint on the listener the request came in on. Authorized operations (v8+
+topics, v8-v10 cluster), when asked for, are the operations the resource supports that the principal may do (all
+of them without an authorizer; the cluster's need Describe on it, else none); "not requested" (INT32_MIN)
+otherwise.
 Authorization: a named topic without Describe answers TOPIC_AUTHORIZATION_FAILED with no partitions (whether
 it exists is not revealed); all-topics requests leave such topics out. Auto-creation also needs Create on the
 cluster or on the topic, else TOPIC_AUTHORIZATION_FAILED.
@@ -41,7 +42,7 @@ Partition = Topic.MetadataResponsePartition
 def _partition(cache, state, version: int):
     alive = cache.is_alive
     replicas, isr = state.replicas, state.isr
-    offline = [r for r in replicas if not alive(r)]
+    offline = [r for r in replicas if not alive(r) or r in state.offline_replicas]
     error = Errors.NONE
     leader = state.leader
     if leader < 0 or not alive(leader):

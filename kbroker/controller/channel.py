@@ -98,10 +98,12 @@ class RequestBatch:
     """What one controller event wants sent (Kafka's ControllerBrokerRequestBatch): the controller's one batch,
     filled by its state machines during an event and emptied by send()."""
 
-    def __init__(self, ctx, channels: ControllerChannelManager, stop_replica_callback=None):
+    def __init__(self, ctx, channels: ControllerChannelManager, stop_replica_callback=None,
+                 leader_and_isr_callback=None):
         self.ctx = ctx                    # the ControllerContext
         self.channels = channels
         self.stop_replica_callback = stop_replica_callback
+        self.leader_and_isr_callback = leader_and_isr_callback
         self.clear()
 
     def clear(self) -> None:
@@ -172,7 +174,6 @@ class RequestBatch:
         ctx = self.ctx
         R = UpdateMetadataRequest
         PartitionState = R.UpdateMetadataPartitionState
-        live = ctx.live_brokers
         by_topic: dict = {}
         for tp in sorted(partitions):
             state = ctx.partition_states.get(tp)
@@ -183,7 +184,7 @@ class RequestBatch:
                 partition_index=tp[1], controller_epoch=state.controller_epoch,
                 leader=LEADER_DURING_DELETE if tp[0] in ctx.topics_being_deleted else state.leader,
                 leader_epoch=state.leader_epoch, isr=list(state.isr), zk_version=state.zk_version,
-                replicas=list(replicas), offline_replicas=[r for r in replicas if r not in live]))
+                replicas=list(replicas), offline_replicas=[r for r in replicas if not ctx.is_replica_online(r, tp)]))
         return [R.UpdateMetadataTopicState(topic_name=t, topic_id=topic_id_to_uuid(ctx.topic_ids.get(t)),
                                            partition_states=ps) for t, ps in by_topic.items()]
 
@@ -217,7 +218,7 @@ class RequestBatch:
                 state_change.info("sending LeaderAndIsr request to broker %d with %d become-leader and %d "
                                   "become-follower partitions (controller epoch %d)", b, leading, total - leading,
                                   ctx.epoch)
-                out.append((b, request, None))
+                out.append((b, request, self.leader_and_isr_callback))
                 gevent.sleep(0)
         sent: dict[int, list[int]] = {}   # partition count -> brokers, for the state-change log
         built: dict[bool, list] = {}      # every partition or not -> topic states

@@ -7,10 +7,12 @@ change it; nothing else keeps controller state.
 Partition and replica states (Kafka's PartitionState and ReplicaState) are derived from the context rather
 than stored beside it, so they can never disagree with the leadership and broker liveness they stand for:
 - a partition is NonExistent until it has an assignment, New until it has a leader and ISR (its state znode),
-  then Online while its leader is a live broker and Offline otherwise;
+  then Online while its leader's replica is online and Offline otherwise;
 - a replica is NonExistent when not assigned, New while its partition is New, Online on a live broker and
-  Offline on a dead one, unless topic deletion has put it into ReplicaDeletionStarted, -Successful or
-  -Ineligible: those are the only replica states stored (`replica_deletion_states`).
+  Offline on a dead one or in a failed log dir of its broker (`replicas_on_offline_dirs`, learnt from the
+  KAFKA_STORAGE_ERROR of LeaderAndIsr responses, forgotten when the broker goes away), unless topic deletion
+  has put it into ReplicaDeletionStarted, -Successful or -Ineligible: those are the only replica states stored
+  (`replica_deletion_states`).
 """
 from __future__ import annotations
 
@@ -53,6 +55,17 @@ class ControllerContext:
     replica_deletion_states: dict = field(default_factory=dict)  # (topic, partition, broker) -> ReplicaState
     reassignments: dict = field(default_factory=dict)       # (topic, partition) -> (target, original replicas)
     znode_reassignments: set = field(default_factory=set)   # those listed in /admin/reassign_partitions
+    replicas_on_offline_dirs: dict = field(default_factory=dict)  # broker -> {(topic, partition)} in failed dirs
+
+    def is_replica_online(self, broker: int, tp) -> bool:
+        """Kafka's isReplicaOnline: the broker is live and the replica is not in one of its failed log dirs."""
+        return broker in self.live_brokers and tp not in self.replicas_on_offline_dirs.get(broker, ())
+
+    def eligible_leaders_of(self, tp, eligible: set[int]) -> set[int]:
+        """Of the eligible brokers, those whose replica of tp is not in a failed log dir."""
+        if not self.replicas_on_offline_dirs:
+            return eligible
+        return {b for b in eligible if tp not in self.replicas_on_offline_dirs.get(b, ())}
 
     def eligible_leaders(self) -> set[int]:
         return set(self.live_brokers) - self.shutting_down
@@ -72,7 +85,7 @@ class ControllerContext:
         state = self.partition_states.get(tp)
         if state is None:
             return PartitionState.NEW
-        return PartitionState.ONLINE if state.leader in self.live_brokers else PartitionState.OFFLINE
+        return PartitionState.ONLINE if self.is_replica_online(state.leader, tp) else PartitionState.OFFLINE
 
     def replica_state(self, replica) -> ReplicaState:
         stored = self.replica_deletion_states.get(replica)
@@ -83,7 +96,7 @@ class ControllerContext:
             return ReplicaState.NON_EXISTENT
         if (topic, partition) not in self.partition_states:
             return ReplicaState.NEW
-        return ReplicaState.ONLINE if broker in self.live_brokers else ReplicaState.OFFLINE
+        return ReplicaState.ONLINE if self.is_replica_online(broker, (topic, partition)) else ReplicaState.OFFLINE
 
     def forget_topic(self, topic: str) -> None:
         for tp in self.partitions_of(topic):

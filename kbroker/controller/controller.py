@@ -23,6 +23,13 @@ removes the topic's znodes. It also moves leadership on purpose:
   the first assigned replica leads again if it is live and in the ISR;
 - unclean election (ElectLeaders type 1): a partition without a leader takes the first live assigned
   replica, in sync or not.
+
+Log dir failures (Kafka's LogDirEventNotification): a broker whose log dir failed writes
+/log_dir_event_notification/log_dir_event_<seq>; the controller (watching its children) sends that broker
+LeaderAndIsr for all its replicas and deletes the notifications. The broker answers KAFKA_STORAGE_ERROR for the
+replicas in offline dirs; from that answer (as from any LeaderAndIsr response) the controller marks them offline
+(ControllerContext.replicas_on_offline_dirs): the partitions they led elect a new leader among the other online
+in-sync replicas, they leave the ISRs, and UpdateMetadata lists them as offline replicas.
 """
 from __future__ import annotations
 
@@ -35,6 +42,7 @@ from gevent.queue import Queue
 
 from zk import znodes as z
 from zk.client import ControllerMovedError, KafkaZkClient, ZkConnectionLoss, ZkSessionExpired
+from ..metadata_cache import uuid_to_topic_id
 from ..protocol.errors import Errors
 from .channel import ControllerChannelManager, RequestBatch
 from .context import ControllerContext, ReplicaState
@@ -59,7 +67,8 @@ class KafkaController:
         self.ctx = ControllerContext(broker_id, inter_broker_listener)
         self.channels = ControllerChannelManager(broker_id, inter_broker_listener,
                                                  config["controller.socket.timeout.ms"], config.inter_broker_security)
-        self.batch = RequestBatch(self.ctx, self.channels, self._on_stop_replica_response)
+        self.batch = RequestBatch(self.ctx, self.channels, self._on_stop_replica_response,
+                                  self._on_leader_and_isr_response)
         writer = LeaderAndIsrWriter(self.ctx, zk)
         self.partitions = PartitionStateMachine(self.ctx, writer, self.batch, self._unclean_election_enabled)
         self.replicas = ReplicaStateMachine(self.ctx, writer, self.batch)
@@ -158,6 +167,12 @@ class KafkaController:
 
     def _on_stop_replica_response(self, broker_id, response):
         self.enqueue(self._process_stop_replica_response, broker_id, response)
+
+    def _on_leader_and_isr_response(self, broker_id, response):
+        self.enqueue(self._process_leader_and_isr_response, broker_id, response)
+
+    def _on_log_dir_events(self, _event):
+        self.enqueue(self._process_log_dir_event_notification)
 
     # ---- requests from the broker's API handlers (answered by an event on the controller's thread) ----------
     def controlled_shutdown(self, broker_id: int, broker_epoch: int, result) -> None:
@@ -278,6 +293,8 @@ class KafkaController:
         # Notifications from before this controller are stale: the full context read below covers them.
         self.zk.delete_isr_change_notifications_fenced(self.zk.get_isr_change_notifications(watch=self._on_isr_changes),
                                                        ctx.epoch_zk_version)
+        self.zk.delete_log_dir_event_notifications_fenced(
+            self.zk.get_log_dir_event_notifications(watch=self._on_log_dir_events), ctx.epoch_zk_version)
         # Watch before reading, so a broker registering meanwhile still triggers a BrokerChange.
         self.zk.get_broker_ids(watch=self._on_brokers)
         for b in self.zk.get_all_brokers().values():
@@ -354,7 +371,7 @@ class KafkaController:
 
     def _needs_leader(self, tp) -> bool:
         state = self.ctx.partition_states.get(tp)
-        return state is None or state.leader not in self.ctx.live_brokers
+        return state is None or not self.ctx.is_replica_online(state.leader, tp)
 
     def _unclean_election_enabled(self, topic: str) -> bool:
         value = self.zk.get_entity_config("topics", topic).get("unclean.leader.election.enable")
@@ -411,6 +428,7 @@ class KafkaController:
         for b in dead:
             ctx.live_brokers.pop(b, None)
             ctx.shutting_down.discard(b)
+            ctx.replicas_on_offline_dirs.pop(b, None)
             self.channels.remove_broker(b)
         dead_set = set(dead)
         led = {tp for tp, s in ctx.partition_states.items() if s.leader in dead_set}
@@ -481,6 +499,65 @@ class KafkaController:
             self.batch.send()
             self.reassignments.maybe_complete(known)
         self.zk.delete_isr_change_notifications_fenced(names, ctx.epoch_zk_version)
+
+    # ---- log dir failures --------------------------------------------------------------------------------
+    def _process_log_dir_event_notification(self):
+        """Brokers had log dirs fail: ask them about all their replicas (LeaderAndIsr; the answers say which are
+        offline), then delete the notifications (Kafka's processLogDirEventNotification)."""
+        if not self.active:
+            return
+        ctx = self.ctx
+        names = self.zk.get_log_dir_event_notifications(watch=self._on_log_dir_events)
+        if not names:
+            return
+        try:
+            brokers = set(self.zk.read_log_dir_event_brokers(names))
+            state_change.info("handling log directory failure for brokers %s", sorted(brokers))
+            self.replicas.handle_state_changes(
+                [(*tp, b) for tp, replicas in ctx.assignments.items() if tp in ctx.partition_states
+                 for b in replicas if b in brokers and b in ctx.live_brokers], ReplicaState.ONLINE)
+            self.batch.send()
+        finally:
+            self.zk.delete_log_dir_event_notifications_fenced(names, ctx.epoch_zk_version)
+
+    def _process_leader_and_isr_response(self, broker_id: int, response):
+        """KAFKA_STORAGE_ERROR marks the broker's replica offline, NONE online again (Kafka's
+        processLeaderAndIsrResponseReceived); replicas newly offline are handled as such."""
+        if not self.active or broker_id not in self.ctx.live_brokers:
+            return
+        ctx = self.ctx
+        if response.error_code:
+            state_change.error("LeaderAndIsr response from broker %d: %s", broker_id, Errors(response.error_code).name)
+            return
+        if response.version >= 5:
+            names = {topic_id: topic for topic, topic_id in ctx.topic_ids.items()}
+            errors = [((names.get(uuid_to_topic_id(t.topic_id)), p.partition_index), p.error_code)
+                      for t in response.topics for p in t.partition_errors]
+        else:
+            errors = [((p.topic_name, p.partition_index), p.error_code) for p in response.partition_errors]
+        offline = {tp for tp, e in errors if e == Errors.KAFKA_STORAGE_ERROR and tp[0] is not None}
+        online = {tp for tp, e in errors if e == Errors.NONE}
+        previous = ctx.replicas_on_offline_dirs.get(broker_id, set())
+        current = (previous - online) | offline
+        if current:
+            ctx.replicas_on_offline_dirs[broker_id] = current
+        else:
+            ctx.replicas_on_offline_dirs.pop(broker_id, None)
+        new = sorted(current - previous)
+        if new:
+            state_change.info("marking replicas %s on broker %d offline", ", ".join(f"{t}-{p}" for t, p in new),
+                              broker_id)
+            self._on_replicas_become_offline([(*tp, broker_id) for tp in new])
+
+    def _on_replicas_become_offline(self, replicas) -> None:
+        """Kafka's onReplicasBecomeOffline: partitions whose leader is no longer online elect another, then the
+        replicas go Offline (leaving the ISRs); replicas of topics queued for deletion are left to it."""
+        ctx = self.ctx
+        self.partitions.trigger_online_state_change()
+        self.replicas.handle_state_changes([r for r in replicas if r[0] not in ctx.topics_to_delete],
+                                           ReplicaState.OFFLINE)
+        self.batch.add_update_metadata(ctx.live_brokers, sorted({r[:2] for r in replicas}))
+        self.batch.send()
 
     # ---- topic deletion ----------------------------------------------------------------------------------
     def _process_topic_deletion(self):

@@ -117,8 +117,10 @@ class PartitionStateMachine:
         unclean_elected: set = set()
         unclean_topics: dict[str, bool] = {}
         decisions = {}
+        all_eligible = eligible
         for tp in partitions:
             replicas = ctx.assignments[tp]
+            eligible = ctx.eligible_leaders_of(tp, all_eligible)
             if isinstance(strategy, OfflineElection):
                 allow = strategy.allow_unclean
                 if allow is None:
@@ -129,19 +131,20 @@ class PartitionStateMachine:
             elif isinstance(strategy, ReassignmentElection):
                 target, original = ctx.reassignments[tp]
                 removing = [r for r in original if r not in target]
-                decisions[tp] = lambda s, t=target, rm=removing: election.reassignment_leader(t, rm, s.leader, s.isr,
-                                                                                              eligible)
+                decisions[tp] = lambda s, t=target, rm=removing, e=eligible: election.reassignment_leader(
+                    t, rm, s.leader, s.isr, e)
             elif isinstance(strategy, PreferredElection):
-                decisions[tp] = lambda s, a=replicas: election.preferred_replica_leader(a, s.leader, s.isr, eligible)
+                decisions[tp] = lambda s, a=replicas, e=eligible: election.preferred_replica_leader(a, s.leader,
+                                                                                                   s.isr, e)
             else:
-                decisions[tp] = lambda s, a=replicas: self._controlled_shutdown_decision(a, s, eligible)
+                decisions[tp] = lambda s, a=replicas, e=eligible: self._controlled_shutdown_decision(a, s, e)
         written = self.writer.update(decisions)
         results = {}
         for tp in partitions:
             state = ctx.partition_states.get(tp)
             if isinstance(strategy, OfflineElection):
                 # Also a success when a leader's write raced us and that leader is alive: nothing to elect.
-                elected = state is not None and state.leader in eligible
+                elected = state is not None and state.leader in ctx.eligible_leaders_of(tp, all_eligible)
             else:
                 elected = tp in written
             if not elected:

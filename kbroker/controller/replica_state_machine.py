@@ -76,16 +76,15 @@ class ReplicaStateMachine:
         by_partition: dict[tuple, set] = {}
         for t, p, b in replicas:
             by_partition.setdefault((t, p), set()).add(b)
-        live = ctx.live_brokers
 
-        def leave_isr(offline):
+        def leave_isr(tp, offline):
             def decide(current):
                 leader, isr = current.leader, current.isr
-                for r in [r for r in isr if r in offline and not (r == leader and r in live)]:
+                for r in [r for r in isr if r in offline and not (r == leader and ctx.is_replica_online(r, tp))]:
                     leader, isr = election.remove_replica_from_isr(leader, isr, r)
                 return None if (leader, isr) == (current.leader, current.isr) else (leader, isr)
             return decide
-        decisions = {tp: leave_isr(offline) for tp, offline in by_partition.items()
+        decisions = {tp: leave_isr(tp, offline) for tp, offline in by_partition.items()
                      if tp in ctx.partition_states and not offline.isdisjoint(ctx.partition_states[tp].isr)}
         written = self.writer.update(decisions) if decisions else {}
         for tp, new in sorted(written.items()):

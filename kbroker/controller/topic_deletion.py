@@ -57,7 +57,7 @@ class TopicDeletionManager:
             self.batch.send()
         for topic in sorted(ctx.topics_to_delete - ctx.topics_being_deleted):
             replicas = ctx.replicas_of(topic)
-            offline = [r for r in replicas if r[2] not in ctx.live_brokers]
+            offline = [r for r in replicas if not ctx.is_replica_online(r[2], r[:2])]   # dead or in a failed dir
             if offline:
                 self.replicas.handle_state_changes(
                     [r for r in offline if ctx.replica_state(r) is not ReplicaState.DELETION_INELIGIBLE],

@@ -589,6 +589,9 @@ class LogCleaner:
     def attach(self, log: Log) -> None:
         self.manager.attach(log)
 
+    def handle_log_dir_failure(self, log_dir: str) -> None:
+        self.manager.forget_dir(log_dir)
+
     def forget(self, log: Log) -> None:
         self.manager.forget(log)
 

@@ -280,6 +280,11 @@ class LogCleanerManager:
             except OSError:
                 logger.exception("error writing %s in %s", CLEANER_OFFSET_CHECKPOINT, log_dir)
 
+    def forget_dir(self, log_dir: str) -> None:
+        """The log dir failed: its checkpoint is no longer written."""
+        self._checkpoints.pop(log_dir, None)
+        self._dirty_checkpoints.discard(log_dir)
+
     @property
     def checkpoints_changed(self) -> bool:
         return bool(self._dirty_checkpoints)

@@ -50,6 +50,7 @@ class _Index:
         self.entry_size = self.ENTRY.size
         self._warm_entries = WARM_SECTION_BYTES // self.entry_size
         self._mm: mmap.mmap | None = None
+        self._write_fd = -1    # opened at the first entry written, closed with the mapping
         if os.path.exists(path):
             self._length = os.path.getsize(path)
             # a pre-existing index is assumed valid up to its last whole entry, as in Kafka
@@ -125,6 +126,9 @@ class _Index:
         if self._mm is not None:
             self._mm.close()
             self._mm = None
+        if self._write_fd >= 0:
+            os.close(self._write_fd)
+            self._write_fd = -1
 
     def resize(self, new_size: int) -> bool:
         """Set the file to new_size bytes (rounded down to whole entries), keeping the entries; False if
@@ -186,6 +190,18 @@ class _Index:
             os.fsync(fd)
         finally:
             os.close(fd)
+
+    def close_handlers(self) -> None:
+        """Unmap without trimming (the log dir has failed)."""
+        self._unmap()
+
+    def _write_entry(self, slot: int, entry: bytes) -> None:
+        """Write an entry with pwrite, not through the mapping (which sees it: both are the page cache): on a
+        full filesystem a store into a sparse page of the mapping is a SIGBUS that kills the broker, where
+        pwrite fails with ENOSPC, which takes the log dir offline."""
+        if self._write_fd < 0:
+            self._write_fd = os.open(self.path, os.O_WRONLY)
+        os.pwrite(self._write_fd, entry, slot * self.entry_size)
 
     def close(self) -> None:
         """Trim to the entries and unmap (the file stays)."""
@@ -285,8 +301,7 @@ class OffsetIndex(_Index):
         if self._entries and offset <= self._last.offset:
             raise InvalidOffset(f"attempt to append offset {offset} to index {self.path} at entry {self._entries}, "
                                 f"no larger than the last offset {self._last.offset}")
-        self._ensure_mapped()
-        self.ENTRY.pack_into(self._mm, self._entries * 8, self._relative(offset), position)
+        self._write_entry(self._entries, self.ENTRY.pack(self._relative(offset), position))
         self._entries += 1
         self._last = OffsetPosition(offset, position)
 
@@ -361,8 +376,7 @@ class TimeIndex(_Index):
         if timestamp > last.timestamp:
             if self._entries >= self._max_entries:   # only with skip_full_check on a trimmed index
                 self.resize((self._entries + 1) * self.entry_size)
-            self._ensure_mapped()
-            self.ENTRY.pack_into(self._mm, self._entries * 12, timestamp, self._relative(offset))
+            self._write_entry(self._entries, self.ENTRY.pack(timestamp, self._relative(offset)))
             self._entries += 1
             self._last = TimestampOffset(timestamp, offset)
 

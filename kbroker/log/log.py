@@ -33,6 +33,7 @@ offset) and -1 (latest: log end offset), with timestamp -1, as Kafka's Log does.
 """
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import re
@@ -47,6 +48,7 @@ from ..clock import Clock
 from ..records.entries import iter_entries
 from .checkpoint import LEADER_EPOCH_CHECKPOINT, LeaderEpochFileCache, fsync_dir
 from .config import LogConfig
+from .dir_failure import LogDirFailureChannel
 from .errors import (CorruptIndex, KafkaStorageError, OffsetOutOfRange, RecordBatchTooLarge,
                      UnexpectedAppendOffset, UnsupportedForMessageFormat)
 from .segment import (CLEANED_SUFFIX, DELETED_SUFFIX, EMPTY_SLICE, SWAP_SUFFIX, FetchDataInfo, LogOffsetMetadata,
@@ -70,6 +72,23 @@ _EPOCH = struct.Struct(">i")
 
 TopicPartition = tuple[str, int]
 RunBlocking = Callable[[Callable[[], object]], object]
+
+
+def _io(what: str):
+    """Kafka's maybeHandleIOException for a Log method: an OSError in the log's files reports the log dir to
+    the LogDirFailureChannel and is raised as KafkaStorageError; once that happened every such method of the
+    log raises KafkaStorageError at once (a half-written tail must never be read or appended to)."""
+    def wrap(fn):
+        @functools.wraps(fn)
+        def method(self, *args, **kwargs):
+            if self.dir_failed:
+                raise KafkaStorageError(f"{self.name} is in an offline log directory")
+            try:
+                return fn(self, *args, **kwargs)
+            except OSError as e:
+                raise self._report_io_error(what, e) from e
+        return method
+    return wrap
 
 
 def parse_topic_partition(dir_name: str) -> TopicPartition:
@@ -111,10 +130,14 @@ class Log:
 
     def __init__(self, dir: str, config: LogConfig, recovery_point: int = 0, log_start_offset: int = 0,
                  clock: Clock | None = None, *, had_clean_shutdown: bool = False,
-                 run_blocking: RunBlocking | None = None):
+                 run_blocking: RunBlocking | None = None, dir_failure: LogDirFailureChannel | None = None):
         """Open (creating if needed) and load the log in `dir`. had_clean_shutdown: the log dir had Kafka's
-        `.kafka_cleanshutdown` marker; without it the segments from recovery_point on are recovered."""
+        `.kafka_cleanshutdown` marker; without it the segments from recovery_point on are recovered.
+        dir_failure: where an I/O error in the log's files is reported (the LogManager's channel); an OSError
+        while loading is left to the caller."""
         self.dir = os.path.abspath(dir)
+        self.dir_failure = dir_failure
+        self.dir_failed = False
         self.topic_partition = parse_topic_partition(os.path.basename(self.dir))
         self.config = config
         self._clock = clock or Clock()
@@ -159,6 +182,14 @@ class Log:
     def is_future(self) -> bool:
         """A replica being moved here from another log dir (its directory ends in `-future`)."""
         return self.dir.endswith(FUTURE_DIR_SUFFIX)
+
+    def _report_io_error(self, what: str, error: OSError) -> KafkaStorageError:
+        """Mark the log failed, report its dir, and return the KafkaStorageError to raise."""
+        self.dir_failed = True
+        message = f"Error while {what} for {log_dir_name(self.topic_partition)} in dir {self.parent_dir}"
+        if self.dir_failure is not None:
+            self.dir_failure.maybe_add_offline_log_dir(self.parent_dir, message, error)
+        return KafkaStorageError(f"{message}: {error}")
 
     # ---- the segment list (copy-on-write) -----------------------------------------------------------------------
 
@@ -205,6 +236,7 @@ class Log:
         due = self._clock.monotonic_ms() + self.config.file_delete_delay_ms
         self._pending_deletes.extend((due, s) for s in segments)
 
+    @_io("deleting segments")
     def delete_pending_segments(self, force: bool = False) -> int:
         """Delete the `.deleted` segments whose delay has passed (all with force); returns how many."""
         now = self._clock.monotonic_ms()
@@ -411,6 +443,7 @@ class Log:
 
     # ---- appends, rolls, flushes ----------------------------------------------------------------------------------
 
+    @_io("appending to the log")
     def append(self, data, first_offset: int, last_offset: int, max_timestamp: int,
                offset_of_max_timestamp: int, record_count: int) -> LogOffsetMetadata:
         """Append entries whose offsets are assigned (first_offset..last_offset, not below the log end offset;
@@ -442,6 +475,11 @@ class Log:
             self.flush()
         return LogOffsetMetadata(first_offset, segment.base_offset, position)
 
+    @_io("writing the leader epoch checkpoint")
+    def assign_leader_epoch(self, epoch: int, start_offset: int) -> None:
+        """A new leader epoch starts at start_offset (written through to leader-epoch-checkpoint)."""
+        self.leader_epoch_cache.assign(epoch, start_offset)
+
     def _update_leader_epochs(self, data) -> None:
         """The leader epoch of each v2 batch starts at its base offset; a v0/v1 append clears the cache."""
         for entry in iter_entries(data):
@@ -454,6 +492,7 @@ class Log:
                                self.name, entry.magic)
                 self.leader_epoch_cache.clear_and_flush()
 
+    @_io("rolling the log")
     def roll(self, expected_next_offset: int | None = None) -> LogSegment:
         """Start a new active segment at max(expected_next_offset, log end offset)."""
         new_offset = max(expected_next_offset or 0, self.log_end_offset)
@@ -486,6 +525,7 @@ class Log:
         logger.info("%s rolled new log segment at offset %d", self.name, new_offset)
         return segment
 
+    @_io("flushing the log")
     def flush(self, offset: int | None = None) -> None:
         """fsync the segments holding offsets from the recovery point up to offset (default: the log end
         offset), then advance the recovery point to it."""
@@ -514,6 +554,7 @@ class Log:
         if self._pending_flush_offset is not None and self._pending_flush_offset <= self.recovery_point:
             self._pending_flush_offset = None
 
+    @_io("flushing the log")
     def maybe_flush(self) -> bool:
         """The periodic flush: the segments before the last roll, or everything when flush.ms has passed.
         Returns whether it flushed."""
@@ -530,6 +571,7 @@ class Log:
 
     # ---- reads ------------------------------------------------------------------------------------------------
 
+    @_io("reading the log")
     def read(self, start_offset: int, max_bytes: int, max_offset: int | None = None,
              min_one_message: bool = True) -> FetchDataInfo:
         """Up to max_bytes from start_offset, not beyond max_offset (the high watermark for consumers; default
@@ -560,6 +602,7 @@ class Log:
                 return info
         return FetchDataInfo(self._leo, EMPTY_SLICE)
 
+    @_io("indexing an aborted transaction")
     def add_aborted_txn(self, txn) -> None:
         """Index an aborted transaction (a producer_state.CompletedTxn) in the segment holding its ABORT marker,
         unless it is there already (a replay after a restart)."""
@@ -588,6 +631,7 @@ class Log:
             out += segment.txn_index.collect(start, end)
         return out
 
+    @_io("searching offsets by timestamp")
     def fetch_offset_by_timestamp(self, timestamp: int) -> OffsetAndTimestamp | None:
         """The first offset whose record timestamp is >= timestamp (None when there is none); -2 gives the log
         start offset and -1 the log end offset, with timestamp -1 and the leader epoch there."""
@@ -611,6 +655,7 @@ class Log:
 
     # ---- truncation ---------------------------------------------------------------------------------------------
 
+    @_io("truncating the log")
     def truncate_to(self, target_offset: int) -> bool:
         """Remove everything at and after target_offset (a follower diverging from its leader); returns whether
         anything was removed."""
@@ -632,6 +677,7 @@ class Log:
         self.delete_pending_segments()
         return True
 
+    @_io("truncating the log")
     def truncate_fully_and_start_at(self, new_offset: int) -> None:
         """Delete every segment and start empty at new_offset (log start and end offsets both new_offset)."""
         logger.info("%s truncating fully and starting at offset %d", self.name, new_offset)
@@ -661,6 +707,7 @@ class Log:
         """How many truncations this log went through (the cleaner aborts when it changed meanwhile)."""
         return self._truncations
 
+    @_io("deleting producer snapshots")
     def delete_snapshots_after_recovery_point_checkpoint(self) -> int:
         """Delete the producer snapshots below min(the base offset of the segment before the active one, that
         of the segment below the recovery point), as Kafka does after each recovery-point checkpoint: recovery
@@ -677,6 +724,7 @@ class Log:
 
     # ---- retention ----------------------------------------------------------------------------------------------
 
+    @_io("incrementing the log start offset")
     def maybe_increment_log_start_offset(self, new_log_start_offset: int) -> None:
         """Move the log start offset up (DeleteRecords, retention); OffsetOutOfRange above the high watermark."""
         if new_log_start_offset > self._high_watermark:
@@ -690,6 +738,7 @@ class Log:
             self.leader_epoch_cache.truncate_from_start(new_log_start_offset)
             self.producer_state.on_log_start_offset_incremented(new_log_start_offset)
 
+    @_io("applying retention")
     def delete_old_segments(self) -> int:
         """Retention (Kafka's deleteOldSegments): segments wholly below the log start offset, then, with
         cleanup.policy delete, by retention.bytes and retention.ms. Returns how many segments left the log."""
@@ -737,6 +786,7 @@ class Log:
 
     # ---- the log cleaner's swap -----------------------------------------------------------------------------------
 
+    @_io("creating a cleaned segment")
     def create_cleaned_segment(self, base_offset: int) -> LogSegment:
         """A new empty segment `<base>.log.cleaned` (and its `.cleaned` indexes) for the cleaner to write into;
         files left by an earlier attempt are removed first. Blocking (creates files): call it off the hub."""
@@ -749,6 +799,7 @@ class Log:
                 pass
         return self._new_segment(base_offset, loaded=True, suffix=CLEANED_SUFFIX)
 
+    @_io("replacing segments")
     def replace_segments(self, new_segment: LogSegment, old_segments) -> None:
         """Swap the cleaned `new_segment` (files suffixed `.cleaned`, flushed) in for old_segments, which must
         all be in the log, as Kafka's replaceSegments: rename it `.swap`, take the old ones out of the segment
@@ -778,6 +829,7 @@ class Log:
         """New topic settings; segment and index sizes apply from the next segment, as in Kafka."""
         self.config = config
 
+    @_io("closing the log")
     def close(self) -> None:
         """Snapshot the producer state at the log end (a restart then replays nothing), close every segment
         (final time index entry, trimmed indexes and files, fsync); blocking."""
@@ -789,6 +841,13 @@ class Log:
         for segment in self.segments:
             segment.close()
 
+    def close_handlers(self) -> None:
+        """Close the files without writing anything (Kafka's closeHandlers): the log's dir has failed."""
+        self.dir_failed = True
+        for segment in list(self.segments) + [s for _, s in self._pending_deletes]:
+            segment.close_handlers()
+
+    @_io("renaming the log dir")
     def rename_dir(self, name: str) -> None:
         """Rename the partition directory (e.g. to its `-delete` name) keeping the log open."""
         new_dir = os.path.join(self.parent_dir, name)

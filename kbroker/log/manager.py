@@ -10,7 +10,7 @@ recovery point after an unclean shutdown, with its high watermark from the check
 Moving replicas between log dirs (JBOD, Kafka's AlterReplicaLogDirs): a partition may have, besides its current
 log, a future log `<topic>-<partition>.<id>-future` in another log dir, which the replica manager's mover
 (replica/log_dir_mover.py) fills from the current log. Future logs are loaded at startup like the others (the
-move resumes), count in every per-dir checkpoint, flush, retention and shutdown, and
+move resumes), count in every per-dir checkpoint, flush, retention, failure and shutdown, and
 `replace_current_with_future_log` swaps one in: the current log's directory is renamed `-delete` first, then the
 future one takes the plain name (both renames without yielding). A crash between the two renames leaves a
 complete future log and no current one: loading promotes it (Kafka's opposite order leaves two current logs and
@@ -30,19 +30,29 @@ The log cleaner (cleaner.py) compacts the logs whose policy includes `compact`: 
 it on with the broker's log.cleaner.* settings and `clean_logs` (every log.cleaner.backoff.ms) runs one round.
 Its `cleaner-offset-checkpoint` is read at start-up, follows truncations and deletions, and is written after
 each cleaning and at shutdown. A log being cleaned is skipped by retention; the cleaner applies it after.
+
+Log dir failures (Kafka's): an OSError in a dir's files (a log's appends, rolls, flushes, reads, the
+checkpoints) is reported to `dir_failure` (a LogDirFailureChannel) and raised as KafkaStorageError. A dir that
+cannot be created, is not a usable directory, or whose meta.properties could not be read is offline from the
+start, one whose logs fail to load is reported. `handle_log_dir_failure(dir)` (called by the replica manager's
+failure handler) takes the dir offline: its logs are closed without writing and forgotten, nothing more is
+written there (no checkpoint, no clean shutdown marker, so its logs are recovered at the next start), new logs
+go to the live dirs only, and a replica that is not new is not created while a dir is offline (its log may be
+there). With no live dir left the broker halts. `offline_dirs`, `live_log_dirs`, `is_log_dir_online(dir)`.
 """
 from __future__ import annotations
 
 import logging
 import os
 import shutil
-from typing import Mapping
+from typing import Callable, Iterable, Mapping
 
 from ..clock import Clock
 from .checkpoint import (LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT,
                          OffsetCheckpointFile, fsync_dir)
 from .cleaner import CleanerConfig, LogCleaner
 from .config import LogConfig
+from .dir_failure import LogDirFailureChannel
 from .errors import CorruptCheckpoint, KafkaStorageError
 from .log import (CLEAN_SHUTDOWN_FILE, DELETE_DIR_SUFFIX, Log, RunBlocking, TopicPartition, log_delete_dir_name,
                   log_dir_name, log_future_dir_name, parse_topic_partition)
@@ -53,12 +63,18 @@ logger = logging.getLogger("kbroker.log")
 class LogManager:
     def __init__(self, log_dirs: list[str], default_config: LogConfig, clock: Clock | None = None,
                  run_blocking: RunBlocking | None = None, topic_configs: Mapping[str, LogConfig] | None = None,
-                 cleaner_config: CleanerConfig | None = None):
+                 cleaner_config: CleanerConfig | None = None, initial_offline_dirs: Iterable[str] = (),
+                 dir_failure: LogDirFailureChannel | None = None, halt: Callable[[int], None] = os._exit):
         """Create missing log dirs and load every log in them. topic_configs: the LogConfig of topics with
         overrides (others get default_config). cleaner_config: the log cleaner's settings (default: the
-        cleaner is off until start_cleaner)."""
+        cleaner is off until start_cleaner). initial_offline_dirs: dirs found unusable before (their
+        meta.properties could not be read). dir_failure: where I/O errors are reported (the broker's channel).
+        halt(status) ends the process when every log dir has failed, as Kafka halts."""
         self.log_dirs = [os.path.abspath(d) for d in log_dirs]
         self.default_config = default_config
+        self.dir_failure = dir_failure or LogDirFailureChannel()
+        self.offline_dirs: set[str] = set()
+        self._halt = halt
         self._clock = clock or Clock()
         self._run_blocking: RunBlocking = run_blocking or (lambda fn: fn())
         self._topic_configs = dict(topic_configs or {})
@@ -66,13 +82,68 @@ class LogManager:
         self._future_logs: dict[TopicPartition, Log] = {}
         self._preferred_dirs: dict[TopicPartition, str] = {}
         self._logs_to_delete: list[tuple[int, Log]] = []
-        for log_dir in self.log_dirs:
-            os.makedirs(log_dir, exist_ok=True)
-        self.cleaner = LogCleaner(self.log_dirs, cleaner_config or CleanerConfig(enable=False), self._clock,
+        self._create_and_validate_log_dirs({os.path.abspath(d) for d in initial_offline_dirs})
+        self.cleaner = LogCleaner(self.live_log_dirs, cleaner_config or CleanerConfig(enable=False), self._clock,
                                   self._run_blocking, lambda: self._logs)
-        for log_dir in self.log_dirs:
-            self._load_logs(log_dir)
+        for log_dir in self.live_log_dirs:
+            try:
+                self._load_logs(log_dir)
+            except OSError as e:
+                # Kafka: the dir goes offline (its failure is handled once the replica manager listens)
+                self.dir_failure.maybe_add_offline_log_dir(log_dir, f"Error while loading log dir {log_dir}", e)
         self._promote_orphan_future_logs()
+
+    def _create_and_validate_log_dirs(self, initial_offline: set[str]) -> None:
+        """Kafka's createAndValidateLogDirs: a dir that cannot be created or is not a readable directory is
+        offline from the start (no failure notification: it never was online); none usable ends the start-up."""
+        for log_dir in self.log_dirs:
+            try:
+                if log_dir in initial_offline:
+                    raise OSError(f"Failed to load {log_dir} during broker startup")
+                os.makedirs(log_dir, exist_ok=True)
+                if not os.path.isdir(log_dir) or not os.access(log_dir, os.R_OK | os.W_OK | os.X_OK):
+                    raise OSError(f"{log_dir} is not a readable log directory.")
+            except OSError as e:
+                self.offline_dirs.add(log_dir)
+                self.dir_failure.maybe_add_offline_log_dir(
+                    log_dir, f"Failed to create or validate data directory {log_dir}", e)
+        if not self.live_log_dirs:
+            raise KafkaStorageError(f"none of the specified log dirs from {', '.join(self.log_dirs)} can be "
+                                    f"created or validated")
+
+    @property
+    def live_log_dirs(self) -> list[str]:
+        return [d for d in self.log_dirs if d not in self.offline_dirs]
+
+    def is_log_dir_online(self, log_dir: str) -> bool:
+        return os.path.abspath(log_dir) not in self.offline_dirs
+
+    def handle_log_dir_failure(self, log_dir: str) -> list[TopicPartition]:
+        """Stop serving the logs in a failed dir (Kafka's LogManager.handleLogDirFailure): the dir goes offline,
+        its logs are closed without writing and forgotten, its checkpoints are no longer written. Halts when no
+        log dir is left. Returns the partitions whose logs were there."""
+        log_dir = os.path.abspath(log_dir)
+        if not self.is_log_dir_online(log_dir):
+            return []
+        logger.warning("stopping serving logs in dir %s", log_dir)
+        self.offline_dirs.add(log_dir)
+        if not self.live_log_dirs:
+            logger.critical("Shutdown broker because all log dirs in %s have failed", ", ".join(self.log_dirs))
+            self._halt(1)
+        gone = {tp: log for tp, log in self._logs.items() if log.parent_dir == log_dir}
+        for tp, log in gone.items():
+            del self._logs[tp]
+            self.cleaner.forget(log)
+            log.close_handlers()
+        for tp, log in list(self._future_logs.items()):
+            if log.parent_dir == log_dir:
+                del self._future_logs[tp]
+                log.close_handlers()
+        self.cleaner.handle_log_dir_failure(log_dir)
+        self._logs_to_delete = [(t, log) for t, log in self._logs_to_delete if log.parent_dir != log_dir]
+        logger.warning("logs for partitions %s are offline due to failure on log directory %s",
+                       ",".join(log_dir_name(tp) for tp in sorted(gone)), log_dir)
+        return sorted(gone)
 
     def _config_for(self, topic: str) -> LogConfig:
         return self._topic_configs.get(topic, self.default_config)
@@ -109,7 +180,8 @@ class LogManager:
                 logger.warning("ignoring %s in log dir %s: not a partition directory", name, log_dir)
                 continue
             log = Log(path, self._config_for(tp[0]), recovery_points.get(tp, 0), log_start_offsets.get(tp, 0),
-                      self._clock, had_clean_shutdown=clean, run_blocking=self._run_blocking)
+                      self._clock, had_clean_shutdown=clean, run_blocking=self._run_blocking,
+                      dir_failure=self.dir_failure)
             log.update_high_watermark(high_watermarks.get(tp, log.log_start_offset))
             logs = self._future_logs if log.is_future else self._logs
             if tp in logs:
@@ -124,7 +196,7 @@ class LogManager:
         current log's directory was renamed `-delete`, and deleted by loading): it becomes the current log.
         Not while a log dir is offline, where the current log may be."""
         orphans = [tp for tp in self._future_logs if tp not in self._logs]
-        if not orphans or not all(self.is_log_dir_online(d) for d in self.log_dirs):
+        if not orphans or self.offline_dirs or any(self.dir_failure.has_failed(d) for d in self.log_dirs):
             return
         for tp in orphans:
             log = self._future_logs.pop(tp)
@@ -133,10 +205,6 @@ class LogManager:
             self._logs[tp] = log
             logger.warning("future log of partition %s had no current log (a move interrupted by a crash after "
                            "retiring the current log): %s is now the current log", log_dir_name(tp), log.dir)
-
-    def is_log_dir_online(self, log_dir: str) -> bool:
-        """Is this configured log dir usable."""
-        return log_dir in self.log_dirs and os.path.isdir(log_dir)
 
     # ---- logs -----------------------------------------------------------------------------------------------------
 
@@ -147,28 +215,47 @@ class LogManager:
     def get_log(self, tp: TopicPartition) -> Log | None:
         return self._logs.get(tp)
 
-    def _next_log_dir(self) -> str:
-        """The log dir holding the fewest partitions (counted once per call only with several dirs: creating
-        thousands of partitions must not cost the square of their number)."""
-        if len(self.log_dirs) == 1:
-            return self.log_dirs[0]
-        counts = {d: 0 for d in self.log_dirs}
+    def _next_log_dirs(self) -> list[str]:
+        """The live log dirs, those holding the fewest partitions first (counted once per call only with several
+        dirs: creating thousands of partitions must not cost the square of their number)."""
+        live = self.live_log_dirs
+        if len(live) == 1:
+            return live
+        counts = {d: 0 for d in live}
         for log in (*self._logs.values(), *self._future_logs.values()):
             counts[log.parent_dir] = counts.get(log.parent_dir, 0) + 1
-        return min(self.log_dirs, key=lambda d: counts[d])
+        return sorted(live, key=lambda d: counts[d])
 
-    def get_or_create_log(self, tp: TopicPartition, config: LogConfig | None = None) -> Log:
-        """The partition's log, created empty if it has none: in the log dir AlterReplicaLogDirs asked for, else
-        in the one holding the fewest partitions."""
+    def get_or_create_log(self, tp: TopicPartition, config: LogConfig | None = None, is_new: bool = True) -> Log:
+        """The partition's log, created empty if it has none: in the log dir AlterReplicaLogDirs asked for, else in
+        the one holding the fewest partitions. As Kafka's getOrCreateLog: a replica that is not new (is_new false)
+        is not created while a log dir is offline, since its log may be there (KafkaStorageError); a dir failing
+        the creation is reported and the next one is tried."""
         log = self._logs.get(tp)
-        if log is None:
-            dir = os.path.join(self._preferred_dirs.pop(tp, None) or self._next_log_dir(), log_dir_name(tp))
-            log = Log(dir, config or self._config_for(tp[0]), 0, 0, self._clock, had_clean_shutdown=True,
-                      run_blocking=self._run_blocking)
+        if log is not None:
+            return log
+        if not is_new and self.offline_dirs:
+            raise KafkaStorageError(f"Can not create log for {log_dir_name(tp)} because log directories "
+                                    f"{','.join(sorted(self.offline_dirs))} are offline")
+        preferred = self._preferred_dirs.get(tp)
+        tried = [preferred] if preferred is not None else self._next_log_dirs()
+        for parent in tried:
+            if self.dir_failure.has_failed(parent):
+                continue
+            try:
+                log = Log(os.path.join(parent, log_dir_name(tp)), config or self._config_for(tp[0]), 0, 0,
+                          self._clock, had_clean_shutdown=True, run_blocking=self._run_blocking,
+                          dir_failure=self.dir_failure)
+            except OSError as e:
+                self.dir_failure.maybe_add_offline_log_dir(
+                    parent, f"Error while creating log for {log_dir_name(tp)} in dir {parent}", e)
+                continue
             self.cleaner.attach(log)
             self._logs[tp] = log
+            self._preferred_dirs.pop(tp, None)
             logger.info("created log for partition %s in %s", log_dir_name(tp), log.parent_dir)
-        return log
+            return log
+        raise KafkaStorageError(f"No log directories available. Tried {', '.join(tried)}")
 
     def update_topic_config(self, topic: str, config: LogConfig) -> None:
         """New settings for a topic (its overrides changed): its logs and the ones created later."""
@@ -176,6 +263,19 @@ class LogManager:
         for (t, _), log in (*self._logs.items(), *self._future_logs.items()):
             if t == topic:
                 log.update_config(config)
+
+    def reconfigure_defaults(self, broker_values: Mapping) -> None:
+        """The broker's defaults of topic configs changed (a dynamic broker config): every log takes them, except
+        for what its topic overrides (Kafka's DynamicLogConfig.reconfigure)."""
+        self.default_config = LogConfig.from_props(broker_values)
+        self._topic_configs = {topic: LogConfig.from_props(broker_values, config.overrides())
+                               for topic, config in self._topic_configs.items()}
+        rebuilt: dict[str, LogConfig] = {}
+        for (topic, _), log in (*self._logs.items(), *self._future_logs.items()):
+            # A log's own config knows its topic's overrides (also for logs created with an explicit config).
+            if topic not in rebuilt:
+                rebuilt[topic] = LogConfig.from_props(broker_values, log.config.overrides())
+            log.update_config(rebuilt[topic])
 
     # ---- future logs (replicas moving between log dirs) ---------------------------------------------------------
 
@@ -194,7 +294,8 @@ class LogManager:
 
     def get_or_create_future_log(self, tp: TopicPartition) -> Log:
         """The partition's future log, created empty (with the current log's config) in its preferred log dir if
-        it has none; ValueError without a preferred dir, or when that is the current log's dir."""
+        it has none; ValueError without a preferred dir, or when that is the current log's dir;
+        KafkaStorageError when the dir is offline or the creation fails (the dir is reported)."""
         log = self._future_logs.get(tp)
         if log is not None:
             return log
@@ -202,8 +303,16 @@ class LogManager:
         log_dir = self._preferred_dirs.get(tp)
         if log_dir is None or log_dir == current.parent_dir:
             raise ValueError(f"no log dir to create the future log of {log_dir_name(tp)} in")
-        log = Log(os.path.join(log_dir, log_future_dir_name(tp)), current.config, 0, 0, self._clock,
-                  had_clean_shutdown=True, run_blocking=self._run_blocking)
+        if not self.is_log_dir_online(log_dir) or self.dir_failure.has_failed(log_dir):
+            raise KafkaStorageError(f"Can not create the future log of {log_dir_name(tp)} because log directory "
+                                    f"{log_dir} is offline")
+        try:
+            log = Log(os.path.join(log_dir, log_future_dir_name(tp)), current.config, 0, 0, self._clock,
+                      had_clean_shutdown=True, run_blocking=self._run_blocking, dir_failure=self.dir_failure)
+        except OSError as e:
+            message = f"Error while creating the future log of {log_dir_name(tp)} in dir {log_dir}"
+            self.dir_failure.maybe_add_offline_log_dir(log_dir, message, e)
+            raise KafkaStorageError(f"{message}: {e}") from e
         del self._preferred_dirs[tp]
         self._future_logs[tp] = log
         logger.info("created future log for partition %s in %s", log_dir_name(tp), log.dir)
@@ -211,13 +320,18 @@ class LogManager:
 
     def replace_current_with_future_log(self, tp: TopicPartition) -> tuple[Log, Log]:
         """The future log becomes the partition's log: the current log's directory is renamed `-delete` (and
-        deleted after file.delete.delay.ms), then the future one takes the plain name. Nothing yields: the
-        caller switches the partition to the new log before anything else runs. Returns (new log, old log);
-        write_log_dir_checkpoints of the old log's dir should follow."""
+        deleted after file.delete.delay.ms), then the future one takes the plain name (if that fails, the current
+        log gets its name back and the OSError is raised). Nothing yields: the caller switches the partition to
+        the new log before anything else runs. Returns (new log, old log); write_log_dir_checkpoints of the old
+        log's dir should follow."""
         source, dest = self._logs[tp], self._future_logs[tp]
         dest.update_high_watermark(source.high_watermark)
         source.rename_dir(log_delete_dir_name(tp))
-        dest.rename_dir(log_dir_name(tp))
+        try:
+            dest.rename_dir(log_dir_name(tp))
+        except OSError:
+            source.rename_dir(log_dir_name(tp))
+            raise
         del self._future_logs[tp]
         self._logs[tp] = dest
         self.cleaner.forget(source)
@@ -243,19 +357,6 @@ class LogManager:
         self._checkpoint_recovery_points_in(log_dir)
         self._checkpoint_log_start_offsets_in(log_dir)
 
-    def reconfigure_defaults(self, broker_values: Mapping) -> None:
-        """The broker's defaults of topic configs changed (a dynamic broker config): every log takes them, except
-        for what its topic overrides (Kafka's DynamicLogConfig.reconfigure)."""
-        self.default_config = LogConfig.from_props(broker_values)
-        self._topic_configs = {topic: LogConfig.from_props(broker_values, config.overrides())
-                               for topic, config in self._topic_configs.items()}
-        rebuilt: dict[str, LogConfig] = {}
-        for (topic, _), log in self._logs.items():
-            # A log's own config knows its topic's overrides (also for logs created with an explicit config).
-            if topic not in rebuilt:
-                rebuilt[topic] = LogConfig.from_props(broker_values, log.config.overrides())
-            log.update_config(rebuilt[topic])
-
     def delete_log(self, tp: TopicPartition) -> Log | None:
         """Take the log out: rename its directory `<topic>-<partition>.<uuid>-delete` now and delete it after
         file.delete.delay.ms (Kafka's asyncDelete); its future log too. Returns the removed log."""
@@ -279,7 +380,8 @@ class LogManager:
     def delete_pending_files(self, force: bool = False) -> None:
         """Delete the segments and logs whose file.delete.delay.ms has passed (all of them with force)."""
         for log in (*self._logs.values(), *self._future_logs.values()):
-            log.delete_pending_segments(force)
+            if not log.dir_failed:
+                log.delete_pending_segments(force)
         now = self._clock.monotonic_ms()
         due = [log for t, log in self._logs_to_delete if force or t <= now]
         self._logs_to_delete = [(t, log) for t, log in self._logs_to_delete if not (force or t <= now)]
@@ -292,14 +394,15 @@ class LogManager:
         cleaner is working on; returns the number of segments deleted."""
         total = 0
         for tp, log in list(self._logs.items()):
-            if tp in self.cleaner.in_progress:
+            if tp in self.cleaner.in_progress or log.dir_failed:
                 continue
             try:
                 total += log.delete_old_segments()
             except Exception:
                 logger.exception("%s error while applying retention", log.name)
         for log in list(self._future_logs.values()):   # below the log start offset the mover copied
-            total += log.delete_old_segments()
+            if not log.dir_failed:
+                total += log.delete_old_segments()
         return total
 
     def start_cleaner(self, config: CleanerConfig) -> None:
@@ -313,6 +416,8 @@ class LogManager:
 
     def flush_dirty_logs(self) -> None:
         for log in (*self._logs.values(), *self._future_logs.values()):
+            if log.dir_failed:
+                continue
             try:
                 log.maybe_flush()
             except Exception:
@@ -324,8 +429,14 @@ class LogManager:
                 if log.parent_dir == log_dir}
 
     def _write_checkpoint(self, log_dir: str, name: str, offsets: dict[TopicPartition, int]) -> None:
+        """Write a checkpoint file; an OSError takes the dir offline (KafkaStorageError)."""
         path = os.path.join(log_dir, name)
-        self._run_blocking(lambda: OffsetCheckpointFile(path).write(offsets))
+        try:
+            self._run_blocking(lambda: OffsetCheckpointFile(path).write(offsets))
+        except OSError as e:
+            message = f"Error while writing to checkpoint file {path}"
+            self.dir_failure.maybe_add_offline_log_dir(log_dir, message, e)
+            raise KafkaStorageError(f"{message}: {e}") from e
 
     def _checkpoint_recovery_points_in(self, log_dir: str) -> None:
         """Write the recovery points, then drop the producer snapshots recovery no longer needs (as Kafka)."""
@@ -345,19 +456,27 @@ class LogManager:
                                {tp: given.get(tp, log.high_watermark)
                                 for tp, log in self._logs_in_dir(log_dir).items()})
 
+    def _checkpoint_live_dirs(self, write: Callable[[str], None]) -> None:
+        """write(dir) for every live log dir; a dir failing meanwhile is logged (it went offline) and the others
+        are still written."""
+        for log_dir in self.live_log_dirs:
+            if self.dir_failure.has_failed(log_dir):
+                continue
+            try:
+                write(log_dir)
+            except KafkaStorageError as e:
+                logger.error("checkpoint in %s failed: %s", log_dir, e)
+
     def checkpoint_recovery_points(self) -> None:
-        for log_dir in self.log_dirs:
-            self._checkpoint_recovery_points_in(log_dir)
+        self._checkpoint_live_dirs(self._checkpoint_recovery_points_in)
 
     def checkpoint_log_start_offsets(self) -> None:
-        for log_dir in self.log_dirs:
-            self._checkpoint_log_start_offsets_in(log_dir)
+        self._checkpoint_live_dirs(self._checkpoint_log_start_offsets_in)
 
     def checkpoint_high_watermarks(self, high_watermarks: Mapping[TopicPartition, int] | None = None) -> None:
-        """`replication-offset-checkpoint` of every log dir: the given high watermarks, and each log's own
+        """`replication-offset-checkpoint` of every live log dir: the given high watermarks, and each log's own
         for partitions not given."""
-        for log_dir in self.log_dirs:
-            self._checkpoint_high_watermarks_in(log_dir, high_watermarks or {})
+        self._checkpoint_live_dirs(lambda d: self._checkpoint_high_watermarks_in(d, high_watermarks or {}))
 
     # ---- shutdown ---------------------------------------------------------------------------------------------
 
@@ -368,7 +487,9 @@ class LogManager:
             self.cleaner.write_checkpoints()
         except Exception:
             logger.exception("error writing the cleaner checkpoints")
-        for log_dir in self.log_dirs:
+        for log_dir in self.live_log_dirs:   # an offline dir gets no clean shutdown marker: recovery at restart
+            if self.dir_failure.has_failed(log_dir):
+                continue
             logs = self._logs_in_dir(log_dir).values()
             try:
                 for log in logs:

@@ -415,6 +415,14 @@ class LogSegment:
         self._closed = True
         os.close(self._fd)
 
+    def close_handlers(self) -> None:
+        """Close the file and unmap the indexes, writing nothing (the log dir has failed)."""
+        if not self._closed:
+            self._closed = True
+            os.close(self._fd)
+        self.offset_index.close_handlers()
+        self.time_index.close_handlers()
+
     def delete(self) -> None:
         """Close and remove the files (those already gone are fine)."""
         if not self._closed:

@@ -22,7 +22,6 @@ import logging
 
 import gevent
 
-from ..log.errors import OffsetOutOfRange
 from ..protocol.errors import KafkaError
 
 log = logging.getLogger("kbroker.replica.log_dir_mover")
@@ -94,7 +93,7 @@ class LogDirMover:
                 try:
                     if self._step(move):
                         return
-                except (OSError, KafkaError, OffsetOutOfRange) as e:
+                except (OSError, KafkaError) as e:
                     log.warning("moving partition %s-%d: %s; retrying", tp[0], tp[1], e)
                     gevent.sleep(RETRY_BACKOFF_S)
         except Exception:

@@ -22,6 +22,12 @@ in the fetch purgatory), offsets by timestamp and delete_records. A follower's f
 its state on the leader, which may advance the high watermark and complete waiting produces and fetches.
 fetch_sessions is the leader's cache of incremental fetch sessions (fetch_session.py; the Fetch API uses it).
 
+Log dir failures (Kafka's handleLogDirFailure): the partitions whose logs are in a failed dir go offline
+(`offline_partitions`): their fetchers stop, and every request about them (produce, fetch, LeaderAndIsr,
+StopReplica...) answers KAFKA_STORAGE_ERROR until the broker restarts; the log manager closes their logs; a
+/log_dir_event_notification entry tells the controller, which asks with LeaderAndIsr and moves their leadership.
+A move between log dirs whose current or future log is in the failed dir stops (the future log is forgotten).
+
 ISR: a task shrinks the ISR of led partitions every replica.lag.time.max.ms / 2; expansions happen on follower
 fetches. Both write the state znode (zkVersion-checked) and, batched, an /isr_change_notification entry.
 
@@ -43,6 +49,7 @@ from zk import znodes as z
 from zk.admin import INTERNAL_TOPICS
 from ..coordinator.schemas import GROUP_METADATA_TOPIC
 from ..log.config import LogConfig
+from ..log.errors import KafkaStorageError
 from ..log.log import log_future_dir_name
 from ..metrics import BrokerMetrics
 from ..protocol.errors import Errors, KafkaError
@@ -81,7 +88,10 @@ class DelayedFetch(DelayedOperation):
             if fetch_offset > end or fetch_offset < log.log_start_offset:
                 return self.force_complete()
             if fetch_offset < end:
-                available += log.read(fetch_offset, max_bytes, max_offset=end).records.length
+                try:
+                    available += log.read(fetch_offset, max_bytes, max_offset=end).records.length
+                except KafkaError:   # the log's dir failed: the read answers the error
+                    return self.force_complete()
         if available >= self.min_bytes:
             return self.force_complete()
         return False
@@ -109,7 +119,8 @@ class DelayedProduce(DelayedOperation):
         for tp, last_offset in list(self.pending.items()):
             partition = self.manager.partitions.get(tp)
             if partition is None or not partition.is_leader:
-                self.errors[tp] = Errors.NOT_LEADER_OR_FOLLOWER
+                self.errors[tp] = (Errors.KAFKA_STORAGE_ERROR if tp in self.manager.offline_partitions
+                                   else Errors.NOT_LEADER_OR_FOLLOWER)
             elif partition.high_watermark > last_offset:
                 enough = len(partition.isr) >= partition.log.config.min_insync_replicas
                 self.errors[tp] = Errors.NONE if enough else Errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND
@@ -142,6 +153,9 @@ class ReplicaManager:
         self.broker_epoch = -1
         self.controller_epoch = 0
         self.partitions: dict[tuple[str, int], Partition] = {}
+        # Partitions whose log is in a failed log dir (Kafka's HostedPartition.Offline): KAFKA_STORAGE_ERROR for
+        # every request about them until the broker restarts.
+        self.offline_partitions: set[tuple[str, int]] = set()
         self.fetch_purgatory = DelayedOperationPurgatory("Fetch", clock)
         self.produce_purgatory = DelayedOperationPurgatory("Produce", clock)
         self.fetchers = ReplicaFetcherManager(self)
@@ -162,6 +176,9 @@ class ReplicaManager:
         self.fetch_purgatory.start()
         self.produce_purgatory.start()
         self._tasks = [gevent.spawn(self._isr_shrink_loop), gevent.spawn(self._isr_notification_loop)]
+        # Kafka's LogDirFailureHandler: each failed log dir is handled on its own greenlet, after the request
+        # that met the I/O error has its KAFKA_STORAGE_ERROR.
+        self.log_manager.dir_failure.set_listener(lambda d: gevent.spawn(self.handle_log_dir_failure, d))
 
     def shutdown(self) -> None:
         for task in self._tasks:
@@ -213,6 +230,11 @@ class ReplicaManager:
             topic_id = topic_ids.get(s.topic_name)
             if topic_id is not None and topic_id.int == 0:
                 topic_id = None
+            if tp in self.offline_partitions:
+                state_change.warning("ignoring LeaderAndIsr for %s-%d from controller %d: the local replica is in "
+                                     "an offline log directory", tp[0], tp[1], controller_id)
+                errors[tp] = Errors.KAFKA_STORAGE_ERROR
+                continue
             if self.broker_id not in s.replicas:
                 errors[tp] = Errors.UNKNOWN_TOPIC_OR_PARTITION
                 continue
@@ -230,7 +252,14 @@ class ReplicaManager:
                     # Once per topic and request: it walks every log of the broker.
                     config = configs[tp[0]] = self.log_config(tp[0])
                     self.log_manager.update_topic_config(tp[0], config)
-                partition_log = self.log_manager.get_or_create_log(tp, config)
+                try:
+                    partition_log = self.log_manager.get_or_create_log(tp, config, is_new=bool(s.is_new))
+                except KafkaError as e:
+                    state_change.error("partition %s-%d: cannot create its log: %s", tp[0], tp[1], e)
+                    if e.code == Errors.KAFKA_STORAGE_ERROR:
+                        self.offline_partitions.add(tp)
+                    errors[tp] = e.code
+                    continue
                 partition_log.flush_observer = self.metrics.log_flush.observe
                 current = Partition(tp[0], tp[1], self.broker_id, partition_log, self.clock, self.write_isr,
                                     self.config["replica.lag.time.max.ms"])
@@ -241,10 +270,11 @@ class ReplicaManager:
             if s.leader == self.broker_id:
                 # Becoming leader waits for the leader-epoch checkpoint's fsyncs: several at once (spawn waits
                 # for a free slot).
-                transitions.spawn(self._make_leader_or_follower, tp, current, s, topic_id, controller_id, live_leaders)
+                transitions.spawn(self._make_leader_or_follower, tp, current, s, topic_id, controller_id, live_leaders,
+                                  errors)
                 leaders.append((tp, s.leader_epoch))
             else:
-                self._make_leader_or_follower(tp, current, s, topic_id, controller_id, live_leaders)
+                self._make_leader_or_follower(tp, current, s, topic_id, controller_id, live_leaders, errors)
                 followers.append((tp, s.leader_epoch))
         transitions.join(raise_error=True)
         for tp, error in errors.items():
@@ -259,10 +289,16 @@ class ReplicaManager:
         return errors
 
     def _make_leader_or_follower(self, tp, partition: Partition, s, topic_id, controller_id: int,
-                                 live_leaders: dict) -> None:
+                                 live_leaders: dict, errors: dict) -> None:
         # Stop fetching first, then take the new state (as Kafka's makeLeaders / makeFollowers).
         self.fetchers.remove_partition(tp)
-        partition.apply_state(s.leader, s.leader_epoch, s.isr, s.replicas, s.zk_version, s.controller_epoch, topic_id)
+        try:
+            partition.apply_state(s.leader, s.leader_epoch, s.isr, s.replicas, s.zk_version, s.controller_epoch,
+                                  topic_id)
+        except KafkaError as e:   # the log's dir failed (KafkaStorageError): its failure handler takes it offline
+            state_change.error("partition %s-%d: cannot apply leader epoch %d: %s", tp[0], tp[1], s.leader_epoch, e)
+            errors[tp] = e.code
+            return
         role = "leader" if s.leader == self.broker_id else "follower"
         if role == "follower" and s.leader >= 0:
             endpoint = self._leader_endpoint(s.leader, live_leaders)
@@ -286,6 +322,8 @@ class ReplicaManager:
 
     def stop_replica(self, topic: str, partition: int, delete: bool, leader_epoch: int) -> Errors:
         tp = (topic, partition)
+        if tp in self.offline_partitions:
+            return Errors.KAFKA_STORAGE_ERROR
         current = self.partitions.get(tp)
         # -2 (EpochDuringDelete) and -1 (no epoch) always apply; otherwise the epoch must not go backwards.
         if current is not None and leader_epoch >= 0 and leader_epoch < current.leader_epoch:
@@ -323,7 +361,7 @@ class ReplicaManager:
             return Errors.INVALID_TOPIC
         if log_dir not in lm.log_dirs:
             return Errors.LOG_DIR_NOT_FOUND
-        if not lm.is_log_dir_online(log_dir):
+        if not lm.is_log_dir_online(log_dir) or tp in self.offline_partitions:
             return Errors.KAFKA_STORAGE_ERROR
         future = lm.get_future_log(tp)
         if future is not None and future.parent_dir != log_dir:
@@ -336,11 +374,45 @@ class ReplicaManager:
         if partition.log.parent_dir != log_dir:
             try:
                 lm.get_or_create_future_log(tp)
-            except OSError as e:
+            except KafkaStorageError as e:
                 log.warning("cannot create the future log of %s-%d in %s: %s", tp[0], tp[1], log_dir, e)
                 return Errors.KAFKA_STORAGE_ERROR
             self.log_dir_mover.add(tp)
         return Errors.NONE
+
+    def handle_log_dir_failure(self, log_dir: str) -> None:
+        """A log dir failed (Kafka's ReplicaManager.handleLogDirFailure): its partitions go offline (their fetchers
+        stop, waiting produces and fetches complete with KAFKA_STORAGE_ERROR), the log manager closes their logs
+        (halting the broker if no dir is left), and /log_dir_event_notification tells the controller, which asks
+        this broker about its replicas with LeaderAndIsr and moves the leadership of those offline."""
+        if not self.log_manager.is_log_dir_online(log_dir):
+            return
+        log.warning("stopping serving replicas in dir %s", log_dir)
+        offline = sorted(tp for tp, p in self.partitions.items() if p.log.parent_dir == log_dir)
+        for tp in offline:
+            self.fetchers.remove_partition(tp)
+            self.partitions.pop(tp).leader = -1
+            self.offline_partitions.add(tp)
+        self.fetchers.shutdown_idle()
+        for topic in {t for t, _ in offline}:
+            if not any(t == topic for t, _ in self.partitions):
+                self.metrics.remove_topic(topic)
+        for tp in offline:
+            self._complete_delayed(tp)
+        log.warning("broker %d stopped fetchers for partitions %s because they are in the failed log directory %s",
+                    self.broker_id, ",".join(f"{t}-{p}" for t, p in offline), log_dir)
+        for tp, future in self.log_manager.future_logs.items():   # moves from or to the failed dir stop
+            if tp in offline or future.parent_dir == log_dir:
+                self.log_dir_mover.remove(tp)
+        self.log_manager.handle_log_dir_failure(log_dir)
+        for _ in range(60):
+            try:
+                self.zk.propagate_log_dir_event(self.broker_id)
+                break
+            except Exception as e:
+                log.warning("writing the log dir event notification failed (%r); retrying", e)
+                gevent.sleep(1)
+        log.warning("stopped serving replicas in dir %s", log_dir)
 
     def _complete_delayed(self, tp) -> None:
         self.fetch_purgatory.check_and_complete(tp)
@@ -391,6 +463,8 @@ class ReplicaManager:
     def leader_partition(self, tp) -> Partition:
         """The partition if this broker leads it; else UNKNOWN_TOPIC_OR_PARTITION or NOT_LEADER_OR_FOLLOWER."""
         partition = self.partitions.get(tp)
+        if tp in self.offline_partitions or partition is not None and partition.log.dir_failed:
+            raise KafkaError(Errors.KAFKA_STORAGE_ERROR, f"Partition {tp[0]}-{tp[1]} is in an offline log directory")
         if partition is None:
             if self.metadata_cache.partition(*tp) is not None:
                 raise KafkaError(Errors.NOT_LEADER_OR_FOLLOWER, f"this broker does not host {tp[0]}-{tp[1]}")

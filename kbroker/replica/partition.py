@@ -129,7 +129,7 @@ class Partition:
             now = self.clock.now_ms()
             self.leader_epoch_start_offset = self.log.log_end_offset
             # A new leader epoch starts at the current end of the log.
-            self.log.leader_epoch_cache.assign(leader_epoch, self.leader_epoch_start_offset)
+            self.log.assign_leader_epoch(leader_epoch, self.leader_epoch_start_offset)
             self.remote = {r: RemoteReplica(last_caught_up_ms=now if r in self.isr else 0)
                            for r in self.replicas if r != self.broker_id}
             self.maybe_increment_high_watermark()

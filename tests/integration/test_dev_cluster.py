@@ -1,12 +1,13 @@
 """`kbroker cluster up|status|down`: the local cluster a developer gets from `make up`."""
 import json
 import os
+import signal
 import subprocess
 import sys
 
 import pytest
 
-from kbroker.cluster import free_port, free_port_range, metadata
+from kbroker.cluster import free_port, free_port_range, metadata, wait_until
 from kbroker.config import read_properties
 from kbroker.protocol.client import KafkaError
 from kbroker.protocol.client.security import ClientSecurity
@@ -50,8 +51,27 @@ def test_cluster_up_status_down(tmp_path):
         assert kcat.returncode == 0, kcat.stderr
         assert sorted(b["id"] for b in json.loads(kcat.stdout)["brokers"]) == [1, 2, 3]
 
-        again = run("cluster", "up", "--data-dir", data, "--zk-port", str(zk_port), "--base-port", str(base))
-        assert again.returncode == 1 and "already running" in again.stderr
+        # `up` again starts only what is down (as `docker compose up`): a killed broker, then ZooKeeper.
+        assert run("cluster", "kill", "2", "--data-dir", data).returncode == 0
+        again = run("cluster", "up", "--data-dir", data)
+        assert again.returncode == 0, again.stderr
+        assert "started            broker 2\n" in again.stdout
+        assert metadata("127.0.0.1", base + 1)[0] == {1, 2, 3}
+        with open(os.path.join(data, "cluster.json")) as f:
+            zk_pid = json.load(f)["zookeeper"]["pid"]
+        os.kill(zk_pid, signal.SIGKILL)
+        assert "DOWN" in run("cluster", "status", "--data-dir", data).stdout.splitlines()[0]
+        again = run("cluster", "up", "--data-dir", data)
+        assert again.returncode == 0 and "started            zookeeper\n" in again.stdout, again.stderr
+        status = run("cluster", "status", "--data-dir", data).stdout.splitlines()
+        assert "serving" in status[0]
+        wait_until(lambda: sum("running, registered" in l
+                               for l in run("cluster", "status", "--data-dir", data).stdout.splitlines()) == 3,
+                   message="the brokers registered in the restarted ZooKeeper")
+        again = run("cluster", "up", "--data-dir", data)
+        assert again.returncode == 0 and "started            nothing (every member was running)" in again.stdout
+        refused = run("cluster", "up", "--data-dir", data, "--override", "log.retention.hours=1")
+        assert refused.returncode == 1 and "--override" in refused.stderr
     finally:
         down = run("cluster", "down", "--data-dir", data)
     assert down.returncode == 0 and down.stdout.count("broker") == 3 and "zookeeper" in down.stdout

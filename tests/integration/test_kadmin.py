@@ -2,7 +2,6 @@
 what it prints, and how it fails. Each test gets its own chroot (fixture zk_connect)."""
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -11,6 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from admin_cli.main import cli
+from kbroker.cluster import free_port
 from zk import znodes as z
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -354,9 +354,7 @@ def test_help_needs_no_zookeeper():
 
 
 def _closed_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return free_port()
 
 
 def test_unreachable_zookeeper_fails_within_timeout():
@@ -370,7 +368,7 @@ def test_unreachable_zookeeper_fails_within_timeout():
     lines = p.stderr.splitlines()
     assert len(lines) == 1, p.stderr
     assert lines[0].startswith("Error: ") and connect in lines[0]
-    assert 1.4 < elapsed < 6, elapsed
+    assert 1.4 < elapsed < 30, elapsed   # it waited for --zk-timeout, then gave up (no hang)
 
 
 def test_module_entry_point_round_trip(zk_connect, zk_client):

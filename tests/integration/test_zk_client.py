@@ -74,11 +74,10 @@ def test_broker_sequence_ids_increase(zk_client):
 
 
 def test_unreachable_zookeeper_fails_within_timeout():
-    import socket
     import time
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+
+    from kbroker.cluster import free_port
+    port = free_port()
     start = time.monotonic()
     with pytest.raises(ZkConnectionLoss, match=f"127.0.0.1:{port}"):
         KafkaZkClient(f"127.0.0.1:{port}", 2000, 1000).start()

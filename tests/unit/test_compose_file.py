@@ -14,6 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from kbroker import cli
+from kbroker.cluster import free_port
 from kbroker.config import NON_CONFIG_ENV, SETTINGS, env_to_key, load
 
 yaml = pytest.importorskip("yaml", reason="PyYAML is not installed (pip install pyyaml) - cannot parse docker-compose.yml")
@@ -211,10 +212,7 @@ def test_healthcheck_rejects_an_answer_without_api_versions():
 
 
 def test_healthcheck_rejects_a_closed_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    assert _healthcheck(port) == 1
+    assert _healthcheck(free_port()) == 1
 
 
 def test_healthcheck_reads_ports_from_kafka_listeners():

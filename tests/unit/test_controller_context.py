@@ -21,3 +21,9 @@ def test_states_are_derived_from_the_context():
     assert ctx.replica_state(("t", 0, 3)) is S.NON_EXISTENT
     ctx.replica_deletion_states[("t", 0, 2)] = S.DELETION_STARTED
     assert ctx.replica_state(("t", 0, 2)) is S.DELETION_STARTED
+    # A replica in a failed log dir of a live broker is offline; a partition it leads is offline.
+    ctx.replicas_on_offline_dirs[1] = {("t", 0)}
+    assert not ctx.is_replica_online(1, ("t", 0)) and ctx.is_replica_online(1, ("t", 1))
+    assert ctx.partition_state(("t", 0)) is PartitionState.OFFLINE
+    assert ctx.replica_state(("t", 0, 1)) is S.OFFLINE and ctx.replica_state(("t", 1, 1)) is S.ONLINE
+    assert ctx.eligible_leaders_of(("t", 0), {1, 2}) == {2} and ctx.eligible_leaders_of(("t", 1), {1, 2}) == {1, 2}

@@ -23,7 +23,7 @@ CODECS = [GZIP, SNAPPY, LZ4, ZSTD]
 
 @pytest.mark.parametrize("magic", [0, 1, 2])
 @pytest.mark.parametrize("codec", CODECS)
-@pytest.mark.parametrize("data", [b"", b"x", DATA])
+@pytest.mark.parametrize("data", [b"", b"x", DATA], ids=["empty", "one-byte", "mixed-140KB"])
 def test_round_trip(codec, magic, data):
     assert decompress(codec, compress(codec, data, magic), len(data), magic) == data
 

@@ -56,6 +56,8 @@ def test_other_znodes():
     assert json.loads(z.ReassignPartitionsZNode.encode({("t", 0): [2, 3]})) == {
         "version": 1, "partitions": [{"topic": "t", "partition": 0, "replicas": [2, 3]}]}
     assert z.IsrChangeNotificationZNode.decode(z.IsrChangeNotificationZNode.encode({("t", 1)})) == {("t", 1)}
+    assert z.LogDirEventNotificationZNode.encode(3) == b'{"version":1,"broker":3,"event":1}'   # Kafka's, as written
+    assert z.LogDirEventNotificationZNode.decode(b'{"version":1,"broker":3,"event":1}') == 3
     assert json.loads(z.FeatureZNode.encode()) == {"version": 1, "status": 1, "features": {}}
     assert z.PreferredReplicaElectionZNode.decode(z.PreferredReplicaElectionZNode.encode({("t", 2)})) == {("t", 2)}
     assert z.ConsumerOffsetZNode.path("g", "t", 3) == "/consumers/g/offsets/t/3"
