@@ -199,8 +199,13 @@ class LogManager:
         if not orphans or self.offline_dirs or any(self.dir_failure.has_failed(d) for d in self.log_dirs):
             return
         for tp in orphans:
-            log = self._future_logs.pop(tp)
-            log.rename_dir(log_dir_name(tp))
+            log = self._future_logs[tp]
+            try:
+                log.rename_dir(log_dir_name(tp))
+            except OSError as e:
+                self.dir_failure.maybe_add_offline_log_dir(log.parent_dir, f"Error while renaming {log.dir}", e)
+                continue
+            del self._future_logs[tp]
             self.cleaner.attach(log)
             self._logs[tp] = log
             logger.warning("future log of partition %s had no current log (a move interrupted by a crash after "
