@@ -1,0 +1,174 @@
+"""Network partitions (issue 14): ZooKeeper, three brokers and the clients each in a network namespace of their
+own (tests/chaos/netns.py), links cut with iptables while an acks=all idempotent producer writes and a reader
+tails. One cluster for the module; the cases run in order, each on its own topic (3 partitions, RF 3,
+min.insync.replicas=2), each healed before the next, each ending with the shared checks (harness.verify):
+every acknowledged record present once at its offset, one single history, the replicas' logs equal.
+
+(a) a leader cut off from ZooKeeper and its followers, not from the producer: it acknowledges nothing more, a
+    new leader is elected, and after healing the old leader truncates its unreplicated tail;
+(b) a follower cut off from the other brokers: its leaders drop it from the ISR (the partition state znode),
+    writes go on, and it rejoins the ISR after healing;
+(c) the controller cut off from ZooKeeper: another broker becomes controller with a higher epoch, a push
+    stamped with the old epoch is refused, the old controller resigns once back, the brokers' state agrees
+    with ZooKeeper's;
+(d) the producer's answers lost for longer than its request timeout (its requests still arrive): its retries
+    are recognised as duplicates, nothing is written twice.
+Skipped where network namespaces cannot be made (not root)."""
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+
+import pytest
+from click.testing import CliRunner
+
+from admin_cli.main import cli as kadmin
+from kbroker.cluster import BrokerProcess, metadata, wait_ready, wait_until
+from kbroker.protocol.client import Connection
+from kbroker.protocol.interbroker import LeaderAndIsrRequest
+from tests.chaos import netns
+from tests.chaos.harness import AckedProducer, ChaosRun, HistoryReader, read_all, verify
+from zk.client import KafkaZkClient
+from zk.launcher import ZooKeeperServer
+
+SESSION_TIMEOUT_MS = 4000
+PARTITIONS = 3
+BROKERS = (1, 2, 3)
+ZK_PORT, BROKER_PORT = 12181, 19092
+# A leader cut off from its followers answers acks=all produces with REQUEST_TIMED_OUT (after request.timeout.ms)
+# and its metadata still names itself, never NOT_LEADER (as Kafka's does): the producer learns of the new leader
+# from its periodic metadata refresh, here every second instead of every 5 minutes.
+PRODUCER_CONFIG = {"request.timeout.ms": 5000, "topic.metadata.refresh.interval.ms": 1000}
+
+
+class PartitionedCluster:
+    """ZooKeeper and brokers 1-3, each in its namespace; this thread stays in the clients' namespace."""
+
+    def __init__(self, net: netns.Network, workdir: str):
+        self.net = net
+        self.workdir = workdir
+        self.zk_server = ZooKeeperServer(ZK_PORT, os.path.join(workdir, "zookeeper"), host=net.addresses["zk"],
+                                         netns=net.members["zk"])
+        self.brokers: dict[int, BrokerProcess] = {}
+        self.zk: KafkaZkClient | None = None
+
+    def start(self) -> None:
+        self.zk_server.start()
+        for i in BROKERS:
+            member = f"b{i}"
+            self.brokers[i] = BrokerProcess.create(
+                i, os.path.join(self.workdir, f"broker-{i}"), self.zk_server.connect,
+                {"zookeeper.session.timeout.ms": SESSION_TIMEOUT_MS, "replica.lag.time.max.ms": 5000,
+                 "unclean.leader.election.enable": "false", "controlled.shutdown.retry.backoff.ms": 200},
+                port=BROKER_PORT, host=self.net.addresses[member], netns=self.net.members[member]).start()
+        wait_ready(self.brokers.values(), 60)
+        self.zk = KafkaZkClient(self.zk_server.connect, 6000).start()
+
+    def stop(self) -> None:
+        for b in self.brokers.values():
+            if b.alive():
+                b.kill9()
+        if self.zk is not None:
+            self.zk.close()
+        self.zk_server.stop()
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(b.bootstrap for b in self.brokers.values())
+
+    def create_topic(self, topic: str, assignment: str | None = None) -> None:
+        layout = ["--replica-assignment", assignment] if assignment else ["--partitions", str(PARTITIONS),
+                                                                           "--replication-factor", "3"]
+        result = CliRunner().invoke(kadmin, ["--zookeeper", self.zk_server.connect, "create-topic", topic, *layout,
+                                             "--config", "min.insync.replicas=2"])
+        assert result.exit_code == 0, result.output
+        wait_until(lambda: self.all_in_sync(topic), 30, message=f"{topic} online")
+
+    def state(self, topic: str, partition: int):
+        return self.zk.get_partition_state(topic, partition)
+
+    def leader(self, topic: str, partition: int) -> int:
+        state = self.state(topic, partition)
+        return state.leader if state else -1
+
+    def all_in_sync(self, topic: str) -> bool:
+        states = [self.state(topic, p) for p in range(PARTITIONS)]
+        return all(s is not None and s.leader >= 0 and sorted(s.isr) == list(BROKERS) for s in states)
+
+    def controller(self) -> tuple[int | None, int]:
+        """(the controller's id, /controller_epoch)."""
+        epoch = self.zk.get_controller_epoch()
+        return self.zk.get_controller_id(), epoch[0] if epoch else 0
+
+    def others(self, broker_id: int) -> list[str]:
+        return [f"b{i}" for i in BROKERS if i != broker_id]
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    reason = netns.unavailable()
+    if reason:
+        pytest.skip(reason)
+    netns.delete_stale()
+    with contextlib.ExitStack() as stack:
+        net = stack.enter_context(netns.Network(["zk", "b1", "b2", "b3", "cl", "pr"]))
+        stack.enter_context(net.entered("cl"))     # every client of this thread (and of its threads) lives there
+        c = PartitionedCluster(net, str(tmp_path_factory.mktemp("partitions")))
+        stack.callback(c.stop)
+        c.start()
+        yield c
+
+
+class Traffic:
+    """The case's producer (in its own namespace, so that (d) can cut it alone) and history reader."""
+
+    def __init__(self, c: PartitionedCluster, topic: str, run: str):
+        self.c, self.topic = c, topic
+        with c.net.entered("pr"):   # librdkafka's threads, made here, open their sockets in there
+            self.producer = AckedProducer(c.bootstrap, topic, PARTITIONS, **PRODUCER_CONFIG).start()
+        self.reader = HistoryReader(c.bootstrap, topic, PARTITIONS).start()
+        self.run = ChaosRun(run)
+        wait_until(lambda: all(self.producer.acked_count(p) > 0 for p in range(PARTITIONS)), 30,
+                   message="first acknowledgements")
+
+    def progress(self, partitions=range(PARTITIONS), timeout: float = 30) -> None:
+        """Until each of the partitions gets new acknowledgements."""
+        before = {p: self.producer.acked_count(p) for p in partitions}
+        wait_until(lambda: all(self.producer.acked_count(p) > before[p] for p in partitions), timeout,
+                   message=f"acknowledgements on {self.topic} partitions {list(partitions)}")
+
+    def finish(self) -> dict:
+        """Stop, read everything back, run the shared checks and record the figures; the final log."""
+        c = self.c
+        wait_until(lambda: c.all_in_sync(self.topic), 60, message=f"{self.topic} fully in sync after healing")
+        self.progress()
+        self.producer.stop()
+        self.reader.stop()
+        assert self.producer.failed == 0
+        final = read_all(c.bootstrap, self.topic, PARTITIONS)
+        lost = verify(self.producer, final, [self.reader],
+                      [os.path.join(b.dir, "data") for b in c.brokers.values()])
+        self.run.finish(self.producer, lost)
+        return final
+
+
+def test_a_leader_cut_off_from_zookeeper_and_followers(cluster):
+    c = cluster
+    c.create_topic("part-a")
+    controller, _ = c.controller()
+    partition = next(p for p in range(PARTITIONS) if c.leader("part-a", p) != controller)
+    old = c.state("part-a", partition)
+    victim = c.brokers[old.leader]
+    traffic = Traffic(c, "part-a", "partition: leader cut off")
+
+    traffic.run.fault("leader cut from zk+followers")
+    c.net.block(f"b{victim.id}", "zk", *c.others(victim.id))
+    wait_until(lambda: c.leader("part-a", partition) not in (-1, victim.id), 30, message="a new leader")
+    assert c.state("part-a", partition).leader_epoch > old.leader_epoch
+    traffic.progress([partition])     # the new leader takes writes while the old one still believes it leads
+    c.net.heal()
+
+    traffic.finish()
+    # The old leader had appended what its producer sent after the cut, never replicated: it truncated it.
+    assert f"partition part-a-{partition}: truncating from" in victim.log()
