@@ -126,13 +126,17 @@ class Network:
         _ip("-n", self.bridge_ns, "link", "set", self._veth(member), "down")
         self._isolated.add(member)
 
-    def block(self, member: str, *peers: str, inbound_only: bool = False) -> None:
+    def block(self, member: str, *peers: str, inbound_only: bool = False, reset: bool = False) -> None:
         """Drop all traffic between the member and the peers (iptables in the member's namespace); inbound_only:
-        only what the peers send to the member (its requests get through, the answers are lost)."""
+        only what the peers send to the member (its requests get through, the answers are lost); reset: refuse
+        instead, so the member's TCP connections to the peers break at their next packet (a reset) and new ones
+        are refused."""
+        target = ["-p", "tcp", "-j", "REJECT", "--reject-with", "tcp-reset"] if reset else ["-j", "DROP"]
         for peer in peers:
             address = self.addresses[peer]
             rules = [["INPUT", "-s", address]] + ([] if inbound_only else [["OUTPUT", "-d", address]])
             for rule in rules:
+                rule = [*rule, *target]
                 self._iptables(member, "-A", *rule)
                 self._blocks.append((member, rule))
 
@@ -145,6 +149,6 @@ class Network:
             self._iptables(member, "-D", *rule)
         self._blocks.clear()
 
-    def _iptables(self, member: str, action: str, chain: str, *match: str) -> None:
-        subprocess.run(self.command(member, ["iptables", action, chain, *match, "-j", "DROP"]), check=True,
-                       capture_output=True, timeout=30)
+    def _iptables(self, member: str, action: str, chain: str, *rule: str) -> None:
+        subprocess.run(self.command(member, ["iptables", action, chain, *rule]), check=True, capture_output=True,
+                       timeout=30)

@@ -22,13 +22,17 @@ import time
 
 import pytest
 from click.testing import CliRunner
+from kafka.protocol.metadata import MetadataRequest
+from kafka.record.memory_records import MemoryRecordsBuilder
 
 from admin_cli.main import cli as kadmin
-from kbroker.cluster import BrokerProcess, metadata, wait_ready, wait_until
+from kbroker.cluster import BrokerProcess, wait_ready, wait_until
 from kbroker.protocol.client import Connection
+from kbroker.protocol.client.requests import produce_request
 from kbroker.protocol.interbroker import LeaderAndIsrRequest
 from tests.chaos import netns
 from tests.chaos.harness import AckedProducer, ChaosRun, HistoryReader, read_all, verify
+from zk.admin import AdminZkClient
 from zk.client import KafkaZkClient
 from zk.launcher import ZooKeeperServer
 
@@ -167,8 +171,142 @@ def test_a_leader_cut_off_from_zookeeper_and_followers(cluster):
     wait_until(lambda: c.leader("part-a", partition) not in (-1, victim.id), 30, message="a new leader")
     assert c.state("part-a", partition).leader_epoch > old.leader_epoch
     traffic.progress([partition])     # the new leader takes writes while the old one still believes it leads
+    # The old leader, still reachable from clients, appends an acks=all write but never acknowledges it.
+    assert produce(victim, "part-a", partition, b"zombie", acks=-1) == 7    # REQUEST_TIMED_OUT
+    c.net.heal()
+
+    final = traffic.finish()
+    # After healing, the old leader truncated what it alone had (its replica now equals the others, see verify).
+    assert f"partition part-a-{partition}: truncating from" in victim.log()
+    assert b"zombie" not in final.values()
+
+
+def produce(b: BrokerProcess, topic: str, partition: int, value: bytes, acks: int) -> int:
+    """One Produce of one record straight to broker b (a 2 s timeout); the partition's error code."""
+    builder = MemoryRecordsBuilder(magic=2, compression_type=0, batch_size=1 << 16)
+    builder.append(int(time.time() * 1000), None, value, [])
+    builder.close()
+    conn = Connection(b.host, b.port, "partitions-test", timeout=10)
+    try:
+        response = conn.send(produce_request(8, topic, partition, bytes(builder.buffer()), acks, 2000))
+    finally:
+        conn.close()
+    return response.responses[0].partition_responses[0].error_code
+
+
+def test_b_follower_cut_off_from_the_other_brokers(cluster):
+    c = cluster
+    controller, _ = c.controller()
+    follower = next(i for i in BROKERS if i != controller)
+    a, b = (i for i in BROKERS if i != follower)
+    # The follower leads none of the partitions (the first replica leads): only its leaders notice the cut.
+    c.create_topic("part-b", f"{a}:{b}:{follower},{b}:{a}:{follower},{a}:{follower}:{b}")
+    traffic = Traffic(c, "part-b", "partition: follower cut off")
+
+    traffic.run.fault("follower cut from brokers")
+    c.net.block(f"b{follower}", *c.others(follower))
+    # Its leaders drop it from the ISR (replica.lag.time.max.ms) in the partition state znode; writes go on.
+    wait_until(lambda: all(sorted(c.state("part-b", p).isr) == sorted([a, b]) for p in range(PARTITIONS)), 30,
+               message="the ISR without the cut-off follower")
+    traffic.progress()
+    c.net.heal()
+
+    traffic.finish()    # waits for the ISR to take it back
+
+
+def test_c_controller_cut_off_from_zookeeper(cluster):
+    c = cluster
+    c.create_topic("part-c")
+    old_controller, old_epoch = c.controller()
+    traffic = Traffic(c, "part-c", "partition: controller cut off")
+
+    traffic.run.fault("controller cut from zk")
+    c.net.block(f"b{old_controller}", "zk")
+    # Its session expires: another broker becomes controller with a higher epoch and moves leadership off it.
+    wait_until(lambda: c.controller()[0] not in (None, old_controller), 30, message="a new controller")
+    new_controller, new_epoch = c.controller()
+    assert new_epoch > old_epoch
+    wait_until(lambda: all(c.leader("part-c", p) not in (-1, old_controller) for p in range(PARTITIONS)), 30,
+               message="leaders other than the old controller")
+    # A push of the old controller (stamped with its epoch) is refused by the brokers that know the new one.
+    for i in BROKERS:
+        if i != old_controller:
+            assert stale_leader_and_isr(c, i, old_controller, old_epoch) == 11   # STALE_CONTROLLER_EPOCH
+    traffic.progress()
     c.net.heal()
 
     traffic.finish()
-    # The old leader had appended what its producer sent after the cut, never replicated: it truncated it.
-    assert f"partition part-a-{partition}: truncating from" in victim.log()
+    assert c.controller() == (new_controller, new_epoch)
+    assert "resigns as controller" in c.brokers[old_controller].log()
+    # Every broker, the old controller included, serves the leaders ZooKeeper holds (no stale state applied).
+    expected = {p: c.leader("part-c", p) for p in range(PARTITIONS)}
+    for b in c.brokers.values():
+        wait_until(lambda: partition_leaders(b, "part-c") == expected, 30,
+                   message=f"broker {b.id}'s metadata agreeing with ZooKeeper")
+
+
+def stale_leader_and_isr(c: PartitionedCluster, broker_id: int, controller_id: int, controller_epoch: int) -> int:
+    """Send broker broker_id what an old controller would: make controller_id the leader of part-c-0 (with a
+    newer leader epoch, so only the controller epoch can refuse it); the response's error code."""
+    state = c.state("part-c", 0)
+    R = LeaderAndIsrRequest
+    request = R(version=4, controller_id=controller_id, controller_epoch=controller_epoch, broker_epoch=-1,
+                topic_states=[R.LeaderAndIsrTopicState(topic_name="part-c", partition_states=[
+                    R.LeaderAndIsrPartitionState(partition_index=0, controller_epoch=controller_epoch,
+                                                 leader=controller_id, leader_epoch=state.leader_epoch + 10,
+                                                 isr=list(BROKERS), zk_version=state.zk_version,
+                                                 replicas=list(BROKERS), adding_replicas=[], removing_replicas=[],
+                                                 is_new=False)])],
+                live_leaders=[R.LeaderAndIsrLiveLeader(broker_id=controller_id,
+                                                       host_name=c.net.addresses[f"b{controller_id}"],
+                                                       port=BROKER_PORT)])
+    b = c.brokers[broker_id]
+    conn = Connection(b.host, b.port, "old-controller")
+    try:
+        return conn.send(request).error_code
+    finally:
+        conn.close()
+
+
+def partition_leaders(b: BrokerProcess, topic: str) -> dict[int, int]:
+    conn = Connection(b.host, b.port, "partitions-test")
+    try:
+        response = conn.send(MetadataRequest(version=1, topics=[topic]))
+    finally:
+        conn.close()
+    return {p.partition_index: p.leader_id for t in response.topics for p in t.partitions}
+
+
+def test_d_producer_answers_lost(cluster):
+    c = cluster
+    c.create_topic("part-d")
+    traffic = Traffic(c, "part-d", "partition: producer cut off")
+
+    traffic.run.fault("producer's answers lost")
+    # Its requests still reach the brokers (and are appended), their answers do not come back.
+    c.net.block("pr", *[f"b{i}" for i in BROKERS], inbound_only=True)
+    time.sleep(PRODUCER_CONFIG["request.timeout.ms"] / 1000 + 2)
+    c.net.heal()
+
+    final = traffic.finish()
+    # Its retries of requests the brokers had appended were recognised: no value is in the log twice.
+    assert len(set(final.values())) == len(final)
+
+
+def test_e_controller_reconnecting_within_its_session_still_watches_topics(cluster):
+    """The controller's ZooKeeper connection breaks and comes back within the session: it is still controller,
+    and partitions added to an existing topic afterwards get leaders (kazoo drops every watch when a connection
+    drops, calling each with a pathless event; the controller must set its topic watches again)."""
+    c = cluster
+    c.create_topic("part-e")
+    controller, epoch = c.controller()
+    broker = c.brokers[controller]
+    drops = broker.log().count("Connection dropped")
+    c.net.block(f"b{controller}", "zk", reset=True)
+    wait_until(lambda: broker.log().count("Connection dropped") > drops, 10, message="the connection dropped")
+    c.net.heal()
+
+    AdminZkClient(c.zk).add_partitions("part-e", PARTITIONS + 2)
+    wait_until(lambda: all(c.leader("part-e", p) >= 0 for p in range(PARTITIONS + 2)), 20,
+               message="leaders for the added partitions")
+    assert c.controller() == (controller, epoch), "the session expired: this case needs it to survive"
