@@ -26,7 +26,7 @@ from kafka.protocol.metadata import MetadataRequest
 from kafka.record.memory_records import MemoryRecordsBuilder
 
 from admin_cli.main import cli as kadmin
-from kbroker.cluster import BrokerProcess, wait_ready, wait_until
+from kbroker.cluster import BrokerProcess, metadata, wait_ready, wait_until
 from kbroker.protocol.client import Connection
 from kbroker.protocol.client.requests import produce_request
 from kbroker.protocol.interbroker import LeaderAndIsrRequest
@@ -81,12 +81,14 @@ class PartitionedCluster:
     def bootstrap(self) -> str:
         return ",".join(b.bootstrap for b in self.brokers.values())
 
+    def kadmin(self, *args: str) -> None:
+        result = CliRunner().invoke(kadmin, ["--zookeeper", self.zk_server.connect, *args])
+        assert result.exit_code == 0, result.output
+
     def create_topic(self, topic: str, assignment: str | None = None) -> None:
         layout = ["--replica-assignment", assignment] if assignment else ["--partitions", str(PARTITIONS),
                                                                            "--replication-factor", "3"]
-        result = CliRunner().invoke(kadmin, ["--zookeeper", self.zk_server.connect, "create-topic", topic, *layout,
-                                             "--config", "min.insync.replicas=2"])
-        assert result.exit_code == 0, result.output
+        self.kadmin("create-topic", topic, *layout, "--config", "min.insync.replicas=2")
         wait_until(lambda: self.all_in_sync(topic), 30, message=f"{topic} online")
 
     def state(self, topic: str, partition: int):
@@ -231,6 +233,9 @@ def test_c_controller_cut_off_from_zookeeper(cluster):
     # A push of the old controller (stamped with its epoch) is refused by the brokers that know the new one.
     for i in BROKERS:
         if i != old_controller:
+            b = c.brokers[i]
+            wait_until(lambda: metadata(b.host, b.port)[1] == new_controller, 30,
+                       message=f"broker {i} told of the new controller")
             assert stale_leader_and_isr(c, i, old_controller, old_epoch) == 11   # STALE_CONTROLLER_EPOCH
     traffic.progress()
     c.net.heal()
@@ -243,6 +248,17 @@ def test_c_controller_cut_off_from_zookeeper(cluster):
     for b in c.brokers.values():
         wait_until(lambda: partition_leaders(b, "part-c") == expected, 30,
                    message=f"broker {b.id}'s metadata agreeing with ZooKeeper")
+
+    # In its new session the old controller applies dynamic configs again: leading a partition once more, it
+    # refuses acks=all writes after min.insync.replicas goes above the replication factor.
+    back = c.brokers[old_controller]
+    partition = next(p for p, replicas in c.zk.get_topic_assignment("part-c").partitions.items()
+                     if replicas[0] == back.id)
+    c.kadmin("elect-leaders", "--preferred", "--topic", "part-c", "--partition", str(partition))
+    wait_until(lambda: partition_leaders(back, "part-c")[partition] == back.id, 30, message="the preferred leader")
+    c.kadmin("alter-config", "--topic", "part-c", "--add-config", "min.insync.replicas=4")
+    wait_until(lambda: produce(back, "part-c", partition, b"check", acks=-1) == 19, 30,   # NOT_ENOUGH_REPLICAS
+               message="the config change applied by the old controller")
 
 
 def stale_leader_and_isr(c: PartitionedCluster, broker_id: int, controller_id: int, controller_epoch: int) -> int:
