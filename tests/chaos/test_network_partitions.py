@@ -129,10 +129,11 @@ def cluster(tmp_path_factory):
 class Traffic:
     """The case's producer (in its own namespace, so that (d) can cut it alone) and history reader."""
 
-    def __init__(self, c: PartitionedCluster, topic: str, run: str):
+    def __init__(self, c: PartitionedCluster, topic: str, run: str, **producer_config):
         self.c, self.topic = c, topic
         with c.net.entered("pr"):   # librdkafka's threads, made here, open their sockets in there
-            self.producer = AckedProducer(c.bootstrap, topic, PARTITIONS, **PRODUCER_CONFIG).start()
+            self.producer = AckedProducer(c.bootstrap, topic, PARTITIONS,
+                                          **{**PRODUCER_CONFIG, **producer_config}).start()
         self.reader = HistoryReader(c.bootstrap, topic, PARTITIONS).start()
         self.run = ChaosRun(run)
         wait_until(lambda: all(self.producer.acked_count(p) > 0 for p in range(PARTITIONS)), 30,
@@ -296,12 +297,14 @@ def partition_leaders(b: BrokerProcess, topic: str) -> dict[int, int]:
 def test_d_producer_answers_lost(cluster):
     c = cluster
     c.create_topic("part-d")
-    traffic = Traffic(c, "part-d", "partition: producer cut off")
+    # Its produce requests time out after 3 s on its side (socket.timeout.ms): it drops the connection and sends
+    # them again, with the same sequence numbers, once it reconnects.
+    traffic = Traffic(c, "part-d", "partition: producer cut off", **{"socket.timeout.ms": 3000})
 
     traffic.run.fault("producer's answers lost")
     # Its requests still reach the brokers (and are appended), their answers do not come back.
     c.net.block("pr", *[f"b{i}" for i in BROKERS], inbound_only=True)
-    time.sleep(PRODUCER_CONFIG["request.timeout.ms"] / 1000 + 2)
+    time.sleep(5)
     c.net.heal()
 
     final = traffic.finish()
