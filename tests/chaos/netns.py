@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import shutil
 import subprocess
 import uuid
 
@@ -30,7 +31,9 @@ def _ip(*args: str) -> None:
 
 
 def unavailable() -> str | None:
-    """Why namespaces cannot be made here (not root, no permission, no `ip`), or None if they can."""
+    """Why namespaces cannot be made here (not root, no permission, no `ip` or `iptables`), or None if they can."""
+    if shutil.which("iptables") is None:
+        return "the `iptables` command is not installed"
     name = f"{PREFIX}probe-{uuid.uuid4().hex[:6]}"
     try:
         _ip("netns", "add", name)

@@ -126,6 +126,13 @@ def cluster(tmp_path_factory):
         yield c
 
 
+@pytest.fixture(autouse=True)
+def healed(cluster):
+    """Whatever a case left cut (it failed halfway) is healed before the next."""
+    yield
+    cluster.net.heal()
+
+
 class Traffic:
     """The case's producer (in its own namespace, so that (d) can cut it alone) and history reader."""
 
