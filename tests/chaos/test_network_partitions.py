@@ -4,15 +4,18 @@ tails. One cluster for the module; the cases run in order, each on its own topic
 min.insync.replicas=2), each healed before the next, each ending with the shared checks (harness.verify):
 every acknowledged record present once at its offset, one single history, the replicas' logs equal.
 
-(a) a leader cut off from ZooKeeper and its followers, not from the producer: it acknowledges nothing more, a
-    new leader is elected, and after healing the old leader truncates its unreplicated tail;
+(a) a leader cut off from ZooKeeper and its followers, not from the producer: it acknowledges nothing more (an
+    acks=all write sent to it times out), a new leader is elected, and after healing the old leader truncates
+    its unreplicated tail;
 (b) a follower cut off from the other brokers: its leaders drop it from the ISR (the partition state znode),
     writes go on, and it rejoins the ISR after healing;
 (c) the controller cut off from ZooKeeper: another broker becomes controller with a higher epoch, a push
     stamped with the old epoch is refused, the old controller resigns once back, the brokers' state agrees
-    with ZooKeeper's;
+    with ZooKeeper's, and the old controller applies dynamic configs again in its new session;
 (d) the producer's answers lost for longer than its request timeout (its requests still arrive): its retries
-    are recognised as duplicates, nothing is written twice.
+    are recognised as duplicates, nothing is written twice;
+(e) the controller's ZooKeeper connection broken and back within the session: it still watches its topics.
+The figures (tests/chaos/conftest.py) give each case's worst per-partition unavailability.
 Skipped where network namespaces cannot be made (not root)."""
 from __future__ import annotations
 
