@@ -110,11 +110,13 @@ class BrokerProcess:
     """One `python -m kbroker.cli start server.properties` process, killed by its pid (never by name)."""
 
     def __init__(self, broker_id: int, config_path: str, port: int, log_path: str, detach: bool = False,
-                 security: ClientSecurity | None = None):
+                 security: ClientSecurity | None = None, host: str = "127.0.0.1", netns: str | None = None):
         self.id = broker_id
         self.config_path = config_path
         self.dir = os.path.dirname(config_path)
         self.port = port
+        self.host = host        # its listener's address
+        self.netns = netns      # a network namespace to run in (`ip netns exec`; partition tests)
         self.log_path = log_path
         self.detach = detach    # its own session: it outlives the command that started it
         self.security = security    # how clients (wait_ready first) reach its listener on `port`
@@ -123,18 +125,20 @@ class BrokerProcess:
     @classmethod
     def create(cls, broker_id: int, directory: str, zk_connect: str, settings: dict | None = None,
                port: int | None = None, log_path: str | None = None, detach: bool = False,
-               security: SecurityPreset | None = None) -> "BrokerProcess":
-        """Write directory/server.properties (broker.id, a PLAINTEXT listener on 127.0.0.1:port, a free port by
+               security: SecurityPreset | None = None, host: str = "127.0.0.1",
+               netns: str | None = None) -> "BrokerProcess":
+        """Write directory/server.properties (broker.id, a PLAINTEXT listener on host:port, a free port by
         default, log.dirs directory/data, zookeeper.connect, then `settings` in order) and return the broker,
         not started. Its output goes to log_path (directory/broker.log by default). security: the listener
         speaks the preset's protocol instead (its settings come before `settings`), and wait_ready logs in
-        as the preset's admin."""
+        as the preset's admin. netns: it runs in that network namespace (host is then its address there, and
+        wait_ready must be called from a thread in a namespace that reaches it)."""
         os.makedirs(directory, exist_ok=True)
         port = free_port() if port is None else port
-        props = {"broker.id": broker_id, "listeners": f"PLAINTEXT://127.0.0.1:{port}",
+        props = {"broker.id": broker_id, "listeners": f"PLAINTEXT://{host}:{port}",
                  "log.dirs": os.path.join(directory, "data"), "zookeeper.connect": zk_connect}
         if security is not None:
-            props.update(security.broker_settings(broker_id, {security.protocol: f"127.0.0.1:{port}"}))
+            props.update(security.broker_settings(broker_id, {security.protocol: f"{host}:{port}"}))
         for key, value in (settings or {}).items():
             props.pop(key, None)     # a setting given again goes last, as a later line of Kafka's file wins
             props[key] = value
@@ -142,11 +146,11 @@ class BrokerProcess:
         with open(config_path, "w") as f:
             f.writelines(f"{k}={v}\n" for k, v in props.items())
         return cls(broker_id, config_path, port, log_path or os.path.join(directory, "broker.log"), detach,
-                   security.client_security() if security is not None else None)
+                   security.client_security() if security is not None else None, host, netns)
 
     @property
     def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
 
     @property
     def pid(self) -> int:
@@ -155,8 +159,10 @@ class BrokerProcess:
     def start(self, *args: str) -> "BrokerProcess":
         """Start it (args: more `kbroker start` options); returns at once (wait_ready waits)."""
         with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen([sys.executable, "-m", "kbroker.cli", "start", self.config_path, *args],
-                                         stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            argv = [sys.executable, "-m", "kbroker.cli", "start", self.config_path, *args]
+            if self.netns:
+                argv = ["ip", "netns", "exec", self.netns, *argv]
+            self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                          cwd=_CODE_ROOT, start_new_session=self.detach)
         return self
 
@@ -205,7 +211,7 @@ def metadata(host: str, port: int, timeout: float = 2.0,
 
 def _ready(broker: BrokerProcess, ids: set[int]) -> bool:
     try:
-        listed, controller = metadata("127.0.0.1", broker.port, security=broker.security)
+        listed, controller = metadata(broker.host, broker.port, security=broker.security)
     except KafkaError:
         return False
     return controller >= 0 and ids <= listed

@@ -18,7 +18,7 @@ fsync and other long disk work run in gevent's thread pool, never on the hub.
 Shutdown (SIGTERM) starts with a controlled shutdown when controlled.shutdown.enable: the controller moves
 this broker's leaders away first, so clients see leadership move rather than errors.
 A lost ZooKeeper session makes the controller resign; once a new session is up the broker registers again
-(with a new broker epoch) and the controller module re-elects.
+(with a new broker epoch), the controller module re-elects and the dynamic config notifications are read again.
 """
 from __future__ import annotations
 
@@ -384,6 +384,9 @@ class KafkaServer:
             log.error("re-registration after session expiry failed: %s", e)
             return
         self.controller.session_renewed()
+        # The expired session took the /config/changes watch along (and changes may have come meanwhile): read
+        # and watch the notifications again, as Kafka's ZkNodeChangeNotificationListener does in a new session.
+        self.dynamic_config.process_notifications()
 
     # ---- shutdown ----------------------------------------------------------------------------------------
     def controlled_shutdown(self) -> bool:

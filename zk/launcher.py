@@ -53,9 +53,15 @@ def is_serving(host: str, port: int) -> bool:
 
 
 class ZooKeeperServer:
+    """host: the address clients reach it at; netns: a network namespace to run in (`ip netns exec`, partition
+    tests; the server listens on every address of that namespace, and start() must be called from a thread in
+    a namespace that reaches host)."""
+
     def __init__(self, port: int, data_dir: str, log_path: str | None = None, tick_time_ms: int = 1000,
-                 heap: str = "64m"):
+                 heap: str = "64m", host: str = "127.0.0.1", netns: str | None = None):
         self.port = port
+        self.host = host
+        self.netns = netns
         self.data_dir = os.path.abspath(data_dir)
         self.log_path = log_path or os.path.join(self.data_dir, "zookeeper.log")
         self.tick_time_ms = tick_time_ms
@@ -64,16 +70,17 @@ class ZooKeeperServer:
 
     @property
     def connect(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
 
     def command(self) -> list[str]:
-        return ["java", f"-Xmx{self.heap}", "-Xms16m", "-Dzookeeper.admin.enableServer=false",
+        argv = ["java", f"-Xmx{self.heap}", "-Xms16m", "-Dzookeeper.admin.enableServer=false",
                 "-cp", _classpath(), "org.apache.zookeeper.server.ZooKeeperServerMain",
                 str(self.port), self.data_dir, str(self.tick_time_ms)]
+        return ["ip", "netns", "exec", self.netns, *argv] if self.netns else argv
 
     def start(self, timeout: float = 30.0, detach: bool = False) -> int:
         """Start the server and wait until it answers `srvr`. Returns its pid."""
-        if is_serving("127.0.0.1", self.port):
+        if is_serving(self.host, self.port):
             raise RuntimeError(f"something already serves ZooKeeper on port {self.port}")
         cmd = self.command()
         os.makedirs(self.data_dir, exist_ok=True)
@@ -85,7 +92,7 @@ class ZooKeeperServer:
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"ZooKeeper exited with code {self.proc.returncode}; see {self.log_path}")
-            if is_serving("127.0.0.1", self.port):
+            if is_serving(self.host, self.port):
                 return self.proc.pid
             time.sleep(0.05)
         self.stop()

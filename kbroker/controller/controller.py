@@ -79,6 +79,7 @@ class KafkaController:
         self.queue: Queue = Queue()
         self.worker = None
         self.session_generation = 0
+        self._rewatch_topics_queued = False
         self.active_tasks: list = []   # greenlets that run only while this broker is controller
 
     # ---- event loop --------------------------------------------------------------------------------------
@@ -150,6 +151,13 @@ class KafkaController:
         self.enqueue(self._process_topic_change)
 
     def _on_topic(self, event):
+        if event.path is None:
+            # kazoo drops every watch when its connection drops, even if the session lives on, and calls each
+            # with a pathless event (the Java client, Kafka's, keeps them): watch every topic again, once.
+            if not self._rewatch_topics_queued:
+                self._rewatch_topics_queued = True
+                self.enqueue(self._process_rewatch_topics)
+            return
         topic = event.path.rsplit("/", 1)[-1]
         self.enqueue(self._process_partition_modifications, topic)
 
@@ -235,6 +243,7 @@ class KafkaController:
         self.session_generation += 1
         while not self.queue.empty():
             self.queue.get_nowait()
+        self._rewatch_topics_queued = False   # dropped with the queue (a new election reads every topic anyway)
         self.enqueue(self._resign)
 
     def session_renewed(self):
@@ -473,6 +482,12 @@ class KafkaController:
         new = self._load_topic(topic)
         if new:
             self._on_new_partitions(new)
+
+    def _process_rewatch_topics(self):
+        """Read (and watch) every topic's assignment again, handling partitions added meanwhile."""
+        self._rewatch_topics_queued = False
+        for topic in sorted(self.ctx.topics()):
+            self._process_partition_modifications(topic)
 
     def _on_new_partitions(self, partitions):
         state_change.info("new partitions %s", ", ".join(f"{t}-{p}" for t, p in partitions))
