@@ -737,6 +737,13 @@ def test_produce_to_unknown_topic_with_auto_create_off(env):
     assert not env.cluster.zk.topic_exists(name), "a Produce/Fetch created the topic"
 
 
+@pytest.mark.parametrize("topic", ["__consumer_offsets", "__transaction_state"])
+def test_produce_to_an_internal_topic_is_refused(env, topic):
+    """Clients may not write to the coordinators' topics: INVALID_TOPIC_EXCEPTION (17), as Kafka (it was an
+    AttributeError in the handler)."""
+    assert produce(env.broker, topic, v2_batch([b"x"])).error_code == 17
+
+
 def test_produce_to_unknown_partition_of_a_known_topic(env):
     b = env.broker
     before = snapshot(b)
