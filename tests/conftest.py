@@ -46,6 +46,7 @@ def zk_client(zk_connect):
     client.close()
 
 
+@pytest.hookimpl(tryfirst=True)    # before pytest-xdist's own hook, which reads the groups
 def pytest_collection_modifyitems(items):
     """Under pytest-xdist's --dist loadgroup: one group per module, one for all the Spark tests."""
     for item in items:
