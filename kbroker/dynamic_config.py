@@ -17,6 +17,8 @@ re-reads the entity's config and applies it:
 - users/<name>: the SCRAM credential cache rereads that user (security.credentials), so a user added, changed
   or removed takes effect on the next login; user quotas are not applied.
 Notifications older than 15 minutes are purged, as Kafka does. Client entities (quotas) are logged and skipped.
+One greenlet processes them, woken by the watch and by every reconnection to ZooKeeper (the watch is gone then,
+and notifications may have come meanwhile).
 """
 from __future__ import annotations
 
@@ -24,8 +26,10 @@ import logging
 import time
 
 import gevent
+import gevent.event
 
 from zk.broker_config import DEFAULT_ENTITY
+from zk.client import ZkError, ZkState
 from zk.znodes import desanitize
 from .log.cleaner import CleanerConfig
 from .log.config import LogConfig
@@ -49,6 +53,8 @@ class DynamicConfigManager:
         self.log_manager = None
         self.controller = None
         self.last_executed = -1
+        self._wakeup = gevent.event.Event()
+        self._worker = None
 
     def load_broker_configs(self, running: bool = False) -> set[str]:
         """Read /config/brokers/<default> and /config/brokers/<id> into the broker's settings: at start-up
@@ -69,10 +75,36 @@ class DynamicConfigManager:
         if names:
             self.last_executed = max(_sequence(n) for n in names)
         self._reconfigure(self.load_broker_configs(running=True))
+        self._worker = gevent.spawn(self._process_loop)
+        self.zk.add_state_listener(self._on_state)
+
+    def shutdown(self) -> None:
+        if self._worker is not None:
+            self._worker.kill(block=False)
 
     def _on_change(self, _event) -> None:
-        # A ZooKeeper watch callback: only hand the work to a greenlet.
-        gevent.spawn(self.process_notifications)
+        # A ZooKeeper watch callback: only wake the worker.
+        self._wakeup.set()
+
+    def _on_state(self, state) -> None:
+        # Reconnected, in the same session or a new one: the watch is gone (kazoo forgets watches when the
+        # connection drops; an expired session loses them in ZooKeeper too) and notifications may have come
+        # meanwhile, so look again (Kafka's ZkNodeChangeNotificationListener does so on a new session).
+        if state == ZkState.CONNECTED:
+            self._wakeup.set()
+
+    def _process_loop(self) -> None:
+        """The one greenlet processing notifications. A failure (ZooKeeper gone mid-way) leaves the watch unset:
+        the next reconnection wakes it again."""
+        while True:
+            self._wakeup.wait()
+            self._wakeup.clear()
+            try:
+                self.process_notifications()
+            except ZkError as e:
+                log.warning("processing config change notifications failed (%s); trying again once reconnected", e)
+            except Exception:
+                log.exception("processing config change notifications failed")
 
     def process_notifications(self) -> None:
         names = self.zk.get_config_change_notifications(watch=self._on_change)

@@ -114,6 +114,7 @@ class KafkaServer:
         self.txn_coordinator: TransactionCoordinator | None = None
         self.admin_manager: AdminManager | None = None
         self.authorizer: AclAuthorizer | None = None
+        self.dynamic_config: DynamicConfigManager | None = None
         self.broker_info: z.BrokerInfo | None = None
         self._session_lost = False
         self._shutting_down = False
@@ -442,6 +443,8 @@ class KafkaServer:
             steps.append(self.admin_manager.shutdown)
         if self.authorizer is not None:
             steps.append(self.authorizer.shutdown)
+        if self.dynamic_config is not None:
+            steps.append(self.dynamic_config.shutdown)
         if self.replica_manager is not None:
             steps.append(self.replica_manager.shutdown)
         if self.log_manager is not None:
