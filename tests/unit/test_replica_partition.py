@@ -61,6 +61,23 @@ def test_becoming_leader_starts_an_epoch_at_the_log_end_and_tracks_every_followe
     assert p.remote[2].log_end_offset == -1
 
 
+def test_the_isr_check_while_becoming_leader_waits_for_its_checkpoint_finds_the_followers_in_sync(tmp_path):
+    """Becoming leader writes the leader-epoch checkpoint (an fsync in the thread pool: the hub runs the ISR check
+    meanwhile). The ISR check then must see the new leadership's followers caught up, not the ones of before
+    (which shrank a new leader's ISR to itself)."""
+    p, clock, writer = make_partition(tmp_path, leader=2)
+    cache = p.log.leader_epoch_cache
+    write = cache._run_blocking
+    shrunk = []
+
+    def fsync_meanwhile_the_isr_check(fn):
+        shrunk.append(p.maybe_shrink_isr())
+        return write(fn)
+    cache._run_blocking = fsync_meanwhile_the_isr_check
+    p.apply_state(1, 6, [1, 2, 3], [1, 2, 3], zk_version=1, controller_epoch=1, topic_id=None)
+    assert shrunk == [False] and writer.writes == []
+
+
 def test_becoming_follower_forgets_the_followers(tmp_path):
     p, _, writer = make_partition(tmp_path)
     p.apply_state(2, 6, [1, 2, 3], [1, 2, 3], zk_version=1, controller_epoch=1, topic_id=None)
