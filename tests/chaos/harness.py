@@ -29,12 +29,15 @@ FIGURES: list[dict] = []     # one row per (run, fault kind), printed by the ses
 
 
 class AckedProducer:
-    """Produces b"value-%08d" (unique; followed by `padding` dots) round-robin over the partitions until stopped."""
+    """Produces b"<prefix>-%08d" (unique; followed by `padding` dots) round-robin over the partitions until
+    stopped. Other acks than "all" (`config`, e.g. acks=1) need idempotent=False; producers sharing a topic need
+    distinct prefixes."""
 
     def __init__(self, bootstrap: str, topic: str, partitions: int, security: dict | None = None,
-                 idempotent: bool = True, padding: int = 0, **config):
+                 idempotent: bool = True, padding: int = 0, prefix: bytes = b"value", **config):
         self.topic, self.partitions = topic, partitions
         self.padding = b"." * padding
+        self.format = prefix + b"-%08d"
         self.producer = Producer({**(security or {}), "bootstrap.servers": bootstrap, "acks": "all",
                                   "enable.idempotence": idempotent, "linger.ms": 5, "message.timeout.ms": 120000,
                                   "retry.backoff.ms": 100, **config})
@@ -62,7 +65,7 @@ class AckedProducer:
     def _run(self):
         while not self._stop.is_set():
             try:
-                self.producer.produce(self.topic, value=b"value-%08d" % self.sent + self.padding,
+                self.producer.produce(self.topic, value=self.format % self.sent + self.padding,
                                       partition=self.sent % self.partitions, on_delivery=self._on_delivery)
                 self.sent += 1
             except BufferError:
