@@ -375,15 +375,19 @@ class KafkaServer:
             if self.controller is not None:
                 self.controller.session_expired()
         elif state == ZkState.CONNECTED and self._session_lost:
-            self._session_lost = False
             gevent.spawn(self._reregister)
 
     def _reregister(self) -> None:
+        """Register in the new session, then let the controller module elect again (Kafka's
+        RegisterBrokerAndReelect). Until that succeeded the session counts as lost: a registration that failed
+        (the connection dropped before ZooKeeper answered, which fails the request) is made again at the next
+        reconnection, as Kafka's client retries its requests until connected."""
         try:
             self._register()
         except StartupError as e:
-            log.error("re-registration after session expiry failed: %s", e)
+            log.error("re-registration after session expiry failed: %s; trying again once reconnected", e)
             return
+        self._session_lost = False
         self.controller.session_renewed()
         # The expired session took the /config/changes watch along (and changes may have come meanwhile): read
         # and watch the notifications again, as Kafka's ZkNodeChangeNotificationListener does in a new session.
