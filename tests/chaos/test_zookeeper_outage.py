@@ -39,15 +39,20 @@ PARTITIONS = 3
 OUTAGE_S = 30
 
 
+ZK_MULTI = 14   # the opcode of ZooKeeper's multi request
+
+
 class Relay:
     """A TCP relay from a local port to ZooKeeper's. cut() closes every connection and closes new ones at once
-    (the brokers cut off from ZooKeeper); heal() lets them through again."""
+    (the brokers cut off from ZooKeeper); heal() lets them through again, and can drop the connection of the
+    next few multi requests (what a broker registers with) before they reach ZooKeeper."""
 
     def __init__(self, target_port: int):
         self.target_port = target_port
         self.port = free_port()
         self.listener = socket.create_server(("127.0.0.1", self.port))
         self.cut_off = False
+        self.multis_to_drop = 0
         self.sockets: set[socket.socket] = set()
         self.lock = threading.Lock()
         threading.Thread(target=self._accept, daemon=True).start()
@@ -68,8 +73,8 @@ class Relay:
                 continue
             with self.lock:
                 self.sockets |= {client, upstream}
-            for a, b in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+            threading.Thread(target=self._pump_requests, args=(client, upstream), daemon=True).start()
+            threading.Thread(target=self._pump, args=(upstream, client), daemon=True).start()
 
     def _pump(self, src: socket.socket, dst: socket.socket) -> None:
         try:
@@ -79,6 +84,32 @@ class Relay:
             pass
         for s in (src, dst):
             self._close(s)
+
+    def _pump_requests(self, client: socket.socket, upstream: socket.socket) -> None:
+        """Client to ZooKeeper, frame by frame (a 4-byte length; after the connect request, each request starts
+        with its xid and opcode), closing both ends instead of forwarding a multi that is to be dropped."""
+        buffered, connected = b"", False
+        try:
+            while data := client.recv(65536):
+                buffered += data
+                while len(buffered) >= 4 and len(buffered) >= 4 + int.from_bytes(buffered[:4], "big"):
+                    size = 4 + int.from_bytes(buffered[:4], "big")
+                    frame, buffered = buffered[:size], buffered[size:]
+                    if connected and int.from_bytes(frame[8:12], "big") == ZK_MULTI and self._drop_multi():
+                        raise OSError("multi dropped")
+                    connected = True
+                    upstream.sendall(frame)
+        except OSError:
+            pass
+        for s in (client, upstream):
+            self._close(s)
+
+    def _drop_multi(self) -> bool:
+        with self.lock:
+            if self.multis_to_drop > 0:
+                self.multis_to_drop -= 1
+                return True
+        return False
 
     def _close(self, s: socket.socket) -> None:
         with self.lock:
@@ -96,7 +127,8 @@ class Relay:
         for s in open_sockets:
             self._close(s)
 
-    def heal(self) -> None:
+    def heal(self, drop_multis: int = 0) -> None:
+        self.multis_to_drop = drop_multis
         self.cut_off = False
 
     def close(self) -> None:
@@ -267,8 +299,11 @@ def test_brokers_serve_through_zookeeper_outages_and_sessions_come_back(zookeepe
         wait_until(lambda: not c.zk.get_broker_ids(), 3 * SESSION_TIMEOUT_MS / 1000, 0.2,
                    "ZooKeeper expiring the brokers' sessions")
         served_meanwhile(acks_1_cut, down + 1, time.monotonic(), "while cut off from ZooKeeper")
-        relay.heal()
+        # Each broker's first multi request in its new session is its registration: the relay drops the
+        # connection of the first three, as if it broke just then. They register once reconnected.
+        relay.heal(drop_multis=3)
         wait_until(lambda: sorted(broker_epochs(c.zk)) == [1, 2, 3], 20, 0.2, "the brokers registered again")
+        assert relay.multis_to_drop == 0, "fewer registrations than expected"
         new_epochs = broker_epochs(c.zk)
         assert all(new_epochs[b] != epochs[b] for b in epochs), f"broker epochs {epochs} -> {new_epochs}"
         wait_until(lambda: c.zk.exists(z.ControllerZNode.path), 20, 0.2, "a controller")
