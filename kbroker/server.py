@@ -389,9 +389,6 @@ class KafkaServer:
             return
         self._session_lost = False
         self.controller.session_renewed()
-        # The expired session took the /config/changes watch along (and changes may have come meanwhile): read
-        # and watch the notifications again, as Kafka's ZkNodeChangeNotificationListener does in a new session.
-        self.dynamic_config.process_notifications()
 
     # ---- shutdown ----------------------------------------------------------------------------------------
     def controlled_shutdown(self) -> bool:
