@@ -31,12 +31,13 @@ from kbroker.cluster import free_port
 from tests.chaos.harness import AckedProducer, ChaosRun, HistoryReader, read_all, verify
 from tests.integration.conftest import SESSION_TIMEOUT_MS, Cluster, wait_until
 from zk import znodes as z
-from zk.client import KafkaZkClient
+from zk.client import KafkaZkClient, ZkError
 from zk.launcher import ZooKeeperServer
 
 TOPIC = "zk-outage"
 PARTITIONS = 3
 OUTAGE_S = 30
+OBSERVER_SESSION_TIMEOUT_MS = 20000   # the test's own client: the longest session a tickTime of 1 s allows
 
 
 ZK_MULTI = 14   # the opcode of ZooKeeper's multi request
@@ -144,6 +145,17 @@ def zookeeper_of_our_own(tmp_path):
     server.stop()
 
 
+def observed(predicate):
+    """predicate() for wait_until, false rather than an error while the test's own ZooKeeper client reconnects
+    (ZooKeeper restarts under it too)."""
+    def poll():
+        try:
+            return predicate()
+        except ZkError:
+            return False
+    return poll
+
+
 def broker_epochs(zk: KafkaZkClient) -> dict[int, int]:
     """{broker id: czxid of its /brokers/ids znode (its broker epoch)} of the registered brokers."""
     out = {}
@@ -238,7 +250,7 @@ def test_brokers_serve_through_zookeeper_outages_and_sessions_come_back(zookeepe
     # The brokers reach ZooKeeper through the relay; the test's own client goes straight to it.
     c = Cluster(f"127.0.0.1:{relay.port}", str(tmp_path))
     c.zk.close()
-    c.zk = KafkaZkClient(zk_server.connect, 6000).start()
+    c.zk = KafkaZkClient(zk_server.connect, OBSERVER_SESSION_TIMEOUT_MS).start()
     producers = []
     reader = None
     try:
@@ -275,7 +287,8 @@ def test_brokers_serve_through_zookeeper_outages_and_sessions_come_back(zookeepe
         assert len(reader.seen) > seen_before, "the reader read nothing during the outage"
         zk_server.start()
         assert all(b.alive() for b in c.brokers.values()), "a broker exited"
-        wait_until(lambda: broker_epochs(c.zk) == epochs, 20, 0.2, "the brokers' znodes back, from their sessions")
+        wait_until(observed(lambda: broker_epochs(c.zk) == epochs), 20, 0.2,
+                   "the brokers' znodes back, from their sessions")
         assert c.zk.exists(z.ControllerZNode.path).czxid == controller.czxid, "the controller changed"
         assert partition_states(c.zk, TOPIC, PARTITIONS) == states, "leaders or ISRs changed"
         controller_and_watches_resumed(c, "outage", TOPIC)
@@ -296,7 +309,7 @@ def test_brokers_serve_through_zookeeper_outages_and_sessions_come_back(zookeepe
         down = time.monotonic()
         zk_server.stop()
         zk_server.start()
-        wait_until(lambda: not c.zk.get_broker_ids(), 3 * SESSION_TIMEOUT_MS / 1000, 0.2,
+        wait_until(observed(lambda: not c.zk.get_broker_ids()), 3 * SESSION_TIMEOUT_MS / 1000, 0.2,
                    "ZooKeeper expiring the brokers' sessions")
         served_meanwhile(acks_1_cut, down + 1, time.monotonic(), "while cut off from ZooKeeper")
         # Each broker's first multi request in its new session is its registration: the relay drops the
