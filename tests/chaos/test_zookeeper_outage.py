@@ -40,20 +40,20 @@ OUTAGE_S = 30
 OBSERVER_SESSION_TIMEOUT_MS = 20000   # the test's own client: the longest session a tickTime of 1 s allows
 
 
-ZK_MULTI = 14   # the opcode of ZooKeeper's multi request
+ZK_GET_CHILDREN, ZK_MULTI = 8, 14   # opcodes of ZooKeeper requests
 
 
 class Relay:
     """A TCP relay from a local port to ZooKeeper's. cut() closes every connection and closes new ones at once
-    (the brokers cut off from ZooKeeper); heal() lets them through again, and can drop the connection of the
-    next few multi requests (what a broker registers with) before they reach ZooKeeper."""
+    (the brokers cut off from ZooKeeper); heal() lets them through again. drop_next() closes the connection of
+    the next few requests of a kind instead of forwarding them (a connection that breaks just as they are sent)."""
 
     def __init__(self, target_port: int):
         self.target_port = target_port
         self.port = free_port()
         self.listener = socket.create_server(("127.0.0.1", self.port))
         self.cut_off = False
-        self.multis_to_drop = 0
+        self.to_drop = (0, None, None)   # (how many more, opcode, path or None for any)
         self.sockets: set[socket.socket] = set()
         self.lock = threading.Lock()
         threading.Thread(target=self._accept, daemon=True).start()
@@ -96,8 +96,8 @@ class Relay:
                 while len(buffered) >= 4 and len(buffered) >= 4 + int.from_bytes(buffered[:4], "big"):
                     size = 4 + int.from_bytes(buffered[:4], "big")
                     frame, buffered = buffered[:size], buffered[size:]
-                    if connected and int.from_bytes(frame[8:12], "big") == ZK_MULTI and self._drop_multi():
-                        raise OSError("multi dropped")
+                    if connected and self._drop(frame):
+                        raise OSError("request dropped")
                     connected = True
                     upstream.sendall(frame)
         except OSError:
@@ -105,12 +105,24 @@ class Relay:
         for s in (client, upstream):
             self._close(s)
 
-    def _drop_multi(self) -> bool:
+    def _drop(self, frame: bytes) -> bool:
+        """Whether to drop this request (length, xid, opcode, then for most requests the path, as a string)."""
+        opcode = int.from_bytes(frame[8:12], "big")
         with self.lock:
-            if self.multis_to_drop > 0:
-                self.multis_to_drop -= 1
-                return True
-        return False
+            count, wanted_opcode, wanted_path = self.to_drop
+            if count <= 0 or opcode != wanted_opcode or (
+                    wanted_path is not None and frame[16:16 + int.from_bytes(frame[12:16], "big")] != wanted_path):
+                return False
+            self.to_drop = (count - 1, wanted_opcode, wanted_path)
+            return True
+
+    def drop_next(self, count: int, opcode: int, path: str | None = None) -> None:
+        with self.lock:
+            self.to_drop = (count, opcode, path.encode() if path is not None else None)
+
+    @property
+    def left_to_drop(self) -> int:
+        return self.to_drop[0]
 
     def _close(self, s: socket.socket) -> None:
         with self.lock:
@@ -128,8 +140,7 @@ class Relay:
         for s in open_sockets:
             self._close(s)
 
-    def heal(self, drop_multis: int = 0) -> None:
-        self.multis_to_drop = drop_multis
+    def heal(self) -> None:
         self.cut_off = False
 
     def close(self) -> None:
@@ -285,6 +296,9 @@ def test_brokers_serve_through_zookeeper_outages_and_sessions_come_back(zookeepe
         time.sleep(OUTAGE_S)
         served_meanwhile(acks_1, down + SESSION_TIMEOUT_MS / 1000 + 5, time.monotonic(), "late in the outage")
         assert len(reader.seen) > seen_before, "the reader read nothing during the outage"
+        # The brokers' first reading of the config change notifications once reconnected (their watch went with
+        # the connection) breaks the connection, as if it broke just then: they read them again once reconnected.
+        relay.drop_next(3, ZK_GET_CHILDREN, "/config/changes")
         zk_server.start()
         assert all(b.alive() for b in c.brokers.values()), "a broker exited"
         wait_until(observed(lambda: broker_epochs(c.zk) == epochs), 20, 0.2,
@@ -292,6 +306,7 @@ def test_brokers_serve_through_zookeeper_outages_and_sessions_come_back(zookeepe
         assert c.zk.exists(z.ControllerZNode.path).czxid == controller.czxid, "the controller changed"
         assert partition_states(c.zk, TOPIC, PARTITIONS) == states, "leaders or ISRs changed"
         controller_and_watches_resumed(c, "outage", TOPIC)
+        assert relay.left_to_drop == 0, "fewer readings of the config change notifications than expected"
         # No leader moved: every acks=1 record is replicated (checked at the end with the others).
         acks_1.stop()
         wait_until(lambda: committed_up_to(c.bootstrap, acks_1), 20, 0.2, "the acks=1 records replicated")
@@ -314,9 +329,10 @@ def test_brokers_serve_through_zookeeper_outages_and_sessions_come_back(zookeepe
         served_meanwhile(acks_1_cut, down + 1, time.monotonic(), "while cut off from ZooKeeper")
         # Each broker's first multi request in its new session is its registration: the relay drops the
         # connection of the first three, as if it broke just then. They register once reconnected.
-        relay.heal(drop_multis=3)
+        relay.drop_next(3, ZK_MULTI)
+        relay.heal()
         wait_until(lambda: sorted(broker_epochs(c.zk)) == [1, 2, 3], 20, 0.2, "the brokers registered again")
-        assert relay.multis_to_drop == 0, "fewer registrations than expected"
+        assert relay.left_to_drop == 0, "fewer registrations than expected"
         new_epochs = broker_epochs(c.zk)
         assert all(new_epochs[b] != epochs[b] for b in epochs), f"broker epochs {epochs} -> {new_epochs}"
         wait_until(lambda: c.zk.exists(z.ControllerZNode.path), 20, 0.2, "a controller")
