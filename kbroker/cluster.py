@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -56,41 +57,48 @@ def _port_slice() -> tuple[int, int]:
     return int(i), int(k)
 
 
-def _in_slice(port: int, share: tuple[int, int]) -> bool:
-    return (port // PORT_SLICE_BLOCK) % share[1] == share[0]
+def _candidate_ports() -> range:
+    """Where free ports are looked for: below the kernel's ephemeral range, so that no outgoing connection takes
+    a port between its choice and a broker binding it (ports 20000 up to that range; the whole unprivileged
+    range if the ephemeral one starts too low to leave room)."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
+    return range(20000, low) if low - 20000 >= 4096 else range(1024, 65536)
+
+
+def _bindable(ports) -> bool:
+    socks = []
+    try:
+        for port in ports:
+            s = socket.socket()
+            socks.append(s)
+            s.bind(("127.0.0.1", port))
+        return True
+    except OSError:
+        return False
+    finally:
+        for s in socks:
+            s.close()
+
+
+def free_port_range(n: int) -> int:
+    """A base port with the n ports from it free now on 127.0.0.1 (all in this process's KBROKER_PORT_SLICE)."""
+    share = _port_slice()
+    candidates = _candidate_ports()
+    for _ in range(2000):
+        base = random.randrange(candidates.start, candidates.stop - n + 1)
+        ports = range(base, base + n)
+        if all((p // PORT_SLICE_BLOCK) % share[1] == share[0] for p in ports) and _bindable(ports):
+            return base
+    raise ClusterError(f"no {n} consecutive free ports")
 
 
 def free_port() -> int:
     """A port free now on 127.0.0.1 (in this process's KBROKER_PORT_SLICE)."""
-    share = _port_slice()
-    while True:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        if _in_slice(port, share):
-            return port
-
-
-def free_port_range(n: int) -> int:
-    """A base port with the n ports from it free (bound and released together)."""
-    share = _port_slice()
-    for _ in range(200):
-        base = free_port()
-        if base + n > 65535 or not all(_in_slice(port, share) for port in range(base, base + n)):
-            continue
-        socks = []
-        try:
-            for port in range(base, base + n):
-                s = socket.socket()
-                socks.append(s)
-                s.bind(("127.0.0.1", port))
-            return base
-        except OSError:
-            continue
-        finally:
-            for s in socks:
-                s.close()
-    raise ClusterError(f"no {n} consecutive free ports")
+    return free_port_range(1)
 
 
 def wait_until(predicate, timeout: float = 20.0, interval: float = POLL, message: str = "condition"):
