@@ -1,7 +1,7 @@
 """A full log dir (Kafka's log dir failure handling): broker 1 has two log dirs, the first a 4 MiB tmpfs, in a
 3-broker cluster; an acks=all producer writes to two partitions led by broker 1, one in each dir, until the small
 one is full. The ENOSPC answers KAFKA_STORAGE_ERROR (retriable: the producer goes on, nothing fails), the dir goes
-offline (DescribeLogDirs), /log_dir_event_notification is written and consumed by the controller, which moves the
+offline (DescribeLogDirs; AlterReplicaLogDirs into it is refused), /log_dir_event_notification is written and consumed by the controller, which moves the
 leadership of the partition in it to another in-sync replica and drops broker 1 from its ISR (offline replica in
 Metadata); broker 1 stays up and keeps leading the partition in its other dir. Restarted with the dir read-only,
 broker 1 starts without it (its replica there stays offline). With space again, broker 1 is restarted: it recovers
@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import time
 
-from kafka.protocol.admin import DescribeLogDirsRequest
+from kafka.protocol.admin import AlterReplicaLogDirsRequest, DescribeLogDirsRequest
 from kafka.protocol.metadata import MetadataRequest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
@@ -86,6 +86,12 @@ def test_full_log_dir_goes_offline_and_leadership_moves(cluster_factory, tmp_pat
             fetched = conn.send(fetch_request(11, TOPIC, full, 0, 1000))
             assert fetched.responses[0].partitions[0].error_code == Errors.KAFKA_STORAGE_ERROR
             check_offline_dir(conn, small, other)
+            # Moving a replica into the failed dir is refused (AlterReplicaLogDirs: KAFKA_STORAGE_ERROR).
+            R = AlterReplicaLogDirsRequest
+            moved = conn.send(R(version=1, dirs=[R.AlterReplicaLogDir(path=small, topics=[
+                R.AlterReplicaLogDir.AlterReplicaLogDirTopic(name=TOPIC, partitions=[other])])]))
+            assert [(t.topic_name, [(p.partition_index, p.error_code) for p in t.partitions])
+                    for t in moved.results] == [(TOPIC, [(other, Errors.KAFKA_STORAGE_ERROR)])]
         finally:
             conn.close()
         # The notification was written (the children's version moved) and consumed (none is left).
