@@ -363,7 +363,7 @@ class ReplicaManager:
             stats = None
             try:
                 if tp[0] in INTERNAL_TOPICS and not internal:
-                    raise KafkaError(Errors.INVALID_TOPIC_EXCEPTION, f"Cannot append to internal topic {tp[0]}")
+                    raise KafkaError(Errors.INVALID_TOPIC, f"Cannot append to internal topic {tp[0]}")
                 partition = self.leader_partition(tp)
                 stats = self.metrics.topic(tp[0])
                 stats.produce_requests += 1
