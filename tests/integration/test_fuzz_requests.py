@@ -134,7 +134,7 @@ class Worker(threading.Thread):
         try:
             while time.monotonic() < self.deadline and len(self.problems) < 5:
                 self.one()
-        except Exception as e:   # a failure of the test itself must fail the test, not vanish with the thread
+        except Exception:   # a failure of the test itself must fail the test, not vanish with the thread
             self.problems.append(f"worker (seed {self.seed}) crashed: {traceback.format_exc()}")
         finally:
             self._close()
