@@ -19,7 +19,7 @@ from .admin_errors import (InvalidConfigError, InvalidPartitionsError, InvalidRe
                            InvalidTopicError, UnknownTopicError)
 from .assignment import assign_replicas, check_assignment
 from .broker_config import entity_name, validate_broker_config
-from .client import KafkaZkClient, TopicExistsError
+from .client import KafkaZkClient, TopicExistsError, ZkError
 from .topic_config import validate_topic_config
 
 MAX_NAME_LENGTH = 249
@@ -195,7 +195,7 @@ class AdminZkClient:
     # ---- users (SCRAM credentials, kafka-configs.sh --entity-type users) ---------------------------------------
     def user_config(self, user: str) -> dict[str, str]:
         """What /config/users/<sanitized user> holds (credentials by mechanism name, quotas); {} when nothing."""
-        return self.zk.get_entity_config("users", z.sanitize(user))
+        return self.zk.get_entity_config("users", _user_node(user))
 
     def all_user_configs(self) -> dict[str, dict[str, str]]:
         """Every user with a znode under /config/users (names desanitized) -> its config
@@ -208,7 +208,7 @@ class AdminZkClient:
     def change_user_config(self, user: str, config: dict[str, str]) -> None:
         """Write a user's whole config, then the users/<sanitized user> notification
         (AdminZkClient.changeUserOrUserClientIdConfig)."""
-        self._change_entity_config("users", z.sanitize(user), config)
+        self._change_entity_config("users", _user_node(user), config)
 
     def alter_user_credentials(self, user: str, upsert: dict[str, str], delete: list[str]) -> dict[str, str]:
         """kafka-configs.sh --zookeeper --alter --entity-type users: set credentials (mechanism name -> credential
@@ -217,3 +217,12 @@ class AdminZkClient:
         config = merge_config(self.user_config(user), upsert, delete)
         self.change_user_config(user, config)
         return config
+
+
+def _user_node(user: str) -> str:
+    """The user's znode name (sanitized, as Kafka's Sanitizer); ZkError for "." and "..", which the sanitizing
+    keeps and ZooKeeper refuses as relative paths (Kafka fails such a user the same way)."""
+    name = z.sanitize(user)
+    if name in (".", ".."):
+        raise ZkError(f'Invalid path string "/config/users/{name}" caused by relative paths not allowed')
+    return name

@@ -15,12 +15,17 @@ from collections.abc import Mapping
 
 from .admin_errors import InvalidPartitionsError, InvalidReplicaAssignmentError, InvalidReplicationFactorError
 
+# A topic's assignment is one znode, and ZooKeeper refuses a write over jute.maxbuffer (1 MiB by default): a
+# partition count whose assignment cannot fit is refused before the assignment is computed (a count in the
+# millions would otherwise hold the broker for minutes, where Kafka's write would fail after the work).
+ZNODE_MAX_BYTES = 0xFFFFF
+
 
 def assign_replicas(brokers, partitions: int, rf: int, start_index: int | None = None,
                     shift: int | None = None, start_partition: int = 0) -> dict[int, list[int]]:
     """Partition -> replica list (the first replica is the preferred leader) over the given brokers (ids, or
     id -> rack or None), for partitions start_partition .. start_partition + partitions - 1 (new partitions of
-    an existing topic)."""
+    an existing topic). InvalidPartitionsError when the assignment could not be written to ZooKeeper."""
     if partitions <= 0:
         raise InvalidPartitionsError("Number of partitions must be larger than 0.")
     if rf <= 0:
@@ -29,6 +34,10 @@ def assign_replicas(brokers, partitions: int, rf: int, start_index: int | None =
     n = len(racks)
     if rf > n:
         raise InvalidReplicationFactorError(f"Replication factor: {rf} larger than available brokers: {n}.")
+    last = start_partition + partitions - 1
+    if partitions * (len(str(last)) + 4 + rf * (len(str(max(racks))) + 1)) > ZNODE_MAX_BYTES:
+        raise InvalidPartitionsError(f"The assignment of {partitions} partitions with {rf} replicas each would "
+                                     f"not fit in the topic's znode ({ZNODE_MAX_BYTES} bytes).")
     rack_aware = all(racks.values())
     ordered = rack_alternated(racks) if rack_aware else sorted(racks)
     if start_index is None:

@@ -111,10 +111,13 @@ def _frame(header: bytes, body) -> list:
 
 
 def decode_body(request_class, body: memoryview, version: int):
-    """Decode a request body; MalformedRequest if it does not decode or runs past the frame.
+    """Decode a request body; MalformedRequest if it does not decode, runs past the frame or has a null where
+    the schema allows none.
 
     kafka-python's decoder slices strings and bytes without checking they fit, so a body cut inside a
-    string would decode to a shorter string; the end position it reaches tells."""
+    string would decode to a shorter string; the end position it reaches tells. It also decodes a negative
+    length as null whatever the field's nullableVersions say, where Kafka refuses the request ("non-nullable
+    field ... was serialized as null") and closes the connection."""
     flexible = request_class.flexible_version_q(version)
     decode = request_class._struct.compiled_decode_from(version, compact=flexible, tagged=flexible,
                                                         data_class=request_class[None])
@@ -125,7 +128,31 @@ def decode_body(request_class, body: memoryview, version: int):
     if end > len(body):
         raise MalformedRequest(f"{request_class.name} v{version} body is truncated ({len(body)} bytes, "
                                f"fields need {end})")
+    null = _null_field(request_class._struct, request, version)
+    if null is not None:
+        raise MalformedRequest(f"{request_class.name} v{version}: non-nullable field {null} was serialized as null")
     return request
+
+
+def _null_field(struct_field, item, version: int) -> str | None:
+    """The name of the first field of item (a decoded struct) that is null though the version allows no null."""
+    for field in struct_field.untagged_fields(version):
+        value = getattr(item, field.name)
+        if value is None:   # (a zero uuid decodes as None too, but is no null on the wire)
+            if field.type_str != "uuid" and not field.nullable_for_version_q(version):
+                return field.name
+        elif field.is_struct_array():
+            for element in value:
+                null = _null_field(field.array_of, element, version)
+                if null is not None:
+                    return null
+        elif field.is_array() and any(element is None for element in value):
+            return field.name   # (an array's strings are never nullable)
+        elif field.is_struct():
+            null = _null_field(field, value, version)
+            if null is not None:
+                return null
+    return None
 
 
 def dispatch(frame: memoryview, broker, session) -> list | None:

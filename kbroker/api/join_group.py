@@ -6,7 +6,8 @@ otherwise when the rebalance completes (all members rejoined, or the rebalance t
 lists every member with its metadata for the selected protocol; followers get an empty list.
 Errors: INVALID_GROUP_ID, COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS, NOT_COORDINATOR,
 INVALID_SESSION_TIMEOUT (outside group.min/max.session.timeout.ms), UNKNOWN_MEMBER_ID,
-INCONSISTENT_GROUP_PROTOCOL, MEMBER_ID_REQUIRED, FENCED_INSTANCE_ID, GROUP_MAX_SIZE_REACHED.
+INCONSISTENT_GROUP_PROTOCOL, MEMBER_ID_REQUIRED, FENCED_INSTANCE_ID, GROUP_MAX_SIZE_REACHED. A protocol the
+member lists twice is taken once, with its first metadata.
 Version notes: v0 has no rebalance timeout (the session timeout is used); v2 adds the throttle time; v4+ new
 dynamic members get MEMBER_ID_REQUIRED first; v5 adds group.instance.id (static membership) in the request and
 per member in the answer; v6 is flexible; v7 answers the protocol type, and a null protocol name when none was
@@ -39,11 +40,16 @@ def handle(request, ctx):
         return RESPONSE(version=version, throttle_time_ms=0, error_code=Errors.GROUP_AUTHORIZATION_FAILED,
                         generation_id=-1, protocol_type=None, protocol_name=None if version >= 7 else "",
                         leader="", member_id="", members=[])
+    # A protocol named twice counts once (its first metadata): counted twice, no protocol would be supported by
+    # "every member" and the rebalance could never pick one.
+    protocols: dict = {}
+    for p in request.protocols:
+        protocols.setdefault(p.name, bytes(p.metadata))
     result = gevent.event.AsyncResult()
     ctx.broker.group_coordinator.handle_join_group(
         request.group_id, request.member_id, instance_id, version >= 4 and instance_id is None,
         ctx.client_id or "", client_host(ctx), rebalance_timeout, session_timeout, request.protocol_type,
-        [(p.name, bytes(p.metadata)) for p in request.protocols], result.set)
+        list(protocols.items()), result.set)
     r = result.get()
     protocol_name = r.protocol_name if version >= 7 else (r.protocol_name or "")
     return RESPONSE(version=version, throttle_time_ms=0, error_code=r.error, generation_id=r.generation_id,

@@ -100,7 +100,7 @@ def handle(request, ctx):
                 leader_epoch=p.committed_leader_epoch if version >= 6 else -1,
                 metadata=p.committed_metadata if p.committed_metadata is not None else "",
                 commit_timestamp=now if commit_ts == -1 else commit_ts,
-                expire_timestamp=None if retention == -1 else now + retention)
+                expire_timestamp=None if retention == -1 else _java_long(now + retention))
         result = gevent.event.AsyncResult()
         broker.group_coordinator.handle_commit_offsets(
             request.group_id, request.member_id, request.group_instance_id if version >= 7 else None,
@@ -112,3 +112,8 @@ def handle(request, ctx):
                                                         error_code=errors[(topic, partition)]))
     return RESPONSE(version=version, throttle_time_ms=0,
                     topics=[Topic(name=t, partitions=ps) for t, ps in by_topic.items()])
+
+
+def _java_long(n: int) -> int:
+    """n wrapped to a signed 64-bit value, as Kafka's Long arithmetic wraps now + retention time."""
+    return (n + (1 << 63)) % (1 << 64) - (1 << 63)

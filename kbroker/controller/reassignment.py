@@ -10,7 +10,9 @@ moving from original replicas ORS to target replicas TRS:
    epoch is bumped; the removed replicas leave the ISR), the removed replicas go Offline, through deletion to
    NonExistent (StopReplica with deletion), the topic znode lists TRS only, the partition leaves
    /admin/reassign_partitions (deleted when empty), and every broker gets UpdateMetadata.
-Cancelling (AlterPartitionReassignments with null replicas) reassigns back to the original replicas.
+Cancelling (AlterPartitionReassignments with null replicas) reassigns back to the original replicas. A
+reassignment that replaces (or cancels) an ongoing one deletes at once the replicas the old one was adding and
+the new one does not keep (Kafka's updateCurrentReassignment).
 A new controller resumes reassignments from the topic znodes' adding/removing sets and the admin znode.
 """
 from __future__ import annotations
@@ -86,6 +88,10 @@ class Reassignments:
                 if from_znode:
                     self._update_reassign_znode(remove=[tp])
                 continue
+            # replicas a replaced (or cancelled) reassignment was adding and this one does not keep (while
+            # ctx.assignments still lists them: their state derives from it)
+            full = target + [r for r in original if r not in target]
+            self._delete_replicas(tp, [r for r in current if r not in full])
             ctx.reassignments[tp] = (list(target), original)
             if from_znode:
                 ctx.znode_reassignments.add(tp)
@@ -141,14 +147,11 @@ class Reassignments:
 
     def _complete_reassignment(self, tp, target, original) -> None:
         ctx = self.ctx
-        removing = [(*tp, r) for r in original if r not in target]
         new = self.partitions.elect([tp], ReassignmentElection()).get(tp)
         if new is None:
             state_change.warning("partition %s-%d: no live in-sync target replica to lead; reassignment waits", *tp)
             return
-        for state in (ReplicaState.OFFLINE, ReplicaState.DELETION_STARTED, ReplicaState.DELETION_SUCCESSFUL,
-                      ReplicaState.NON_EXISTENT):
-            self.replicas.handle_state_changes(removing, state)
+        self._delete_replicas(tp, [r for r in original if r not in target])
         del ctx.reassignments[tp]
         ctx.assignments[tp] = list(target)
         self._write_topic_assignment(tp[0])
@@ -158,6 +161,14 @@ class Reassignments:
         if tp in ctx.znode_reassignments:
             ctx.znode_reassignments.discard(tp)
             self._update_reassign_znode(remove=[tp])
+
+    def _delete_replicas(self, tp, brokers) -> None:
+        """Take the partition's replicas on these brokers Offline and through deletion to NonExistent (StopReplica
+        with deletion), as Kafka's stopRemovedReplicasOfReassignedPartition."""
+        removed = [(*tp, r) for r in brokers]
+        for state in (ReplicaState.OFFLINE, ReplicaState.DELETION_STARTED, ReplicaState.DELETION_SUCCESSFUL,
+                      ReplicaState.NON_EXISTENT):
+            self.replicas.handle_state_changes(removed, state)
 
     def _update_reassign_znode(self, remove) -> None:
         """Drop finished partitions from /admin/reassign_partitions; delete it when empty (fenced)."""

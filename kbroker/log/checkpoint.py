@@ -128,6 +128,7 @@ class LeaderEpochFileCache:
         self._log_end_offset = log_end_offset
         self._run_blocking = run_blocking or (lambda fn: fn())
         self._epochs: list[EpochEntry] = self.checkpoint.read()
+        self.writing = 0   # checkpoint writes in flight
 
     @property
     def entries(self) -> list[EpochEntry]:
@@ -147,7 +148,11 @@ class LeaderEpochFileCache:
 
     def _flush(self) -> None:
         entries = list(self._epochs)
-        self._run_blocking(lambda: self.checkpoint.write(entries))
+        self.writing += 1   # (the log's directory must not be renamed meanwhile: Log.rename_dir waits)
+        try:
+            self._run_blocking(lambda: self.checkpoint.write(entries))
+        finally:
+            self.writing -= 1
 
     def assign(self, epoch: int, start_offset: int) -> None:
         """Record that `epoch` starts at start_offset, dropping entries that would break monotonicity."""

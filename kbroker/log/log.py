@@ -849,7 +849,11 @@ class Log:
 
     @_io("renaming the log dir")
     def rename_dir(self, name: str) -> None:
-        """Rename the partition directory (e.g. to its `-delete` name) keeping the log open."""
+        """Rename the partition directory (e.g. to its `-delete` name) keeping the log open. A leader-epoch
+        checkpoint being written meanwhile (DeleteRecords moving the log start offset) is let finish first: it
+        would land in the vanished directory (Kafka holds the log's lock for both)."""
+        while self.leader_epoch_cache.writing:
+            time.sleep(0.001)   # (cooperative in the broker, where time is monkey-patched by gevent)
         new_dir = os.path.join(self.parent_dir, name)
         os.rename(self.dir, new_dir)
         self.dir = new_dir

@@ -49,8 +49,9 @@ def _sized(buf, pos, compact, width):
 
 
 def _string(buf, pos, compact):
+    """A string; bytes that are not UTF-8 become U+FFFD, as Java's String decoding in Kafka makes them."""
     raw, pos = _sized(buf, pos, compact, _I16)
-    return (None if raw is None else bytes(raw).decode("utf-8")), pos
+    return (None if raw is None else bytes(raw).decode("utf-8", "replace")), pos
 
 
 def _bytes(buf, pos, compact):

@@ -5,7 +5,8 @@ THAT connection (and only that one); afterwards a second connection, opened befo
 a correct ApiVersions answer and the broker process is still running.
 
 One broker serves the whole module (started with socket.request.max.bytes=1024 so the size limit can be
-probed with small frames); every test opens its own connections.
+probed with small frames, a 1-partition __consumer_offsets it can host, and no delay before a new group's
+first rebalance); every test opens its own connections.
 """
 from __future__ import annotations
 
@@ -16,14 +17,27 @@ import uuid
 
 import pytest
 
+from kafka.protocol.admin import (AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse,
+                                  AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse,
+                                  DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse)
 from kafka.protocol.api_message import ApiMessage
+from kafka.protocol.consumer import (JoinGroupRequest, JoinGroupResponse, OffsetCommitRequest,
+                                     OffsetCommitResponse, OffsetFetchRequest, OffsetFetchResponse)
+from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
 from kafka.protocol.metadata import (ApiVersionsRequest, ApiVersionsResponse, MetadataRequest,
                                      MetadataResponse)
+from kafka.protocol.producer import ProduceResponse
 
 from tests.integration.conftest import Cluster, wait_until
 
 MAX_REQUEST_BYTES = 1024
+UNKNOWN_SERVER_ERROR = -1
+UNKNOWN_TOPIC_OR_PARTITION = 3
+INVALID_TOPIC_EXCEPTION = 17
+COORDINATOR_LOAD_IN_PROGRESS = 14
+NOT_COORDINATOR = 16
 UNSUPPORTED_VERSION = 35
+INVALID_REPLICA_ASSIGNMENT = 39
 INVALID_REQUEST = 42
 TIMEOUT = 5.0
 
@@ -33,7 +47,8 @@ def broker(zookeeper, tmp_path_factory):
     zk_connect = f"{zookeeper.connect}/t-{uuid.uuid4().hex[:10]}"
     cluster = Cluster(zk_connect, str(tmp_path_factory.mktemp("bad-input")))
     try:
-        b = cluster.add(1, **{"socket.request.max.bytes": MAX_REQUEST_BYTES})
+        b = cluster.add(1, **{"socket.request.max.bytes": MAX_REQUEST_BYTES, "offsets.topic.replication.factor": 1,
+                              "offsets.topic.num.partitions": 1, "group.initial.rebalance.delay.ms": 0})
         cluster.wait_ready([1])
         host, port = b.bootstrap.rsplit(":", 1)
         wait_until(lambda: _can_connect(host, int(port)), 10, message="broker accepting connections")
@@ -342,3 +357,188 @@ TXN_APIS = [(22, 4, 2), (24, 3, 3), (25, 3, 3), (26, 3, 3), (27, 1, 1), (28, 3, 
 def test_transaction_api_bodies_cut_short_close(broker, witness, api_key, version, flexible, body):
     header = struct.pack(">hhih", api_key, version, 21, 4) + b"test" + (b"\x00" if flexible else b"")
     send_and_expect_close(broker, size_prefixed(header + body))
+
+
+# ---- found by the fuzzer (tests/integration/test_fuzz_requests.py): each once crashed a request handler -------
+
+def _s(text: str | None) -> bytes:
+    """A non-compact (nullable) string."""
+    return struct.pack(">h", -1) if text is None else struct.pack(">h", len(text.encode())) + text.encode()
+
+
+def raw_request(api_key: int, version: int, correlation_id: int, body: bytes) -> bytes:
+    return size_prefixed(struct.pack(">hhi", api_key, version, correlation_id) + _s("fuzz-regression") + body)
+
+
+NULL = struct.pack(">i", -1)
+
+
+@pytest.mark.parametrize("api_key,version,body", [
+    # OffsetCommit v2: group, generation, member, retention, topics: null
+    (8, 2, _s("g") + struct.pack(">i", -1) + _s("") + struct.pack(">q", -1) + NULL),
+    # ListOffsets v1: replica id, topics: null
+    (2, 1, struct.pack(">i", -1) + NULL),
+    # Fetch v4: replica id, max wait, min bytes, max bytes, isolation level, topics: null
+    (1, 4, struct.pack(">iiiib", -1, 0, 1, 1000, 0) + NULL),
+    # JoinGroup v0: group, session timeout, member, protocol type, protocols: null
+    (11, 0, _s("g") + struct.pack(">i", 10000) + _s("") + _s("consumer") + NULL),
+    # SyncGroup v0: group, generation, member, assignments: null
+    (14, 0, _s("g") + struct.pack(">i", 1) + _s("m") + NULL),
+    # AddPartitionsToTxn v0: transactional id, producer id, epoch, topics: null
+    (24, 0, _s("t") + struct.pack(">qh", 1, 0) + NULL),
+    # DescribeTransactions v0 (flexible: header tags, then a compact array of one null compact string, tags)
+    (65, 0, b"\x00" + b"\x02\x00" + b"\x00"),
+], ids=["OffsetCommit-v2", "ListOffsets-v1", "Fetch-v4", "JoinGroup-v0", "SyncGroup-v0", "AddPartitionsToTxn-v0",
+        "DescribeTransactions-v0-null-id"])
+def test_null_in_a_non_nullable_array_closes(broker, witness, api_key, version, body):
+    """A length of -1 where the schema allows no null: Kafka refuses the request ("non-nullable field ... was
+    serialized as null") and closes the connection; these reached the handlers, which failed on None."""
+    send_and_expect_close(broker, raw_request(api_key, version, 41, body))
+
+
+def _auto_created_topic(s: socket.socket) -> str:
+    """A topic created by a Metadata request (auto.create.topics.enable), once it has a leader."""
+    topic = f"fuzz-found-{uuid.uuid4().hex[:6]}"
+
+    def led():
+        request = MetadataRequest(version=4, topics=[MetadataRequest.MetadataRequestTopic(name=topic)],
+                                  allow_auto_topic_creation=True)
+        s.sendall(frame(request, 51))
+        _, payload = split_header(recv_response(s), flexible_header=False)
+        (t,) = MetadataResponse.decode(payload, version=4).topics
+        return t.error_code == 0 and t.partitions and t.partitions[0].leader_id == 1
+    wait_until(led, 10, message=f"{topic} created with a leader")
+    return topic
+
+
+def test_produce_to_a_topic_name_that_is_not_utf8_is_answered_unknown_topic(broker, witness):
+    """Kafka decodes strings as Java does (bad bytes become U+FFFD), so the name is just an unknown topic."""
+    records = struct.pack(">i", 0)   # empty records
+    body = (_s(None) + struct.pack(">hi", 1, 1000) + struct.pack(">i", 1) + struct.pack(">h", 4) + b"\xff\xfe-t"
+            + struct.pack(">i", 1) + struct.pack(">i", 0) + records)
+    s = connect(broker)
+    try:
+        s.sendall(raw_request(0, 7, 61, body))
+        cid, payload = split_header(recv_response(s), flexible_header=False)
+        assert cid == 61
+        (topic,) = ProduceResponse.decode(payload, version=7).responses
+        assert topic.name == "\ufffd\ufffd-t"
+        assert [p.error_code for p in topic.partition_responses] == [UNKNOWN_TOPIC_OR_PARTITION]
+    finally:
+        s.close()
+
+
+def test_offset_commit_v2_with_the_longest_retention_time_is_stored(broker, witness):
+    """now + retention overflowed the int64 expire timestamp of the offset record; Kafka's Long arithmetic
+    wraps, so the commit succeeds and the offset can be fetched."""
+    s = connect(broker)
+    try:
+        topic = _auto_created_topic(s)
+        group = f"g-{uuid.uuid4().hex[:6]}"
+        Topic = OffsetCommitRequest.OffsetCommitRequestTopic
+        commit = OffsetCommitRequest(version=2, group_id=group, generation_id_or_member_epoch=-1, member_id="",
+                                     retention_time_ms=2 ** 63 - 1, topics=[Topic(name=topic, partitions=[
+                                         Topic.OffsetCommitRequestPartition(partition_index=0, committed_offset=5,
+                                                                            committed_metadata="m")])])
+
+        def committed():
+            s.sendall(frame(FindCoordinatorRequest(version=0, key=group), 62))   # creates __consumer_offsets
+            recv_response(s)
+            s.sendall(frame(commit, 62))
+            _, payload = split_header(recv_response(s), flexible_header=False)
+            (t,) = OffsetCommitResponse.decode(payload, version=2).topics
+            (p,) = t.partitions
+            assert p.error_code in (0, NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS)
+            return p.error_code == 0
+        wait_until(committed, 20, message="the offset committed once the coordinator is ready")
+        fetch = OffsetFetchRequest(version=1, group_id=group, topics=[OffsetFetchRequest.OffsetFetchRequestTopic(
+            name=topic, partition_indexes=[0])])
+        s.sendall(frame(fetch, 63))
+        _, payload = split_header(recv_response(s), flexible_header=False)
+        (t,) = OffsetFetchResponse.decode(payload, version=1).topics
+        assert [(p.committed_offset, p.error_code) for p in t.partitions] == [(5, 0)]
+    finally:
+        s.close()
+
+
+@pytest.mark.parametrize("replicas", [[1, 1], [7]], ids=["duplicate", "not-a-broker"])
+def test_reassignment_to_an_invalid_replica_list_is_invalid_replica_assignment(broker, witness, replicas):
+    """The controller raised on an error code missing from errors.py; the partition gets Kafka's 39."""
+    s = connect(broker)
+    try:
+        topic = _auto_created_topic(s)
+        Topic = AlterPartitionReassignmentsRequest.ReassignableTopic
+        request = AlterPartitionReassignmentsRequest(version=0, timeout_ms=1000, topics=[Topic(
+            name=topic, partitions=[Topic.ReassignablePartition(partition_index=0, replicas=replicas)])])
+        s.sendall(frame(request, 64))
+        _, payload = split_header(recv_response(s), flexible_header=True)
+        response = AlterPartitionReassignmentsResponse.decode(payload, version=0)
+        assert response.error_code == 0
+        (t,) = response.responses
+        assert [p.error_code for p in t.partitions] == [INVALID_REPLICA_ASSIGNMENT]
+    finally:
+        s.close()
+
+
+def test_join_group_naming_a_protocol_twice_completes_the_rebalance(broker, witness):
+    """Counted twice for one member, the protocol was supported by "more than every member": the rebalance
+    raised choosing a protocol and the group hung in PreparingRebalance, every later join waiting forever."""
+    Protocol = JoinGroupRequest.JoinGroupRequestProtocol
+    group = f"twice-{uuid.uuid4().hex[:6]}"
+    request = JoinGroupRequest(version=0, group_id=group, session_timeout_ms=10000, member_id="",
+                               protocol_type="consumer", protocols=[Protocol(name="range", metadata=b"a"),
+                                                                    Protocol(name="range", metadata=b"b")])
+    s = connect(broker)
+    try:
+        def joined():
+            s.sendall(frame(FindCoordinatorRequest(version=0, key=group), 71))
+            _, payload = split_header(recv_response(s), flexible_header=False)
+            if FindCoordinatorResponse.decode(payload, version=0).error_code:
+                return False
+            s.sendall(frame(request, 72))
+            _, payload = split_header(recv_response(s), flexible_header=False)
+            response = JoinGroupResponse.decode(payload, version=0)
+            assert response.error_code in (0, COORDINATOR_LOAD_IN_PROGRESS), response
+            return response if response.error_code == 0 else None
+        response = wait_until(joined, 20, message="the member joined")
+        assert response.protocol_name == "range" and response.leader == response.member_id
+        assert [(m.member_id, bytes(m.metadata)) for m in response.members] == [(response.member_id, b"a")]
+    finally:
+        s.close()
+
+
+def test_produce_to_an_internal_topic_is_invalid_topic(broker, witness):
+    """The refusal named an error code errors.py lacks, so the handler failed; Kafka answers
+    INVALID_TOPIC_EXCEPTION (17) whether or not the internal topic exists yet."""
+    body = (_s(None) + struct.pack(">hi", 1, 1000) + struct.pack(">i", 1) + _s("__transaction_state")
+            + struct.pack(">i", 1) + struct.pack(">i", 0) + struct.pack(">i", 0))
+    s = connect(broker)
+    try:
+        s.sendall(raw_request(0, 7, 81, body))
+        cid, payload = split_header(recv_response(s), flexible_header=False)
+        assert cid == 81
+        (topic,) = ProduceResponse.decode(payload, version=7).responses
+        assert [p.error_code for p in topic.partition_responses] == [INVALID_TOPIC_EXCEPTION]
+    finally:
+        s.close()
+
+
+def test_scram_credentials_of_a_user_named_dot_dot_fail_for_that_user(broker, witness):
+    """".." stays ".." when sanitized and ZooKeeper refuses it as a relative path: the handler failed on the
+    client library's ValueError. Kafka answers that user UNKNOWN_SERVER_ERROR, and so does kbroker."""
+    s = connect(broker)
+    try:
+        s.sendall(frame(DescribeUserScramCredentialsRequest(version=0, users=[
+            DescribeUserScramCredentialsRequest.UserName(name="..")]), 91))
+        _, payload = split_header(recv_response(s), flexible_header=True)
+        response = DescribeUserScramCredentialsResponse.decode(payload, version=0)
+        assert response.error_code == 0
+        assert [(r.user, r.error_code) for r in response.results] == [("..", UNKNOWN_SERVER_ERROR)]
+        Upsertion = AlterUserScramCredentialsRequest.ScramCredentialUpsertion
+        s.sendall(frame(AlterUserScramCredentialsRequest(version=0, deletions=[], upsertions=[Upsertion(
+            name="..", mechanism=1, iterations=4096, salt=b"salt", salted_password=b"x" * 32)]), 92))
+        _, payload = split_header(recv_response(s), flexible_header=True)
+        response = AlterUserScramCredentialsResponse.decode(payload, version=0)
+        assert [(r.user, r.error_code) for r in response.results] == [("..", UNKNOWN_SERVER_ERROR)]
+    finally:
+        s.close()

@@ -1,5 +1,6 @@
 """Replication as a user of a 3-broker cluster sees it: min.insync.replicas, ISR shrink and expand, unclean
-election off and on, ElectLeaders, CreatePartitions, reassignment through the Admin API, topic deletion."""
+election off and on, ElectLeaders, CreatePartitions, reassignment through the Admin API (and its cancellation),
+topic deletion."""
 from __future__ import annotations
 
 import os
@@ -11,9 +12,10 @@ from click.testing import CliRunner
 from confluent_kafka import Producer
 from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
 from kafka.admin import NewPartitions
-from kafka.protocol.admin import ElectionType
+from kafka.protocol.admin import AlterPartitionReassignmentsRequest, ElectionType
 
 from admin_cli.main import cli as kadmin
+from kbroker.protocol.client import Connection
 from tests.integration.conftest import SESSION_TIMEOUT_MS, wait_until
 
 
@@ -104,6 +106,35 @@ def test_whole_isr_dead(cluster_factory, unclean):
         assert [v for _, v in consume_all(c.brokers[2].bootstrap, "u")] == [b"both-have-it"]
 
 
+def cancelled_reassignment_deletes_the_replicas_it_was_adding(c):
+    """A reassignment [1] -> [1, other, frozen] stays ongoing while `frozen` is stopped; cancelling it must delete
+    the replica `other` had already created (found by the fuzz test: the replica was left behind, so a topic of
+    that name created later could not be led or followed there: INCONSISTENT_TOPIC_ID)."""
+    create_topic(c, "cancel", "--replica-assignment", "1")
+    wait_until(lambda: state(c, "cancel") is not None, message="online")
+    controller = c.zk.get_controller_id()
+    frozen = 3 if controller == 2 else 2
+    other = 5 - frozen
+    leader = Connection("127.0.0.1", c.brokers[controller].port, "test")
+    Topic = AlterPartitionReassignmentsRequest.ReassignableTopic
+
+    def reassign(replicas):
+        response = leader.send(AlterPartitionReassignmentsRequest(version=0, timeout_ms=5000, topics=[Topic(
+            name="cancel", partitions=[Topic.ReassignablePartition(partition_index=0, replicas=replicas)])]))
+        assert [p.error_code for t in response.responses for p in t.partitions] == [0]
+    other_log = os.path.join(c.brokers[other].dir, "data", "cancel-0")
+    os.kill(c.brokers[frozen].pid, signal.SIGSTOP)
+    try:
+        reassign([1, other, frozen])
+        wait_until(lambda: os.path.exists(other_log), message=f"broker {other} hosting the adding replica")
+        reassign(None)
+    finally:
+        os.kill(c.brokers[frozen].pid, signal.SIGCONT)
+        leader.close()
+    wait_until(lambda: not os.path.exists(other_log), message="the cancelled adding replica deleted")
+    assert c.zk.get_topic_assignment("cancel").partitions[0] == [1]
+
+
 def test_admin_api_elections_partitions_reassignment_and_deletion(c3):
     c = c3
     create_topic(c, "adm", "--replica-assignment", "1:2,2:3")
@@ -133,6 +164,7 @@ def test_admin_api_elections_partitions_reassignment_and_deletion(c3):
                    message="the removed replica's log dir renamed for deletion")
     finally:
         admin.close()
+    cancelled_reassignment_deletes_the_replicas_it_was_adding(c)
     # Deletion removes files and znodes.
     result = CliRunner().invoke(kadmin, ["--zookeeper", c.zk_connect, "delete-topic", "adm"])
     assert result.exit_code == 0

@@ -98,6 +98,15 @@ def test_non_positive_counts(partitions, rf, message):
         assign_replicas([1, 2], partitions, rf)
 
 
+def test_a_count_whose_assignment_cannot_fit_in_a_znode_is_refused_at_once():
+    """A CreatePartitions count with a bit flipped (2**24 + 3) held the broker for minutes computing an
+    assignment ZooKeeper could never store; it is INVALID_PARTITIONS now, a count that fits still passes."""
+    with pytest.raises(AdminError, match="would not fit in the topic's znode") as refused:
+        assign_replicas([1, 2, 3], 2 ** 24 + 3, 3, start_partition=3)
+    assert refused.value.code == 37
+    assert len(assign_replicas([1, 2, 3], 20000, 3)) == 20000
+
+
 def test_parse_replica_assignment():
     assert parse_replica_assignment("1:2,2:3,3:1") == {0: [1, 2], 1: [2, 3], 2: [3, 1]}
     assert parse_replica_assignment(" 5 : 6 , 6:5") == {0: [5, 6], 1: [6, 5]}

@@ -3,8 +3,10 @@ placement of new logs, asynchronous deletion of logs, retention, checkpoints."""
 import logging
 import os
 import struct
+import threading
 
 from kbroker.clock import MockClock
+from kbroker.log import checkpoint as checkpoint_module
 from kbroker.log.checkpoint import OffsetCheckpointFile
 from kbroker.log.config import LogConfig
 from kbroker.log.manager import LogManager
@@ -102,6 +104,48 @@ def test_delete_log_renames_then_deletes_after_the_delay(tmp_path):
     clock.advance(1)
     lm.delete_pending_files()
     assert not os.path.exists(tmp_path / renamed) and os.path.exists(tmp_path / "kept-0")
+
+
+def test_delete_log_waits_for_a_leader_epoch_checkpoint_being_written(tmp_path, monkeypatch):
+    """DeleteRecords moves the log start offset, which rewrites leader-epoch-checkpoint in a thread; a topic
+    deletion renaming the directory meanwhile made that write fail on the vanished path (found by the fuzz
+    test). The rename now waits for the write, and the checkpoint moves with the directory."""
+    started, go = threading.Event(), threading.Event()
+    held = []
+
+    def write_checkpoint(path, lines, *args):   # once armed, the write waits with its path already chosen
+        if held:
+            started.set()
+            go.wait(5)
+        original(path, lines, *args)
+    original = checkpoint_module.write_checkpoint
+    monkeypatch.setattr(checkpoint_module, "write_checkpoint", write_checkpoint)
+    lm = manager([tmp_path])
+    log = lm.get_or_create_log(("gone", 0))
+    log.leader_epoch_cache.assign(0, 0)
+    fill(log, 3)
+    log.update_high_watermark(log.log_end_offset)
+    held.append(True)
+    failed = []
+
+    def delete_records():
+        try:
+            log.maybe_increment_log_start_offset(4)
+        except Exception as e:
+            failed.append(e)
+    writer = threading.Thread(target=delete_records)
+    writer.start()
+    assert started.wait(5)
+    deleter = threading.Thread(target=lm.delete_log, args=(("gone", 0),))
+    deleter.start()
+    deleter.join(0.5)   # (without the wait, the directory is renamed by now)
+    go.set()
+    writer.join(5)
+    deleter.join(5)
+    assert failed == []
+    assert log.dir.endswith("-delete")
+    with open(os.path.join(log.dir, "leader-epoch-checkpoint")) as f:
+        assert f.read() == "0\n1\n0 4\n"
 
 
 def test_startup_deletes_marked_dirs_and_ignores_strangers(tmp_path):
