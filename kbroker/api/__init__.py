@@ -134,24 +134,52 @@ def decode_body(request_class, body: memoryview, version: int):
     return request
 
 
+_NULLABLE_SCALARS = ("string", "bytes", "records")   # the scalar types kafka-python may decode as None
+_NULL_CHECKS: dict = {}
+
+
+def _null_checks(struct_field, version: int) -> tuple:
+    """What _null_field must look at in a struct of this schema and version, computed once: (name, nullable,
+    elements, nested) for every field that can decode as None — strings, bytes, records, arrays, structs. elements
+    tells to look inside an array of strings; nested are the checks of a struct (array) field's own fields, left
+    out when it has none (an array of ints-only structs is not walked)."""
+    key = (id(struct_field), version)
+    checks = _NULL_CHECKS.get(key)
+    if checks is None:
+        checks = []
+        for field in struct_field.untagged_fields(version):
+            nullable = field.nullable_for_version_q(version)
+            if field.is_struct_array():
+                checks.append((field.name, nullable, False, _null_checks(field.array_of, version)))
+            elif field.is_struct():
+                checks.append((field.name, nullable, False, _null_checks(field, version)))
+            elif field.is_array():
+                checks.append((field.name, nullable, field.type_str[2:] in _NULLABLE_SCALARS, ()))
+            elif field.type_str in _NULLABLE_SCALARS and not nullable:
+                checks.append((field.name, False, False, ()))
+        checks = _NULL_CHECKS[key] = tuple(checks)
+    return checks
+
+
 def _null_field(struct_field, item, version: int) -> str | None:
     """The name of the first field of item (a decoded struct) that is null though the version allows no null."""
-    for field in struct_field.untagged_fields(version):
-        value = getattr(item, field.name)
-        if value is None:   # (a zero uuid decodes as None too, but is no null on the wire)
-            if field.type_str != "uuid" and not field.nullable_for_version_q(version):
-                return field.name
-        elif field.is_struct_array():
-            for element in value:
-                null = _null_field(field.array_of, element, version)
+    return _first_null(_null_checks(struct_field, version), item)
+
+
+def _first_null(checks: tuple, item) -> str | None:
+    for name, nullable, elements, nested in checks:
+        value = getattr(item, name)
+        if value is None:
+            if not nullable:
+                return name
+        elif elements:
+            if any(element is None for element in value):
+                return name   # (an array's strings are never nullable)
+        elif nested:
+            for element in (value if isinstance(value, list) else (value,)):
+                null = _first_null(nested, element)
                 if null is not None:
                     return null
-        elif field.is_array() and any(element is None for element in value):
-            return field.name   # (an array's strings are never nullable)
-        elif field.is_struct():
-            null = _null_field(field, value, version)
-            if null is not None:
-                return null
     return None
 
 
