@@ -52,3 +52,18 @@ def pytest_collection_modifyitems(items):
     for item in items:
         module = item.nodeid.split("::")[0]
         item.add_marker(pytest.mark.xdist_group("spark" if module.startswith("tests/spark/") else module))
+
+
+def pytest_terminal_summary(terminalreporter):
+    """The chaos figures (tests/chaos/conftest.py) of every test that ran, in one table."""
+    rows = [value for reports in terminalreporter.stats.values() for report in reports
+            if getattr(report, "when", None) == "teardown"
+            for key, value in getattr(report, "user_properties", ()) if key == "chaos figure"]
+    if not rows:
+        return
+    tr = terminalreporter
+    tr.section("chaos figures")
+    tr.write_line(f"{'run':<44} {'fault':<30} {'faults':>6} {'acked':>9} {'lost':>5} {'worst unavailable s':>20}")
+    for row in rows:
+        tr.write_line(f"{row['run']:<44} {row['fault']:<30} {row['faults']:>6} {row['acked']:>9} {row['lost']:>5} "
+                      f"{row['worst_unavailable_s']:>20}")
