@@ -50,16 +50,18 @@ def find_coordinator(bootstrap: str, group: str, version: int = 3, key_type: int
 
 
 def coordinator_of(cluster: Cluster, group: str, timeout: float = 30.0):
-    """The coordinator's BrokerProcess, once some live broker names it."""
+    """The coordinator's BrokerProcess, once some live broker names it and it names itself (another broker's
+    metadata can be ahead of it: it would answer NOT_COORDINATOR, which a client retries)."""
     def found():
         for b in cluster.brokers.values():
             if b.alive():
                 try:
                     r = find_coordinator(b.bootstrap, group)
+                    named = cluster.brokers[r.node_id] if r.error_code == 0 else None
+                    if named is not None and find_coordinator(named.bootstrap, group).node_id == named.id:
+                        return named
                 except KafkaError:   # not listening (yet)
                     continue
-                if r.error_code == 0:
-                    return cluster.brokers[r.node_id]
         return None
     return wait_until(found, timeout, 0.1, f"a coordinator for {group}")
 
@@ -288,7 +290,7 @@ def test_commit_waits_for_the_isr_and_times_out(cluster_factory):
     group = "slow-isr"
     coord = coordinator_of(c, group)
     bs = coord.bootstrap
-    assert commit(bs, group, 8, {("t", 0): 1}) == {("t", 0): Errors.NONE}
+    wait_until(lambda: commit(bs, group, 8, {("t", 0): 1}) == {("t", 0): Errors.NONE}, message="a first commit")
     followers = [b for b in c.brokers.values() if b is not coord]
     for b in followers:
         os.kill(b.proc.pid, signal.SIGSTOP)      # still in the ISR (replica.lag.time.max.ms is 30 s)

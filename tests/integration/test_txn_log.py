@@ -436,9 +436,10 @@ def test_retention_deletes_the_snapshots_of_the_segments_it_deletes(cluster_fact
     result = CliRunner().invoke(kadmin, ["--zookeeper", c.zk_connect, "alter-config", "--topic", topic,
                                          "--add-config", "retention.ms=3600000"])
     assert result.exit_code == 0, result.output
-    wait_until(lambda: segment_bases(pdir) == [6, 8], 20, message="retention of the old segments")
+    # the segments are renamed `.deleted` first and their files removed file.delete.delay.ms later
+    wait_until(lambda: segment_bases(pdir) == [6, 8] and not [n for n in os.listdir(pdir) if n.endswith(".deleted")],
+               20, message="retention of the old segments")
     assert snapshot_offsets(pdir) == [6, 8]
-    assert not [n for n in os.listdir(pdir) if n.endswith(".deleted")]
     dup = produce_txn(b, topic, v2_batch([b"v009" + b"." * 100], producer_id=pid, producer_epoch=epoch,
                                          base_sequence=9), transactional_id=None)
     assert (dup.error_code, dup.base_offset) == (NONE, 9)
