@@ -21,7 +21,7 @@ from kazoo.exceptions import (EXCEPTIONS, BadVersionError, ConnectionClosedError
                               KazooException, NodeExistsError, NoNodeError, OperationTimeoutError,
                               RequestTimeoutError, RolledBackError, SessionExpiredError, UnimplementedError,
                               ZookeeperStoppedError)
-from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.handlers.threading import KazooTimeoutError, SequentialThreadingHandler
 from kazoo.protocol.states import EventType
 from kazoo.protocol.serialization import (Create, GetData, ZnodeStat, int_struct, multiheader_struct, read_buffer,
                                           stat_struct, write_string)
@@ -166,6 +166,25 @@ def split_chroot(connect: str) -> tuple[str, str]:
     return connect[:slash], connect[slash:].rstrip("/")
 
 
+class _KazooClient(KazooClient):
+    """kazoo's client, with requests handed to its connection one caller at a time.
+
+    kazoo's _call queues a request, then writes a wake-up byte on a socket pair, and the connection sends one
+    queued request per byte it reads. When a caller pipelines a few hundred requests before yielding (a topic
+    deletion sends one per znode) that socket fills and the caller waits for room. On gevent another greenlet
+    writing meanwhile gets ConcurrentObjectUseError, which _call reports as ConnectionClosedError with its
+    request left queued but its byte never written (kazoo issue #486): from then on the last queued request is
+    sent only when another one comes, so the controller waiting on its own last request waited forever."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._call_lock = self.handler.lock_object()
+
+    def _call(self, request, async_object):
+        with self._call_lock:
+            return super()._call(request, async_object)
+
+
 @_translating
 class KafkaZkClient:
     """Kafka's KafkaZkClient. `gevent=True` (the broker) runs kazoo on gevent, so watches and state listeners
@@ -174,14 +193,17 @@ class KafkaZkClient:
     def __init__(self, connect: str, session_timeout_ms: int = 18000, connection_timeout_ms: int | None = None,
                  gevent: bool = False):
         hosts, self.chroot = split_chroot(connect)
-        handler = None
         if gevent:
             from kazoo.handlers.gevent import SequentialGeventHandler
             handler = SequentialGeventHandler()
+        else:
+            handler = SequentialThreadingHandler()
         self.connect_string = connect
         self.connection_timeout = (connection_timeout_ms or session_timeout_ms) / 1000.0
-        self.zk = KazooClient(hosts=hosts, timeout=session_timeout_ms / 1000.0, handler=handler,
-                              connection_retry={"max_tries": -1, "delay": 0.1, "max_delay": 1})
+        # The retry sleeps as the handler does (gevent's sleep even where time is not monkey-patched).
+        self.zk = _KazooClient(hosts=hosts, timeout=session_timeout_ms / 1000.0, handler=handler,
+                               connection_retry={"max_tries": -1, "delay": 0.1, "max_delay": 1,
+                                                 "sleep_func": handler.sleep_func})
         self._multi_read = True   # until a server (ZooKeeper < 3.6) answers UNIMPLEMENTED
 
     # ---- connection --------------------------------------------------------------------------------------

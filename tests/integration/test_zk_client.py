@@ -1,4 +1,5 @@
 """KafkaZkClient against a real ZooKeeper: controller election and fencing as Kafka does them."""
+import gevent
 import pytest
 
 from zk import znodes as z
@@ -123,3 +124,33 @@ def test_errors_are_translated_at_the_zk_boundary(zk_client, zk_connect):
     with pytest.raises(ZkSessionExpired) as e:
         closed.get_broker_ids()
     assert isinstance(e.value, ZkError) and e.value.__cause__ is not None
+
+
+def test_requests_made_while_a_topic_deletion_pipelines_are_all_answered(zk_connect):
+    """The broker's (gevent) client: while the controller deletes a topic with many partitions (one pipelined
+    request per znode, more than the client's wake-up socket holds), another greenlet's reads are answered and
+    the deletion completes. They used to collide on that socket: the reader got ConnectionClosedError, a request
+    was left queued unsent, and the controller waited forever on its last one (the fuzz test's hang)."""
+    client = KafkaZkClient(zk_connect, 6000, gevent=True).start()
+    try:
+        client.create_top_level_paths()
+        _, version = client.register_controller_and_increment_epoch(1)
+        n = 300
+        client.create_topic_assignment("t", z.TopicAssignment({p: [1] for p in range(n)}))
+        client.create_partition_states_fenced({("t", p): z.LeaderAndIsr(1, 0, [1], 1) for p in range(n)}, version)
+        deletion = gevent.spawn(client.delete_topic_fenced, "t", version)
+
+        def read_while_deleting() -> int:
+            reads = 0
+            while not deletion.ready():
+                assert client.get_controller_id() == 1
+                reads += 1
+            return reads
+        reader = gevent.spawn(read_while_deleting)
+        gevent.joinall([deletion, reader], timeout=30)
+        assert deletion.ready(), "the deletion waits for a request that was never sent"
+        deletion.get()
+        assert reader.get(block=False) > 0
+        assert client.get_topic_assignment("t") is None
+    finally:
+        client.close()
