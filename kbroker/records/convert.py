@@ -1,30 +1,47 @@
 """Fetch-side down-conversion for clients that cannot read the log's magic (Fetch v0-1 read magic 0, v2-3
-magic 1), lazy and chunked as Kafka's LazyDownConversionRecords (KIP-283): entries are converted one at a
-time as the caller consumes chunks, so memory stays bounded by the chunk size plus one entry.
+magic 1), lazy as Kafka's LazyDownConversionRecords (KIP-283): the log is read and converted one entry at a
+time, only as far as the response's byte budget goes, so memory stays bounded by the budget plus one read.
 
 As Kafka's RecordsUtil.downConvert: entries already at or below the wanted magic pass through unchanged;
 control batches are dropped (v0/v1 have no transaction markers); zstd batches cannot be converted (answered
 with UNSUPPORTED_COMPRESSION_TYPE if nothing was converted yet, else the output stops before them so the
-client's next fetch gets the error); offsets are kept (compressed: v1 wrapper = last offset with relative
-inner offsets, v0 absolute inner offsets, same codec); timestamps are kept with their type for v1 and
-dropped for v0; headers are dropped. From an uncompressed v2 batch, records before the fetch offset are
-skipped (each becomes its own message, so they can be; a compressed batch is converted whole).
+client's next fetch gets the error); offsets are kept (compressed: v1 wrapper = last offset with inner offsets
+relative to the first record's, v0 absolute inner offsets, same codec); timestamps are kept with their type
+for v1 and dropped for v0; headers are dropped. From an uncompressed v2 batch, records before the fetch offset
+are skipped (each becomes its own message, so they can be; a compressed batch is converted whole).
 
 The output never exceeds max_bytes, except that the conversion of the first entry is always returned whole
-so a consumer can make progress whatever its fetch size.
+so a consumer can make progress whatever its fetch size; an entry that does not fit is cut after its last
+whole message that does (a partial batch, as Kafka's chunked conversion may return).
+
+Beyond Kafka, converted entries are kept in a ConversionCache keyed by (file id, position, magic): N old
+consumers of one partition cost about one conversion, and a cached read is a chain of dict lookups whose bytes
+go out without a copy. The file id must change whenever the bytes at a position may change (log.segment's
+file_id does on truncation and recovery; a cleaned or new segment has its own), so a stale entry can never
+be found again; the LRU bound (in bytes) evicts such dead entries like any other.
 """
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+import struct
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import NamedTuple
+
+from aiokafka.errors import CorruptRecordException
+from aiokafka.record._crecords import DefaultRecordBatch, LegacyRecordBatchBuilder
 
 from ..protocol.errors import Errors, KafkaError
 from .batches import CREATE_TIME, LOG_APPEND_TIME, legacy_records, v2_records
 from .builder import build_legacy
 from .compression import NONE, ZSTD
-from .entries import CONTROL_MASK, TIMESTAMP_TYPE_MASK_V1, TIMESTAMP_TYPE_MASK_V2, CorruptEntry, Entry, iter_entries
+from .entries import (CONTROL_MASK, LOG_OVERHEAD, TIMESTAMP_TYPE_MASK_V1, TIMESTAMP_TYPE_MASK_V2, CorruptEntry,
+                      Entry, iter_entries, read_entry)
 from .validator import DEFAULT_DECOMPRESSION_LIMIT
 
-DEFAULT_CHUNK_BYTES = 128 * 1024   # Kafka's LazyDownConversionRecordsSend.MAX_READ_SIZE
+READ_BYTES = 1024 * 1024     # source bytes read at a time, and converted between two calls of `pause`
+_ENTRY_OVERHEAD = 200        # bytes a cached entry costs beyond its data (key, record, LRU link), for the bound
+_NO_LIMIT = 2 ** 31 - 1
+_OFFSET_SIZE = struct.Struct(">qi")
 
 
 def magic_for_fetch_version(version: int) -> int:
@@ -32,78 +49,193 @@ def magic_for_fetch_version(version: int) -> int:
     return 0 if version <= 1 else 1 if version <= 3 else 2
 
 
-def down_convert(source, to_magic: int, *, fetch_offset: int, max_bytes: int,
-                 chunk_bytes: int = DEFAULT_CHUNK_BYTES,
-                 decompression_limit: int = DEFAULT_DECOMPRESSION_LIMIT) -> Iterator[bytes | bytearray | memoryview]:
-    """Yield the entries of `source` (a buffer, or an iterable of buffers read from the log in order; an entry
-    may straddle two) converted to `to_magic`, in chunks of about chunk_bytes, at most max_bytes in all
-    except that the first converted entry is always whole. A partial entry at the very end is ignored."""
+class Converted(NamedTuple):
+    """One source entry as a client of the wanted magic receives it."""
+    data: bytes | bytearray     # the converted entry, the entry itself when it needs none, b"" when dropped
+    next_position: int          # where the next source entry starts
+    records: int                # records converted (0 when passed through or dropped)
+    base_offset: int            # the source entry's first offset
+    per_record: bool            # one message per record: records before the fetch offset can be cut off
+    unsupported: bool = False   # zstd: cannot be converted, the output stops here
+
+
+class ConversionCache:
+    """Converted entries by (file id, position, magic), least recently used first out, at most max_bytes in
+    all (each entry counted with a fixed overhead); max_bytes 0 keeps nothing."""
+
+    def __init__(self, max_bytes: int):
+        self.max_bytes = max_bytes
+        self.bytes = 0
+        self.hits = self.misses = 0
+        self._entries: OrderedDict = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def get(self, key) -> Converted | None:
+        found = self._entries.get(key)
+        if found is None:
+            self.misses += 1
+            return None
+        self.hits += 1
+        self._entries.move_to_end(key)
+        return found
+
+    def put(self, key, converted: Converted) -> None:
+        size = len(converted.data) + _ENTRY_OVERHEAD
+        if size > self.max_bytes:
+            return
+        old = self._entries.pop(key, None)
+        if old is not None:
+            self.bytes -= len(old.data) + _ENTRY_OVERHEAD
+        self._entries[key] = converted
+        self.bytes += size
+        while self.bytes > self.max_bytes:
+            _, evicted = self._entries.popitem(last=False)
+            self.bytes -= len(evicted.data) + _ENTRY_OVERHEAD
+
+
+def down_convert(read: Callable[[int, int], bytes], file_id, start: int, end: int, to_magic: int, *,
+                 fetch_offset: int, max_bytes: int, cache: ConversionCache,
+                 decompression_limit: int = DEFAULT_DECOMPRESSION_LIMIT,
+                 pause: Callable[[], None] | None = None) -> tuple[list, int]:
+    """(pieces, records converted) for the entries of bytes [start, end) of a file (read(position, length)
+    returns its bytes; start is an entry boundary) converted to `to_magic`: at most max_bytes in all except
+    that the first converted entry is always whole; a partial entry at the end is ignored. Entries come from
+    `cache` when there, else are converted and put there. pause() is called after each READ_BYTES of source
+    converted (the broker yields to other connections there)."""
+    pieces: list = []
     budget = max_bytes
-    out = bytearray()
     started = False
-    for view, entry in _entries(source):
-        if to_magic < 2 and entry.magic == 2 and entry.attributes & CONTROL_MASK:
-            continue
-        if to_magic < 2 and entry.compression == ZSTD:
+    records = 0
+    source = _Source(read, end)
+    work = 0
+    pos = start
+    while pos < end:
+        key = (file_id, pos, to_magic)
+        done = cache.get(key)
+        if done is None:
+            view, entry = source.entry_at(pos)
+            if entry is None:
+                break
+            done = _convert(view, entry, pos, to_magic, decompression_limit)
+            records += done.records
+            if done.records or not done.data:     # entries passed through unchanged are not kept
+                cache.put(key, done)
+            work += entry.size
+            if pause is not None and work >= READ_BYTES:
+                pause()
+                work = 0
+        elif done.next_position > end:
+            break       # cached from a read that went further (another consumer's high watermark or isolation)
+        if done.unsupported:
             if not started:
                 raise KafkaError(Errors.UNSUPPORTED_COMPRESSION_TYPE,
                                  "Down-conversion of zstandard-compressed batches is not supported")
             break
-        if entry.magic <= to_magic:
-            piece = view[entry.position:entry.position + entry.size]
-        else:
-            piece = _convert(view, entry, to_magic, fetch_offset, decompression_limit)
+        pos = done.next_position
+        piece = done.data
+        if done.per_record and done.base_offset < fetch_offset:
+            piece = _from_offset(piece, fetch_offset)
         if not piece:
             continue
         if started and len(piece) > budget:
-            out += piece[:_fitting_prefix(piece, budget)]
+            cut = _fitting_prefix(piece, budget)
+            if cut:
+                pieces.append(memoryview(piece)[:cut])
             break
         started = True
         budget -= len(piece)
-        if not out and len(piece) >= chunk_bytes:
-            yield piece
-            continue
-        out += piece
-        if len(out) >= chunk_bytes:
-            yield out
-            out = bytearray()
-    if out:
-        yield out
+        pieces.append(piece)
+    return pieces, records
 
 
-def _entries(source) -> Iterator[tuple[memoryview, Entry]]:
-    """(buffer, entry) for every whole entry of the buffers, stitching an entry split between two."""
-    buffers: Iterable = (source,) if isinstance(source, (bytes, bytearray, memoryview)) else source
-    carry = b""
-    for chunk in buffers:
-        view = memoryview(chunk)
-        if carry:
-            view = memoryview(carry + bytes(view))
-        end = 0
+class _Source:
+    """Whole entries of the file below `end`, read READ_BYTES (or one larger entry) at a time."""
+
+    def __init__(self, read, end: int):
+        self._read = read
+        self._end = end
+        self._buf = memoryview(b"")
+        self._start = 0
+
+    def entry_at(self, pos: int) -> tuple[memoryview, Entry | None]:
+        rel = pos - self._start
         try:
-            for entry in iter_entries(view):
-                yield view, entry
-                end = entry.position + entry.size
+            entry = read_entry(self._buf, rel) if 0 <= rel else None
+            if entry is None:
+                head = self._read(pos, min(LOG_OVERHEAD, self._end - pos))
+                if len(head) < LOG_OVERHEAD:
+                    return self._buf, None
+                size = LOG_OVERHEAD + _OFFSET_SIZE.unpack_from(head)[1]
+                if size > self._end - pos:
+                    return self._buf, None
+                self._buf = memoryview(self._read(pos, min(max(READ_BYTES, size), self._end - pos)))
+                self._start, rel = pos, 0
+                entry = read_entry(self._buf, 0)
         except CorruptEntry as e:
             raise KafkaError(Errors.CORRUPT_MESSAGE, f"corrupt log data: {e}") from e
-        carry = bytes(view[end:])
+        if entry is None:
+            raise KafkaError(Errors.CORRUPT_MESSAGE, f"corrupt log data: short entry at byte {pos}")
+        return self._buf, entry
 
 
-def _convert(view, entry: Entry, to_magic: int, fetch_offset: int, limit: int) -> bytearray | None:
+def _convert(view: memoryview, entry: Entry, pos: int, to_magic: int, limit: int) -> Converted:
+    """The entry (at entry.position in view; at pos in its file) as a client of to_magic gets it."""
+    after = pos + entry.size
+    if to_magic < 2 and entry.magic == 2 and entry.attributes & CONTROL_MASK:
+        return Converted(b"", after, 0, entry.base_offset, False)
+    if to_magic < 2 and entry.compression == ZSTD:
+        return Converted(b"", after, 0, entry.base_offset, False, True)
+    if entry.magic <= to_magic:
+        return Converted(bytes(view[entry.position:entry.position + entry.size]), after, 0, entry.base_offset,
+                         False)
+    per_record = entry.compression == NONE
+    if entry.magic == 2 and per_record and not entry.attributes & TIMESTAMP_TYPE_MASK_V2:
+        data = _plain_v2(view[entry.position:entry.position + entry.size], to_magic)
+    else:
+        data = _rebuilt(view, entry, to_magic, limit)
+    return Converted(data, after, entry.record_count, entry.base_offset, per_record)
+
+
+def _plain_v2(batch: memoryview, to_magic: int) -> bytearray:
+    """An uncompressed CreateTime v2 batch as one message per record, streamed through aiokafka's C reader and
+    builder (no list, no record kept): the common case, and the fast one."""
+    builder = LegacyRecordBatchBuilder(to_magic, NONE, _NO_LIMIT)
+    append = builder.append
+    try:
+        for r in DefaultRecordBatch(batch):
+            append(r.offset, r.timestamp, r.key, r.value)
+    except (CorruptRecordException, ValueError, IndexError) as e:
+        raise KafkaError(Errors.CORRUPT_MESSAGE, f"corrupt log data: invalid record in batch: {e}") from e
+    return builder.build()
+
+
+def _rebuilt(view, entry: Entry, to_magic: int, limit: int) -> bytearray:
+    """Any other entry: its records decoded (decompressed) into a list, then built as messages (a compressed
+    entry as one wrapper with its codec)."""
     if entry.magic == 2:
         records = v2_records(view, entry.position, entry.size, limit)
         log_append = entry.attributes & TIMESTAMP_TYPE_MASK_V2
     else:
         records = legacy_records(view, entry.position, entry.size, limit)
         log_append = entry.magic == 1 and entry.attributes & TIMESTAMP_TYPE_MASK_V1
-    codec = entry.compression
-    if codec == NONE and records and records[0].offset < fetch_offset:
-        records = [r for r in records if r.offset >= fetch_offset]
     if not records:
-        return None
-    return build_legacy(records, magic=to_magic, codec=codec,
+        return bytearray()
+    return build_legacy(records, magic=to_magic, codec=entry.compression,
                         timestamp_type=LOG_APPEND_TIME if log_append else CREATE_TIME,
                         log_append_time=entry.max_timestamp)
+
+
+def _from_offset(piece, fetch_offset: int):
+    """The messages of a one-message-per-record piece from the first whose offset is >= fetch_offset."""
+    pos = 0
+    while pos < len(piece):
+        offset, size = _OFFSET_SIZE.unpack_from(piece, pos)
+        if offset >= fetch_offset:
+            return memoryview(piece)[pos:] if pos else piece
+        pos += LOG_OVERHEAD + size
+    return b""
 
 
 def _fitting_prefix(piece, budget: int) -> int:
