@@ -39,6 +39,8 @@ served from the conversion cache); bytes out to followers as replication bytes.
 """
 from __future__ import annotations
 
+import os
+
 import gevent
 from kafka.protocol.consumer import FetchRequest, FetchResponse
 
@@ -62,7 +64,10 @@ def _yield() -> None:
 
 def _file_reader(fd: int):
     """read(position, length) -> the bytes of the open file fd (fewer at its end)."""
-    return lambda position, length: FileSlice(fd, position, length).read()
+    def read(position: int, length: int) -> bytes:
+        data = os.pread(fd, length, position)
+        return data if len(data) == length else FileSlice(fd, position, length).read()
+    return read
 
 
 def _read(ctx, requests, max_bytes: int, isolation_level: int, follower: int, conversions: dict):

@@ -35,10 +35,11 @@ from .batches import CREATE_TIME, LOG_APPEND_TIME, legacy_records, v2_records
 from .builder import build_legacy
 from .compression import NONE, ZSTD
 from .entries import (CONTROL_MASK, LOG_OVERHEAD, TIMESTAMP_TYPE_MASK_V1, TIMESTAMP_TYPE_MASK_V2, CorruptEntry,
-                      Entry, iter_entries, read_entry)
+                      Entry, read_entry)
 from .validator import DEFAULT_DECOMPRESSION_LIMIT
 
-READ_BYTES = 1024 * 1024     # source bytes read at a time, and converted between two calls of `pause`
+READ_BYTES = 256 * 1024      # source bytes read at a time (or one larger entry)
+PAUSE_BYTES = 1024 * 1024    # source bytes converted between two calls of `pause`
 _ENTRY_OVERHEAD = 200        # bytes a cached entry costs beyond its data (key, record, LRU link), for the bound
 _NO_LIMIT = 2 ** 31 - 1
 _OFFSET_SIZE = struct.Struct(">qi")
@@ -102,7 +103,7 @@ def down_convert(read: Callable[[int, int], bytes], file_id, start: int, end: in
     """(pieces, records converted) for the entries of bytes [start, end) of a file (read(position, length)
     returns its bytes; start is an entry boundary) converted to `to_magic`: at most max_bytes in all except
     that the first converted entry is always whole; a partial entry at the end is ignored. Entries come from
-    `cache` when there, else are converted and put there. pause() is called after each READ_BYTES of source
+    `cache` when there, else are converted and put there. pause() is called after each PAUSE_BYTES of source
     converted (the broker yields to other connections there)."""
     pieces: list = []
     budget = max_bytes
@@ -123,7 +124,7 @@ def down_convert(read: Callable[[int, int], bytes], file_id, start: int, end: in
             if done.records or not done.data:     # entries passed through unchanged are not kept
                 cache.put(key, done)
             work += entry.size
-            if pause is not None and work >= READ_BYTES:
+            if pause is not None and work >= PAUSE_BYTES:
                 pause()
                 work = 0
         elif done.next_position > end:
@@ -160,23 +161,19 @@ class _Source:
         self._start = 0
 
     def entry_at(self, pos: int) -> tuple[memoryview, Entry | None]:
-        rel = pos - self._start
+        """(buffer, the whole entry at pos in it), or (_, None) when it does not end before `end`."""
         try:
-            entry = read_entry(self._buf, rel) if 0 <= rel else None
+            entry = read_entry(self._buf, pos - self._start) if pos >= self._start else None
             if entry is None:
-                head = self._read(pos, min(LOG_OVERHEAD, self._end - pos))
-                if len(head) < LOG_OVERHEAD:
-                    return self._buf, None
-                size = LOG_OVERHEAD + _OFFSET_SIZE.unpack_from(head)[1]
-                if size > self._end - pos:
-                    return self._buf, None
-                self._buf = memoryview(self._read(pos, min(max(READ_BYTES, size), self._end - pos)))
-                self._start, rel = pos, 0
+                self._buf = memoryview(self._read(pos, min(READ_BYTES, self._end - pos)))
+                self._start = pos
+                if len(self._buf) >= LOG_OVERHEAD:
+                    size = LOG_OVERHEAD + _OFFSET_SIZE.unpack_from(self._buf)[1]
+                    if len(self._buf) < size <= self._end - pos:      # an entry larger than READ_BYTES
+                        self._buf = memoryview(self._read(pos, size))
                 entry = read_entry(self._buf, 0)
         except CorruptEntry as e:
             raise KafkaError(Errors.CORRUPT_MESSAGE, f"corrupt log data: {e}") from e
-        if entry is None:
-            raise KafkaError(Errors.CORRUPT_MESSAGE, f"corrupt log data: short entry at byte {pos}")
         return self._buf, entry
 
 
@@ -229,9 +226,9 @@ def _rebuilt(view, entry: Entry, to_magic: int, limit: int) -> bytearray:
 
 def _from_offset(piece, fetch_offset: int):
     """The messages of a one-message-per-record piece from the first whose offset is >= fetch_offset."""
-    pos = 0
-    while pos < len(piece):
-        offset, size = _OFFSET_SIZE.unpack_from(piece, pos)
+    pos, end, unpack = 0, len(piece), _OFFSET_SIZE.unpack_from
+    while pos < end:
+        offset, size = unpack(piece, pos)
         if offset >= fetch_offset:
             return memoryview(piece)[pos:] if pos else piece
         pos += LOG_OVERHEAD + size
@@ -239,10 +236,11 @@ def _from_offset(piece, fetch_offset: int):
 
 
 def _fitting_prefix(piece, budget: int) -> int:
-    """How many bytes of whole entries at the start of piece fit in budget."""
-    end = 0
-    for entry in iter_entries(piece):
-        if entry.position + entry.size > budget:
+    """How many bytes of whole messages at the start of piece (v0/v1 messages) fit in budget."""
+    pos, unpack = 0, _OFFSET_SIZE.unpack_from
+    while pos + LOG_OVERHEAD <= budget:
+        after = pos + LOG_OVERHEAD + unpack(piece, pos)[1]
+        if after > budget:
             break
-        end = entry.position + entry.size
-    return end
+        pos = after
+    return pos
