@@ -38,7 +38,7 @@ from .entries import (CONTROL_MASK, LOG_OVERHEAD, TIMESTAMP_TYPE_MASK_V1, TIMEST
                       Entry, read_entry)
 from .validator import DEFAULT_DECOMPRESSION_LIMIT
 
-READ_BYTES = 256 * 1024      # source bytes read at a time (or one larger entry)
+READ_BYTES = 64 * 1024       # source bytes read at a time (or one larger entry)
 PAUSE_BYTES = 1024 * 1024    # source bytes converted between two calls of `pause`
 _ENTRY_OVERHEAD = 200        # bytes a cached entry costs beyond its data (key, record, LRU link), for the bound
 _NO_LIMIT = 2 ** 31 - 1
@@ -161,16 +161,20 @@ class _Source:
         self._start = 0
 
     def entry_at(self, pos: int) -> tuple[memoryview, Entry | None]:
-        """(buffer, the whole entry at pos in it), or (_, None) when it does not end before `end`."""
+        """(buffer, the whole entry at pos in it), or (_, None) when it does not end before `end`. A miss
+        reads the entry's size, then the entry, or READ_BYTES when it is smaller (the next entries are likely
+        misses too): a miss among cached entries does not read ahead what they hold."""
         try:
             entry = read_entry(self._buf, pos - self._start) if pos >= self._start else None
             if entry is None:
-                self._buf = memoryview(self._read(pos, min(READ_BYTES, self._end - pos)))
+                head = self._read(pos, min(LOG_OVERHEAD, self._end - pos))
+                if len(head) < LOG_OVERHEAD:
+                    return self._buf, None
+                size = LOG_OVERHEAD + _OFFSET_SIZE.unpack_from(head)[1]
+                if size > self._end - pos:
+                    return self._buf, None
+                self._buf = memoryview(self._read(pos, min(max(size, READ_BYTES), self._end - pos)))
                 self._start = pos
-                if len(self._buf) >= LOG_OVERHEAD:
-                    size = LOG_OVERHEAD + _OFFSET_SIZE.unpack_from(self._buf)[1]
-                    if len(self._buf) < size <= self._end - pos:      # an entry larger than READ_BYTES
-                        self._buf = memoryview(self._read(pos, size))
                 entry = read_entry(self._buf, 0)
         except CorruptEntry as e:
             raise KafkaError(Errors.CORRUPT_MESSAGE, f"corrupt log data: {e}") from e
