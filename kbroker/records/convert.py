@@ -8,7 +8,10 @@ with UNSUPPORTED_COMPRESSION_TYPE if nothing was converted yet, else the output 
 client's next fetch gets the error); offsets are kept (compressed: v1 wrapper = last offset with inner offsets
 relative to the first record's, v0 absolute inner offsets, same codec); timestamps are kept with their type
 for v1 and dropped for v0; headers are dropped. From an uncompressed v2 batch, records before the fetch offset
-are skipped (each becomes its own message, so they can be; a compressed batch is converted whole).
+are skipped (each becomes its own message, so they can be; a compressed batch is converted whole). Beyond
+Kafka, a compressed batch none of whose records reaches the fetch offset is left out: after compaction removed
+the last records of a v2 batch (its offsets still cover them), a v1 wrapper can only end at the last record
+kept, and an old consumer fetching from just after that record would get the same wrapper forever.
 
 The output never exceeds max_bytes, except that the conversion of the first entry is always returned whole
 so a consumer can make progress whatever its fetch size; an entry that does not fit is cut after its last
@@ -136,8 +139,11 @@ def down_convert(read: Callable[[int, int], bytes], file_id, start: int, end: in
             break
         pos = done.next_position
         piece = done.data
-        if done.per_record and done.base_offset < fetch_offset:
-            piece = _from_offset(piece, fetch_offset)
+        if done.base_offset < fetch_offset and piece:
+            if done.per_record:
+                piece = _from_offset(piece, fetch_offset)
+            elif _OFFSET_SIZE.unpack_from(piece)[0] < fetch_offset:
+                continue        # a wrapper whose records all come before the fetch offset (see above)
         if not piece:
             continue
         if started and len(piece) > budget:

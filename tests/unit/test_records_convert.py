@@ -4,12 +4,13 @@ cache and must come out byte for byte the same, converting nothing and reading n
 file ids, the read's end and the memory bound."""
 import struct
 import time
+from typing import NamedTuple
 
 import pytest
 
 from kbroker.protocol.errors import Errors, KafkaError
 from kbroker.records.batches import LOG_APPEND_TIME, set_v2_crc
-from kbroker.records.builder import build_v2
+from kbroker.records.builder import build_v2, rebuild_v2
 from kbroker.records.compression import GZIP, LZ4, NONE, SNAPPY, ZSTD
 from kbroker.records.convert import READ_BYTES, ConversionCache, down_convert, magic_for_fetch_version
 from kbroker.records.entries import iter_entries
@@ -146,6 +147,27 @@ def test_byte_budget_keeps_whole_entries_and_always_the_first():
         assert offsets == list(range(len(offsets)))
     uncompressed = converted(log_of(produce(2, NONE, sample(5))), 1, max_bytes=10)
     assert [r[0] for r in consume(uncompressed)] == [0, 1, 2, 3, 4]          # a converted batch counts as one
+
+
+def test_compacted_batch_tail_does_not_hold_old_consumers():
+    """A compressed v2 batch whose last records the cleaner removed (offsets 0-9, records 0-5 kept) and the next:
+    from offset 6 an old consumer gets the next batch (a wrapper ending at 5 would be fetched forever)."""
+    class R(NamedTuple):
+        offset: int
+        timestamp: int
+        key: bytes
+        value: bytes
+        headers: list
+
+    kept = [R(i, NOW + i, b"k%d" % i, b"v%d" % i, []) for i in range(6)]
+    cleaned = rebuild_v2(kept, 0, 9, 0, GZIP, NOW + 9, -1, -1, -1)
+    after = build_v2([R(i, NOW + i, b"k%d" % i, b"v%d" % i, []) for i in range(10, 15)], codec=GZIP,
+                     timestamp_type=0, log_append_time=-1)
+    log = bytes(cleaned) + bytes(after)
+    for to_magic in (0, 1):
+        assert [r[0] for r in consume(converted(log, to_magic, fetch_offset=3))] == [0, 1, 2, 3, 4, 5, 10, 11, 12,
+                                                                                     13, 14]
+        assert [r[0] for r in consume(converted(log, to_magic, fetch_offset=6))] == [10, 11, 12, 13, 14]
 
 
 def test_partial_tail_and_start_inside_the_file():
