@@ -70,6 +70,23 @@ def _file_reader(fd: int):
     return read
 
 
+def _down_converted(partition, piece, fetch_offset: int, magic: int, max_bytes: int, min_one: bool, cache):
+    """(pieces, records converted) of the slice read from fetch_offset, converted to magic. When all of it was
+    left out (control batches, emptied batches, a compacted batch's records before the fetch offset), the read
+    goes on from the offset after it, so an old consumer is not stuck there (Kafka answers an overflow message
+    that old consumers fail on)."""
+    converted = 0
+    while piece.length:
+        pieces, records, after = down_convert(
+            _file_reader(piece.fd), piece.file_id, piece.position, piece.position + piece.length, magic,
+            fetch_offset=fetch_offset, max_bytes=max_bytes, cache=cache, pause=_yield)
+        converted += records
+        if pieces or after is None:
+            return pieces, converted
+        piece = partition.read(after, max_bytes, 0, min_one)[0]
+    return [], converted
+
+
 def _read(ctx, requests, max_bytes: int, isolation_level: int, follower: int, conversions: dict):
     """(results by tp, bytes read, whether any partition failed). conversions gets {tp: records converted}
     of this read only."""
@@ -95,10 +112,9 @@ def _read(ctx, requests, max_bytes: int, isolation_level: int, follower: int, co
                 upper = min(partition.log.last_stable_offset, partition.log.segment_end_offset(fetch_offset))
                 data.aborted_transactions = partition.aborted_txns(fetch_offset, upper) if piece.length else []
             if piece.length and magic < 2:
-                data.records, conversions[tp] = down_convert(
-                    _file_reader(piece.fd), piece.file_id, piece.position, piece.position + piece.length, magic,
-                    fetch_offset=fetch_offset, max_bytes=min(partition_max, limit), cache=replicas.conversion_cache,
-                    pause=_yield)
+                data.records, conversions[tp] = _down_converted(partition, piece, fetch_offset, magic,
+                                                                min(partition_max, limit), min_one,
+                                                                replicas.conversion_cache)
             elif piece.length:
                 data.records = [piece]
         except KafkaError as e:

@@ -58,7 +58,8 @@ class Converted(NamedTuple):
     data: bytes | bytearray     # the converted entry, the entry itself when it needs none, b"" when dropped
     next_position: int          # where the next source entry starts
     records: int                # records converted (0 when passed through or dropped)
-    base_offset: int            # the source entry's first offset
+    base_offset: int            # the source entry's first offset (-1: a v0/v1 wrapper's is not known)
+    next_offset: int            # the offset after the source entry's last
     per_record: bool            # one message per record: records before the fetch offset can be cut off
     unsupported: bool = False   # zstd: cannot be converted, the output stops here
 
@@ -102,8 +103,8 @@ class ConversionCache:
 def down_convert(read: Callable[[int, int], bytes], file_id, start: int, end: int, to_magic: int, *,
                  fetch_offset: int, max_bytes: int, cache: ConversionCache,
                  decompression_limit: int = DEFAULT_DECOMPRESSION_LIMIT,
-                 pause: Callable[[], None] | None = None) -> tuple[list, int]:
-    """(pieces, records converted) for the entries of bytes [start, end) of a file (read(position, length)
+                 pause: Callable[[], None] | None = None) -> tuple[list, int, int | None]:
+    """(pieces, records converted, the offset after the last entry read whole or None) for the entries of bytes [start, end) of a file (read(position, length)
     returns its bytes; start is an entry boundary) converted to `to_magic`: at most max_bytes in all except
     that the first converted entry is always whole; a partial entry at the end is ignored. Entries come from
     `cache` when there, else are converted and put there. pause() is called after each PAUSE_BYTES of source
@@ -112,6 +113,7 @@ def down_convert(read: Callable[[int, int], bytes], file_id, start: int, end: in
     budget = max_bytes
     started = False
     records = 0
+    next_offset = None
     source = _Source(read, end)
     work = 0
     pos = start
@@ -138,6 +140,7 @@ def down_convert(read: Callable[[int, int], bytes], file_id, start: int, end: in
                                  "Down-conversion of zstandard-compressed batches is not supported")
             break
         pos = done.next_position
+        next_offset = done.next_offset
         piece = done.data
         if done.base_offset < fetch_offset and piece:
             if done.per_record:
@@ -154,7 +157,7 @@ def down_convert(read: Callable[[int, int], bytes], file_id, start: int, end: in
         started = True
         budget -= len(piece)
         pieces.append(piece)
-    return pieces, records
+    return pieces, records, next_offset
 
 
 class _Source:
@@ -191,18 +194,18 @@ def _convert(view: memoryview, entry: Entry, pos: int, to_magic: int, limit: int
     """The entry (at entry.position in view; at pos in its file) as a client of to_magic gets it."""
     after = pos + entry.size
     if to_magic < 2 and entry.magic == 2 and entry.attributes & CONTROL_MASK:
-        return Converted(b"", after, 0, entry.base_offset, False)
+        return Converted(b"", after, 0, entry.base_offset, entry.last_offset + 1, False)
     if to_magic < 2 and entry.compression == ZSTD:
-        return Converted(b"", after, 0, entry.base_offset, False, True)
+        return Converted(b"", after, 0, entry.base_offset, entry.last_offset + 1, False, True)
     if entry.magic <= to_magic:
         return Converted(bytes(view[entry.position:entry.position + entry.size]), after, 0, entry.base_offset,
-                         False)
+                         entry.last_offset + 1, False)
     per_record = entry.compression == NONE
     if entry.magic == 2 and per_record and not entry.attributes & TIMESTAMP_TYPE_MASK_V2:
         data = _plain_v2(view[entry.position:entry.position + entry.size], to_magic)
     else:
         data = _rebuilt(view, entry, to_magic, limit)
-    return Converted(data, after, entry.record_count, entry.base_offset, per_record)
+    return Converted(data, after, entry.record_count, entry.base_offset, entry.last_offset + 1, per_record)
 
 
 def _plain_v2(batch: memoryview, to_magic: int) -> bytearray:

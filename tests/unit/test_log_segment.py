@@ -265,7 +265,7 @@ def test_file_id_changes_when_written_bytes_may_change(tmp_path):
     def old_consumer_reads():
         piece = seg.read(0, 1 << 20).records
         assert piece.file_id == seg.file_id
-        pieces, _ = down_convert(lambda p, n: FileSlice(piece.fd, p, n).read(), piece.file_id, piece.position,
+        pieces, _, _ = down_convert(lambda p, n: FileSlice(piece.fd, p, n).read(), piece.file_id, piece.position,
                                  piece.position + piece.length, 1, fetch_offset=0, max_bytes=1 << 20, cache=cache)
         return [(r[0], r[1], r[4]) for r in consume(b"".join(bytes(p) for p in pieces))]
 

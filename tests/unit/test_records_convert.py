@@ -47,7 +47,7 @@ class File:
 def convert(source, to_magic, fetch_offset=0, max_bytes=1 << 30, start=0, end=None, cache=None, file_id=1):
     """(bytes, records converted) of one down_convert of the file's bytes [start, end)."""
     file = source if isinstance(source, File) else File(source)
-    pieces, records = down_convert(file.read, file_id, start, len(file.data) if end is None else end, to_magic,
+    pieces, records, _ = down_convert(file.read, file_id, start, len(file.data) if end is None else end, to_magic,
                                    fetch_offset=fetch_offset, max_bytes=max_bytes,
                                    cache=ConversionCache(1 << 30) if cache is None else cache)
     return b"".join(bytes(p) for p in pieces), records
