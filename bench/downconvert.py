@@ -97,14 +97,15 @@ def fill(cluster, topic: str, batch: bytes, per_batch: int, n_batches: int) -> N
 
 
 def read_once(cluster, conn, version: int, topic: str, records: int, args, profile: str | None):
-    """One consumer reading topic whole: (records/s, MB/s, median ms, max ms, broker CPU %, bench CPU %)."""
+    """One consumer reading topic whole: (records/s, MB/s, median ms, max ms, broker CPU %, bench CPU %, records
+    per broker CPU second)."""
     cpu, client_cpu = CpuMeter(cluster.pid).start(), ProcessCpu().start()
     with PySpy(cluster.pid, profile, args.py_spy_format):
         run = fetch_all(conn, version, topic, 0, records, args.partition_max_bytes, args.max_bytes)
     if run.records != records:
         raise RuntimeError(f"Fetch v{version} of {topic}: {run.records} records, not {records}")
     return (run.records / run.seconds, run.nbytes / run.seconds, run.median_ms, run.max_ms, cpu.percent(),
-            client_cpu.percent())
+            client_cpu.percent(), run.records / max(cpu.seconds(), 0.01))
 
 
 def concurrent(cluster, topic: str, records: int, consumers: int, version: int, args):
@@ -197,13 +198,14 @@ def main(argv=None) -> None:
                         results[version, kind] = res
         conn.close()
         base = results.get((11, "read"))
-        for (version, kind), (rps, bps, med_ms, max_ms, broker_cpu, bench_cpu) in results.items():
+        for (version, kind), (rps, bps, med_ms, max_ms, broker_cpu, bench_cpu, per_cpu) in results.items():
             magic = 2 if version >= 4 else 1 if version >= 2 else 0
             what = ("zero copy (limit)" if magic == 2 else f"to magic {magic}, converting" if kind == "read"
                     else f"to magic {magic}, from the cache")
             rows.append([f"Fetch v{version}, {what}", fmt_rate(rps), f"{bps / 1e6:.0f}",
                          f"{rps / base[0]:.3f}" if base else "-",
-                         f"{rps / TARGET_RATE:.2f}" if magic < 2 else "-",
+                         f"{rps / TARGET_RATE:.2f}" if magic < 2 else "-", fmt_rate(per_cpu),
+                         f"{per_cpu / TARGET_RATE:.2f}" if magic < 2 else "-",
                          f"{med_ms:.1f} / {max_ms:.0f}", f"{broker_cpu:.0f}%", f"{bench_cpu:.0f}%"])
 
         one = None
@@ -220,8 +222,8 @@ def main(argv=None) -> None:
     load = os.getloadavg()[0]
     print_table(f"kbroker down-conversion over the wire, one consumer ({records} records of {args.value_size} B "
                 f"in v2 batches of {args.records_per_batch}; cache {args.cache_mib} MiB; load average {load:.1f})",
-                ["fetch", "records/s", "MB/s received", "ratio to v11", "ratio to 2 M/s", "ms/response med / max",
-                 "broker CPU", "client CPU"], rows)
+                ["fetch", "records/s", "MB/s received", "ratio to v11", "ratio to 2 M/s", "records per broker CPU s",
+                 "its ratio to 2 M", "ms/response med / max", "broker CPU", "client CPU"], rows)
     print_table(f"concurrent 0.10-era consumers (raw Fetch v{args.consumer_version}) of one partition of "
                 f"{records} records, from offset 0 (load average {os.getloadavg()[0]:.1f})",
                 ["consumers", "records/s in all", "per consumer", "seconds", "broker CPU s",
