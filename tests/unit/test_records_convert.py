@@ -12,7 +12,7 @@ from kbroker.protocol.errors import Errors, KafkaError
 from kbroker.records.batches import LOG_APPEND_TIME, set_v2_crc
 from kbroker.records.builder import build_v2, rebuild_v2
 from kbroker.records.compression import GZIP, LZ4, NONE, SNAPPY, ZSTD
-from kbroker.records.convert import READ_BYTES, ConversionCache, down_convert, magic_for_fetch_version
+from kbroker.records.convert import PAUSE_BYTES, READ_BYTES, ConversionCache, down_convert, magic_for_fetch_version
 from kbroker.records.entries import iter_entries
 from kbroker.records.validator import RecordsConfig, validate_and_assign
 
@@ -214,6 +214,19 @@ def test_cache_memory_bound():
     assert len(tiny) == 0 and tiny.bytes == 0
     off = ConversionCache(0)
     assert convert(log, 1, cache=off)[0] == out and len(off) == 0
+
+
+def test_pauses_between_stretches_of_conversion():
+    """pause() (the broker yields to other connections there) comes after each PAUSE_BYTES of source converted,
+    and never on a read served from the cache."""
+    rows = [(NOW, None, b"v" * 1000, [])] * 100
+    log = log_of(*[produce(2, NONE, rows) for _ in range(3 * PAUSE_BYTES // 100_000 + 2)])
+    file, cache, pauses = File(log), ConversionCache(1 << 30), []
+    for expected in (3, 0):
+        down_convert(file.read, 1, 0, len(log), 1, fetch_offset=0, max_bytes=1 << 30, cache=cache,
+                     pause=lambda: pauses.append(1))
+        assert len(pauses) == expected
+        pauses.clear()
 
 
 def test_reads_only_what_it_converts():
