@@ -18,13 +18,14 @@ so a consumer can make progress whatever its fetch size; an entry that does not 
 whole message that does (a partial batch, as Kafka's chunked conversion may return).
 
 Beyond Kafka, converted entries are kept in a ConversionCache keyed by (file id, position, magic): N old
-consumers of one partition cost about one conversion, and a cached read is a chain of dict lookups whose bytes
-go out without a copy. The file id must change whenever the bytes at a position may change (log.segment's
+consumers of one partition cost about one conversion, and a cached read is a chain of dict lookups giving
+slices of in-memory files that go out with os.sendfile, as the log's own bytes do. The file id must change whenever the bytes at a position may change (log.segment's
 file_id does on truncation and recovery; a cleaned or new segment has its own), so a stale entry can never
 be found again; the LRU bound (in bytes) evicts such dead entries like any other.
 """
 from __future__ import annotations
 
+import os
 import struct
 from collections import OrderedDict
 from collections.abc import Callable
@@ -43,6 +44,7 @@ from .validator import DEFAULT_DECOMPRESSION_LIMIT
 
 READ_BYTES = 64 * 1024       # source bytes read at a time (or one larger entry)
 PAUSE_BYTES = 1024 * 1024    # source bytes converted between two calls of `pause`
+ARENA_BYTES = 4 * 1024 * 1024  # the most a cache arena holds (but for one larger entry)
 _ENTRY_OVERHEAD = 200        # bytes a cached entry costs beyond its data (key, record, LRU link), for the bound
 _NO_LIMIT = 2 ** 31 - 1
 _OFFSET_SIZE = struct.Struct(">qi")
@@ -53,9 +55,22 @@ def magic_for_fetch_version(version: int) -> int:
     return 0 if version <= 1 else 1 if version <= 3 else 2
 
 
+class CachedSlice(NamedTuple):
+    """`length` bytes of a conversion cache arena (an in-memory file) from `position`: sent with os.sendfile like
+    a log file slice. Holding one keeps its arena, and so the file, open: an arena evicted while a response
+    that holds its slices is being sent closes its file only after that."""
+    fd: int
+    position: int
+    length: int
+    arena: "_Arena"
+
+
+Piece = bytes | bytearray | memoryview | CachedSlice
+
+
 class Converted(NamedTuple):
     """One source entry as a client of the wanted magic receives it."""
-    data: bytes | bytearray     # the converted entry, the entry itself when it needs none, b"" when dropped
+    data: Piece                 # the converted entry, the entry itself when it needs none, b"" when dropped
     next_position: int          # where the next source entry starts
     records: int                # records converted (0 when passed through or dropped)
     base_offset: int            # the source entry's first offset (-1: a v0/v1 wrapper's is not known)
@@ -64,15 +79,41 @@ class Converted(NamedTuple):
     unsupported: bool = False   # zstd: cannot be converted, the output stops here
 
 
+class _Arena:
+    """An in-memory file (memfd) that converted entries are appended to, and the entries kept in it."""
+
+    def __init__(self):
+        self.fd = os.memfd_create("kbroker-downconversion", os.MFD_CLOEXEC)
+        self.used = 0           # bytes written
+        self.counted = 0        # bytes counted against the cache's bound (with each entry's overhead)
+        self.entries: list = []  # (key, Converted)
+
+    def append(self, data) -> CachedSlice:
+        view, written = memoryview(data), 0
+        while written < len(view):
+            written += os.pwrite(self.fd, view[written:], self.used + written)
+        piece = CachedSlice(self.fd, self.used, len(view), self)
+        self.used += len(view)
+        return piece
+
+    def __del__(self):
+        os.close(self.fd)
+
+
 class ConversionCache:
-    """Converted entries by (file id, position, magic), least recently used first out, at most max_bytes in
-    all (each entry counted with a fixed overhead); max_bytes 0 keeps nothing."""
+    """Converted entries by (file id, position, magic), at most max_bytes in all (each entry counted with a
+    fixed overhead); max_bytes 0 keeps nothing. Their bytes go to arenas of about max_bytes / 8 (at most
+    ARENA_BYTES; a larger entry gets its own), and the least recently used arena goes first, with its entries:
+    the bytes are sent with os.sendfile, with no copy in the broker."""
 
     def __init__(self, max_bytes: int):
         self.max_bytes = max_bytes
         self.bytes = 0
         self.hits = self.misses = 0
-        self._entries: OrderedDict = OrderedDict()
+        self._arena_bytes = max(1, min(ARENA_BYTES, max_bytes // 8))
+        self._entries: dict = {}
+        self._arenas: OrderedDict = OrderedDict()      # _Arena -> None, least recently used first
+        self._current: _Arena | None = None           # where small entries are appended
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -83,21 +124,43 @@ class ConversionCache:
             self.misses += 1
             return None
         self.hits += 1
-        self._entries.move_to_end(key)
+        if found.data:
+            self._arenas.move_to_end(found.data.arena)
         return found
 
-    def put(self, key, converted: Converted) -> None:
+    def put(self, key, converted: Converted) -> Converted:
+        """Keep converted (when it fits the bound); returns it as kept, its data in an arena."""
         size = len(converted.data) + _ENTRY_OVERHEAD
         if size > self.max_bytes:
-            return
-        old = self._entries.pop(key, None)
-        if old is not None:
-            self.bytes -= len(old.data) + _ENTRY_OVERHEAD
+            return converted
+        arena = self._current
+        if converted.data and (arena is None or arena.used + len(converted.data) > self._arena_bytes):
+            arena = _Arena()
+            if len(converted.data) < self._arena_bytes:
+                self._current = arena
+        elif arena is None:
+            arena = self._current = _Arena()
+        if converted.data:
+            converted = converted._replace(data=arena.append(converted.data))
+        self._arenas[arena] = None
+        self._arenas.move_to_end(arena)
+        arena.entries.append((key, converted))
+        arena.counted += size
         self._entries[key] = converted
         self.bytes += size
         while self.bytes > self.max_bytes:
-            _, evicted = self._entries.popitem(last=False)
-            self.bytes -= len(evicted.data) + _ENTRY_OVERHEAD
+            self._evict(next(iter(self._arenas)))
+        return converted
+
+    def _evict(self, arena: _Arena) -> None:
+        del self._arenas[arena]
+        if arena is self._current:
+            self._current = None
+        for key, converted in arena.entries:
+            if self._entries.get(key) is converted:
+                del self._entries[key]
+        arena.entries = []      # they refer to the arena: now only slices in flight keep it (and its file)
+        self.bytes -= arena.counted
 
 
 def down_convert(read: Callable[[int, int], bytes], file_id, start: int, end: int, to_magic: int, *,
@@ -127,7 +190,7 @@ def down_convert(read: Callable[[int, int], bytes], file_id, start: int, end: in
             done = _convert(view, entry, pos, to_magic, decompression_limit)
             records += done.records
             if done.records or not done.data:     # entries passed through unchanged are not kept
-                cache.put(key, done)
+                done = cache.put(key, done)
             work += entry.size
             if pause is not None and work >= PAUSE_BYTES:
                 pause()
@@ -144,18 +207,19 @@ def down_convert(read: Callable[[int, int], bytes], file_id, start: int, end: in
         piece = done.data
         if done.base_offset < fetch_offset and piece:
             if done.per_record:
-                piece = _from_offset(piece, fetch_offset)
-            elif _OFFSET_SIZE.unpack_from(piece)[0] < fetch_offset:
+                piece = _part(piece, _from_offset(_readable(piece), fetch_offset), _size(piece))
+            elif _OFFSET_SIZE.unpack_from(_readable(piece, LOG_OVERHEAD))[0] < fetch_offset:
                 continue        # a wrapper whose records all come before the fetch offset (see above)
-        if not piece:
+        size = _size(piece)
+        if not size:
             continue
-        if started and len(piece) > budget:
-            cut = _fitting_prefix(piece, budget)
+        if started and size > budget:
+            cut = _fitting_prefix(_readable(piece, max(budget, 0)), budget)
             if cut:
-                pieces.append(memoryview(piece)[:cut])
+                pieces.append(_part(piece, 0, cut))
             break
         started = True
-        budget -= len(piece)
+        budget -= size
         pieces.append(piece)
     return pieces, records, next_offset
 
@@ -237,21 +301,42 @@ def _rebuilt(view, entry: Entry, to_magic: int, limit: int) -> bytearray:
                         log_append_time=entry.max_timestamp)
 
 
-def _from_offset(piece, fetch_offset: int):
-    """The messages of a one-message-per-record piece from the first whose offset is >= fetch_offset."""
+def _size(piece: Piece) -> int:
+    return piece.length if isinstance(piece, CachedSlice) else len(piece)
+
+
+def _readable(piece: Piece, length: int | None = None):
+    """The first `length` bytes (default all) of a piece, as a buffer."""
+    if isinstance(piece, CachedSlice):
+        n = piece.length if length is None else min(length, piece.length)
+        return os.pread(piece.fd, n, piece.position)
+    return piece
+
+
+def _part(piece: Piece, start: int, end: int) -> Piece:
+    """Bytes [start, end) of a piece."""
+    if start == 0 and end == _size(piece):
+        return piece
+    if isinstance(piece, CachedSlice):
+        return piece._replace(position=piece.position + start, length=end - start)
+    return memoryview(piece)[start:end]
+
+
+def _from_offset(piece, fetch_offset: int) -> int:
+    """Where the first message of a one-message-per-record piece whose offset is >= fetch_offset starts."""
     pos, end, unpack = 0, len(piece), _OFFSET_SIZE.unpack_from
     while pos < end:
         offset, size = unpack(piece, pos)
         if offset >= fetch_offset:
-            return memoryview(piece)[pos:] if pos else piece
+            return pos
         pos += LOG_OVERHEAD + size
-    return b""
+    return end
 
 
 def _fitting_prefix(piece, budget: int) -> int:
     """How many bytes of whole messages at the start of piece (v0/v1 messages) fit in budget."""
-    pos, unpack = 0, _OFFSET_SIZE.unpack_from
-    while pos + LOG_OVERHEAD <= budget:
+    pos, end, unpack = 0, len(piece), _OFFSET_SIZE.unpack_from
+    while pos + LOG_OVERHEAD <= min(budget, end):
         after = pos + LOG_OVERHEAD + unpack(piece, pos)[1]
         if after > budget:
             break

@@ -13,6 +13,7 @@ from kbroker.records.compression import GZIP, NONE
 from kbroker.records.convert import ConversionCache, down_convert
 
 from .test_log_batches import T0, legacy_compressed_v1, legacy_messages, v2_batch
+from .test_records_convert import joined
 from .test_records_support import consume
 
 
@@ -267,7 +268,7 @@ def test_file_id_changes_when_written_bytes_may_change(tmp_path):
         assert piece.file_id == seg.file_id
         pieces, _, _ = down_convert(lambda p, n: FileSlice(piece.fd, p, n).read(), piece.file_id, piece.position,
                                  piece.position + piece.length, 1, fetch_offset=0, max_bytes=1 << 20, cache=cache)
-        return [(r[0], r[1], r[4]) for r in consume(b"".join(bytes(p) for p in pieces))]
+        return [(r[0], r[1], r[4]) for r in consume(joined(pieces))]
 
     assert old_consumer_reads() == [(i, T0 + i, bytes([i]) * 20) for i in range(3)]
     before = seg.file_id

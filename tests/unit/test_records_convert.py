@@ -2,6 +2,7 @@
 what is dropped, what is kept, and the byte budget. Every conversion is also served again from the conversion
 cache and must come out byte for byte the same, converting nothing and reading nothing; then the cache itself:
 file ids, the read's end and the memory bound."""
+import os
 import struct
 import time
 from typing import NamedTuple
@@ -12,7 +13,7 @@ from kbroker.protocol.errors import Errors, KafkaError
 from kbroker.records.batches import LOG_APPEND_TIME, set_v2_crc
 from kbroker.records.builder import build_v2, rebuild_v2
 from kbroker.records.compression import GZIP, LZ4, NONE, SNAPPY, ZSTD
-from kbroker.records.convert import PAUSE_BYTES, READ_BYTES, ConversionCache, down_convert, magic_for_fetch_version
+from kbroker.records.convert import PAUSE_BYTES, READ_BYTES, CachedSlice, ConversionCache, down_convert, magic_for_fetch_version
 from kbroker.records.entries import iter_entries
 from kbroker.records.validator import RecordsConfig, validate_and_assign
 
@@ -33,6 +34,12 @@ def log_of(*batches, magic=2, timestamp_type=0):
     return log
 
 
+def joined(pieces) -> bytes:
+    """The bytes a response sends for these pieces (cache slices are read from their in-memory files)."""
+    return b"".join(os.pread(p.fd, p.length, p.position) if isinstance(p, CachedSlice) else bytes(p)
+                    for p in pieces)
+
+
 class File:
     """A log file in memory: read(position, length) as the broker's, counting the bytes read."""
 
@@ -50,7 +57,7 @@ def convert(source, to_magic, fetch_offset=0, max_bytes=1 << 30, start=0, end=No
     pieces, records, _ = down_convert(file.read, file_id, start, len(file.data) if end is None else end, to_magic,
                                    fetch_offset=fetch_offset, max_bytes=max_bytes,
                                    cache=ConversionCache(1 << 30) if cache is None else cache)
-    return b"".join(bytes(p) for p in pieces), records
+    return joined(pieces), records
 
 
 def converted(source, to_magic, fetch_offset=0, max_bytes=1 << 30):
@@ -214,6 +221,24 @@ def test_cache_memory_bound():
     assert len(tiny) == 0 and tiny.bytes == 0
     off = ConversionCache(0)
     assert convert(log, 1, cache=off)[0] == out and len(off) == 0
+
+
+def test_evicted_arena_stays_readable_while_a_response_holds_it():
+    """Cached bytes are slices of in-memory files (arenas) sent with sendfile: an arena evicted while a response
+    still holds a slice of it keeps its file open (never a closed or reused fd) until the slice is dropped."""
+    log = log_of(*[produce(2, NONE, sample(20, headers=False)) for _ in range(4)])
+    per_entry = len(converted(log_of(produce(2, NONE, sample(20, headers=False))), 1))
+    cache = ConversionCache(2 * per_entry + 500)
+    file = File(log)
+    pieces, _, _ = down_convert(file.read, 1, 0, len(log), 1, fetch_offset=0, max_bytes=1 << 30, cache=cache)
+    held = pieces[0]
+    assert isinstance(held, CachedSlice) and len(cache) == 2          # the first entries were evicted
+    expected = converted(log, 1)[:held.length]
+    assert os.pread(held.fd, held.length, held.position) == expected
+    fd = held.fd
+    del pieces, held
+    with pytest.raises(OSError):
+        os.fstat(fd)
 
 
 def test_pauses_between_stretches_of_conversion():
