@@ -8,7 +8,7 @@ that needs no conversion is sent straight from the segment files with os.sendfil
 pieces by protocol.hotpath). Fetch v0-v1 read magic 0 and v2-v3 magic 1: newer entries are down-converted,
 lazily and within the size limits (records.convert); converted entries are kept in the broker's conversion cache
 (`down.conversion.cache.bytes`, an LRU keyed by segment file, position and magic), so consumers reading the
-same data cost one conversion and get the cached bytes without a copy.
+same data cost one conversion and get the cached bytes by sendfile, from in-memory files.
 
 Limits: partition_max_bytes per partition and, from v3, max_bytes for the whole response; from v3 the first
 batch of the first partition with data is returned whole even if larger (so consumers progress), while

@@ -19,9 +19,11 @@ whole message that does (a partial batch, as Kafka's chunked conversion may retu
 
 Beyond Kafka, converted entries are kept in a ConversionCache keyed by (file id, position, magic): N old
 consumers of one partition cost about one conversion, and a cached read is a chain of dict lookups giving
-slices of in-memory files that go out with os.sendfile, as the log's own bytes do. The file id must change whenever the bytes at a position may change (log.segment's
-file_id does on truncation and recovery; a cleaned or new segment has its own), so a stale entry can never
-be found again; the LRU bound (in bytes) evicts such dead entries like any other.
+slices of in-memory files that go out with os.sendfile, as the log's own bytes do. The file id must change
+whenever the bytes at a position may change (log.segment's file_id does on truncation and recovery; a cleaned
+or new segment has its own), so a stale entry can never be found again; the LRU bound (in bytes) evicts such
+dead entries like any other. Converting holds the GIL (aiokafka's C code), so it runs on the hub, yielding
+between stretches (`pause`), rather than in a thread.
 """
 from __future__ import annotations
 
@@ -44,7 +46,7 @@ from .validator import DEFAULT_DECOMPRESSION_LIMIT
 
 READ_BYTES = 64 * 1024       # source bytes read at a time (or one larger entry)
 PAUSE_BYTES = 1024 * 1024    # source bytes converted between two calls of `pause`
-ARENA_BYTES = 4 * 1024 * 1024  # the most a cache arena holds (but for one larger entry)
+ARENA_BYTES = 4 * 1024 * 1024  # what a cache arena holds (see ConversionCache)
 _ENTRY_OVERHEAD = 200        # bytes a cached entry costs beyond its data (key, record, LRU link), for the bound
 _NO_LIMIT = 2 ** 31 - 1
 _OFFSET_SIZE = struct.Struct(">qi")
@@ -102,15 +104,16 @@ class _Arena:
 
 class ConversionCache:
     """Converted entries by (file id, position, magic), at most max_bytes in all (each entry counted with a
-    fixed overhead); max_bytes 0 keeps nothing. Their bytes go to arenas of about max_bytes / 8 (at most
-    ARENA_BYTES; a larger entry gets its own), and the least recently used arena goes first, with its entries:
-    the bytes are sent with os.sendfile, with no copy in the broker."""
+    fixed overhead); max_bytes 0 keeps nothing. Their bytes go to arenas of ARENA_BYTES (max_bytes / 8 for a
+    small bound, max_bytes / 64 for a large one; a larger entry gets its own), and the least recently used
+    arena goes first, with its entries: the bytes are sent with os.sendfile, with no copy in the broker."""
 
     def __init__(self, max_bytes: int):
         self.max_bytes = max_bytes
         self.bytes = 0
         self.hits = self.misses = 0
-        self._arena_bytes = max(1, min(ARENA_BYTES, max_bytes // 8))
+        # at least 8 arenas for small bounds, at most 64 (open files) for large ones
+        self._arena_bytes = max(1, min(ARENA_BYTES, max_bytes // 8), max_bytes // 64)
         self._entries: dict = {}
         self._arenas: OrderedDict = OrderedDict()      # _Arena -> None, least recently used first
         self._current: _Arena | None = None           # where small entries are appended
@@ -167,8 +170,9 @@ def down_convert(read: Callable[[int, int], bytes], file_id, start: int, end: in
                  fetch_offset: int, max_bytes: int, cache: ConversionCache,
                  decompression_limit: int = DEFAULT_DECOMPRESSION_LIMIT,
                  pause: Callable[[], None] | None = None) -> tuple[list, int, int | None]:
-    """(pieces, records converted, the offset after the last entry read whole or None) for the entries of bytes [start, end) of a file (read(position, length)
-    returns its bytes; start is an entry boundary) converted to `to_magic`: at most max_bytes in all except
+    """(pieces, records converted, the offset after the last entry read or None) for the entries of bytes
+    [start, end) of a file (read(position, length) returns its bytes; start is an entry boundary) converted to
+    `to_magic`: pieces of bytes or CachedSlice (sent like file slices), at most max_bytes in all except
     that the first converted entry is always whole; a partial entry at the end is ignored. Entries come from
     `cache` when there, else are converted and put there. pause() is called after each PAUSE_BYTES of source
     converted (the broker yields to other connections there)."""

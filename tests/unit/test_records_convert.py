@@ -13,7 +13,8 @@ from kbroker.protocol.errors import Errors, KafkaError
 from kbroker.records.batches import LOG_APPEND_TIME, set_v2_crc
 from kbroker.records.builder import build_v2, rebuild_v2
 from kbroker.records.compression import GZIP, LZ4, NONE, SNAPPY, ZSTD
-from kbroker.records.convert import PAUSE_BYTES, READ_BYTES, CachedSlice, ConversionCache, down_convert, magic_for_fetch_version
+from kbroker.records.convert import (PAUSE_BYTES, READ_BYTES, CachedSlice, ConversionCache, down_convert,
+                                     magic_for_fetch_version)
 from kbroker.records.entries import iter_entries
 from kbroker.records.validator import RecordsConfig, validate_and_assign
 
