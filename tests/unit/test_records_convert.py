@@ -242,6 +242,29 @@ def test_evicted_arena_stays_readable_while_a_response_holds_it():
         os.fstat(fd)
 
 
+def test_cached_slices_go_out_as_file_slices():
+    """A response's cached pieces are sent like log file slices: sendfile on plaintext sockets, read and sent on
+    TLS ones (send_pieces), the same bytes either way."""
+    import socket
+
+    from kbroker.network.server import send_pieces
+    log = log_of(*[produce(2, NONE, sample(20, headers=False)) for _ in range(3)])
+    cache = ConversionCache(1 << 20)
+    convert(log, 1, cache=cache)
+    pieces, _, _ = down_convert(File(log).read, 1, 0, len(log), 1, fetch_offset=5, max_bytes=1 << 30, cache=cache)
+    assert all(isinstance(p, CachedSlice) for p in pieces)
+    expected = converted(log, 1, fetch_offset=5)
+    for zero_copy in (True, False):
+        a, b = socket.socketpair()
+        with a, b:
+            send_pieces(a, [b"head", *pieces], zero_copy)
+            a.shutdown(socket.SHUT_WR)
+            got = bytearray()
+            while chunk := b.recv(1 << 20):
+                got += chunk
+        assert bytes(got) == b"head" + expected
+
+
 def test_pauses_between_stretches_of_conversion():
     """pause() (the broker yields to other connections there) comes after each PAUSE_BYTES of source converted,
     and never on a read served from the cache."""
