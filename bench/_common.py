@@ -104,6 +104,10 @@ class CpuMeter:
         dt = time.monotonic() - self.t0
         return 100.0 * (self._cpu() - self.c0) / dt if dt > 0 else 0.0
 
+    def seconds(self) -> float:
+        """CPU seconds used since start()."""
+        return self._cpu() - self.c0
+
 
 # ---- physical limits ------------------------------------------------------------------------------------------
 def disk_write_limit(directory: str, mib: int) -> float:

@@ -128,6 +128,8 @@ SETTINGS: dict[str, ConfigKey] = {
     "fetch.max.bytes": ConfigKey("int", 55 * _MB, at_least(1024)),
     "max.incremental.fetch.session.cache.slots": ConfigKey("int", 1000, at_least(0)),
     "min.incremental.fetch.session.eviction.ms": ConfigKey("int", 120000, at_least(0)),
+    # kbroker's own: memory for down-converted entries shared by old consumers (records.convert); 0 turns it off
+    "down.conversion.cache.bytes": ConfigKey("long", 64 * _MB, at_least(0)),
     # groups, offsets, transactions
     "group.initial.rebalance.delay.ms": ConfigKey("int", 3000),
     "group.min.session.timeout.ms": ConfigKey("int", 6000),

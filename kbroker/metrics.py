@@ -191,6 +191,14 @@ class BrokerMetrics:
             purgatory.add_metric(["Produce"], rm.produce_purgatory.delayed)
             purgatory.add_metric(["Fetch"], rm.fetch_purgatory.delayed)
         yield purgatory
+        if rm is not None:      # kbroker's own: the fetch down-conversion cache (records.convert)
+            cache = rm.conversion_cache
+            yield GaugeMetricFamily("kbroker_downconversion_cache_bytes", "Bytes held by the down-conversion "
+                                    "cache (down.conversion.cache.bytes bounds them).", value=cache.bytes)
+            yield CounterMetricFamily("kbroker_downconversion_cache_hits", "Entries old consumers were served "
+                                      "from the down-conversion cache.", value=cache.hits)
+            yield CounterMetricFamily("kbroker_downconversion_cache_misses", "Entries looked up in the "
+                                      "down-conversion cache and not found.", value=cache.misses)
 
     def _transaction_gauges(self):
         """Kafka's transaction coordinator metrics: TransactionMarkerChannelManager's queue sizes, and

@@ -6,7 +6,9 @@ the `.txnindex` files (empty when no data is returned, null for READ_UNCOMMITTED
 the last stable offset. The broker filters nothing: consumers drop control batches and aborted records. Data
 that needs no conversion is sent straight from the segment files with os.sendfile (the response is built as
 pieces by protocol.hotpath). Fetch v0-v1 read magic 0 and v2-v3 magic 1: newer entries are down-converted,
-lazily and within the size limits (records.convert).
+lazily and within the size limits (records.convert); converted entries are kept in the broker's conversion cache
+(`down.conversion.cache.bytes`, an LRU keyed by segment file, position and magic), so consumers reading the
+same data cost one conversion and get the cached bytes by sendfile, from in-memory files.
 
 Limits: partition_max_bytes per partition and, from v3, max_bytes for the whole response; from v3 the first
 batch of the first partition with data is returned whole even if larger (so consumers progress), while
@@ -32,16 +34,20 @@ Follower fetches (replica_id >= 0) read up to the log end offset, never converte
 follower's state on the leader (ISR, high watermark), which may complete waiting acks=all produces.
 
 Metrics (kbroker.metrics), for what the response carries: per topic, fetched partitions, failed ones, bytes
-out to consumers (after conversion) and records down-converted; bytes out to followers as replication bytes.
+out to consumers (after conversion) and records down-converted (those converted for this fetch, not those
+served from the conversion cache); bytes out to followers as replication bytes.
 """
 from __future__ import annotations
 
+import os
+
+import gevent
 from kafka.protocol.consumer import FetchRequest, FetchResponse
 
 from ..protocol.errors import Errors, KafkaError
 from ..protocol.hotpath import FetchPartitionData, encode_fetch_response
 from ..records.convert import down_convert, magic_for_fetch_version
-from ..records.entries import iter_entries
+from ..log.segment import FileSlice
 from ..replica.fetch_session import INVALID_SESSION_ID, FetchContext
 
 API_KEY = 1
@@ -51,19 +57,34 @@ REQUEST, RESPONSE = FetchRequest, FetchResponse
 _NOT_HOSTED = (Errors.UNKNOWN_TOPIC_OR_PARTITION, Errors.NOT_LEADER_OR_FOLLOWER)
 
 
-def _needs_conversion(data, magic: int) -> bool:
-    return any(e.magic > magic for e in iter_entries(data))
+def _yield() -> None:
+    """Let other connections run between stretches of conversion."""
+    gevent.sleep(0)
 
 
-def _records_converted(raw, chunks, magic: int, fetch_offset: int) -> int:
-    """Records of the source batches whose conversion made it into chunks (a batch counts whole)."""
-    if not chunks:
-        return 0
-    last = -1
-    for e in iter_entries(chunks[-1]):
-        last = e.last_offset
-    return sum(e.record_count for e in iter_entries(raw)
-               if e.magic > magic and e.base_offset <= last and e.last_offset >= fetch_offset)
+def _file_reader(fd: int):
+    """read(position, length) -> the bytes of the open file fd (fewer at its end)."""
+    def read(position: int, length: int) -> bytes:
+        data = os.pread(fd, length, position)
+        return data if len(data) == length else FileSlice(fd, position, length).read()
+    return read
+
+
+def _down_converted(partition, piece, fetch_offset: int, magic: int, max_bytes: int, min_one: bool, cache):
+    """(pieces, records converted) of the slice read from fetch_offset, converted to magic. When all of it was
+    left out (control batches, emptied batches, a compacted batch's records before the fetch offset), the read
+    goes on from the offset after it, so an old consumer is not stuck there (Kafka answers an overflow message
+    that old consumers fail on)."""
+    converted = 0
+    while piece.length:
+        pieces, records, after = down_convert(
+            _file_reader(piece.fd), piece.file_id, piece.position, piece.position + piece.length, magic,
+            fetch_offset=fetch_offset, max_bytes=max_bytes, cache=cache, pause=_yield)
+        converted += records
+        if pieces or after is None:
+            return pieces, converted
+        piece = partition.read(after, max_bytes, 0, min_one)[0]
+    return [], converted
 
 
 def _read(ctx, requests, max_bytes: int, isolation_level: int, follower: int, conversions: dict):
@@ -91,13 +112,9 @@ def _read(ctx, requests, max_bytes: int, isolation_level: int, follower: int, co
                 upper = min(partition.log.last_stable_offset, partition.log.segment_end_offset(fetch_offset))
                 data.aborted_transactions = partition.aborted_txns(fetch_offset, upper) if piece.length else []
             if piece.length and magic < 2:
-                raw = piece.read()
-                if _needs_conversion(raw, magic):
-                    data.records = list(down_convert(raw, magic, fetch_offset=fetch_offset,
-                                                     max_bytes=min(partition_max, limit)))
-                    conversions[tp] = _records_converted(raw, data.records, magic, fetch_offset)
-                else:
-                    data.records = [raw]
+                data.records, conversions[tp] = _down_converted(partition, piece, fetch_offset, magic,
+                                                                min(partition_max, limit), min_one,
+                                                                replicas.conversion_cache)
             elif piece.length:
                 data.records = [piece]
         except KafkaError as e:

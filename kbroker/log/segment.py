@@ -8,6 +8,7 @@ timestamp search looks inside one batch, with records.batches' decoders (aiokafk
 """
 from __future__ import annotations
 
+import itertools
 import mmap
 import os
 import struct
@@ -31,6 +32,7 @@ SWAP_SUFFIX = ".swap"
 _SCAN_CHUNK = 8192
 _PARTITION_LEADER_EPOCH = struct.Struct(">i")   # at byte 12 of a v2 batch
 _DECOMPRESSION_LIMIT = 2 ** 31 - 1               # data in the log was validated when appended
+_FILE_IDS = itertools.count(1)                   # LogSegment.file_id: never reused within a process
 
 
 def filename_prefix(offset: int) -> str:
@@ -56,10 +58,12 @@ def txn_index_path(dir: str, base_offset: int, suffix: str = "") -> str:
 class FileSlice(NamedTuple):
     """`length` bytes of an open log file from `position`: send with os.sendfile(out, fd, position, length).
 
-    The fd stays open until the segment is deleted, file.delete.delay.ms after it left the log."""
+    The fd stays open until the segment is deleted, file.delete.delay.ms after it left the log. file_id is the
+    segment's LogSegment.file_id when the slice was taken (what caches of derived bytes key on)."""
     fd: int
     position: int
     length: int
+    file_id: int = 0
 
     def read(self) -> bytes:
         out = bytearray()
@@ -112,6 +116,9 @@ class LogSegment:
         self.log_path = log_file_path(dir, base_offset, suffix)
         is_new = not os.path.exists(self.log_path)
         self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
+        # Identifies these bytes: a new one whenever bytes already written may change (truncation, recovery), so
+        # what was derived from them (the fetch down-conversion cache) is never served after that.
+        self.file_id = next(_FILE_IDS)
         if is_new and preallocate_bytes > 0:
             os.posix_fallocate(self._fd, 0, preallocate_bytes)
             self._size = 0
@@ -285,7 +292,8 @@ class LogSegment:
         if adjusted == 0:
             return FetchDataInfo(metadata, EMPTY_SLICE)
         length = max(0, min(max_position - found.position, adjusted))
-        return FetchDataInfo(metadata, FileSlice(self._fd, found.position, length), adjusted < found.size)
+        return FetchDataInfo(metadata, FileSlice(self._fd, found.position, length, self.file_id),
+                             adjusted < found.size)
 
     def read_next_offset(self) -> int:
         """The offset after the last entry (the base offset when empty)."""
@@ -358,6 +366,7 @@ class LogSegment:
                 buf.close()
         os.ftruncate(self._fd, valid)
         self._size = valid
+        self.file_id = next(_FILE_IDS)
         # entries of markers cut off go; missing ones are added again by the producer state's replay
         self.txn_index.truncate_to(next_offset)
         self.offset_index.trim_to_valid_size()
@@ -381,6 +390,7 @@ class LogSegment:
             truncated = self._size - mapping.position
             os.ftruncate(self._fd, mapping.position)
             self._size = mapping.position
+            self.file_id = next(_FILE_IDS)
         if self._size == 0:
             self._created_ms = self._clock.now_ms()
             self._rolling_based_timestamp = None

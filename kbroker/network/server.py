@@ -97,9 +97,13 @@ def linger_for_close(sock, seconds: float) -> None:
             pass
 
 
+LARGE_PIECE = 64 * 1024   # send_pieces sends byte pieces this large without copying them
+
+
 def send_pieces(sock, pieces, zero_copy: bool = True) -> None:
-    """Write a response given as pieces: small byte pieces are coalesced, file slices go by sendfile
-    (zero_copy, plaintext sockets) or are read and sent (TLS sockets)."""
+    """Write a response given as pieces: small byte pieces are coalesced, large ones (cached down-converted
+    records) sent as they are, file slices go by sendfile (zero_copy, plaintext sockets) or are read and sent
+    (TLS sockets)."""
     pending = bytearray()
     for piece in pieces:
         if is_file_slice(piece):
@@ -107,6 +111,11 @@ def send_pieces(sock, pieces, zero_copy: bool = True) -> None:
                 sock.sendall(pending)
                 pending = bytearray()
             (send_file_slice if zero_copy else copy_file_slice)(sock, piece)
+        elif len(piece) >= LARGE_PIECE:
+            if pending:
+                sock.sendall(pending)
+                pending = bytearray()
+            sock.sendall(piece)
         else:
             pending += piece
     if pending:

@@ -54,6 +54,7 @@ from ..log.log import log_future_dir_name
 from ..metrics import BrokerMetrics
 from ..protocol.errors import Errors, KafkaError
 from ..purgatory.delayed import DelayedOperation, DelayedOperationPurgatory
+from ..records.convert import ConversionCache
 from ..records.validator import RecordValidationError
 from .fetch_session import FetchSessionCache
 from .fetcher import ReplicaFetcherManager
@@ -160,6 +161,7 @@ class ReplicaManager:
         self.produce_purgatory = DelayedOperationPurgatory("Produce", clock)
         self.fetchers = ReplicaFetcherManager(self)
         self.log_dir_mover = LogDirMover(self, config["replica.fetch.max.bytes"])
+        self.conversion_cache = ConversionCache(config["down.conversion.cache.bytes"])
         self.fetch_sessions = FetchSessionCache(config["max.incremental.fetch.session.cache.slots"],
                                                 config["min.incremental.fetch.session.eviction.ms"])
         # (producer id, __consumer_offsets partition, committed) after a marker there is replicated: the group

@@ -1,7 +1,9 @@
 """Log compaction on a real broker process: a topic created by kadmin with cleanup.policy=compact, thousands of
 updates over a few hundred keys from confluent-kafka (idempotent producer), cleaned by the broker's log cleaner
 (log.cleaner.backoff.ms=200) down to the latest record of each key, read back by a kafka-python consumer
-(no group: assign + seek); tombstoned keys are gone once delete.retention.ms has passed."""
+(no group: assign + seek); tombstoned keys are gone once delete.retention.ms has passed. The compacted log is
+first read by an 0.10 consumer (down-converted to magic 1) that had read the log before cleaning: the broker's
+conversion cache must not serve it the replaced segments' records."""
 from __future__ import annotations
 
 import os
@@ -43,10 +45,10 @@ def filler(n: int, tag: bytes):
     return [(b"filler", tag + b"-%d-" % i + os.urandom(200)) for i in range(n)]
 
 
-def read_all(bootstrap: str):
+def read_all(bootstrap: str, **config):
     """Every record of the partition from offset 0 up to the end offset: (offset, key, value)."""
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
-                             request_timeout_ms=15000)
+                             request_timeout_ms=15000, **config)
     tp = TopicPartition(TOPIC, 0)
     try:
         consumer.assign([tp])
@@ -74,18 +76,23 @@ def test_compacted_topic_keeps_the_latest_value_of_each_key_and_drops_old_tombst
     result = CliRunner().invoke(kadmin, [
         "--zookeeper", c.zk_connect, "create-topic", TOPIC, "--partitions", "1", "--replication-factor", "1",
         "--config", "cleanup.policy=compact", "--config", f"segment.bytes={SEGMENT_BYTES}",
-        "--config", "min.cleanable.dirty.ratio=0.01", "--config", f"delete.retention.ms={DELETE_RETENTION_MS}"])
+        "--config", "min.cleanable.dirty.ratio=1", "--config", f"delete.retention.ms={DELETE_RETENTION_MS}"])
     assert result.exit_code == 0, result.output
     wait_until(lambda: (s := c.zk.get_partition_state(TOPIC, 0)) is not None and s.leader == 1, message="leader")
 
     updates = [(key(i), b"v%d-%d" % (i, r)) for r in range(ROUNDS) for i in range(KEYS)]
     produce(c.bootstrap, updates + [(key(i), None) for i in TOMBSTONED] + filler(200, b"a"))
     live = {key(i): b"v%d-%d" % (i, ROUNDS - 1) for i in range(KEYS) if i not in TOMBSTONED}
+    old = {"api_version": (0, 10, 1)}       # Fetch v3: magic 1, down-converted and cached by the broker
+    assert len(read_all(c.bootstrap, **old)) == len(updates) + len(TOMBSTONED) + 200     # nothing cleaned yet
+    result = CliRunner().invoke(kadmin, ["--zookeeper", c.zk_connect, "alter-config", "--topic", TOPIC,
+                                         "--add-config", "min.cleanable.dirty.ratio=0.01"])
+    assert result.exit_code == 0, result.output
 
     # the cleaner (every 200 ms, dirty ratio above 0.01) shrinks the log to one record per key (and a few of the
     # filler key's, in the active segment)
     def compacted():
-        records = read_all(c.bootstrap)
+        records = read_all(c.bootstrap, **old)
         data = [(k, v) for _, k, v in records if k != b"filler"]
         return records if len(data) == len(live) + len(TOMBSTONED) else None
     records = wait_until(compacted, timeout=30, interval=0.5, message="one record per key")

@@ -138,6 +138,13 @@ def test_metrics_and_logs_after_traffic_and_a_dead_follower(cluster):
     assert value(s, "kafka_server_brokertopicmetrics_messagesin_total", topic=TOPIC) == 60
     assert value(s, "kafka_server_brokertopicmetrics_producemessageconversions_total", topic=TOPIC) == 10
     assert value(s, "kafka_server_brokertopicmetrics_fetchmessageconversions_total", topic=TOPIC) == 60
+    # a second old consumer is served from the conversion cache: nothing converted again
+    hits = value(s, "kbroker_downconversion_cache_hits_total")
+    assert len(consume_all(leader.bootstrap, 60, api_version=(0, 10))) == 60
+    s = scrape(leader)
+    assert value(s, "kafka_server_brokertopicmetrics_fetchmessageconversions_total", topic=TOPIC) == 60
+    assert value(s, "kbroker_downconversion_cache_hits_total") > hits
+    assert 0 < value(s, "kbroker_downconversion_cache_bytes") <= 64 * 1024 * 1024
     assert by_label(s, "kafka_network_requestmetrics_requests_total", "version", request="Produce").get("2")
     assert by_label(s, "kafka_network_requestmetrics_requests_total", "version", request="FetchConsumer").get("2")
 

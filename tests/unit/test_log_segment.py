@@ -6,12 +6,15 @@ import struct
 
 from kbroker.clock import MockClock
 from kbroker.log.index import OffsetPosition, TimestampOffset
-from kbroker.log.segment import LogSegment, OffsetAndTimestamp
+from kbroker.log.segment import FileSlice, LogSegment, OffsetAndTimestamp
 from kbroker.records.batches import CREATE_TIME, LOG_APPEND_TIME
 from kbroker.records.builder import build_v2
 from kbroker.records.compression import GZIP, NONE
+from kbroker.records.convert import ConversionCache, down_convert
 
 from .test_log_batches import T0, legacy_compressed_v1, legacy_messages, v2_batch
+from .test_records_convert import joined
+from .test_records_support import consume
 
 
 def segment(tmp_path, base=0, **kw):
@@ -250,3 +253,34 @@ def test_preallocated_file_is_trimmed_on_close(tmp_path):
     seg.close()
     assert os.path.getsize(seg.log_path) == len(data)
     assert os.path.getsize(seg.offset_index.path) == 0 and os.path.getsize(seg.time_index.path) == 12
+
+
+def test_file_id_changes_when_written_bytes_may_change(tmp_path):
+    """Slices carry the segment's file id, the key of the fetch conversion cache: a truncation or a recovery that
+    cut bytes gives a new one (new bytes at old positions are never served from conversions of the old), an
+    append does not, and every segment object (a cleaned or recreated one) has its own."""
+    seg = segment(tmp_path, 0)
+    append(seg, 0, 3, value_size=20)
+    cache = ConversionCache(1 << 20)
+
+    def old_consumer_reads():
+        piece = seg.read(0, 1 << 20).records
+        assert piece.file_id == seg.file_id
+        pieces, _, _ = down_convert(lambda p, n: FileSlice(piece.fd, p, n).read(), piece.file_id, piece.position,
+                                 piece.position + piece.length, 1, fetch_offset=0, max_bytes=1 << 20, cache=cache)
+        return [(r[0], r[1], r[4]) for r in consume(joined(pieces))]
+
+    assert old_consumer_reads() == [(i, T0 + i, bytes([i]) * 20) for i in range(3)]
+    before = seg.file_id
+    append(seg, 3, 2, value_size=20)
+    assert seg.file_id == before
+    seg.truncate_to(0)
+    assert seg.file_id != before
+    append(seg, 0, 3, value_size=20, timestamp=T0 + 5)     # the same positions, other bytes (timestamps)
+    assert old_consumer_reads() == [(i, T0 + 5 + i, bytes([i]) * 20) for i in range(3)] and len(cache) == 2
+    torn = seg.file_id
+    with open(seg.log_path, "ab") as f:
+        f.write(b"\x00" * 7)
+    seg.recover()
+    assert seg.file_id != torn
+    assert len({seg.file_id, segment(tmp_path, 0).file_id, segment(tmp_path, 100).file_id}) == 3
