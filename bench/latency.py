@@ -1,0 +1,172 @@
+"""End-to-end latency at a fixed rate (performance issue, item 7): produce → consumer receive, against three
+brokers.
+
+Runs its own ZooKeeper and three broker processes (kbroker.cluster's launcher, free ports, temp dir), creates
+one topic (`--partitions`, default 3, RF 3, min.insync.replicas 2), then for each `--acks` value (default
+`all` then `1`): a confluent-kafka producer sends `--rate` (10 000) records/s of `--size` (100) B for
+`--seconds` (20), paced in 1 ms ticks, each value carrying its send time; a confluent-kafka consumer assigned
+to every partition at the end receives them. The first `--warmup` seconds are left out. Printed per case:
+p50, p99, p99.9 and max of the end-to-end latency (send → `poll()` returned it) and of the produce latency
+(send → delivery report, librdkafka's `Message.latency()`), the rate reached, and the ratio of p50 and p99 to
+the issue's targets (p50 ≤ 3 ms, p99 ≤ 15 ms). Producer and consumer run in this process, so their clocks
+agree; both use `linger.ms` 0 and the consumer `fetch.wait.max.ms` 100 (a long poll the broker answers as soon
+as the records are committed).
+
+    .venv/bin/python -m bench.latency [--seconds 20] [--rate 10000] [--acks all --acks 1] [--partitions 3]
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import struct
+import sys
+import tempfile
+import threading
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if REPO not in sys.path:
+    sys.path.insert(0, REPO)
+
+from bench._common import PySpy, bench_parser, fmt_rate, log, print_table  # noqa: E402
+from kbroker import cluster as dev_cluster  # noqa: E402
+from kbroker.cluster import free_port, free_port_range, wait_until  # noqa: E402
+from zk import admin as zk_admin  # noqa: E402
+from zk.client import KafkaZkClient  # noqa: E402
+
+_STAMP = struct.Struct(">q")
+TARGET_P50_MS, TARGET_P99_MS = 3.0, 15.0
+
+
+def percentile(sorted_values: list[float], q: float) -> float:
+    if not sorted_values:
+        return float("nan")
+    return sorted_values[min(len(sorted_values) - 1, int(q * len(sorted_values)))]
+
+
+class Receiver(threading.Thread):
+    """A consumer assigned to every partition from its current end offset; keeps (send time, receive time) of
+    each record."""
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int):
+        super().__init__(daemon=True)
+        from confluent_kafka import Consumer, TopicPartition
+        self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-latency",
+                                  "enable.auto.commit": False, "fetch.wait.max.ms": 100})
+        self.consumer.assign([TopicPartition(topic, p, self.consumer.get_watermark_offsets(
+            TopicPartition(topic, p), timeout=30)[1]) for p in range(partitions)])
+        self.samples: list[tuple[int, int]] = []
+        self.stopping = threading.Event()
+
+    def run(self) -> None:
+        while not self.stopping.is_set():
+            for m in self.consumer.consume(1000, 0.1):
+                if m.error() is None:
+                    self.samples.append((_STAMP.unpack_from(m.value())[0], time.monotonic_ns()))
+        self.consumer.close()
+
+
+def run_case(bootstrap: str, topic: str, partitions: int, acks: str, rate: int, size: int, seconds: float,
+             warmup: float) -> dict:
+    """Send at `rate` for `seconds`; the latencies of the records sent after `warmup` seconds."""
+    from confluent_kafka import Producer
+    receiver = Receiver(bootstrap, topic, partitions)
+    receiver.start()
+    time.sleep(2)   # the consumer's assignment resolved to the end offsets before anything is sent
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 0,
+                         "enable.idempotence": acks == "all", "queue.buffering.max.messages": 1_000_000})
+    acked: list[tuple[int, float]] = []
+    failed = []
+
+    def delivered(err, msg):
+        if err is not None:
+            failed.append(err)
+        else:
+            acked.append((_STAMP.unpack_from(msg.value())[0], msg.latency()))
+
+    padding = b"x" * max(0, size - _STAMP.size)
+    per_tick = max(1, rate // 1000)
+    start = time.monotonic_ns()
+    end, sent, tick = start + int(seconds * 1e9), 0, start
+    while tick < end:
+        for i in range(per_tick):
+            producer.produce(topic, _STAMP.pack(time.monotonic_ns()) + padding, partition=(sent + i) % partitions,
+                             on_delivery=delivered)
+        sent += per_tick
+        producer.poll(0)
+        tick += 1_000_000
+        pause = (tick - time.monotonic_ns()) / 1e9
+        if pause > 0:
+            time.sleep(pause)
+    producer.flush(30)
+    elapsed = (time.monotonic_ns() - start) / 1e9
+    try:
+        wait_until(lambda: len(receiver.samples) >= sent - len(failed), 30)
+    except TimeoutError:
+        log(f"acks={acks}: the consumer stopped short of what was sent")
+    receiver.stopping.set()
+    receiver.join(10)
+    cut = start + int(warmup * 1e9)
+    e2e = sorted((recv - sent_ns) / 1e6 for sent_ns, recv in receiver.samples if sent_ns >= cut)
+    produce = sorted(latency * 1e3 for sent_ns, latency in acked if sent_ns >= cut and latency is not None)
+    return {"sent": sent, "received": len(receiver.samples), "failed": len(failed), "rate": sent / elapsed,
+            "e2e": e2e, "produce": produce}
+
+
+def main() -> None:
+    parser = bench_parser("latency", __doc__)
+    parser.add_argument("--seconds", type=float, default=20.0, help="sending time of each case")
+    parser.add_argument("--warmup", type=float, default=3.0, help="first seconds left out of the figures")
+    parser.add_argument("--rate", type=int, default=10_000, help="records per second")
+    parser.add_argument("--size", type=int, default=100, help="value bytes (≥ 8: the send time)")
+    parser.add_argument("--acks", action="append", choices=("all", "1"), help="cases (default: all, then 1)")
+    parser.add_argument("--partitions", type=int, default=3, help="partitions of the topic (RF 3, min ISR 2)")
+    args = parser.parse_args()
+    cases = args.acks or ["all", "1"]
+
+    data = tempfile.mkdtemp(prefix="kbroker-bench-latency-", dir=args.tmp_dir)
+    zk_port, base = free_port(), free_port_range(3)
+    rows = []
+    try:
+        log(f"starting ZooKeeper and 3 brokers in {data}")
+        state = dev_cluster.up(data, 3, zk_port, base, timeout=120, overrides=tuple(args.broker_prop))
+        bootstrap = ",".join(f"127.0.0.1:{b['port']}" for b in state["brokers"])
+        zk = KafkaZkClient(state["zookeeper"]["connect"], 30000).start()
+        zk_admin.AdminZkClient(zk).create_topic("latency", {"min.insync.replicas": "2"},
+                                                partitions=args.partitions, replication_factor=3)
+        wait_until(lambda: all(s and len(s.isr) == 3 for s in zk.get_partition_states(
+            [("latency", p) for p in range(args.partitions)]).values()), 60)
+        zk.close()
+        load = os.getloadavg()[0]
+        for acks in cases:
+            log(f"acks={acks}: {args.rate:,} records/s of {args.size} B for {args.seconds:g} s")
+            spies = [PySpy(b["pid"], f"{os.path.splitext(args.py_spy)[0]}-acks{acks}-broker-{b['id']}.svg",
+                           args.py_spy_format) for b in state["brokers"]] if args.py_spy else []
+            for s in spies:
+                s.__enter__()
+            try:
+                r = run_case(bootstrap, "latency", args.partitions, acks, args.rate, args.size, args.seconds,
+                             args.warmup)
+            finally:
+                for s in spies:
+                    s.__exit__(None, None, None)
+            for name, values in (("end to end", r["e2e"]), ("produce (ack)", r["produce"])):
+                p50, p99 = percentile(values, 0.50), percentile(values, 0.99)
+                ratios = (f"{p50 / TARGET_P50_MS:.2f} / {p99 / TARGET_P99_MS:.2f}" if name == "end to end" else "")
+                rows.append([f"acks={acks}, {name}", fmt_rate(r["rate"]), f"{len(values):,}", f"{p50:.2f}",
+                             f"{p99:.2f}", f"{percentile(values, 0.999):.2f}",
+                             f"{values[-1] if values else float('nan'):.2f}", ratios])
+            if r["failed"] or r["received"] < r["sent"]:
+                log(f"acks={acks}: {r['failed']} failed, {r['received']:,} of {r['sent']:,} received")
+    finally:
+        dev_cluster.down(data)
+        if not args.keep:
+            shutil.rmtree(data, ignore_errors=True)
+    print_table(f"Latency at a fixed rate, 3 brokers, RF 3, min ISR 2, {args.partitions} partitions, {args.size} B "
+                f"values, linger.ms 0 (load average {load:.2f} at start; ms)",
+                ["case", "records/s", "samples", "p50", "p99", "p99.9", "max",
+                 f"p50 / p99 to target ({TARGET_P50_MS:g} / {TARGET_P99_MS:g} ms)"], rows)
+
+
+if __name__ == "__main__":
+    main()
