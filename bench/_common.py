@@ -82,19 +82,22 @@ def print_table(title: str, header: list[str], rows: list[list]) -> None:
 
 
 class CpuMeter:
-    """CPU seconds used by a process (utime+stime from /proc) over an interval, as % of one core."""
+    """CPU seconds used by processes (utime+stime from /proc, summed) over an interval, as % of one core."""
 
-    def __init__(self, pid: int):
-        self.pid = pid
+    def __init__(self, *pids: int):
+        self.pids = pids
         self.t0 = self.c0 = 0.0
 
     def _cpu(self) -> float:
-        try:
-            with open(f"/proc/{self.pid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-        except (OSError, IndexError, ValueError):
-            return 0.0
+        total = 0.0
+        for pid in self.pids:
+            try:
+                with open(f"/proc/{pid}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+                total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+            except (OSError, IndexError, ValueError):
+                pass
+        return total
 
     def start(self) -> "CpuMeter":
         self.t0, self.c0 = time.monotonic(), self._cpu()

