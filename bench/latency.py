@@ -53,6 +53,8 @@ class Receiver(threading.Thread):
         from confluent_kafka import Consumer, TopicPartition
         self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-latency",
                                   "enable.auto.commit": False, "fetch.wait.max.ms": 100})
+        wait_until(lambda: len([m for m in self.consumer.list_topics(topic, timeout=5).topics[topic]
+                                .partitions.values() if m.leader >= 0]) == partitions, 30)
         self.consumer.assign([TopicPartition(topic, p, self.consumer.get_watermark_offsets(
             TopicPartition(topic, p), timeout=30)[1]) for p in range(partitions)])
         self.samples: list[tuple[int, int]] = []
