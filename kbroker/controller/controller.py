@@ -33,7 +33,6 @@ in-sync replicas, they leave the ISRs, and UpdateMetadata lists them as offline 
 """
 from __future__ import annotations
 
-import gc
 import logging
 
 import gevent
@@ -42,6 +41,7 @@ from gevent.queue import Queue
 
 from zk import znodes as z
 from zk.client import ControllerMovedError, KafkaZkClient, ZkConnectionLoss, ZkSessionExpired
+from .. import collector
 from ..metadata_cache import uuid_to_topic_id
 from ..protocol.errors import Errors
 from .channel import ControllerChannelManager, RequestBatch
@@ -112,7 +112,8 @@ class KafkaController:
         while True:
             self.batch.clear()
             try:
-                fn(*args)
+                with collector.bulk():
+                    fn(*args)
                 return
             except ZkConnectionLoss:
                 log.info("ZooKeeper connection lost during %s; retrying when reconnected", fn.__name__)
@@ -314,7 +315,6 @@ class KafkaController:
         for tp, state in self.zk.get_partition_states(ctx.assignments).items():
             if state is not None:
                 ctx.partition_states[tp] = state
-        gc.freeze()   # the context just read lives as long as this controller: out of the collector's full passes
         self.batch.add_update_metadata(ctx.live_brokers, None)
         # Replica state machine startup: every live replica learns its partitions' leadership; then the
         # partition state machine's: new and offline partitions get leaders; then offline replicas leave ISRs.

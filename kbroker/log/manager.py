@@ -348,13 +348,18 @@ class LogManager:
 
     def delete_future_log(self, tp: TopicPartition) -> Log | None:
         """Drop the partition's future log (a move cancelled): renamed `-delete`, deleted later."""
+        log = self._retire_future_log(tp)
+        if log is not None:
+            self.write_log_dir_checkpoints(log.parent_dir)
+        return log
+
+    def _retire_future_log(self, tp: TopicPartition) -> Log | None:
         log = self._future_logs.pop(tp, None)
         if log is not None:
             log.rename_dir(log_delete_dir_name(tp))
             self._logs_to_delete.append((self._clock.monotonic_ms() + log.config.file_delete_delay_ms, log))
             logger.info("future log of partition %s is renamed to %s and is scheduled for deletion",
                         log_dir_name(tp), log.dir)
-            self.write_log_dir_checkpoints(log.parent_dir)
         return log
 
     def write_log_dir_checkpoints(self, log_dir: str) -> None:
@@ -362,23 +367,32 @@ class LogManager:
         self._checkpoint_recovery_points_in(log_dir)
         self._checkpoint_log_start_offsets_in(log_dir)
 
-    def delete_log(self, tp: TopicPartition) -> Log | None:
-        """Take the log out: rename its directory `<topic>-<partition>.<uuid>-delete` now and delete it after
-        file.delete.delay.ms (Kafka's asyncDelete); its future log too. Returns the removed log."""
-        self.delete_future_log(tp)
-        log = self._logs.pop(tp, None)
-        if log is None:
-            return None
-        log.rename_dir(log_delete_dir_name(tp))
-        self._checkpoint_recovery_points_in(log.parent_dir)
-        self._checkpoint_log_start_offsets_in(log.parent_dir)
-        self.cleaner.forget(log)
-        self.cleaner.write_checkpoints(only_changed=True)
-        self._logs_to_delete.append((self._clock.monotonic_ms() + log.config.file_delete_delay_ms, log))
-        logger.info("log for partition %s is renamed to %s and is scheduled for deletion", log_dir_name(tp),
-                    log.dir)
-        self.delete_pending_files()
-        return log
+    def delete_logs(self, tps) -> dict[TopicPartition, Log]:
+        """Take the logs out: rename each directory `<topic>-<partition>.<uuid>-delete` now and delete it after
+        file.delete.delay.ms; their future logs too. Then, once for all (Kafka 2.8's asyncDelete of a set: a
+        topic of thousands of partitions must not rewrite its dir's checkpoints once per partition), the
+        checkpoints of the dirs they left. Returns {tp: removed log} of those that had one."""
+        removed, dirs = {}, set()
+        for tp in tps:
+            future = self._retire_future_log(tp)
+            if future is not None:
+                dirs.add(future.parent_dir)
+            log = self._logs.pop(tp, None)
+            if log is None:
+                continue
+            log.rename_dir(log_delete_dir_name(tp))
+            dirs.add(log.parent_dir)
+            self.cleaner.forget(log)
+            self._logs_to_delete.append((self._clock.monotonic_ms() + log.config.file_delete_delay_ms, log))
+            logger.info("log for partition %s is renamed to %s and is scheduled for deletion", log_dir_name(tp),
+                        log.dir)
+            removed[tp] = log
+        for log_dir in sorted(dirs):
+            self.write_log_dir_checkpoints(log_dir)
+        if removed:
+            self.cleaner.write_checkpoints(only_changed=True)
+            self.delete_pending_files()
+        return removed
 
     # ---- periodic work ----------------------------------------------------------------------------------------
 

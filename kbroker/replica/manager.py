@@ -37,7 +37,6 @@ time of every hosted log. A topic's series go when its last partition here is de
 """
 from __future__ import annotations
 
-import gc
 import logging
 import uuid
 
@@ -221,7 +220,6 @@ class ReplicaManager:
         configs: dict[str, LogConfig] = {}
         leaders, followers = [], []
         transitions = gevent.pool.Pool(LEADER_TRANSITIONS_IN_FLIGHT)
-        created = False
         for i, s in enumerate(states):
             if i % 100 == 99:
                 gevent.sleep(0)   # thousands of partitions: let ZooKeeper pings and other requests through
@@ -265,7 +263,6 @@ class ReplicaManager:
                                     self.config["replica.lag.time.max.ms"])
                 current.on_high_watermark_moved = self._complete_delayed
                 self.partitions[tp] = current
-                created = True
             errors[tp] = Errors.NONE
             if s.leader == self.broker_id:
                 # Becoming leader waits for the leader-epoch checkpoint's fsyncs: several at once (spawn waits
@@ -280,10 +277,6 @@ class ReplicaManager:
         for tp, error in errors.items():
             if error == Errors.NONE and self.log_manager.get_future_log(tp) is not None:
                 self.log_dir_mover.add(tp)
-        if created:
-            # New partitions live as long as this broker hosts them: out of the collector's full passes, as
-            # what the broker loaded at startup (thousands of logs made each full pass cost ~0.2 s).
-            gc.freeze()
         self.fetchers.shutdown_idle()
         self._notify_leadership(leaders, followers, [])
         return errors
@@ -320,28 +313,40 @@ class ReplicaManager:
             except Exception:
                 log.exception("leadership listener %r failed", listener)
 
-    def stop_replica(self, topic: str, partition: int, delete: bool, leader_epoch: int) -> Errors:
-        tp = (topic, partition)
-        if tp in self.offline_partitions:
-            return Errors.KAFKA_STORAGE_ERROR
-        current = self.partitions.get(tp)
-        # -2 (EpochDuringDelete) and -1 (no epoch) always apply; otherwise the epoch must not go backwards.
-        if current is not None and leader_epoch >= 0 and leader_epoch < current.leader_epoch:
-            return Errors.FENCED_LEADER_EPOCH
-        self.fetchers.remove_partition(tp)
+    def stop_replicas(self, requested) -> list[Errors]:
+        """StopReplica: [(topic, partition, delete, leader epoch)] -> the error of each. The logs to delete go
+        in one batch (their dirs' checkpoints are written once, not once per partition)."""
+        errors, stopped, to_delete = [], [], []
+        for topic, partition, delete, leader_epoch in requested:
+            tp = (topic, partition)
+            current = self.partitions.get(tp)
+            if tp in self.offline_partitions:
+                errors.append(Errors.KAFKA_STORAGE_ERROR)
+                continue
+            # -2 (EpochDuringDelete) and -1 (no epoch) always apply; otherwise the epoch must not go backwards.
+            if current is not None and leader_epoch >= 0 and leader_epoch < current.leader_epoch:
+                errors.append(Errors.FENCED_LEADER_EPOCH)
+                continue
+            self.fetchers.remove_partition(tp)
+            self.log_dir_mover.remove(tp)
+            removed = self.partitions.pop(tp, None)
+            if delete:
+                to_delete.append(tp)
+            elif removed is not None:
+                removed.leader = -1
+            state_change.info("stopped replica %s-%d%s", topic, partition, " and deleted it" if delete else "")
+            stopped.append((tp, leader_epoch if leader_epoch >= 0 else None))
+            errors.append(Errors.NONE)
         self.fetchers.shutdown_idle()
-        self.log_dir_mover.remove(tp)
-        removed = self.partitions.pop(tp, None)
-        if delete:
-            self.log_manager.delete_log(tp)
-            if removed is not None and not any(t == topic for t, _ in self.partitions):
+        if to_delete:
+            self.log_manager.delete_logs(to_delete)
+            hosted = {t for t, _ in self.partitions}
+            for topic in {t for t, _ in to_delete} - hosted:
                 self.metrics.remove_topic(topic)
-        elif removed is not None:
-            removed.leader = -1
-        self._complete_delayed(tp)
-        state_change.info("stopped replica %s-%d%s", topic, partition, " and deleted it" if delete else "")
-        self._notify_leadership([], [], [(tp, leader_epoch if leader_epoch >= 0 else None)])
-        return Errors.NONE
+        for tp, _ in stopped:
+            self._complete_delayed(tp)
+        self._notify_leadership([], [], stopped)
+        return errors
 
     def alter_replica_log_dirs(self, partition_dirs: dict) -> dict:
         """{(topic, partition): log dir} -> {(topic, partition): error}: move each hosted replica to the log dir

@@ -339,7 +339,7 @@ def test_a_deleted_log_is_freed_although_frozen(tmp_path):
     refs = [weakref.ref(log), weakref.ref(p)]
     gc.freeze()
     try:
-        lm.delete_log(("orders", 0))
+        lm.delete_logs([("orders", 0)])
         lm.delete_pending_files(force=True)
         del log, p
         gc.collect()
