@@ -503,11 +503,13 @@ class KafkaController:
         ctx = self.ctx
         names = self.zk.get_isr_change_notifications(watch=self._on_isr_changes)
         changed = self.zk.read_isr_change_notifications(names)
-        for tp, state in self.zk.get_partition_states([tp for tp in changed if tp in ctx.assignments]).items():
-            if state is not None:
-                ctx.partition_states[tp] = state
-                state_change.info("partition %s-%d: leader %d changed the isr to %s (leader epoch %d)", *tp,
-                                  state.leader, state.isr, state.leader_epoch)
+        refreshed = {tp: state for tp, state in self.zk.get_partition_states(
+            [tp for tp in changed if tp in ctx.assignments]).items() if state is not None}
+        ctx.partition_states.update(refreshed)
+        if refreshed:
+            state_change.info("%d partitions: their leaders changed the isr (leader, leader epoch, isr): %s",
+                              len(refreshed), ", ".join(f"{t}-{p} {s.leader} {s.leader_epoch} {s.isr}"
+                                                        for (t, p), s in sorted(refreshed.items())))
         known = [tp for tp in changed if tp in ctx.partition_states]
         if known:
             self.batch.add_update_metadata(ctx.live_brokers, known)

@@ -10,7 +10,9 @@ States are derived from the context (context.py). The transitions that act:
     ReassignmentElection (completing a reassignment), PreferredElection, ControlledShutdownElection;
 - to Offline and to NonExistent: nothing to do; a partition is Offline as soon as its leader's broker is gone
   (the election that follows replaces it) and NonExistent once its topic is forgotten.
-A partition of a topic queued for deletion is never elected. All writes of one call are pipelined.
+A partition of a topic queued for deletion is never elected. All writes of one call are pipelined, and its
+outcome is one state-change line per kind (listing every partition), not one per partition: at 10 000
+partitions the log records cost more than the elections.
 """
 from __future__ import annotations
 
@@ -97,18 +99,20 @@ class PartitionStateMachine:
         for tp in partitions:
             chosen = election.new_partition_leader(ctx.assignments[tp], live)
             if chosen is None:
-                state_change.warning("partition %s-%d: no live replica among %s; it stays new", *tp,
-                                     ctx.assignments[tp])
                 results[tp] = None
                 continue
             created[tp] = z.LeaderAndIsr(chosen[0], 0, chosen[1], ctx.epoch)
+        stuck = [tp for tp, state in results.items() if state is None]
+        if stuck:
+            state_change.warning("%d new partitions stay new, no replica of theirs being live: %s", len(stuck),
+                                 ", ".join(f"{t}-{p} {ctx.assignments[(t, p)]}" for t, p in stuck))
         if created:
             self.writer.create(created)
             for tp, state in sorted(created.items()):
-                state_change.info("partition %s-%d: online with leader %d, isr %s (new partition)", *tp,
-                                  state.leader, state.isr)
                 self.batch.add_leader_and_isr(ctx.assignments[tp], tp, is_new=True)
                 results[tp] = state
+            state_change.info("%d new partitions online (leader, isr): %s", len(created),
+                              ", ".join(f"{t}-{p} {s.leader} {s.isr}" for (t, p), s in sorted(created.items())))
         return results
 
     def _elect_existing(self, partitions, strategy) -> dict:
@@ -139,7 +143,7 @@ class PartitionStateMachine:
             else:
                 decisions[tp] = lambda s, a=replicas, e=eligible: self._controlled_shutdown_decision(a, s, e)
         written = self.writer.update(decisions)
-        results = {}
+        results, offline, elected_now = {}, [], []
         for tp in partitions:
             state = ctx.partition_states.get(tp)
             if isinstance(strategy, OfflineElection):
@@ -149,17 +153,14 @@ class PartitionStateMachine:
                 elected = tp in written
             if not elected:
                 if isinstance(strategy, OfflineElection):
-                    state_change.warning("partition %s-%d: no live in-sync replica among isr %s; it stays offline",
-                                         *tp, state.isr if state else [])
+                    offline.append((tp, state.isr if state else []))
                     self.batch.add_update_metadata(ctx.live_brokers, [tp])
                 results[tp] = None
                 continue
             if tp in unclean_elected:
                 state_change.warning("partition %s-%d: UNCLEAN leader election: %d becomes leader although it was "
                                      "not in the ISR; records it did not have are lost", *tp, state.leader)
-            state_change.info("partition %s-%d: new leader %d (epoch %d), isr %s (%s)%s", *tp, state.leader,
-                              state.leader_epoch, state.isr, type(strategy).__name__,
-                              " (unclean election)" if tp in unclean_elected else "")
+            elected_now.append((tp, state))
             recipients = ctx.assignments[tp]
             if isinstance(strategy, ControlledShutdownElection):
                 recipients = [r for r in recipients if r not in ctx.shutting_down]
@@ -167,6 +168,15 @@ class PartitionStateMachine:
                 recipients = ctx.reassignments[tp][0]
             self.batch.add_leader_and_isr(recipients, tp)
             results[tp] = state
+        if offline:
+            state_change.warning("%d partitions stay offline, no live in-sync replica among their isr: %s",
+                                 len(offline), ", ".join(f"{t}-{p} {isr}" for (t, p), isr in offline))
+        if elected_now:
+            state_change.info("%d partitions have new leaders (%s) (leader, leader epoch, isr): %s", len(elected_now),
+                              type(strategy).__name__, ", ".join(
+                                  f"{t}-{p} {s.leader} {s.leader_epoch} {s.isr}"
+                                  f"{' (unclean election)' if (t, p) in unclean_elected else ''}"
+                                  for (t, p), s in elected_now))
         return results
 
     @staticmethod

@@ -88,8 +88,10 @@ class ReplicaStateMachine:
                      if tp in ctx.partition_states and not offline.isdisjoint(ctx.partition_states[tp].isr)}
         written = self.writer.update(decisions) if decisions else {}
         for tp, new in sorted(written.items()):
-            state_change.info("partition %s-%d: isr %s after replicas %s went offline", *tp, new.isr,
-                              sorted(by_partition[tp]))
             self.batch.add_leader_and_isr([r for r in ctx.assignments[tp] if r not in by_partition[tp]], tp)
+        if written:
+            state_change.info("%d partitions changed their isr as replicas went offline (isr, replicas offline): %s",
+                              len(written), ", ".join(f"{t}-{p} {new.isr} {sorted(by_partition[(t, p)])}"
+                                                      for (t, p), new in sorted(written.items())))
         for tp, offline in by_partition.items():
             self.batch.add_stop_replica(offline, tp, delete=False)
