@@ -248,19 +248,73 @@ class LogManager:
             if self.dir_failure.has_failed(parent):
                 continue
             try:
-                log = Log(os.path.join(parent, log_dir_name(tp)), config or self._config_for(tp[0]), 0, 0,
-                          self._clock, had_clean_shutdown=True, run_blocking=self._run_blocking,
-                          dir_failure=self.dir_failure)
+                log = self._new_log(tp, parent, config)
             except OSError as e:
-                self.dir_failure.maybe_add_offline_log_dir(
-                    parent, f"Error while creating log for {log_dir_name(tp)} in dir {parent}", e)
+                self._creation_failed(tp, parent, e)
                 continue
-            self.cleaner.attach(log)
-            self._logs[tp] = log
-            self._preferred_dirs.pop(tp, None)
-            logger.info("created log for partition %s in %s", log_dir_name(tp), log.parent_dir)
-            return log
+            return self._add_created(tp, log)
         raise KafkaStorageError(f"No log directories available. Tried {', '.join(tried)}")
+
+    def get_or_create_logs(self, wanted: Mapping) -> dict:
+        """{tp: (config or None, is_new)} -> {tp: its log, or the KafkaError refusing it}: get_or_create_log for
+        many partitions, the new logs' directories and files made in one run_blocking call, off the hub (a
+        LeaderAndIsr of thousands of new partitions blocked the hub for seconds, one file creation after
+        another). A log whose creation fails is tried again as get_or_create_log does, in the other dirs."""
+        out: dict = {}
+        live = [d for d in self._next_log_dirs() if not self.dir_failure.has_failed(d)]
+        counts = {d: sum(1 for log in self._logs.values() if log.parent_dir == d) for d in live} \
+            if len(live) > 1 else {}
+        placed = {}
+        for tp, (config, is_new) in wanted.items():
+            if tp in self._logs:
+                out[tp] = self._logs[tp]
+            elif not is_new and self.offline_dirs:
+                out[tp] = KafkaStorageError(f"Can not create log for {log_dir_name(tp)} because log directories "
+                                            f"{','.join(sorted(self.offline_dirs))} are offline")
+            elif not live:
+                out[tp] = KafkaStorageError("No log directories available")
+            else:
+                parent = self._preferred_dirs.get(tp) or (min(live, key=counts.get) if counts else live[0])
+                counts[parent] = counts.get(parent, 0) + 1
+                placed[tp] = parent
+
+        def create() -> dict:
+            made = {}
+            for tp, parent in placed.items():
+                try:
+                    made[tp] = self._new_log(tp, parent, wanted[tp][0])
+                except OSError as e:
+                    made[tp] = e
+            return made
+        for tp, made in self._run_blocking(create).items():
+            if isinstance(made, OSError):
+                self._creation_failed(tp, placed[tp], made)
+                try:
+                    made = self.get_or_create_log(tp, *wanted[tp])
+                except KafkaStorageError as e:
+                    made = e
+            elif tp in self._logs:   # created meanwhile (the hub ran while this batch was made): keep that one
+                made.close_handlers()
+                made = self._logs[tp]
+            else:
+                made = self._add_created(tp, made)
+            out[tp] = made
+        return out
+
+    def _new_log(self, tp: TopicPartition, parent: str, config: LogConfig | None) -> Log:
+        return Log(os.path.join(parent, log_dir_name(tp)), config or self._config_for(tp[0]), 0, 0, self._clock,
+                   had_clean_shutdown=True, run_blocking=self._run_blocking, dir_failure=self.dir_failure)
+
+    def _creation_failed(self, tp: TopicPartition, parent: str, error: OSError) -> None:
+        self.dir_failure.maybe_add_offline_log_dir(
+            parent, f"Error while creating log for {log_dir_name(tp)} in dir {parent}", error)
+
+    def _add_created(self, tp: TopicPartition, log: Log) -> Log:
+        self.cleaner.attach(log)
+        self._logs[tp] = log
+        self._preferred_dirs.pop(tp, None)
+        logger.info("created log for partition %s in %s", log_dir_name(tp), log.parent_dir)
+        return log
 
     def update_topic_config(self, topic: str, config: LogConfig) -> None:
         """New settings for a topic (its overrides changed): its logs and the ones created later."""

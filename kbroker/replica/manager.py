@@ -3,7 +3,7 @@
 Controller orders, fenced as Kafka's ReplicaManager fences them: a request from an older controller epoch is
 refused whole (STALE_CONTROLLER_EPOCH), a partition state whose leader epoch is not newer than the applied one
 is refused for that partition, a request stamped with an older broker epoch is STALE_BROKER_EPOCH.
-LeaderAndIsr creates the partition's log (with its topic config from ZooKeeper) on first sight; becoming
+LeaderAndIsr creates the partition's log (with its topic config from ZooKeeper) on first sight, off the hub; becoming
 follower moves the partition to a replica fetcher for its leader (which first truncates by leader epoch);
 becoming leader stops fetching it; the become-leader transitions of one request run several at a time, as each
 waits for its leader-epoch checkpoint's fsyncs. StopReplica stops fetching and, with delete, removes the log.
@@ -64,6 +64,8 @@ log = logging.getLogger("kbroker.replica")
 
 ISR_NOTIFICATION_INTERVAL_S = 0.25
 LEADER_TRANSITIONS_IN_FLIGHT = 8   # of one LeaderAndIsr; gevent's thread pool (fsyncs) has 10 threads
+LOG_CREATION_BATCH = 100           # new logs made by one thread-pool task
+LOG_CREATIONS_IN_FLIGHT = 4        # such tasks at once
 MARKER_TIMEOUT_MS = 30000          # Kafka appends markers with request.timeout.ms (default 30 s)
 
 
@@ -218,6 +220,16 @@ class ReplicaManager:
         """Apply partition states; returns {(topic, partition): error}."""
         errors = {}
         configs: dict[str, LogConfig] = {}
+        wanted = {}
+        for s in states:
+            tp = (s.topic_name, s.partition_index)
+            if tp not in self.partitions and tp not in self.offline_partitions and self.broker_id in s.replicas:
+                if s.topic_name not in configs:
+                    # Once per topic and request: it walks every log of the broker.
+                    configs[s.topic_name] = config = self.log_config(s.topic_name)
+                    self.log_manager.update_topic_config(s.topic_name, config)
+                wanted[tp] = (configs[s.topic_name], bool(s.is_new))
+        new_logs = self._create_logs(wanted)
         leaders, followers = [], []
         transitions = gevent.pool.Pool(LEADER_TRANSITIONS_IN_FLIGHT)
         for i, s in enumerate(states):
@@ -245,14 +257,11 @@ class ReplicaManager:
                 errors[tp] = Errors.STALE_CONTROLLER_EPOCH
                 continue
             if current is None:
-                config = configs.get(tp[0])
-                if config is None:
-                    # Once per topic and request: it walks every log of the broker.
-                    config = configs[tp[0]] = self.log_config(tp[0])
-                    self.log_manager.update_topic_config(tp[0], config)
-                try:
-                    partition_log = self.log_manager.get_or_create_log(tp, config, is_new=bool(s.is_new))
-                except KafkaError as e:
+                partition_log = new_logs.get(tp)
+                if partition_log is None:   # (only if a partition's state appears twice in the request)
+                    partition_log = self.log_manager.get_or_create_logs({tp: (configs[tp[0]], bool(s.is_new))})[tp]
+                if isinstance(partition_log, KafkaError):
+                    e = partition_log
                     state_change.error("partition %s-%d: cannot create its log: %s", tp[0], tp[1], e)
                     if e.code == Errors.KAFKA_STORAGE_ERROR:
                         self.offline_partitions.add(tp)
@@ -280,6 +289,17 @@ class ReplicaManager:
         self.fetchers.shutdown_idle()
         self._notify_leadership(leaders, followers, [])
         return errors
+
+    def _create_logs(self, wanted: dict) -> dict:
+        """The logs of partitions new here ({tp: (config, is_new)} -> {tp: log or KafkaError}), made off the hub
+        in batches, several at once (their file creations, most of the cost, overlap in the thread pool)."""
+        items = list(wanted.items())
+        batches = [dict(items[i:i + LOG_CREATION_BATCH]) for i in range(0, len(items), LOG_CREATION_BATCH)]
+        out: dict = {}
+        for made in gevent.pool.Pool(LOG_CREATIONS_IN_FLIGHT).imap_unordered(self.log_manager.get_or_create_logs,
+                                                                              batches):
+            out.update(made)
+        return out
 
     def _make_leader_or_follower(self, tp, partition: Partition, s, topic_id, controller_id: int,
                                  live_leaders: dict, errors: dict) -> None:

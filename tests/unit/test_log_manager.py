@@ -106,6 +106,22 @@ def test_delete_log_renames_then_deletes_after_the_delay(tmp_path):
     assert not os.path.exists(tmp_path / renamed) and os.path.exists(tmp_path / "kept-0")
 
 
+def test_many_logs_are_created_in_one_blocking_call_spread_over_the_dirs(tmp_path):
+    # A LeaderAndIsr of thousands of new partitions: their directories and files are made in one run_blocking
+    # call (the broker's thread pool), not on the hub one by one; placement balances the log dirs as before.
+    a, b = tmp_path / "a", tmp_path / "b"
+    calls = []
+    lm = manager([a, b], run_blocking=lambda fn: (calls.append(fn), fn())[1])
+    kept = lm.get_or_create_log(("t", 0))
+    calls.clear()
+    out = lm.get_or_create_logs({("t", p): (None, True) for p in range(9)})
+    assert len(calls) == 1 and out[("t", 0)] is kept
+    assert sorted(out) == sorted(lm.logs) and all(out[tp] is lm.get_log(tp) for tp in out)
+    assert sorted(len([n for n in os.listdir(d) if n.startswith("t-")]) for d in (a, b)) == [4, 5]
+    assert sorted(os.listdir(out[("t", 1)].dir)) == ["00000000000000000000.index", "00000000000000000000.log",
+                                                     "00000000000000000000.timeindex", "leader-epoch-checkpoint"]
+
+
 def test_deleting_a_topic_writes_each_dirs_checkpoints_once(tmp_path, monkeypatch):
     # A topic of thousands of partitions is deleted by one StopReplica: its log dirs' checkpoints (which list
     # every log of the dir) are written once for all, not once per partition, which was quadratic.
