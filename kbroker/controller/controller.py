@@ -310,8 +310,9 @@ class KafkaController:
         for b in self.zk.get_all_brokers().values():
             self._add_live_broker(b)
         loaded = {}
-        for topic in self.zk.get_all_topics(watch=self._on_topics):
-            self._load_topic(topic, loaded)
+        for topic, assignment in self.zk.get_topic_assignments(self.zk.get_all_topics(watch=self._on_topics),
+                                                               self._on_topic).items():
+            self._load_topic(topic, assignment, loaded)
         for tp, state in self.zk.get_partition_states(ctx.assignments).items():
             if state is not None:
                 ctx.partition_states[tp] = state
@@ -356,11 +357,10 @@ class KafkaController:
         self.ctx.live_brokers[info.id] = info
         self.channels.add_broker(info)
 
-    def _load_topic(self, topic: str, loaded: dict | None = None) -> list[tuple[str, int]]:
-        """Read a topic's assignment (and watch it); backfill its topic id. Returns partitions new to us; the
-        assignment read goes into `loaded` if given."""
+    def _load_topic(self, topic: str, assignment, loaded: dict | None = None) -> list[tuple[str, int]]:
+        """Take in a topic's assignment as read (and watched); backfill its topic id. Returns partitions new to
+        us; the assignment goes into `loaded` if given."""
         ctx = self.ctx
-        assignment = self.zk.get_topic_assignment(topic, watch=self._on_topic)
         if assignment is None:
             return []
         if loaded is not None:
@@ -411,12 +411,7 @@ class KafkaController:
         if not self.active:
             return
         ctx = self.ctx
-        ids = set(self.zk.get_broker_ids(watch=self._on_brokers))
-        current = {}
-        for bid in ids:
-            info = self.zk.get_broker(bid)
-            if info is not None:
-                current[bid] = info
+        current = self.zk.get_brokers(self.zk.get_broker_ids(watch=self._on_brokers))
         dead = [b for b in ctx.live_brokers if b not in current]
         new = [b for b in current if b not in ctx.live_brokers]
         bounced = [b for b in current if b in ctx.live_brokers and current[b].epoch > ctx.live_brokers[b].epoch]
@@ -471,15 +466,15 @@ class KafkaController:
         for gone in ctx.topics() - topics:
             ctx.forget_topic(gone)
         new_partitions = []
-        for topic in sorted(topics - ctx.topics()):
-            new_partitions += self._load_topic(topic)
+        for topic, assignment in sorted(self.zk.get_topic_assignments(topics - ctx.topics(), self._on_topic).items()):
+            new_partitions += self._load_topic(topic, assignment)
         if new_partitions:
             self._on_new_partitions(new_partitions)
 
     def _process_partition_modifications(self, topic: str):
         if not self.active or topic in self.ctx.topics_to_delete:
             return
-        new = self._load_topic(topic)
+        new = self._load_topic(topic, self.zk.get_topic_assignment(topic, watch=self._on_topic))
         if new:
             self._on_new_partitions(new)
 

@@ -126,11 +126,14 @@ class PartitionStateMachine:
             replicas = ctx.assignments[tp]
             eligible = ctx.eligible_leaders_of(tp, all_eligible)
             if isinstance(strategy, OfflineElection):
-                allow = strategy.allow_unclean
-                if allow is None:
-                    if tp[0] not in unclean_topics:
-                        unclean_topics[tp[0]] = self.unclean_election_enabled(tp[0])
-                    allow = unclean_topics[tp[0]]
+                if strategy.allow_unclean is None:
+                    def allow(topic=tp[0]):
+                        if topic not in unclean_topics:
+                            unclean_topics[topic] = self.unclean_election_enabled(topic)
+                        return unclean_topics[topic]
+                else:
+                    def allow(forced=strategy.allow_unclean):
+                        return forced
                 decisions[tp] = self._offline_decision(tp, replicas, eligible, allow, unclean_elected)
             elif isinstance(strategy, ReassignmentElection):
                 target, original = ctx.reassignments[tp]
@@ -181,11 +184,13 @@ class PartitionStateMachine:
 
     @staticmethod
     def _offline_decision(tp, replicas, eligible, allow_unclean, unclean_elected: set):
+        """allow_unclean() is asked (the topic's config read) only when no live replica is in sync, as Kafka."""
         def decide(current):
             unclean_elected.discard(tp)
             if current.leader in eligible:
                 return None
-            chosen = election.offline_partition_leader(replicas, current.isr, eligible, allow_unclean)
+            unclean = eligible.isdisjoint(current.isr) and allow_unclean()
+            chosen = election.offline_partition_leader(replicas, current.isr, eligible, unclean)
             if chosen is None:
                 return None if current.leader == election.NO_LEADER else (election.NO_LEADER, current.isr)
             if chosen[2]:

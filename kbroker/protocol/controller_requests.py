@@ -13,6 +13,7 @@ section (one 0 byte) after each struct.
 """
 from __future__ import annotations
 
+import functools
 import struct
 
 from .hotpath import uvarint
@@ -33,9 +34,22 @@ def _int32s(values) -> bytes:
     return uvarint(len(values) + 1) + struct.pack(f">{len(values)}i", *values)
 
 
+@functools.lru_cache(maxsize=None)
+def _layout(isr: int, replicas: int, offline: int) -> struct.Struct | None:
+    """One struct for a whole partition state whose arrays are this long (each length below 127 is one varint
+    byte); None beyond."""
+    if max(isr, replicas, offline) >= 126:
+        return None
+    return struct.Struct(f">iiiiB{isr}iiB{replicas}iB{offline}iB")
+
+
 def update_metadata_partition(index: int, controller_epoch: int, leader: int, leader_epoch: int, isr, zk_version: int,
                               replicas, offline_replicas) -> bytes:
     """One UpdateMetadataPartitionState (v7)."""
+    layout = _layout(len(isr), len(replicas), len(offline_replicas))
+    if layout is not None:
+        return layout.pack(index, controller_epoch, leader, leader_epoch, len(isr) + 1, *isr, zk_version,
+                           len(replicas) + 1, *replicas, len(offline_replicas) + 1, *offline_replicas, 0)
     return b"".join((_HEAD.pack(index, controller_epoch, leader, leader_epoch), _int32s(isr), _I32.pack(zk_version),
                      _int32s(replicas), _int32s(offline_replicas), _NO_TAGS))
 
@@ -43,6 +57,13 @@ def update_metadata_partition(index: int, controller_epoch: int, leader: int, le
 def leader_and_isr_partition(index: int, controller_epoch: int, leader: int, leader_epoch: int, isr, zk_version: int,
                              replicas, is_new: bool) -> bytes:
     """One LeaderAndIsrPartitionState (v5), with no adding or removing replicas."""
+    # The same layout as an UpdateMetadata state with no offline replicas, then the other empty array, is_new and
+    # no tagged fields.
+    layout = _layout(len(isr), len(replicas), 0)
+    if layout is not None:
+        head = layout.pack(index, controller_epoch, leader, leader_epoch, len(isr) + 1, *isr, zk_version,
+                           len(replicas) + 1, *replicas, 1, 1)   # (the last byte: removing replicas, empty)
+        return head + (b"\x01\x00" if is_new else b"\x00\x00")
     return b"".join((_HEAD.pack(index, controller_epoch, leader, leader_epoch), _int32s(isr), _I32.pack(zk_version),
                      _int32s(replicas), _EMPTY_ARRAY, _EMPTY_ARRAY, b"\x01" if is_new else b"\x00", _NO_TAGS))
 

@@ -740,6 +740,9 @@ def test_controller_request_encoders_match_the_library_byte_for_byte():
     ums = [U.UpdateMetadataPartitionState(partition_index=p, controller_epoch=3, leader=p % 3 - 1, leader_epoch=p,
                                           isr=[1, 2, 3][:p % 4], zk_version=p * 7, replicas=[3, 1, 2],
                                           offline_replicas=[2] if p % 2 else []) for p in range(150)]
+    many = list(range(130))   # arrays of 126+ entries: their length takes two varint bytes
+    ums.append(U.UpdateMetadataPartitionState(partition_index=150, controller_epoch=3, leader=0, leader_epoch=1,
+                                              isr=many, zk_version=1, replicas=many, offline_replicas=many))
     endpoint = U.UpdateMetadataBroker.UpdateMetadataEndpoint(port=9092, host="b1", listener="PLAINTEXT",
                                                              security_protocol=0)
     brokers = [U.UpdateMetadataBroker(id=1, rack=None, endpoints=[endpoint]),
@@ -757,6 +760,10 @@ def test_controller_request_encoders_match_the_library_byte_for_byte():
                                          isr=[1, 2],
                                          zk_version=p, replicas=[1, 2], adding_replicas=[], removing_replicas=[],
                                          is_new=bool(p % 2)) for p in range(150)]
+    lais.append(L.LeaderAndIsrPartitionState(partition_index=150, controller_epoch=3, leader=0, leader_epoch=1,
+                                             isr=many,
+                                             zk_version=1, replicas=many, adding_replicas=[], removing_replicas=[],
+                                             is_new=True))
     leaders = [L.LeaderAndIsrLiveLeader(broker_id=1, host_name="b1", port=9092)]
     full = L(version=5, controller_id=1, controller_epoch=3, broker_epoch=9, type=0, live_leaders=leaders,
              topic_states=[L.LeaderAndIsrTopicState(topic_name="t", topic_id=tid, partition_states=lais)])
