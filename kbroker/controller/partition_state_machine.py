@@ -157,7 +157,6 @@ class PartitionStateMachine:
             if not elected:
                 if isinstance(strategy, OfflineElection):
                     offline.append((tp, state.isr if state else []))
-                    self.batch.add_update_metadata(ctx.live_brokers, [tp])
                 results[tp] = None
                 continue
             if tp in unclean_elected:
@@ -172,6 +171,7 @@ class PartitionStateMachine:
             self.batch.add_leader_and_isr(recipients, tp)
             results[tp] = state
         if offline:
+            self.batch.add_update_metadata(ctx.live_brokers, [tp for tp, _ in offline])
             state_change.warning("%d partitions stay offline, no live in-sync replica among their isr: %s",
                                  len(offline), ", ".join(f"{t}-{p} {isr}" for (t, p), isr in offline))
         if elected_now:

@@ -59,17 +59,21 @@ from .log import (CLEAN_SHUTDOWN_FILE, DELETE_DIR_SUFFIX, Log, RunBlocking, Topi
 
 logger = logging.getLogger("kbroker.log")
 
+SHUTDOWN_BATCH = 100   # logs flushed and closed by one thread-pool task at shutdown
+
 
 class LogManager:
     def __init__(self, log_dirs: list[str], default_config: LogConfig, clock: Clock | None = None,
                  run_blocking: RunBlocking | None = None, topic_configs: Mapping[str, LogConfig] | None = None,
                  cleaner_config: CleanerConfig | None = None, initial_offline_dirs: Iterable[str] = (),
-                 dir_failure: LogDirFailureChannel | None = None, halt: Callable[[int], None] = os._exit):
+                 dir_failure: LogDirFailureChannel | None = None, halt: Callable[[int], None] = os._exit,
+                 run_blocking_all: Callable[[list], list] | None = None):
         """Create missing log dirs and load every log in them. topic_configs: the LogConfig of topics with
         overrides (others get default_config). cleaner_config: the log cleaner's settings (default: the
         cleaner is off until start_cleaner). initial_offline_dirs: dirs found unusable before (their
         meta.properties could not be read). dir_failure: where I/O errors are reported (the broker's channel).
-        halt(status) ends the process when every log dir has failed, as Kafka halts."""
+        halt(status) ends the process when every log dir has failed, as Kafka halts. run_blocking_all(fns):
+        run_blocking of several functions at once, their results in order (default: one after the other)."""
         self.log_dirs = [os.path.abspath(d) for d in log_dirs]
         self.default_config = default_config
         self.dir_failure = dir_failure or LogDirFailureChannel()
@@ -77,6 +81,7 @@ class LogManager:
         self._halt = halt
         self._clock = clock or Clock()
         self._run_blocking: RunBlocking = run_blocking or (lambda fn: fn())
+        self._run_blocking_all = run_blocking_all or (lambda fns: [self._run_blocking(fn) for fn in fns])
         self._topic_configs = dict(topic_configs or {})
         self._logs: dict[TopicPartition, Log] = {}
         self._future_logs: dict[TopicPartition, Log] = {}
@@ -563,12 +568,13 @@ class LogManager:
         for log_dir in self.live_log_dirs:   # an offline dir gets no clean shutdown marker: recovery at restart
             if self.dir_failure.has_failed(log_dir):
                 continue
-            logs = self._logs_in_dir(log_dir).values()
+            logs = list(self._logs_in_dir(log_dir).values())
             try:
-                for log in logs:
-                    log.flush()
-                for log in logs:
-                    self._run_blocking(log.close)
+                # Each log flushed then closed (as Kafka's shutdown, which fsyncs each file), off the hub, batches
+                # of SHUTDOWN_BATCH logs at once: one after the other, the fsyncs of thousands of logs took ~20 s.
+                self._run_blocking_all([lambda batch=logs[i:i + SHUTDOWN_BATCH]: [
+                    step() for log in batch for step in (log.flush, log.close)]
+                    for i in range(0, len(logs), SHUTDOWN_BATCH)])
                 self._checkpoint_recovery_points_in(log_dir)
                 self._checkpoint_log_start_offsets_in(log_dir)
                 self._checkpoint_high_watermarks_in(log_dir, {})
