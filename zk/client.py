@@ -571,10 +571,10 @@ class KafkaZkClient:
 
     def update_partition_states_fenced(self, states: dict, epoch_zk_version: int) -> dict:
         """setData of many state znodes {(topic, partition): LeaderAndIsr}, each expecting its zk_version (the
-        partition epoch), WRITE_BATCH per fenced multi, pipelined. Returns {tp: new zkVersion, or None on a
-        version conflict}. A conflict rolls back its multi: the multi's other writes are sent again (in multis of
-        WRITE_BATCH too), until every write went through or conflicted."""
-        items = sorted(states.items())
+        partition epoch), WRITE_BATCH per fenced multi, pipelined in the order given. Returns {tp: new zkVersion,
+        or None on a version conflict}. A conflict rolls back its multi: the multi's other writes are sent again
+        (in multis of WRITE_BATCH too), until every write went through or conflicted."""
+        items = list(states.items())
         out = {}
         while items:
             results, failures = self._fenced_groups(epoch_zk_version, [self._set_state_op(tp, s) for tp, s in items])

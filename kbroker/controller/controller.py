@@ -69,7 +69,7 @@ class KafkaController:
                                                  config["controller.socket.timeout.ms"], config.inter_broker_security)
         self.batch = RequestBatch(self.ctx, self.channels, self._on_stop_replica_response,
                                   self._on_leader_and_isr_response)
-        writer = LeaderAndIsrWriter(self.ctx, zk)
+        self.writer = writer = LeaderAndIsrWriter(self.ctx, zk)
         self.partitions = PartitionStateMachine(self.ctx, writer, self.batch, self._unclean_election_enabled)
         self.replicas = ReplicaStateMachine(self.ctx, writer, self.batch)
         self.topic_deletion = TopicDeletionManager(self.ctx, zk, self.replicas, self.batch,
@@ -323,8 +323,8 @@ class KafkaController:
             [(*tp, r) for tp, replicas in ctx.assignments.items() if tp in ctx.partition_states
              for r in replicas if r in ctx.live_brokers], ReplicaState.ONLINE)
         offline = {tp for tp in ctx.assignments if self._needs_leader(tp)}
-        self.partitions.trigger_online_state_change(offline)
-        self._offline_replicas_leave_isr(skip=offline)
+        self._elect_and_take_offline(self.partitions.needing_election(offline), OfflineElection(),
+                                     self._offline_replicas(skip=offline))
         self.batch.send()
         self._process_topic_deletion()
         self.reassignments.resume({t: a for t, a in sorted(loaded.items()) if t in ctx.topic_ids},
@@ -388,15 +388,24 @@ class KafkaController:
             return bool(self.config["unclean.leader.election.enable"])
         return value.lower() == "true"
 
-    def _offline_replicas_leave_isr(self, skip: set) -> None:
-        """Replicas on brokers that are not live go Offline (they leave the ISRs they are in), except in the
-        partitions in skip and those of topics being deleted."""
+    def _offline_replicas(self, skip: set) -> list:
+        """Replicas on brokers that are not live and still in an ISR, except in the partitions in skip and those
+        of topics being deleted: they go Offline (leave the ISR)."""
         ctx = self.ctx
         live = ctx.live_brokers
-        self.replicas.handle_state_changes(
-            [(*tp, r) for tp, state in ctx.partition_states.items()
-             if tp not in skip and tp[0] not in ctx.topics_being_deleted for r in state.isr if r not in live],
-            ReplicaState.OFFLINE)
+        return [(*tp, r) for tp, state in ctx.partition_states.items()
+                if tp not in skip and tp[0] not in ctx.topics_being_deleted for r in state.isr if r not in live]
+
+    def _elect_and_take_offline(self, partitions, strategy, offline_replicas) -> dict:
+        """Elect leaders for the partitions and take the replicas (of other partitions) offline, the state znode
+        writes of both in one pipelined round (as Kafka, elections first: the writes go in that order); the
+        elections' results."""
+        decisions, finish = self.partitions.prepare(partitions, strategy)
+        leaving, finish_leaving = self.replicas.prepare_offline(offline_replicas)
+        written = self.writer.update({**decisions, **leaving}) if decisions or leaving else {}
+        results = finish(written)
+        finish_leaving(written)
+        return results
 
     def _process_unclean_enabled(self, topic: str | None):
         if not self.active:
@@ -436,8 +445,8 @@ class KafkaController:
             self.channels.remove_broker(b)
         dead_set = set(dead)
         led = {tp for tp, s in ctx.partition_states.items() if s.leader in dead_set}
-        self.partitions.trigger_online_state_change(led)
-        self._offline_replicas_leave_isr(skip=led)
+        self._elect_and_take_offline(self.partitions.needing_election(led), OfflineElection(),
+                                     self._offline_replicas(skip=led))
         self.batch.add_update_metadata(ctx.live_brokers, [])
         self.batch.send()
 
@@ -609,8 +618,7 @@ class KafkaController:
         # the broker as a follower; only the partitions it followed take its replica offline.
         led = [tp for tp in to_act_on if ctx.partition_states[tp].leader == broker_id]
         followed = [tp for tp in to_act_on if ctx.partition_states[tp].leader != broker_id]
-        self.partitions.elect(led, ControlledShutdownElection())
-        self.replicas.handle_state_changes([(*tp, broker_id) for tp in followed], ReplicaState.OFFLINE)
+        self._elect_and_take_offline(led, ControlledShutdownElection(), [(*tp, broker_id) for tp in followed])
         self.batch.add_update_metadata(ctx.live_brokers, [])
         self.batch.send()
         result.set((Errors.NONE, sorted(self._replicated_partitions_led_by(broker_id))))

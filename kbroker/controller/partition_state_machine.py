@@ -74,23 +74,38 @@ class PartitionStateMachine:
 
     def trigger_online_state_change(self, partitions=None) -> None:
         """New and Offline partitions (of those given, else all) not queued for deletion become Online."""
+        self.elect(self.needing_election(partitions), OfflineElection())
+
+    def needing_election(self, partitions=None) -> list:
+        """The New and Offline partitions (of those given, else all) not queued for deletion."""
         ctx = self.ctx
         candidates = ctx.assignments if partitions is None else partitions
-        self.elect([tp for tp in candidates if tp[0] not in ctx.topics_to_delete
-                    and ctx.partition_state(tp) in (PartitionState.NEW, PartitionState.OFFLINE)], OfflineElection())
+        return [tp for tp in candidates if tp[0] not in ctx.topics_to_delete
+                and ctx.partition_state(tp) in (PartitionState.NEW, PartitionState.OFFLINE)]
 
     def elect(self, partitions, strategy) -> dict:
         """Move the partitions to Online with the strategy; {tp: its new LeaderAndIsr, or None if no leader
         could be elected} for the partitions whose transition is valid."""
+        decisions, finish = self.prepare(partitions, strategy)
+        return finish(self.writer.update(decisions))
+
+    def prepare(self, partitions, strategy) -> tuple[dict, Callable[[dict], dict]]:
+        """elect() in two halves, so that a caller can write other partitions' changes in the same round: new
+        partitions are created now; for the others, (the writer's decisions, finish(written) -> elect's
+        result)."""
         ctx = self.ctx
         partitions = self._valid(partitions)
         new = [tp for tp in partitions if tp not in ctx.partition_states]
         existing = [tp for tp in partitions if tp in ctx.partition_states]
         results = self._initialize(new) if new else {}
-        if existing:
-            results.update(self._elect_existing(existing, strategy))
-        self.batch.add_update_metadata(ctx.live_brokers, [])
-        return results
+        decisions, finish_existing = self._prepare_existing(existing, strategy)
+
+        def finish(written: dict) -> dict:
+            if existing:
+                results.update(finish_existing(written))
+            self.batch.add_update_metadata(ctx.live_brokers, [])
+            return results
+        return decisions, finish
 
     def _initialize(self, partitions) -> dict:
         ctx = self.ctx
@@ -115,7 +130,7 @@ class PartitionStateMachine:
                               ", ".join(f"{t}-{p} {s.leader} {s.isr}" for (t, p), s in sorted(created.items())))
         return results
 
-    def _elect_existing(self, partitions, strategy) -> dict:
+    def _prepare_existing(self, partitions, strategy):
         ctx = self.ctx
         eligible = ctx.eligible_leaders()
         unclean_elected: set = set()
@@ -145,7 +160,11 @@ class PartitionStateMachine:
                                                                                                    s.isr, e)
             else:
                 decisions[tp] = lambda s, a=replicas, e=eligible: self._controlled_shutdown_decision(a, s, e)
-        written = self.writer.update(decisions)
+        return decisions, lambda written: self._finish_existing(partitions, strategy, written, all_eligible,
+                                                                unclean_elected)
+
+    def _finish_existing(self, partitions, strategy, written: dict, all_eligible: set, unclean_elected: set) -> dict:
+        ctx = self.ctx
         results, offline, elected_now = {}, [], []
         for tp in partitions:
             state = ctx.partition_states.get(tp)

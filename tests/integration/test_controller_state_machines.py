@@ -307,8 +307,10 @@ def test_controlled_shutdown_moves_replicated_leaders_and_does_not_count_single_
     c = controller(zk_client, assignments={("t", 0): [3, 1, 2], ("t", 1): [1, 3], ("solo", 0): [3]},
                    states={("t", 0): (3, [3, 1, 2]), ("t", 1): (1, [1, 3]), ("solo", 0): (3, [3])})
     result = AsyncResult()
+    requests = record_zk_requests(zk_client)
     c._process_controlled_shutdown(3, c.ctx.live_brokers[3].epoch, result)
     assert result.get(timeout=1) == (Errors.NONE, [])          # ("solo", 0) cannot move and is not reported
+    assert requests == ["Transaction"]   # the leader moved and the ISR left: one round of writes (one multi here)
     assert state_znode(zk_client, ("t", 0)) == (state_json(1, 4, [1, 2]), 1)
     assert state_znode(zk_client, ("t", 1)) == (state_json(1, 4, [1]), 1)
     assert state_znode(zk_client, ("solo", 0)) == (state_json(3, OLD_LEADER_EPOCH, [3], 1), 0)   # left alone
