@@ -240,6 +240,7 @@ def main() -> None:
         dev_cluster.down(data)
         if not args.keep:
             shutil.rmtree(data, ignore_errors=True)
+    rows.append(("load average (1, 5, 15 min) at the end", "", ", ".join(f"{x:.1f}" for x in os.getloadavg())))
     width = max(len(r[0]) for r in rows)
     print(f"{'measure':<{width}}  {'figure':>12}  note")
     for name, figure, note in rows:

@@ -170,8 +170,14 @@ class BrokerProcess:
             argv = [sys.executable, "-m", "kbroker.cli", "start", self.config_path, *args]
             if self.netns:
                 argv = ["ip", "netns", "exec", self.netns, *argv]
-            self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                         cwd=_CODE_ROOT, start_new_session=self.detach)
+            # Started with SIGTERM and SIGINT blocked (this thread's mask, inherited): one sent at once stays
+            # pending until `kbroker start` can handle it, instead of killing the interpreter as it starts.
+            mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
+            try:
+                self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                             cwd=_CODE_ROOT, start_new_session=self.detach)
+            finally:
+                signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         return self
 
     def alive(self) -> bool:

@@ -215,6 +215,11 @@ class KafkaServer:
         """Run fn in gevent's thread pool and wait for it, so the hub keeps serving meanwhile."""
         return gevent.get_hub().threadpool.apply(fn)
 
+    def run_blocking_all(self, fns) -> list:
+        """run_blocking of several functions at once (as many as the thread pool has threads); their results."""
+        pool = gevent.get_hub().threadpool
+        return [result.get() for result in [pool.spawn(fn) for fn in fns]]
+
     def _load_logs(self) -> LogManager:
         defaults = LogConfig.from_props(self.config.values)
         topics = set()
@@ -238,7 +243,7 @@ class KafkaServer:
                     log.error("ignoring invalid config of topic %s: %s", topic, e)
         try:
             return LogManager(self.config.log_dirs, defaults, self.clock, self.run_blocking, topic_configs,
-                              initial_offline_dirs=self.initial_offline_dirs)
+                              initial_offline_dirs=self.initial_offline_dirs, run_blocking_all=self.run_blocking_all)
         except KafkaStorageError as e:   # no usable log dir
             raise StartupError(str(e)) from None
 

@@ -381,12 +381,14 @@ class KafkaZkClient:
         return sorted(int(c) for c in self.children("/brokers/ids", watch=watch) if c.isdigit())
 
     def get_all_brokers(self) -> dict[int, z.BrokerInfo]:
-        out = {}
-        for bid in self.get_broker_ids():
-            info = self.get_broker(bid)
-            if info is not None:
-                out[bid] = info
-        return out
+        return self.get_brokers(self.get_broker_ids())
+
+    def get_brokers(self, ids) -> dict[int, z.BrokerInfo]:
+        """The registrations of these brokers, read together (get_many); one that vanished is left out."""
+        ids = list(ids)
+        return {bid: z.BrokerIdZNode.decode(bid, data, stat.czxid)
+                for bid, (data, stat) in zip(ids, self.get_many([z.BrokerIdZNode.path(b) for b in ids]))
+                if data is not None}
 
     # ---- controller election -----------------------------------------------------------------------------
     def get_controller_id(self, watch=None) -> int | None:
@@ -511,6 +513,21 @@ class KafkaZkClient:
         data, _ = self.get(z.TopicZNode.path(topic), watch=watch)
         return z.TopicZNode.decode(data) if data is not None else None
 
+    def get_topic_assignments(self, topics, watch) -> dict[str, z.TopicAssignment | None]:
+        """get_topic_assignment of many topics, each watched, as pipelined getData requests (a multiRead cannot
+        leave watches): one round trip for all."""
+        topics = list(topics)
+        pending = [self.zk.get_async(z.TopicZNode.path(t), watch=watch) for t in topics]
+        out = {}
+        for topic, result in zip(topics, pending):
+            try:
+                data = result.get()[0]
+                out[topic] = z.TopicZNode.decode(data) if data is not None else None
+            except NoNodeError:
+                self.zk.exists(z.TopicZNode.path(topic), watch=watch)
+                out[topic] = None
+        return out
+
     def create_topic_assignment(self, topic: str, assignment: z.TopicAssignment) -> None:
         try:
             self._create_recursive(z.TopicZNode.path(topic), z.TopicZNode.encode(assignment))
@@ -576,42 +593,30 @@ class KafkaZkClient:
 
     def update_partition_states_fenced(self, states: dict, epoch_zk_version: int) -> dict:
         """setData of many state znodes {(topic, partition): LeaderAndIsr}, each expecting its zk_version (the
-        partition epoch), WRITE_BATCH per fenced multi, pipelined. Returns {tp: new zkVersion, or None on a
-        version conflict}. A conflict rolls back its multi: the multi's other writes are sent again, each in
-        its own fenced multi."""
-        items = sorted(states.items())
-        results, failures = self._fenced_groups(epoch_zk_version, [self._set_state_op(tp, s) for tp, s in items])
+        partition epoch), WRITE_BATCH per fenced multi, pipelined in the order given. Returns {tp: new zkVersion,
+        or None on a version conflict}. A conflict rolls back its multi: the multi's other writes are sent again
+        (in multis of WRITE_BATCH too), until every write went through or conflicted."""
+        items = list(states.items())
         out = {}
-        for index, error in failures:
-            if not isinstance(error, (BadVersionError, NoNodeError)):
-                raise error
-            out[items[index][0]] = None
-        rolled_back = []
-        for (tp, state), stat in zip(items, results):
-            if stat is not None:
-                out[tp] = stat.version
-            elif tp not in out:
-                rolled_back.append((tp, state))
-        if rolled_back:
-            out.update(self._update_partition_states_singly(rolled_back, epoch_zk_version))
+        while items:
+            results, failures = self._fenced_groups(epoch_zk_version, [self._set_state_op(tp, s) for tp, s in items])
+            for index, error in failures:
+                if not isinstance(error, (BadVersionError, NoNodeError)):
+                    raise error
+                out[items[index][0]] = None
+            rolled_back = []
+            for (tp, state), stat in zip(items, results):
+                if stat is not None:
+                    out[tp] = stat.version
+                elif tp not in out:
+                    rolled_back.append((tp, state))
+            items = rolled_back
         return out
 
     @staticmethod
     def _set_state_op(tp, state: z.LeaderAndIsr):
         path, data = z.TopicPartitionStateZNode.path(*tp), z.TopicPartitionStateZNode.encode(state)
         return lambda t: t.set_data(path, data, state.zk_version)
-
-    def _update_partition_states_singly(self, items: list, epoch_zk_version: int) -> dict:
-        results = self._fenced_many(epoch_zk_version, [[self._set_state_op(tp, s)] for tp, s in items])
-        out = {}
-        for (tp, _), result in zip(items, results):
-            if isinstance(result, (BadVersionError, NoNodeError)):
-                out[tp] = None
-            elif isinstance(result, Exception):
-                raise result
-            else:
-                out[tp] = result[0].version
-        return out
 
     # ---- producer ids -------------------------------------------------------------------------------------
     def allocate_producer_id_block(self, broker_id: int, block_size: int) -> tuple[int, int]:

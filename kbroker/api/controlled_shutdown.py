@@ -1,9 +1,10 @@
 """ControlledShutdown (key 7), v0-v3: a broker asks the controller to move its leaders away before it stops.
 
 Only the active controller answers (else NOT_CONTROLLER). v0 is sent with request header v0 (no client id);
-v2+ carry the broker epoch (an older one is STALE_BROKER_EPOCH). The answer lists the partitions the broker
-still leads (those with a single replica, or no other in-sync replica); the broker retries until it is empty or
-controlled.shutdown.max.retries is used up, then stops anyway.
+v2+ carry the broker epoch (an older one is STALE_BROKER_EPOCH). The answer lists the replicated partitions the
+broker still leads (no other in-sync replica could take over); single-replica partitions cannot move and are
+left out, as in Kafka 2.8. The broker retries until it is empty or controlled.shutdown.max.retries is used up,
+then stops anyway.
 Authorization: needs ClusterAction on the cluster (else CLUSTER_AUTHORIZATION_FAILED).
 """
 from __future__ import annotations

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 
+from .. import collector
 from ..protocol.errors import Errors
 from ..protocol.interbroker import LeaderAndIsrRequest, LeaderAndIsrResponse
 
@@ -66,5 +67,6 @@ def handle(request, ctx):
     if error:
         return _response(version, error, {}, topic_ids)
     live_leaders = {l.broker_id: (l.host_name, l.port) for l in request.live_leaders}
-    errors = replicas.become_leader_or_follower(request.controller_id, states, topic_ids, live_leaders)
+    with collector.bulk():
+        errors = replicas.become_leader_or_follower(request.controller_id, states, topic_ids, live_leaders)
     return _response(version, Errors.NONE, errors, topic_ids)

@@ -7,6 +7,7 @@ Authorization: needs ClusterAction on the cluster (else CLUSTER_AUTHORIZATION_FA
 """
 from __future__ import annotations
 
+from .. import collector
 from ..protocol.errors import Errors
 from ..protocol.interbroker import StopReplicaRequest, StopReplicaResponse
 
@@ -40,7 +41,8 @@ def handle(request, ctx):
     error = replicas.check_controller_epoch(request.controller_id, request.controller_epoch, "StopReplica")
     if error:
         return RESPONSE(version=version, error_code=error, partition_errors=[])
-    errors = [PartitionError(topic_name=t, partition_index=p,
-                             error_code=replicas.stop_replica(t, p, delete, epoch))
-              for t, p, delete, epoch in _partitions(request, version)]
-    return RESPONSE(version=version, error_code=Errors.NONE, partition_errors=errors)
+    partitions = _partitions(request, version)
+    with collector.bulk():
+        errors = replicas.stop_replicas(partitions)
+    return RESPONSE(version=version, error_code=Errors.NONE, partition_errors=[
+        PartitionError(topic_name=t, partition_index=p, error_code=e) for (t, p, _, _), e in zip(partitions, errors)])

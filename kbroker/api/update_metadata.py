@@ -9,6 +9,7 @@ Authorization: needs ClusterAction on the cluster (else CLUSTER_AUTHORIZATION_FA
 """
 from __future__ import annotations
 
+from .. import collector
 from ..metadata_cache import CachedBroker, PartitionState
 from ..protocol.errors import Errors
 from ..protocol.interbroker import UpdateMetadataRequest, UpdateMetadataResponse
@@ -59,8 +60,9 @@ def handle(request, ctx):
     error = replicas.check_controller_epoch(request.controller_id, request.controller_epoch, "UpdateMetadata")
     if error:
         return RESPONSE(version=version, error_code=error)
-    states, ids = _states(request, version)
-    deleted = broker.metadata_cache.update(request.controller_id, _brokers(request, version), states, ids)
+    with collector.bulk():
+        states, ids = _states(request, version)
+        deleted = broker.metadata_cache.update(request.controller_id, _brokers(request, version), states, ids)
     if deleted:   # partitions of deleted topics: their committed offsets go too (Kafka's handleDeletedPartitions)
         broker.group_coordinator.handle_deleted_partitions(deleted)
     broker.admin_manager.try_complete_delayed_topic_operations({s.topic for s in states})

@@ -6,8 +6,10 @@ A response callback, if any, gets the decoded response; it must only enqueue a c
 
 RequestBatch collects what one controller event decided (Kafka's ControllerBrokerRequestBatch) and sends it
 as at most one LeaderAndIsr, one UpdateMetadata and one StopReplica per broker, in the 2.8 versions
-(LeaderAndIsr v5, UpdateMetadata v7, StopReplica v3). The UpdateMetadata partition states are built once for
-all brokers, and every request is built before any is queued.
+(LeaderAndIsr v5, UpdateMetadata v7, StopReplica v3). LeaderAndIsr and UpdateMetadata are encoded by
+protocol.controller_requests: each partition state once per batch, shared by every broker's request (the
+UpdateMetadata body is encoded once and only its broker epoch differs). Every request is built before any is
+queued.
 """
 from __future__ import annotations
 
@@ -17,13 +19,15 @@ import gevent
 from gevent.queue import Queue
 
 from ..metadata_cache import topic_id_to_uuid
+from ..protocol import controller_requests as encoded
 from ..protocol.client import Connection, KafkaError
 from ..protocol.interbroker import LeaderAndIsrRequest, StopReplicaRequest, UpdateMetadataRequest
 
 log = logging.getLogger("kbroker.controller.channel")
 state_change = logging.getLogger("state-change")
 
-LEADER_AND_ISR_VERSION, UPDATE_METADATA_VERSION, STOP_REPLICA_VERSION = 5, 7, 3
+LEADER_AND_ISR_VERSION, UPDATE_METADATA_VERSION = encoded.LEADER_AND_ISR_VERSION, encoded.UPDATE_METADATA_VERSION
+STOP_REPLICA_VERSION = 3
 LEADER_DURING_DELETE = -2
 EPOCH_DURING_DELETE = -2
 SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
@@ -40,10 +44,11 @@ class _BrokerChannel:
     def _run(self):
         backoff = 0.05
         while True:
-            request, callback = self.queue.get()   # the request carries its version
+            request, body, callback = self.queue.get()   # the request carries its version; body: encoded already
             while True:
                 try:
-                    response = self.client.send(request)
+                    self.client.submit(request, body)   # (all three controller requests are answered)
+                    response = self.client.receive()
                     break
                 except KafkaError as e:
                     log.info("request %s to broker %d failed (%s); retrying", request.name, self.broker_id, e)
@@ -84,10 +89,11 @@ class ControllerChannelManager:
         if channel is not None:
             channel.stop()
 
-    def send(self, broker_id: int, request, callback=None) -> None:
+    def send(self, broker_id: int, request, callback=None, body: bytes | None = None) -> None:
+        """Queue a request (body: its encoded body, when encoded already) for a broker."""
         channel = self.channels.get(broker_id)
         if channel is not None:
-            channel.queue.put((request, callback))
+            channel.queue.put((request, body, callback))
 
     def shutdown(self) -> None:
         for broker_id in list(self.channels):
@@ -137,11 +143,10 @@ class RequestBatch:
     # Every request of a batch is built before any is queued: a channel (and, for the controller's own broker,
     # the LeaderAndIsr handling) starts only once the controller is done, instead of interleaving with it.
 
-    def _leader_and_isr(self, broker_id, partitions):
-        """(request, become-leader count, partition count)."""
+    def _leader_and_isr(self, broker_id, partitions, cache: dict):
+        """(request, encoded body, become-leader count, partition count). cache: {(tp, is_new): encoded state},
+        shared by the brokers of one batch."""
         ctx = self.ctx
-        R = LeaderAndIsrRequest
-        PartitionState = R.LeaderAndIsrPartitionState
         by_topic: dict = {}
         leaders = set()
         leading = 0
@@ -152,10 +157,13 @@ class RequestBatch:
             leader = LEADER_DURING_DELETE if tp[0] in ctx.topics_being_deleted else state.leader
             leaders.add(leader)
             leading += leader == broker_id
-            by_topic.setdefault(tp[0], []).append(PartitionState(
-                partition_index=tp[1], controller_epoch=state.controller_epoch, leader=leader,
-                leader_epoch=state.leader_epoch, isr=list(state.isr), zk_version=state.zk_version,
-                replicas=list(ctx.assignments[tp]), adding_replicas=[], removing_replicas=[], is_new=is_new))
+            piece = cache.get((tp, is_new))
+            if piece is None:
+                piece = cache[(tp, is_new)] = encoded.leader_and_isr_partition(
+                    tp[1], state.controller_epoch, leader, state.leader_epoch, state.isr, state.zk_version,
+                    ctx.assignments[tp], is_new)
+            by_topic.setdefault(tp[0], []).append(piece)
+        R = LeaderAndIsrRequest
         live_leaders = []
         for b in sorted(leaders):
             info = ctx.live_brokers.get(b)
@@ -163,30 +171,26 @@ class RequestBatch:
             if ep is not None:
                 live_leaders.append(R.LeaderAndIsrLiveLeader(broker_id=b, host_name=ep.host, port=ep.port))
         request = R(version=LEADER_AND_ISR_VERSION, controller_id=ctx.broker_id, controller_epoch=ctx.epoch,
-                    broker_epoch=ctx.live_brokers[broker_id].epoch, type=0,
-                    topic_states=[R.LeaderAndIsrTopicState(topic_name=t, topic_id=topic_id_to_uuid(ctx.topic_ids.get(t)),
-                                                           partition_states=ps) for t, ps in by_topic.items()],
-                    live_leaders=live_leaders)
-        return request, leading, sum(len(ps) for ps in by_topic.values())
+                    broker_epoch=ctx.live_brokers[broker_id].epoch, type=0, topic_states=[], live_leaders=live_leaders)
+        body = encoded.encode(request, encoded.topic_states(
+            [(t, topic_id_to_uuid(ctx.topic_ids.get(t)), ps) for t, ps in by_topic.items()]))
+        return request, body, leading, sum(len(ps) for ps in by_topic.values())
 
-    def _update_metadata_topic_states(self, partitions) -> list:
-        """The partition states of an UpdateMetadata; built once per batch and shared by every broker's request."""
+    def _update_metadata_topic_states(self, partitions) -> bytes:
+        """The encoded topic states of an UpdateMetadata; built once per batch and shared by every broker's
+        request."""
         ctx = self.ctx
-        R = UpdateMetadataRequest
-        PartitionState = R.UpdateMetadataPartitionState
         by_topic: dict = {}
         for tp in sorted(partitions):
             state = ctx.partition_states.get(tp)
             if state is None:
                 continue
             replicas = ctx.assignments[tp]
-            by_topic.setdefault(tp[0], []).append(PartitionState(
-                partition_index=tp[1], controller_epoch=state.controller_epoch,
-                leader=LEADER_DURING_DELETE if tp[0] in ctx.topics_being_deleted else state.leader,
-                leader_epoch=state.leader_epoch, isr=list(state.isr), zk_version=state.zk_version,
-                replicas=list(replicas), offline_replicas=[r for r in replicas if not ctx.is_replica_online(r, tp)]))
-        return [R.UpdateMetadataTopicState(topic_name=t, topic_id=topic_id_to_uuid(ctx.topic_ids.get(t)),
-                                           partition_states=ps) for t, ps in by_topic.items()]
+            leader = LEADER_DURING_DELETE if tp[0] in ctx.topics_being_deleted else state.leader
+            by_topic.setdefault(tp[0], []).append(encoded.update_metadata_partition(
+                tp[1], state.controller_epoch, leader, state.leader_epoch, state.isr, state.zk_version, replicas,
+                [r for r in replicas if not ctx.is_replica_online(r, tp)]))
+        return encoded.topic_states([(t, topic_id_to_uuid(ctx.topic_ids.get(t)), ps) for t, ps in by_topic.items()])
 
     def _live_brokers(self) -> list:
         R = UpdateMetadataRequest
@@ -211,37 +215,41 @@ class RequestBatch:
 
     def send(self) -> None:
         ctx = self.ctx
-        out = []   # (broker, request, callback), queued once all are built
+        out = []   # (broker, request, body, callback), queued once all are built
+        leader_and_isr_states: dict = {}
         for b, partitions in self.leader_and_isr.items():
             if b in ctx.live_brokers:
-                request, leading, total = self._leader_and_isr(b, partitions)
+                request, body, leading, total = self._leader_and_isr(b, partitions, leader_and_isr_states)
                 state_change.info("sending LeaderAndIsr request to broker %d with %d become-leader and %d "
                                   "become-follower partitions (controller epoch %d)", b, leading, total - leading,
                                   ctx.epoch)
-                out.append((b, request, self.leader_and_isr_callback))
+                out.append((b, request, body, self.leader_and_isr_callback))
                 gevent.sleep(0)
         sent: dict[int, list[int]] = {}   # partition count -> brokers, for the state-change log
-        built: dict[bool, list] = {}      # every partition or not -> topic states
-        live_brokers = self._live_brokers()
+        built: dict[bool, bytes] = {}     # every partition or not -> body (for the first broker's epoch)
         R = UpdateMetadataRequest
         for b in sorted(self.update_metadata_brokers):
             if b in ctx.live_brokers:
                 everything = b in self.update_metadata_all_partitions
                 partitions = ctx.partition_states if everything else self.update_metadata_partitions
+                epoch = ctx.live_brokers[b].epoch
+                request = R(version=UPDATE_METADATA_VERSION, controller_id=ctx.broker_id, controller_epoch=ctx.epoch,
+                            broker_epoch=epoch, topic_states=[], live_brokers=[])
                 if everything not in built:
-                    built[everything] = self._update_metadata_topic_states(partitions)
+                    envelope = R(version=UPDATE_METADATA_VERSION, controller_id=ctx.broker_id,
+                                 controller_epoch=ctx.epoch, broker_epoch=epoch, topic_states=[],
+                                 live_brokers=self._live_brokers())
+                    built[everything] = encoded.encode(envelope, self._update_metadata_topic_states(partitions))
                     gevent.sleep(0)
                 sent.setdefault(len(partitions), []).append(b)
-                out.append((b, R(version=UPDATE_METADATA_VERSION, controller_id=ctx.broker_id,
-                                 controller_epoch=ctx.epoch, broker_epoch=ctx.live_brokers[b].epoch,
-                                 topic_states=built[everything], live_brokers=live_brokers), None))
+                out.append((b, request, encoded.with_broker_epoch(built[everything], epoch), None))
         for count, brokers in sent.items():
             state_change.info("sending UpdateMetadata request to brokers %s for %d partitions", brokers, count)
         for b, partitions in self.stop_replica.items():
             if b in ctx.live_brokers:
                 state_change.info("sending StopReplica request to broker %d for %d partitions (%d to delete)", b,
                                   len(partitions), sum(partitions.values()))
-                out.append((b, self._stop_replica(b, partitions), self.stop_replica_callback))
+                out.append((b, self._stop_replica(b, partitions), None, self.stop_replica_callback))
         self.clear()
-        for b, request, callback in out:
-            self.channels.send(b, request, callback)
+        for b, request, body, callback in out:
+            self.channels.send(b, request, callback, body)

@@ -33,7 +33,6 @@ in-sync replicas, they leave the ISRs, and UpdateMetadata lists them as offline 
 """
 from __future__ import annotations
 
-import gc
 import logging
 
 import gevent
@@ -42,6 +41,7 @@ from gevent.queue import Queue
 
 from zk import znodes as z
 from zk.client import ControllerMovedError, KafkaZkClient, ZkConnectionLoss, ZkSessionExpired
+from .. import collector
 from ..metadata_cache import uuid_to_topic_id
 from ..protocol.errors import Errors
 from .channel import ControllerChannelManager, RequestBatch
@@ -69,7 +69,7 @@ class KafkaController:
                                                  config["controller.socket.timeout.ms"], config.inter_broker_security)
         self.batch = RequestBatch(self.ctx, self.channels, self._on_stop_replica_response,
                                   self._on_leader_and_isr_response)
-        writer = LeaderAndIsrWriter(self.ctx, zk)
+        self.writer = writer = LeaderAndIsrWriter(self.ctx, zk)
         self.partitions = PartitionStateMachine(self.ctx, writer, self.batch, self._unclean_election_enabled)
         self.replicas = ReplicaStateMachine(self.ctx, writer, self.batch)
         self.topic_deletion = TopicDeletionManager(self.ctx, zk, self.replicas, self.batch,
@@ -112,7 +112,8 @@ class KafkaController:
         while True:
             self.batch.clear()
             try:
-                fn(*args)
+                with collector.bulk():
+                    fn(*args)
                 return
             except ZkConnectionLoss:
                 log.info("ZooKeeper connection lost during %s; retrying when reconnected", fn.__name__)
@@ -309,12 +310,12 @@ class KafkaController:
         for b in self.zk.get_all_brokers().values():
             self._add_live_broker(b)
         loaded = {}
-        for topic in self.zk.get_all_topics(watch=self._on_topics):
-            self._load_topic(topic, loaded)
+        for topic, assignment in self.zk.get_topic_assignments(self.zk.get_all_topics(watch=self._on_topics),
+                                                               self._on_topic).items():
+            self._load_topic(topic, assignment, loaded)
         for tp, state in self.zk.get_partition_states(ctx.assignments).items():
             if state is not None:
                 ctx.partition_states[tp] = state
-        gc.freeze()   # the context just read lives as long as this controller: out of the collector's full passes
         self.batch.add_update_metadata(ctx.live_brokers, None)
         # Replica state machine startup: every live replica learns its partitions' leadership; then the
         # partition state machine's: new and offline partitions get leaders; then offline replicas leave ISRs.
@@ -322,8 +323,8 @@ class KafkaController:
             [(*tp, r) for tp, replicas in ctx.assignments.items() if tp in ctx.partition_states
              for r in replicas if r in ctx.live_brokers], ReplicaState.ONLINE)
         offline = {tp for tp in ctx.assignments if self._needs_leader(tp)}
-        self.partitions.trigger_online_state_change(offline)
-        self._offline_replicas_leave_isr(skip=offline)
+        self._elect_and_take_offline(self.partitions.needing_election(offline), OfflineElection(),
+                                     self._offline_replicas(skip=offline))
         self.batch.send()
         self._process_topic_deletion()
         self.reassignments.resume({t: a for t, a in sorted(loaded.items()) if t in ctx.topic_ids},
@@ -356,11 +357,10 @@ class KafkaController:
         self.ctx.live_brokers[info.id] = info
         self.channels.add_broker(info)
 
-    def _load_topic(self, topic: str, loaded: dict | None = None) -> list[tuple[str, int]]:
-        """Read a topic's assignment (and watch it); backfill its topic id. Returns partitions new to us; the
-        assignment read goes into `loaded` if given."""
+    def _load_topic(self, topic: str, assignment, loaded: dict | None = None) -> list[tuple[str, int]]:
+        """Take in a topic's assignment as read (and watched); backfill its topic id. Returns partitions new to
+        us; the assignment goes into `loaded` if given."""
         ctx = self.ctx
-        assignment = self.zk.get_topic_assignment(topic, watch=self._on_topic)
         if assignment is None:
             return []
         if loaded is not None:
@@ -388,15 +388,24 @@ class KafkaController:
             return bool(self.config["unclean.leader.election.enable"])
         return value.lower() == "true"
 
-    def _offline_replicas_leave_isr(self, skip: set) -> None:
-        """Replicas on brokers that are not live go Offline (they leave the ISRs they are in), except in the
-        partitions in skip and those of topics being deleted."""
+    def _offline_replicas(self, skip: set) -> list:
+        """Replicas on brokers that are not live and still in an ISR, except in the partitions in skip and those
+        of topics being deleted: they go Offline (leave the ISR)."""
         ctx = self.ctx
         live = ctx.live_brokers
-        self.replicas.handle_state_changes(
-            [(*tp, r) for tp, state in ctx.partition_states.items()
-             if tp not in skip and tp[0] not in ctx.topics_being_deleted for r in state.isr if r not in live],
-            ReplicaState.OFFLINE)
+        return [(*tp, r) for tp, state in ctx.partition_states.items()
+                if tp not in skip and tp[0] not in ctx.topics_being_deleted for r in state.isr if r not in live]
+
+    def _elect_and_take_offline(self, partitions, strategy, offline_replicas) -> dict:
+        """Elect leaders for the partitions and take the replicas (of other partitions) offline, the state znode
+        writes of both in one pipelined round (as Kafka, elections first: the writes go in that order); the
+        elections' results."""
+        decisions, finish = self.partitions.prepare(partitions, strategy)
+        leaving, finish_leaving = self.replicas.prepare_offline(offline_replicas)
+        written = self.writer.update({**decisions, **leaving}) if decisions or leaving else {}
+        results = finish(written)
+        finish_leaving(written)
+        return results
 
     def _process_unclean_enabled(self, topic: str | None):
         if not self.active:
@@ -411,12 +420,7 @@ class KafkaController:
         if not self.active:
             return
         ctx = self.ctx
-        ids = set(self.zk.get_broker_ids(watch=self._on_brokers))
-        current = {}
-        for bid in ids:
-            info = self.zk.get_broker(bid)
-            if info is not None:
-                current[bid] = info
+        current = self.zk.get_brokers(self.zk.get_broker_ids(watch=self._on_brokers))
         dead = [b for b in ctx.live_brokers if b not in current]
         new = [b for b in current if b not in ctx.live_brokers]
         bounced = [b for b in current if b in ctx.live_brokers and current[b].epoch > ctx.live_brokers[b].epoch]
@@ -441,8 +445,8 @@ class KafkaController:
             self.channels.remove_broker(b)
         dead_set = set(dead)
         led = {tp for tp, s in ctx.partition_states.items() if s.leader in dead_set}
-        self.partitions.trigger_online_state_change(led)
-        self._offline_replicas_leave_isr(skip=led)
+        self._elect_and_take_offline(self.partitions.needing_election(led), OfflineElection(),
+                                     self._offline_replicas(skip=led))
         self.batch.add_update_metadata(ctx.live_brokers, [])
         self.batch.send()
 
@@ -471,15 +475,15 @@ class KafkaController:
         for gone in ctx.topics() - topics:
             ctx.forget_topic(gone)
         new_partitions = []
-        for topic in sorted(topics - ctx.topics()):
-            new_partitions += self._load_topic(topic)
+        for topic, assignment in sorted(self.zk.get_topic_assignments(topics - ctx.topics(), self._on_topic).items()):
+            new_partitions += self._load_topic(topic, assignment)
         if new_partitions:
             self._on_new_partitions(new_partitions)
 
     def _process_partition_modifications(self, topic: str):
         if not self.active or topic in self.ctx.topics_to_delete:
             return
-        new = self._load_topic(topic)
+        new = self._load_topic(topic, self.zk.get_topic_assignment(topic, watch=self._on_topic))
         if new:
             self._on_new_partitions(new)
 
@@ -503,11 +507,13 @@ class KafkaController:
         ctx = self.ctx
         names = self.zk.get_isr_change_notifications(watch=self._on_isr_changes)
         changed = self.zk.read_isr_change_notifications(names)
-        for tp, state in self.zk.get_partition_states([tp for tp in changed if tp in ctx.assignments]).items():
-            if state is not None:
-                ctx.partition_states[tp] = state
-                state_change.info("partition %s-%d: leader %d changed the isr to %s (leader epoch %d)", *tp,
-                                  state.leader, state.isr, state.leader_epoch)
+        refreshed = {tp: state for tp, state in self.zk.get_partition_states(
+            [tp for tp in changed if tp in ctx.assignments]).items() if state is not None}
+        ctx.partition_states.update(refreshed)
+        if refreshed:
+            state_change.info("%d partitions: their leaders changed the isr (leader, leader epoch, isr): %s",
+                              len(refreshed), ", ".join(f"{t}-{p} {s.leader} {s.leader_epoch} {s.isr}"
+                                                        for (t, p), s in sorted(refreshed.items())))
         known = [tp for tp in changed if tp in ctx.partition_states]
         if known:
             self.batch.add_update_metadata(ctx.live_brokers, known)
@@ -612,8 +618,7 @@ class KafkaController:
         # the broker as a follower; only the partitions it followed take its replica offline.
         led = [tp for tp in to_act_on if ctx.partition_states[tp].leader == broker_id]
         followed = [tp for tp in to_act_on if ctx.partition_states[tp].leader != broker_id]
-        self.partitions.elect(led, ControlledShutdownElection())
-        self.replicas.handle_state_changes([(*tp, broker_id) for tp in followed], ReplicaState.OFFLINE)
+        self._elect_and_take_offline(led, ControlledShutdownElection(), [(*tp, broker_id) for tp in followed])
         self.batch.add_update_metadata(ctx.live_brokers, [])
         self.batch.send()
         result.set((Errors.NONE, sorted(self._replicated_partitions_led_by(broker_id))))

@@ -5,7 +5,11 @@ Every write is fenced by the controller epoch's zkVersion and pipelined: a whole
 ZooKeeper as few multis (zk.client.create_partition_states_fenced / update_partition_states_fenced), never
 one round trip per partition. Updates are compare-and-set on each znode's version (the partition epoch):
 leaders change their ISR behind the controller's back, so a conflict re-reads and decides again, as Kafka's
-partition state machine retries.
+partition state machine retries. Kafka reads every state before deciding; here the first decision is made on
+the context's copy (kept current by the controller's own writes and the ISR change notifications): a write
+decided on a copy that is out of date is refused by the compare-and-set, and a partition left alone on the
+strength of the copy is read and decided again (a leader may have changed its ISR: the ISR change notification
+can still be on its way). The outcome is Kafka's, without reading thousands of znodes first.
 """
 from __future__ import annotations
 
@@ -48,23 +52,26 @@ class LeaderAndIsrWriter:
         written = {}
         if not decisions:
             return written
-        # Decide on what ZooKeeper holds now, as Kafka's elections read the partition states first.
-        pending = {tp: decisions[tp] for tp in self.refresh(decisions) if tp in ctx.partition_states}
+        pending = {tp: decide for tp, decide in decisions.items() if tp in ctx.partition_states}
+        read = set()   # partitions whose state was read from ZooKeeper in this call
         while pending:
-            proposals = {}
+            proposals, again = {}, []
             for tp, decide in pending.items():
                 current = ctx.partition_states[tp]
                 decided = decide(current)
                 if decided is not None:
                     proposals[tp] = z.LeaderAndIsr(decided[0], current.leader_epoch + 1, list(decided[1]), ctx.epoch,
                                                    current.zk_version)
+                elif tp not in read:
+                    again.append(tp)
             versions = self.zk.update_partition_states_fenced(proposals, ctx.epoch_zk_version) if proposals else {}
-            conflicts = []
             for tp, version in versions.items():
                 if version is None:
-                    conflicts.append(tp)
+                    again.append(tp)
                     continue
                 proposals[tp].zk_version = version
                 ctx.partition_states[tp] = written[tp] = proposals[tp]
-            pending = {tp: decisions[tp] for tp in self.refresh(conflicts)}
+            fresh = self.refresh(again)
+            read.update(fresh)
+            pending = {tp: decisions[tp] for tp in fresh}
         return written

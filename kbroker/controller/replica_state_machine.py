@@ -14,6 +14,7 @@ transitions that act:
 from __future__ import annotations
 
 import logging
+from typing import Callable
 
 from . import election
 from .channel import RequestBatch
@@ -40,26 +41,30 @@ class ReplicaStateMachine:
         self.writer = writer
         self.batch = batch
 
-    def handle_state_changes(self, replicas, target: ReplicaState) -> list:
-        """Move the replicas to target; returns those whose transition was valid (the others are logged)."""
-        ctx = self.ctx
+    def _valid(self, replicas, target: ReplicaState) -> list:
+        """The replicas whose transition to target is valid (the others are logged)."""
         valid = []
         for replica in replicas:
-            current = ctx.replica_state(replica)
+            current = self.ctx.replica_state(replica)
             if current in VALID_PREVIOUS[target]:
                 valid.append(replica)
             else:
                 state_change.error("replica %d of partition %s-%d: invalid transition from %s to %s", replica[2],
                                    replica[0], replica[1], current.value, target.value)
+        return valid
+
+    def handle_state_changes(self, replicas, target: ReplicaState) -> list:
+        """Move the replicas to target; returns those whose transition was valid (the others are logged)."""
+        ctx = self.ctx
+        valid = self._valid(replicas, target)
         if target is S.ONLINE:
             for t, p, b in valid:
                 ctx.replica_deletion_states.pop((t, p, b), None)
                 if (t, p) in ctx.partition_states:
                     self.batch.add_leader_and_isr([b], (t, p))
         elif target is S.OFFLINE:
-            for replica in valid:
-                ctx.replica_deletion_states.pop(replica, None)
-            self._go_offline(valid)
+            decisions, finish = self._prepare_offline(valid)
+            finish(self.writer.update(decisions) if decisions else {})
         elif target is S.DELETION_STARTED:
             for t, p, b in valid:
                 self.batch.add_stop_replica([b], (t, p), delete=True)
@@ -71,8 +76,15 @@ class ReplicaStateMachine:
                 ctx.replica_deletion_states[replica] = target
         return valid
 
-    def _go_offline(self, replicas) -> None:
+    def prepare_offline(self, replicas) -> tuple[dict, Callable[[dict], None]]:
+        """handle_state_changes(replicas, Offline) in two halves, so that a caller can write other partitions'
+        changes in the same round: (the writer's decisions, finish(written))."""
+        return self._prepare_offline(self._valid(replicas, S.OFFLINE))
+
+    def _prepare_offline(self, replicas):
         ctx = self.ctx
+        for replica in replicas:
+            ctx.replica_deletion_states.pop(replica, None)
         by_partition: dict[tuple, set] = {}
         for t, p, b in replicas:
             by_partition.setdefault((t, p), set()).add(b)
@@ -86,10 +98,16 @@ class ReplicaStateMachine:
             return decide
         decisions = {tp: leave_isr(tp, offline) for tp, offline in by_partition.items()
                      if tp in ctx.partition_states and not offline.isdisjoint(ctx.partition_states[tp].isr)}
-        written = self.writer.update(decisions) if decisions else {}
+        return decisions, lambda written: self._finish_offline(by_partition, written)
+
+    def _finish_offline(self, by_partition: dict, written: dict) -> None:
+        ctx = self.ctx
+        written = {tp: new for tp, new in written.items() if tp in by_partition}
         for tp, new in sorted(written.items()):
-            state_change.info("partition %s-%d: isr %s after replicas %s went offline", *tp, new.isr,
-                              sorted(by_partition[tp]))
             self.batch.add_leader_and_isr([r for r in ctx.assignments[tp] if r not in by_partition[tp]], tp)
+        if written:
+            state_change.info("%d partitions changed their isr as replicas went offline (isr, replicas offline): %s",
+                              len(written), ", ".join(f"{t}-{p} {new.isr} {sorted(by_partition[(t, p)])}"
+                                                      for (t, p), new in sorted(written.items())))
         for tp, offline in by_partition.items():
             self.batch.add_stop_replica(offline, tp, delete=False)

@@ -41,6 +41,7 @@ import shutil
 import struct
 import time
 import uuid
+import weakref
 from bisect import bisect_left, bisect_right
 from typing import Callable
 
@@ -153,8 +154,11 @@ class Log:
         self.truncation_listeners: list[Callable[["Log", int], None]] = []   # (log, new log end offset)
         self._hw_cache: tuple | None = None
         os.makedirs(self.dir, exist_ok=True)
+        # Through a weak reference: a Log <-> cache cycle would keep a deleted log alive once gc.freeze made it
+        # permanent.
+        this = weakref.ref(self)
         self.leader_epoch_cache = LeaderEpochFileCache(os.path.join(self.dir, LEADER_EPOCH_CHECKPOINT),
-                                                       lambda: self.log_end_offset, self._run_blocking)
+                                                       lambda: this().log_end_offset, self._run_blocking)
         self.producer_state = ProducerStateManager(self.dir)
         next_offset, recovered = self._load_segments(had_clean_shutdown)
         active = self.active_segment

@@ -59,17 +59,21 @@ from .log import (CLEAN_SHUTDOWN_FILE, DELETE_DIR_SUFFIX, Log, RunBlocking, Topi
 
 logger = logging.getLogger("kbroker.log")
 
+SHUTDOWN_BATCH = 100   # logs flushed and closed by one thread-pool task at shutdown
+
 
 class LogManager:
     def __init__(self, log_dirs: list[str], default_config: LogConfig, clock: Clock | None = None,
                  run_blocking: RunBlocking | None = None, topic_configs: Mapping[str, LogConfig] | None = None,
                  cleaner_config: CleanerConfig | None = None, initial_offline_dirs: Iterable[str] = (),
-                 dir_failure: LogDirFailureChannel | None = None, halt: Callable[[int], None] = os._exit):
+                 dir_failure: LogDirFailureChannel | None = None, halt: Callable[[int], None] = os._exit,
+                 run_blocking_all: Callable[[list], list] | None = None):
         """Create missing log dirs and load every log in them. topic_configs: the LogConfig of topics with
         overrides (others get default_config). cleaner_config: the log cleaner's settings (default: the
         cleaner is off until start_cleaner). initial_offline_dirs: dirs found unusable before (their
         meta.properties could not be read). dir_failure: where I/O errors are reported (the broker's channel).
-        halt(status) ends the process when every log dir has failed, as Kafka halts."""
+        halt(status) ends the process when every log dir has failed, as Kafka halts. run_blocking_all(fns):
+        run_blocking of several functions at once, their results in order (default: one after the other)."""
         self.log_dirs = [os.path.abspath(d) for d in log_dirs]
         self.default_config = default_config
         self.dir_failure = dir_failure or LogDirFailureChannel()
@@ -77,6 +81,7 @@ class LogManager:
         self._halt = halt
         self._clock = clock or Clock()
         self._run_blocking: RunBlocking = run_blocking or (lambda fn: fn())
+        self._run_blocking_all = run_blocking_all or (lambda fns: [self._run_blocking(fn) for fn in fns])
         self._topic_configs = dict(topic_configs or {})
         self._logs: dict[TopicPartition, Log] = {}
         self._future_logs: dict[TopicPartition, Log] = {}
@@ -248,19 +253,73 @@ class LogManager:
             if self.dir_failure.has_failed(parent):
                 continue
             try:
-                log = Log(os.path.join(parent, log_dir_name(tp)), config or self._config_for(tp[0]), 0, 0,
-                          self._clock, had_clean_shutdown=True, run_blocking=self._run_blocking,
-                          dir_failure=self.dir_failure)
+                log = self._new_log(tp, parent, config)
             except OSError as e:
-                self.dir_failure.maybe_add_offline_log_dir(
-                    parent, f"Error while creating log for {log_dir_name(tp)} in dir {parent}", e)
+                self._creation_failed(tp, parent, e)
                 continue
-            self.cleaner.attach(log)
-            self._logs[tp] = log
-            self._preferred_dirs.pop(tp, None)
-            logger.info("created log for partition %s in %s", log_dir_name(tp), log.parent_dir)
-            return log
+            return self._add_created(tp, log)
         raise KafkaStorageError(f"No log directories available. Tried {', '.join(tried)}")
+
+    def get_or_create_logs(self, wanted: Mapping) -> dict:
+        """{tp: (config or None, is_new)} -> {tp: its log, or the KafkaError refusing it}: get_or_create_log for
+        many partitions, the new logs' directories and files made in one run_blocking call, off the hub (a
+        LeaderAndIsr of thousands of new partitions blocked the hub for seconds, one file creation after
+        another). A log whose creation fails is tried again as get_or_create_log does, in the other dirs."""
+        out: dict = {}
+        live = [d for d in self._next_log_dirs() if not self.dir_failure.has_failed(d)]
+        counts = {d: sum(1 for log in self._logs.values() if log.parent_dir == d) for d in live} \
+            if len(live) > 1 else {}
+        placed = {}
+        for tp, (config, is_new) in wanted.items():
+            if tp in self._logs:
+                out[tp] = self._logs[tp]
+            elif not is_new and self.offline_dirs:
+                out[tp] = KafkaStorageError(f"Can not create log for {log_dir_name(tp)} because log directories "
+                                            f"{','.join(sorted(self.offline_dirs))} are offline")
+            elif not live:
+                out[tp] = KafkaStorageError("No log directories available")
+            else:
+                parent = self._preferred_dirs.get(tp) or (min(live, key=counts.get) if counts else live[0])
+                counts[parent] = counts.get(parent, 0) + 1
+                placed[tp] = parent
+
+        def create() -> dict:
+            made = {}
+            for tp, parent in placed.items():
+                try:
+                    made[tp] = self._new_log(tp, parent, wanted[tp][0])
+                except OSError as e:
+                    made[tp] = e
+            return made
+        for tp, made in self._run_blocking(create).items():
+            if isinstance(made, OSError):
+                self._creation_failed(tp, placed[tp], made)
+                try:
+                    made = self.get_or_create_log(tp, *wanted[tp])
+                except KafkaStorageError as e:
+                    made = e
+            elif tp in self._logs:   # created meanwhile (the hub ran while this batch was made): keep that one
+                made.close_handlers()
+                made = self._logs[tp]
+            else:
+                made = self._add_created(tp, made)
+            out[tp] = made
+        return out
+
+    def _new_log(self, tp: TopicPartition, parent: str, config: LogConfig | None) -> Log:
+        return Log(os.path.join(parent, log_dir_name(tp)), config or self._config_for(tp[0]), 0, 0, self._clock,
+                   had_clean_shutdown=True, run_blocking=self._run_blocking, dir_failure=self.dir_failure)
+
+    def _creation_failed(self, tp: TopicPartition, parent: str, error: OSError) -> None:
+        self.dir_failure.maybe_add_offline_log_dir(
+            parent, f"Error while creating log for {log_dir_name(tp)} in dir {parent}", error)
+
+    def _add_created(self, tp: TopicPartition, log: Log) -> Log:
+        self.cleaner.attach(log)
+        self._logs[tp] = log
+        self._preferred_dirs.pop(tp, None)
+        logger.info("created log for partition %s in %s", log_dir_name(tp), log.parent_dir)
+        return log
 
     def update_topic_config(self, topic: str, config: LogConfig) -> None:
         """New settings for a topic (its overrides changed): its logs and the ones created later."""
@@ -348,13 +407,18 @@ class LogManager:
 
     def delete_future_log(self, tp: TopicPartition) -> Log | None:
         """Drop the partition's future log (a move cancelled): renamed `-delete`, deleted later."""
+        log = self._retire_future_log(tp)
+        if log is not None:
+            self.write_log_dir_checkpoints(log.parent_dir)
+        return log
+
+    def _retire_future_log(self, tp: TopicPartition) -> Log | None:
         log = self._future_logs.pop(tp, None)
         if log is not None:
             log.rename_dir(log_delete_dir_name(tp))
             self._logs_to_delete.append((self._clock.monotonic_ms() + log.config.file_delete_delay_ms, log))
             logger.info("future log of partition %s is renamed to %s and is scheduled for deletion",
                         log_dir_name(tp), log.dir)
-            self.write_log_dir_checkpoints(log.parent_dir)
         return log
 
     def write_log_dir_checkpoints(self, log_dir: str) -> None:
@@ -362,23 +426,32 @@ class LogManager:
         self._checkpoint_recovery_points_in(log_dir)
         self._checkpoint_log_start_offsets_in(log_dir)
 
-    def delete_log(self, tp: TopicPartition) -> Log | None:
-        """Take the log out: rename its directory `<topic>-<partition>.<uuid>-delete` now and delete it after
-        file.delete.delay.ms (Kafka's asyncDelete); its future log too. Returns the removed log."""
-        self.delete_future_log(tp)
-        log = self._logs.pop(tp, None)
-        if log is None:
-            return None
-        log.rename_dir(log_delete_dir_name(tp))
-        self._checkpoint_recovery_points_in(log.parent_dir)
-        self._checkpoint_log_start_offsets_in(log.parent_dir)
-        self.cleaner.forget(log)
-        self.cleaner.write_checkpoints(only_changed=True)
-        self._logs_to_delete.append((self._clock.monotonic_ms() + log.config.file_delete_delay_ms, log))
-        logger.info("log for partition %s is renamed to %s and is scheduled for deletion", log_dir_name(tp),
-                    log.dir)
-        self.delete_pending_files()
-        return log
+    def delete_logs(self, tps) -> dict[TopicPartition, Log]:
+        """Take the logs out: rename each directory `<topic>-<partition>.<uuid>-delete` now and delete it after
+        file.delete.delay.ms; their future logs too. Then, once for all (Kafka 2.8's asyncDelete of a set: a
+        topic of thousands of partitions must not rewrite its dir's checkpoints once per partition), the
+        checkpoints of the dirs they left. Returns {tp: removed log} of those that had one."""
+        removed, dirs = {}, set()
+        for tp in tps:
+            future = self._retire_future_log(tp)
+            if future is not None:
+                dirs.add(future.parent_dir)
+            log = self._logs.pop(tp, None)
+            if log is None:
+                continue
+            log.rename_dir(log_delete_dir_name(tp))
+            dirs.add(log.parent_dir)
+            self.cleaner.forget(log)
+            self._logs_to_delete.append((self._clock.monotonic_ms() + log.config.file_delete_delay_ms, log))
+            logger.info("log for partition %s is renamed to %s and is scheduled for deletion", log_dir_name(tp),
+                        log.dir)
+            removed[tp] = log
+        for log_dir in sorted(dirs):
+            self.write_log_dir_checkpoints(log_dir)
+        if removed:
+            self.cleaner.write_checkpoints(only_changed=True)
+            self.delete_pending_files()
+        return removed
 
     # ---- periodic work ----------------------------------------------------------------------------------------
 
@@ -495,12 +568,13 @@ class LogManager:
         for log_dir in self.live_log_dirs:   # an offline dir gets no clean shutdown marker: recovery at restart
             if self.dir_failure.has_failed(log_dir):
                 continue
-            logs = self._logs_in_dir(log_dir).values()
+            logs = list(self._logs_in_dir(log_dir).values())
             try:
-                for log in logs:
-                    log.flush()
-                for log in logs:
-                    self._run_blocking(log.close)
+                # Each log flushed then closed (as Kafka's shutdown, which fsyncs each file), off the hub, batches
+                # of SHUTDOWN_BATCH logs at once: one after the other, the fsyncs of thousands of logs took ~20 s.
+                self._run_blocking_all([lambda batch=logs[i:i + SHUTDOWN_BATCH]: [
+                    step() for log in batch for step in (log.flush, log.close)]
+                    for i in range(0, len(logs), SHUTDOWN_BATCH)])
                 self._checkpoint_recovery_points_in(log_dir)
                 self._checkpoint_log_start_offsets_in(log_dir)
                 self._checkpoint_high_watermarks_in(log_dir, {})

@@ -3,7 +3,7 @@
 Controller orders, fenced as Kafka's ReplicaManager fences them: a request from an older controller epoch is
 refused whole (STALE_CONTROLLER_EPOCH), a partition state whose leader epoch is not newer than the applied one
 is refused for that partition, a request stamped with an older broker epoch is STALE_BROKER_EPOCH.
-LeaderAndIsr creates the partition's log (with its topic config from ZooKeeper) on first sight; becoming
+LeaderAndIsr creates the partition's log (with its topic config from ZooKeeper) on first sight, off the hub; becoming
 follower moves the partition to a replica fetcher for its leader (which first truncates by leader epoch);
 becoming leader stops fetching it; the become-leader transitions of one request run several at a time, as each
 waits for its leader-epoch checkpoint's fsyncs. StopReplica stops fetching and, with delete, removes the log.
@@ -37,7 +37,6 @@ time of every hosted log. A topic's series go when its last partition here is de
 """
 from __future__ import annotations
 
-import gc
 import logging
 import uuid
 
@@ -66,6 +65,8 @@ log = logging.getLogger("kbroker.replica")
 
 ISR_NOTIFICATION_INTERVAL_S = 0.25
 LEADER_TRANSITIONS_IN_FLIGHT = 8   # of one LeaderAndIsr; gevent's thread pool (fsyncs) has 10 threads
+LOG_CREATION_BATCH = 100           # new logs made by one thread-pool task
+LOG_CREATIONS_IN_FLIGHT = 4        # such tasks at once
 MARKER_TIMEOUT_MS = 30000          # Kafka appends markers with request.timeout.ms (default 30 s)
 
 
@@ -221,9 +222,18 @@ class ReplicaManager:
         """Apply partition states; returns {(topic, partition): error}."""
         errors = {}
         configs: dict[str, LogConfig] = {}
+        wanted = {}
+        for s in states:
+            tp = (s.topic_name, s.partition_index)
+            if tp not in self.partitions and tp not in self.offline_partitions and self.broker_id in s.replicas:
+                if s.topic_name not in configs:
+                    # Once per topic and request: it walks every log of the broker.
+                    configs[s.topic_name] = config = self.log_config(s.topic_name)
+                    self.log_manager.update_topic_config(s.topic_name, config)
+                wanted[tp] = (configs[s.topic_name], bool(s.is_new))
+        new_logs = self._create_logs(wanted)
         leaders, followers = [], []
         transitions = gevent.pool.Pool(LEADER_TRANSITIONS_IN_FLIGHT)
-        created = False
         for i, s in enumerate(states):
             if i % 100 == 99:
                 gevent.sleep(0)   # thousands of partitions: let ZooKeeper pings and other requests through
@@ -249,14 +259,11 @@ class ReplicaManager:
                 errors[tp] = Errors.STALE_CONTROLLER_EPOCH
                 continue
             if current is None:
-                config = configs.get(tp[0])
-                if config is None:
-                    # Once per topic and request: it walks every log of the broker.
-                    config = configs[tp[0]] = self.log_config(tp[0])
-                    self.log_manager.update_topic_config(tp[0], config)
-                try:
-                    partition_log = self.log_manager.get_or_create_log(tp, config, is_new=bool(s.is_new))
-                except KafkaError as e:
+                partition_log = new_logs.get(tp)
+                if partition_log is None:   # (only if a partition's state appears twice in the request)
+                    partition_log = self.log_manager.get_or_create_logs({tp: (configs[tp[0]], bool(s.is_new))})[tp]
+                if isinstance(partition_log, KafkaError):
+                    e = partition_log
                     state_change.error("partition %s-%d: cannot create its log: %s", tp[0], tp[1], e)
                     if e.code == Errors.KAFKA_STORAGE_ERROR:
                         self.offline_partitions.add(tp)
@@ -267,7 +274,6 @@ class ReplicaManager:
                                     self.config["replica.lag.time.max.ms"])
                 current.on_high_watermark_moved = self._complete_delayed
                 self.partitions[tp] = current
-                created = True
             errors[tp] = Errors.NONE
             if s.leader == self.broker_id:
                 # Becoming leader waits for the leader-epoch checkpoint's fsyncs: several at once (spawn waits
@@ -282,13 +288,20 @@ class ReplicaManager:
         for tp, error in errors.items():
             if error == Errors.NONE and self.log_manager.get_future_log(tp) is not None:
                 self.log_dir_mover.add(tp)
-        if created:
-            # New partitions live as long as this broker hosts them: out of the collector's full passes, as
-            # what the broker loaded at startup (thousands of logs made each full pass cost ~0.2 s).
-            gc.freeze()
         self.fetchers.shutdown_idle()
         self._notify_leadership(leaders, followers, [])
         return errors
+
+    def _create_logs(self, wanted: dict) -> dict:
+        """The logs of partitions new here ({tp: (config, is_new)} -> {tp: log or KafkaError}), made off the hub
+        in batches, several at once (their file creations, most of the cost, overlap in the thread pool)."""
+        items = list(wanted.items())
+        batches = [dict(items[i:i + LOG_CREATION_BATCH]) for i in range(0, len(items), LOG_CREATION_BATCH)]
+        out: dict = {}
+        for made in gevent.pool.Pool(LOG_CREATIONS_IN_FLIGHT).imap_unordered(self.log_manager.get_or_create_logs,
+                                                                              batches):
+            out.update(made)
+        return out
 
     def _make_leader_or_follower(self, tp, partition: Partition, s, topic_id, controller_id: int,
                                  live_leaders: dict, errors: dict) -> None:
@@ -322,28 +335,40 @@ class ReplicaManager:
             except Exception:
                 log.exception("leadership listener %r failed", listener)
 
-    def stop_replica(self, topic: str, partition: int, delete: bool, leader_epoch: int) -> Errors:
-        tp = (topic, partition)
-        if tp in self.offline_partitions:
-            return Errors.KAFKA_STORAGE_ERROR
-        current = self.partitions.get(tp)
-        # -2 (EpochDuringDelete) and -1 (no epoch) always apply; otherwise the epoch must not go backwards.
-        if current is not None and leader_epoch >= 0 and leader_epoch < current.leader_epoch:
-            return Errors.FENCED_LEADER_EPOCH
-        self.fetchers.remove_partition(tp)
+    def stop_replicas(self, requested) -> list[Errors]:
+        """StopReplica: [(topic, partition, delete, leader epoch)] -> the error of each. The logs to delete go
+        in one batch (their dirs' checkpoints are written once, not once per partition)."""
+        errors, stopped, to_delete = [], [], []
+        for topic, partition, delete, leader_epoch in requested:
+            tp = (topic, partition)
+            current = self.partitions.get(tp)
+            if tp in self.offline_partitions:
+                errors.append(Errors.KAFKA_STORAGE_ERROR)
+                continue
+            # -2 (EpochDuringDelete) and -1 (no epoch) always apply; otherwise the epoch must not go backwards.
+            if current is not None and leader_epoch >= 0 and leader_epoch < current.leader_epoch:
+                errors.append(Errors.FENCED_LEADER_EPOCH)
+                continue
+            self.fetchers.remove_partition(tp)
+            self.log_dir_mover.remove(tp)
+            removed = self.partitions.pop(tp, None)
+            if delete:
+                to_delete.append(tp)
+            elif removed is not None:
+                removed.leader = -1
+            state_change.info("stopped replica %s-%d%s", topic, partition, " and deleted it" if delete else "")
+            stopped.append((tp, leader_epoch if leader_epoch >= 0 else None))
+            errors.append(Errors.NONE)
         self.fetchers.shutdown_idle()
-        self.log_dir_mover.remove(tp)
-        removed = self.partitions.pop(tp, None)
-        if delete:
-            self.log_manager.delete_log(tp)
-            if removed is not None and not any(t == topic for t, _ in self.partitions):
+        if to_delete:
+            self.log_manager.delete_logs(to_delete)
+            hosted = {t for t, _ in self.partitions}
+            for topic in {t for t, _ in to_delete} - hosted:
                 self.metrics.remove_topic(topic)
-        elif removed is not None:
-            removed.leader = -1
-        self._complete_delayed(tp)
-        state_change.info("stopped replica %s-%d%s", topic, partition, " and deleted it" if delete else "")
-        self._notify_leadership([], [], [(tp, leader_epoch if leader_epoch >= 0 else None)])
-        return Errors.NONE
+        for tp, _ in stopped:
+            self._complete_delayed(tp)
+        self._notify_leadership([], [], stopped)
+        return errors
 
     def alter_replica_log_dirs(self, partition_dirs: dict) -> dict:
         """{(topic, partition): log dir} -> {(topic, partition): error}: move each hosted replica to the log dir

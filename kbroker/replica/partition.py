@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+import weakref
 from dataclasses import dataclass
 
 from ..log.config import LogConfig
@@ -72,6 +73,13 @@ class RemoteReplica:
     last_fetch_ms: int = 0
 
 
+def _track_first_unstable_offset(log) -> None:
+    """The log's reads stop at the first unstable offset of its producer state. Through a weak reference: a log
+    whose own attribute refers back to it is a cycle, which outlives the log once gc.freeze made it permanent."""
+    this = weakref.ref(log)
+    log.first_unstable_offset = lambda: this().producer_state.first_unstable_offset(this().high_watermark)
+
+
 class Partition:
     def __init__(self, topic: str, index: int, broker_id: int, log, clock, isr_writer, lag_max_ms: int):
         self.topic, self.index = topic, index
@@ -93,7 +101,7 @@ class Partition:
         # produce and fetch requests waiting on it)
         self.on_high_watermark_moved = lambda tp: None
         self.producer_state = log.producer_state
-        log.first_unstable_offset = lambda: self.producer_state.first_unstable_offset(log.high_watermark)
+        _track_first_unstable_offset(log)
         self._records_config = (log.config, records_config(log.config))
 
     @property
@@ -323,7 +331,7 @@ class Partition:
         log.flush_observer = self.log.flush_observer
         self.log = log
         self.producer_state = log.producer_state
-        log.first_unstable_offset = lambda: self.producer_state.first_unstable_offset(log.high_watermark)
+        _track_first_unstable_offset(log)
 
     def truncate_to(self, offset: int, reason: str) -> None:
         if offset < self.log.log_end_offset:

@@ -239,6 +239,15 @@ def test_sigterm_right_after_registration_is_a_clean_stop(cluster_factory):
     assert c.zk.get_broker_ids() == []
 
 
+def test_sigterm_while_loading_stops_without_starting(tmp_path):
+    """A stop sent the moment the process exists, long before the broker's handlers are installed (Python is still
+    loading it): the broker notes it, exits 0 and never starts."""
+    b = BrokerProcess.create(1, str(tmp_path / "broker-1"), f"127.0.0.1:{free_port()}").start()
+    assert b.terminate(30) == 0
+    assert "SIGTERM received while loading: stopped before starting" in b.log()
+    assert "could not connect to ZooKeeper" not in b.log()
+
+
 def test_stale_controller_epoch_refused(cluster1):
     c = cluster1
     b = c.brokers[1]

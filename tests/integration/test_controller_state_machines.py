@@ -34,14 +34,15 @@ OLD_LEADER_EPOCH = 3
 
 
 class FakeChannels:
-    """Where the controller hands each request to the network (ControllerChannelManager.send): records the
-    request objects RequestBatch built, exactly as they would be encoded for the broker."""
+    """Where the controller hands each request to the network (ControllerChannelManager.send): records each
+    request as the broker would decode it from the bytes RequestBatch built."""
 
     def __init__(self):
         self.sent = []
 
-    def send(self, broker_id, request, callback=None):
-        self.sent.append((broker_id, request))
+    def send(self, broker_id, request, callback=None, body=None):
+        raw = request.encode(version=request.version) if body is None else body
+        self.sent.append((broker_id, type(request).decode(memoryview(raw), version=request.version)))
 
 
 
@@ -115,12 +116,11 @@ def received(c: KafkaController) -> dict:
     """What the brokers receive from controller c: {"LeaderAndIsr" | "UpdateMetadata" | "StopReplica": {broker:
     {(topic, partition): fields}}} with fields (leader, leader epoch, isr, zkVersion, is_new) for LeaderAndIsr,
     (leader, leader epoch, isr, zkVersion, offline replicas) for UpdateMetadata, (leader epoch, delete) for
-    StopReplica, read from each request as encoded and decoded again. Checks that each request carries controller
+    StopReplica, read from each request as the broker decodes it. Checks that each request carries controller
     1, its epoch, the broker's epoch, and the 2.8 version, and that a batch sends each broker one of each."""
     ctx = c.ctx
     out: dict = {"LeaderAndIsr": {}, "UpdateMetadata": {}, "StopReplica": {}}
-    for broker, built in c.batch.channels.sent:
-        request = type(built).decode(built.encode(version=built.version), version=built.version)
+    for broker, request in c.batch.channels.sent:
         assert (request.controller_id, request.controller_epoch) == (1, ctx.epoch)
         assert request.broker_epoch == ctx.live_brokers[broker].epoch
         if isinstance(request, LeaderAndIsrRequest):
@@ -173,8 +173,10 @@ def test_offline_election_from_the_live_isr_pipelined_and_bumps_the_epoch(zk_cli
     c = controller(zk_client, live=(2, 3), assignments=assignments, states={tp: (1, [1, 3, 2]) for tp in assignments})
     requests = record_zk_requests(zk_client)
     c.partitions.trigger_online_state_change()
-    # The topic's unclean.leader.election.enable, then one read and one write for all 50 partitions.
-    assert requests == ["GetData", "_MultiRead", "Transaction"]
+    # One write for all 50 partitions, decided on the states the controller holds (conditional on each partition
+    # epoch, so nothing is read first; the topic's unclean.leader.election.enable is read only for a partition
+    # without a live in-sync replica, as Kafka).
+    assert requests == ["Transaction"]
     assert state_znode(zk_client, ("t", 7)) == (state_json(2, 4, [3, 2]), 1)
     assert len({zk_client.get(z.TopicPartitionStateZNode.path(*tp))[1].mzxid for tp in assignments}) == 1
     assert c.ctx.partition_states[("t", 7)].zk_version == 1
@@ -222,9 +224,26 @@ def test_a_leaders_isr_write_in_between_is_reread_and_decided_again(zk_client, z
         leader.close()
     assert shrunk == [1]
     assert (new.leader, new.isr, new.zk_version) == (3, [3], 2)
-    assert requests == ["GetData", "_MultiRead", "Transaction", "_MultiRead", "Transaction"]
+    assert requests == ["Transaction", "_MultiRead", "Transaction"]   # refused, re-read, decided again
     assert state_znode(zk_client, ("t", 0)) == (state_json(3, 4, [3]), 2)
     assert send(c)["LeaderAndIsr"] == {b: {("t", 0): (3, 4, [3], 2, False)} for b in (2, 3)}
+
+
+def test_a_partition_left_alone_on_an_outdated_isr_is_read_and_decided_again(zk_client, zk_connect):
+    # The leader (2) took 1 back into the ISR, and its ISR change notification has not reached the controller:
+    # on its own copy a preferred election finds 1 out of sync, so it reads the state and elects 1 (as Kafka,
+    # which reads every state first).
+    tps = {("t", 0): [1, 2]}
+    c = controller(zk_client, assignments=tps, states={("t", 0): (2, [2])})
+    leader = KafkaZkClient(zk_connect, 6000).start()
+    try:
+        assert leader.update_leader_and_isr("t", 0, z.LeaderAndIsr(2, OLD_LEADER_EPOCH, [2, 1], 1, 0)) == 1
+    finally:
+        leader.close()
+    assert c.ctx.partition_states[("t", 0)].isr == [2]
+    new = c.partitions.elect(tps, PreferredElection())[("t", 0)]
+    assert (new.leader, new.isr, new.zk_version) == (1, [2, 1], 2)
+    assert state_znode(zk_client, ("t", 0)) == (state_json(1, 4, [2, 1]), 2)
 
 
 def test_preferred_and_controlled_shutdown_elections(zk_client):
@@ -288,8 +307,10 @@ def test_controlled_shutdown_moves_replicated_leaders_and_does_not_count_single_
     c = controller(zk_client, assignments={("t", 0): [3, 1, 2], ("t", 1): [1, 3], ("solo", 0): [3]},
                    states={("t", 0): (3, [3, 1, 2]), ("t", 1): (1, [1, 3]), ("solo", 0): (3, [3])})
     result = AsyncResult()
+    requests = record_zk_requests(zk_client)
     c._process_controlled_shutdown(3, c.ctx.live_brokers[3].epoch, result)
     assert result.get(timeout=1) == (Errors.NONE, [])          # ("solo", 0) cannot move and is not reported
+    assert requests == ["Transaction"]   # the leader moved and the ISR left: one round of writes (one multi here)
     assert state_znode(zk_client, ("t", 0)) == (state_json(1, 4, [1, 2]), 1)
     assert state_znode(zk_client, ("t", 1)) == (state_json(1, 4, [1]), 1)
     assert state_znode(zk_client, ("solo", 0)) == (state_json(3, OLD_LEADER_EPOCH, [3], 1), 0)   # left alone

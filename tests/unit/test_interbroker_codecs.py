@@ -728,3 +728,47 @@ def test_schema_field_versions_within_valid_versions(cls):
             assert fh == 32767 or fl <= fh <= hi, (cls.__name__, f['name'])
             check(f.get('fields', ()))
     check(cls.json['fields'])
+
+
+def test_controller_request_encoders_match_the_library_byte_for_byte():
+    """kbroker.protocol.controller_requests packs the controller's LeaderAndIsr v5 and UpdateMetadata v7 partition
+    states by hand and splices them into the library's envelope: the bytes must be the library's own, for several
+    topics (a non-ASCII name, a null topic id), empty and longer arrays, is_new both ways, any broker epoch."""
+    from kbroker.protocol import controller_requests as cr
+    tid = uuid.uuid4()
+    U, L = UpdateMetadataRequest, LeaderAndIsrRequest
+    ums = [U.UpdateMetadataPartitionState(partition_index=p, controller_epoch=3, leader=p % 3 - 1, leader_epoch=p,
+                                          isr=[1, 2, 3][:p % 4], zk_version=p * 7, replicas=[3, 1, 2],
+                                          offline_replicas=[2] if p % 2 else []) for p in range(150)]
+    many = list(range(130))   # arrays of 126+ entries: their length takes two varint bytes
+    ums.append(U.UpdateMetadataPartitionState(partition_index=150, controller_epoch=3, leader=0, leader_epoch=1,
+                                              isr=many, zk_version=1, replicas=many, offline_replicas=many))
+    endpoint = U.UpdateMetadataBroker.UpdateMetadataEndpoint(port=9092, host="b1", listener="PLAINTEXT",
+                                                             security_protocol=0)
+    brokers = [U.UpdateMetadataBroker(id=1, rack=None, endpoints=[endpoint]),
+               U.UpdateMetadataBroker(id=2, rack="r2", endpoints=[])]
+    full = U(version=7, controller_id=1, controller_epoch=3, broker_epoch=2 ** 40, live_brokers=brokers, topic_states=[
+        U.UpdateMetadataTopicState(topic_name="ordres-é", topic_id=tid, partition_states=ums),
+        U.UpdateMetadataTopicState(topic_name="x", topic_id=None, partition_states=ums[:1])])
+    pieces = [cr.update_metadata_partition(s.partition_index, s.controller_epoch, s.leader, s.leader_epoch, s.isr,
+                                           s.zk_version, s.replicas, s.offline_replicas) for s in ums]
+    body = cr.encode(U(version=7, controller_id=1, controller_epoch=3, broker_epoch=5, topic_states=[],
+                       live_brokers=brokers), cr.topic_states([("ordres-é", tid, pieces), ("x", None, pieces[:1])]))
+    assert cr.with_broker_epoch(body, 2 ** 40) == bytes(full.encode(version=7))
+
+    lais = [L.LeaderAndIsrPartitionState(partition_index=p, controller_epoch=3, leader=p % 3, leader_epoch=p,
+                                         isr=[1, 2],
+                                         zk_version=p, replicas=[1, 2], adding_replicas=[], removing_replicas=[],
+                                         is_new=bool(p % 2)) for p in range(150)]
+    lais.append(L.LeaderAndIsrPartitionState(partition_index=150, controller_epoch=3, leader=0, leader_epoch=1,
+                                             isr=many,
+                                             zk_version=1, replicas=many, adding_replicas=[], removing_replicas=[],
+                                             is_new=True))
+    leaders = [L.LeaderAndIsrLiveLeader(broker_id=1, host_name="b1", port=9092)]
+    full = L(version=5, controller_id=1, controller_epoch=3, broker_epoch=9, type=0, live_leaders=leaders,
+             topic_states=[L.LeaderAndIsrTopicState(topic_name="t", topic_id=tid, partition_states=lais)])
+    pieces = [cr.leader_and_isr_partition(s.partition_index, s.controller_epoch, s.leader, s.leader_epoch, s.isr,
+                                          s.zk_version, s.replicas, s.is_new) for s in lais]
+    body = cr.encode(L(version=5, controller_id=1, controller_epoch=3, broker_epoch=9, type=0, topic_states=[],
+                       live_leaders=leaders), cr.topic_states([("t", tid, pieces)]))
+    assert body == bytes(full.encode(version=5))

@@ -711,7 +711,7 @@ def test_checkpoint_survives_a_restart_and_deleted_logs_leave_it(tmp_path):
     fill_dups(a, 10, 3)
     fill_dups(b, 10, 3)
     assert lm.clean_logs() == 2
-    lm.delete_log(("b", 0))
+    lm.delete_logs([("b", 0)])
     path = str(tmp_path / "data" / CLEANER_OFFSET_CHECKPOINT)
     assert OffsetCheckpointFile(path).read() == {("a", 0): 30}
     lm.shutdown()

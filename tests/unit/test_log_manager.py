@@ -92,7 +92,7 @@ def test_delete_log_renames_then_deletes_after_the_delay(tmp_path):
     fill(lm.get_or_create_log(("kept", 0)), 3)
     lm.checkpoint_recovery_points()
     assert set(checkpoint(tmp_path, "recovery-point-offset-checkpoint")) == {("gone", 0), ("kept", 0)}
-    removed = lm.delete_log(("gone", 0))
+    removed = lm.delete_logs([("gone", 0)])[("gone", 0)]
     assert lm.get_log(("gone", 0)) is None
     [renamed] = [n for n in os.listdir(tmp_path) if n.startswith("gone-0.")]
     assert renamed.endswith("-delete") and len(renamed) == len("gone-0.") + 32 + len("-delete")
@@ -104,6 +104,41 @@ def test_delete_log_renames_then_deletes_after_the_delay(tmp_path):
     clock.advance(1)
     lm.delete_pending_files()
     assert not os.path.exists(tmp_path / renamed) and os.path.exists(tmp_path / "kept-0")
+
+
+def test_many_logs_are_created_in_one_blocking_call_spread_over_the_dirs(tmp_path):
+    # A LeaderAndIsr of thousands of new partitions: their directories and files are made in one run_blocking
+    # call (the broker's thread pool), not on the hub one by one; placement balances the log dirs as before.
+    a, b = tmp_path / "a", tmp_path / "b"
+    calls = []
+    lm = manager([a, b], run_blocking=lambda fn: (calls.append(fn), fn())[1])
+    kept = lm.get_or_create_log(("t", 0))
+    calls.clear()
+    out = lm.get_or_create_logs({("t", p): (None, True) for p in range(9)})
+    assert len(calls) == 1 and out[("t", 0)] is kept
+    assert sorted(out) == sorted(lm.logs) and all(out[tp] is lm.get_log(tp) for tp in out)
+    assert sorted(len([n for n in os.listdir(d) if n.startswith("t-")]) for d in (a, b)) == [4, 5]
+    assert sorted(os.listdir(out[("t", 1)].dir)) == ["00000000000000000000.index", "00000000000000000000.log",
+                                                     "00000000000000000000.timeindex", "leader-epoch-checkpoint"]
+
+
+def test_deleting_a_topic_writes_each_dirs_checkpoints_once(tmp_path, monkeypatch):
+    # A topic of thousands of partitions is deleted by one StopReplica: its log dirs' checkpoints (which list
+    # every log of the dir) are written once for all, not once per partition, which was quadratic.
+    a, b = tmp_path / "a", tmp_path / "b"
+    lm = manager([a, b])
+    gone = [("gone", p) for p in range(40)]
+    for tp in [*gone, ("kept", 0)]:
+        lm.get_or_create_log(tp)
+    written = []
+    original = OffsetCheckpointFile.write
+    monkeypatch.setattr(OffsetCheckpointFile, "write",
+                        lambda self, offsets: (written.append(self.path), original(self, offsets))[1])
+    assert sorted(lm.delete_logs(gone)) == gone
+    assert sorted(written) == sorted(os.path.join(str(d), name) for d in (a, b)
+                                     for name in ("log-start-offset-checkpoint", "recovery-point-offset-checkpoint"))
+    assert {tp for d in (a, b) for tp in checkpoint(d, "recovery-point-offset-checkpoint")} == {("kept", 0)}
+    assert sorted(lm.logs) == [("kept", 0)]
 
 
 def test_delete_log_waits_for_a_leader_epoch_checkpoint_being_written(tmp_path, monkeypatch):
@@ -136,7 +171,7 @@ def test_delete_log_waits_for_a_leader_epoch_checkpoint_being_written(tmp_path, 
     writer = threading.Thread(target=delete_records)
     writer.start()
     assert started.wait(5)
-    deleter = threading.Thread(target=lm.delete_log, args=(("gone", 0),))
+    deleter = threading.Thread(target=lm.delete_logs, args=([("gone", 0)],))
     deleter.start()
     deleter.join(0.5)   # (without the wait, the directory is renamed by now)
     go.set()

@@ -7,10 +7,14 @@ watermark and the current leader epoch) and shrinking (a follower not caught up 
 "caught up" follows Kafka 2.8's rule for followers always one fetch behind a busy leader), min.insync.replicas
 for acks=all, and the follower side (append, high watermark capped by its own log end offset)."""
 import dataclasses
+import gc
+import weakref
 
 import pytest
 
 from kbroker.clock import MockClock
+from kbroker.log.config import LogConfig
+from kbroker.log.manager import LogManager
 from kbroker.protocol.errors import Errors, KafkaError
 from kbroker.replica.partition import Partition
 
@@ -321,3 +325,24 @@ def test_follower_refuses_corrupt_data_from_the_leader(tmp_path):
     assert e.value.code is Errors.CORRUPT_MESSAGE
     assert p.log.log_end_offset == 0
 
+
+
+def test_a_deleted_log_is_freed_although_frozen(tmp_path):
+    # Brokers gc.freeze what they host after a big LeaderAndIsr. A frozen object in a reference cycle is never
+    # collected: a deleted log (with its partition, segments and indexes) must go by reference counting alone.
+    lm = LogManager([str(tmp_path)], LogConfig(), MockClock())
+    log = lm.get_or_create_log(("orders", 0))
+    p = Partition("orders", 0, 1, log, MockClock(), IsrWriter(), LAG)
+    p.apply_state(1, 5, [1], [1], zk_version=0, controller_epoch=1, topic_id=None)   # a leader-epoch entry
+    produce(p, 3, acks=1)
+    assert p.read(0, 1 << 20, 1, True, -1)[0].length > 0      # read_committed: through first_unstable_offset
+    refs = [weakref.ref(log), weakref.ref(p)]
+    gc.freeze()
+    try:
+        lm.delete_logs([("orders", 0)])
+        lm.delete_pending_files(force=True)
+        del log, p
+        gc.collect()
+        assert [r() for r in refs] == [None, None]
+    finally:
+        gc.unfreeze()
