@@ -174,9 +174,11 @@ class LogSegment:
         return self.offset_index.can_append_offset(offset)
 
     def append(self, largest_offset: int, largest_timestamp: int, offset_of_largest_timestamp: int,
-               data) -> None:
+               data, run_write=None) -> None:
         """Write entries (offsets assigned; largest_offset is the last of them) and add index entries when
-        more than index.interval.bytes were written since the last one."""
+        more than index.interval.bytes were written since the last one. run_write(fn) runs the file write (a
+        thread pool's apply, so that the copy runs beside the hub); the size, and so what reads see, and the
+        index entries only move once the bytes are written."""
         if not data:
             return
         if not self.can_convert_to_relative_offset(largest_offset):
@@ -184,7 +186,7 @@ class LogSegment:
         position = self._size
         if position == 0:
             self._rolling_based_timestamp = largest_timestamp
-        self._write(data)
+        self._write(data, run_write)
         if largest_timestamp > self.max_timestamp_so_far:
             self._max_ts = TimestampOffset(largest_timestamp, offset_of_largest_timestamp)
         if self._bytes_since_last_index_entry > self.index_interval_bytes and not self.offset_index.is_full:
@@ -194,12 +196,19 @@ class LogSegment:
             self._bytes_since_last_index_entry = 0
         self._bytes_since_last_index_entry += len(data)
 
-    def _write(self, data) -> None:
+    def _write(self, data, run_write=None) -> None:
         view = memoryview(data).cast("B")
-        written = 0
-        while written < len(view):
-            written += os.pwrite(self._fd, view[written:], self._size + written)
-        self._size += written
+        fd, position = self._fd, self._size
+
+        def write() -> None:
+            written = 0
+            while written < len(view):
+                written += os.pwrite(fd, view[written:], position + written)
+        if run_write is None:
+            write()
+        else:
+            run_write(write)
+        self._size = position + len(view)
 
     # ---- the max timestamp, rolling -------------------------------------------------------------------------------
 

@@ -155,8 +155,8 @@ class LogDirMover:
             for e in missing:
                 future.leader_epoch_cache.assign(e.epoch, e.start_offset)
             return False
-        if move.stopped or move.truncated is not None:
-            return False
+        if move.stopped or move.truncated is not None or current.append_lock.locked():
+            return False   # (an append writing off the hub would land in the old log after the swap)
         new, old = lm.replace_current_with_future_log(tp)
         move.partition.replace_log(new)
         log.info("partition %s-%d moved to %s (log end offset %d)", tp[0], tp[1], new.parent_dir,

@@ -20,14 +20,16 @@ high watermark capped by its own log end offset, and truncates where its log div
 Moving between log dirs: the mover (log_dir_mover.py) copies into the partition's future log with
 append_replicated, as a follower appends, and switches the partition to it with replace_log.
 
-Appends run without yielding to other greenlets between reading the log end offset and writing (validation
-and file writes do not yield), so two producers to one partition cannot interleave.
+An append holds its log's append_lock from reading the log end offset (offset assignment, sequence checks) to
+the producer state update: a large append's file write runs in the thread pool and yields the hub meanwhile,
+so two producers to one partition queue there instead of interleaving; other partitions go on.
 """
 from __future__ import annotations
 
 import logging
 import uuid
 import weakref
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from ..log.config import LogConfig
@@ -147,65 +149,77 @@ class Partition:
             self.remote = {}
 
     # ---- leader appends -----------------------------------------------------------------------------------
+    @contextmanager
+    def _appending(self):
+        """Hold the append lock of the partition's log (Kafka's leaderIsrUpdateLock read side and Log lock); the
+        log a move swapped in while this waited, if it did. Yields the log."""
+        while True:
+            log = self.log
+            log.append_lock.acquire()
+            if log is self.log:
+                break
+            log.append_lock.release()
+        try:
+            yield log
+        finally:
+            log.append_lock.release()
+
     def append_as_leader(self, records, produce_version: int, acks: int) -> AppendResult:
-        if not self.is_leader:
-            raise KafkaError(Errors.NOT_LEADER_OR_FOLLOWER, f"broker {self.broker_id} is not the leader of "
-                                                            f"{self.topic}-{self.index}")
         if records is None:
             raise KafkaError(Errors.CORRUPT_MESSAGE, "null records")
-        min_isr = self.log.config.min_insync_replicas
-        if acks == -1 and len(self.isr) < min_isr:
-            raise KafkaError(Errors.NOT_ENOUGH_REPLICAS,
-                             f"The size of the current ISR {self.isr} is insufficient to satisfy the min.isr "
-                             f"requirement of {min_isr} for partition {self.topic}-{self.index}")
-        log = self.log
-        now = self.clock.now_ms()
-        info = validate_and_assign(records, produce_version=produce_version, next_offset=log.log_end_offset,
-                                   now_ms=now, config=self.records_config, partition_leader_epoch=self.leader_epoch)
-        if info.first_offset < 0:   # nothing to append (an empty v0-v2 produce)
-            return AppendResult(-1, -1, -1, log.log_start_offset)
-        duplicate = self._check_producers(info, coordinator=produce_version is None)
-        if duplicate is not None:
-            return AppendResult(duplicate.first_offset, duplicate.last_offset, -1, log.log_start_offset)
-        try:
-            log.append(info.records, info.first_offset, info.last_offset, info.max_timestamp,
-                       info.offset_of_max_timestamp, info.record_count)
-        except RecordBatchTooLarge as e:
-            raise KafkaError(Errors.RECORD_LIST_TOO_LARGE, str(e)) from None
-        for b in info.batches:   # the log's own state: a move may have swapped logs while the append yielded
-            if b.producer_id >= 0 and not b.is_control:
-                log.producer_state.update(b.producer_id, b.producer_epoch, b.base_sequence, b.last_sequence,
-                                          b.first_offset, b.last_offset, now, b.is_transactional)
+        with self._appending() as log:   # leadership, offsets, sequences, the write, the producer state
+            self._check_leader(acks)
+            now = self.clock.now_ms()
+            info = validate_and_assign(records, produce_version=produce_version, next_offset=log.log_end_offset,
+                                       now_ms=now, config=self.records_config,
+                                       partition_leader_epoch=self.leader_epoch)
+            if info.first_offset < 0:   # nothing to append (an empty v0-v2 produce)
+                return AppendResult(-1, -1, -1, log.log_start_offset)
+            duplicate = self._check_producers(info, coordinator=produce_version is None)
+            if duplicate is not None:
+                return AppendResult(duplicate.first_offset, duplicate.last_offset, -1, log.log_start_offset)
+            try:
+                log.append(info.records, info.first_offset, info.last_offset, info.max_timestamp,
+                           info.offset_of_max_timestamp, info.record_count)
+            except RecordBatchTooLarge as e:
+                raise KafkaError(Errors.RECORD_LIST_TOO_LARGE, str(e)) from None
+            for b in info.batches:
+                if b.producer_id >= 0 and not b.is_control:
+                    log.producer_state.update(b.producer_id, b.producer_epoch, b.base_sequence, b.last_sequence,
+                                              b.first_offset, b.last_offset, now, b.is_transactional)
         self.maybe_increment_high_watermark()
         log.maybe_flush()
         converted = info.record_count if info.source_magic != self.records_config.magic else 0
         return AppendResult(info.first_offset, info.last_offset, info.log_append_time, log.log_start_offset,
                             info.record_count, converted)
 
-    def append_txn_marker(self, producer_id: int, producer_epoch: int, committed: bool,
-                          coordinator_epoch: int) -> int:
-        """Append a COMMIT/ABORT control batch for the producer (the coordinator's WriteTxnMarkers, after
-        Kafka's epoch and coordinator epoch checks); its offset."""
+    def _check_leader(self, acks: int) -> None:
         if not self.is_leader:
             raise KafkaError(Errors.NOT_LEADER_OR_FOLLOWER, f"broker {self.broker_id} is not the leader of "
                                                             f"{self.topic}-{self.index}")
         min_isr = self.log.config.min_insync_replicas
-        if len(self.isr) < min_isr:
+        if acks == -1 and len(self.isr) < min_isr:
             raise KafkaError(Errors.NOT_ENOUGH_REPLICAS,
                              f"The size of the current ISR {self.isr} is insufficient to satisfy the min.isr "
                              f"requirement of {min_isr} for partition {self.topic}-{self.index}")
-        self.producer_state.check_marker(producer_id, producer_epoch, coordinator_epoch)
-        log = self.log
-        now = self.clock.now_ms()
-        batch = control_batch(producer_id, producer_epoch, committed, coordinator_epoch, now)
-        info = validate_and_assign(batch, produce_version=None, next_offset=log.log_end_offset, now_ms=now,
-                                   config=self.records_config, partition_leader_epoch=self.leader_epoch)
-        log.append(info.records, info.first_offset, info.last_offset, info.max_timestamp,
-                   info.offset_of_max_timestamp, info.record_count)
-        txn = self.producer_state.complete_txn(producer_id, producer_epoch, committed, coordinator_epoch,
-                                               info.first_offset)
-        if txn is not None and txn.aborted:
-            log.add_aborted_txn(txn)
+
+    def append_txn_marker(self, producer_id: int, producer_epoch: int, committed: bool,
+                          coordinator_epoch: int) -> int:
+        """Append a COMMIT/ABORT control batch for the producer (the coordinator's WriteTxnMarkers, after
+        Kafka's epoch and coordinator epoch checks); its offset."""
+        with self._appending() as log:
+            self._check_leader(-1)
+            self.producer_state.check_marker(producer_id, producer_epoch, coordinator_epoch)
+            now = self.clock.now_ms()
+            batch = control_batch(producer_id, producer_epoch, committed, coordinator_epoch, now)
+            info = validate_and_assign(batch, produce_version=None, next_offset=log.log_end_offset, now_ms=now,
+                                       config=self.records_config, partition_leader_epoch=self.leader_epoch)
+            log.append(info.records, info.first_offset, info.last_offset, info.max_timestamp,
+                       info.offset_of_max_timestamp, info.record_count)
+            txn = self.producer_state.complete_txn(producer_id, producer_epoch, committed, coordinator_epoch,
+                                                   info.first_offset)
+            if txn is not None and txn.aborted:
+                log.add_aborted_txn(txn)
         self.maybe_increment_high_watermark()
         log.maybe_flush()
         return info.first_offset
@@ -312,8 +326,10 @@ class Partition:
             entries = list(iter_entries(view, check_crc=True))
         except CorruptEntry as e:
             raise KafkaError(Errors.CORRUPT_MESSAGE, f"data from the leader is corrupt: {e}") from None
-        entries = [e for e in entries if e.last_offset >= log.log_end_offset]
-        if entries:
+        with log.append_lock:
+            entries = [e for e in entries if e.last_offset >= log.log_end_offset]
+            if not entries:
+                return
             start, end = entries[0].position, entries[-1].position + entries[-1].size
             first = entries[0].base_offset if entries[0].base_offset >= 0 else log.log_end_offset
             max_ts, max_ts_offset = -1, -1
