@@ -11,7 +11,7 @@ import pytest
 from kbroker.clock import MockClock
 from kbroker.log.config import LogConfig
 from kbroker.log.errors import OffsetOutOfRange, RecordBatchTooLarge, UnexpectedAppendOffset
-from kbroker.log.log import Log, parse_topic_partition
+from kbroker.log.log import OFF_HUB_WRITE_BYTES, Log, parse_topic_partition
 from kbroker.log.segment import OffsetAndTimestamp
 
 from .test_log_batches import T0, append_batch, fill, legacy_messages, v2_batch
@@ -484,3 +484,23 @@ def test_records_appended_counts_records(tmp_path):
     log = make_log(tmp_path)
     fill(log, 3, count=4)
     assert log.records_appended == 12
+
+
+def test_an_off_hub_write_is_invisible_until_written(tmp_path):
+    """A large append's write runs through run_blocking, holding the append lock; until it returns, reads, the
+    log end offset, the segment size and the index are those before the append."""
+    seen = []
+
+    def run_blocking(write):
+        seen.append((log.log_end_offset, log.active_segment.size, log.read(0, 10 ** 7).records.length,
+                     log.active_segment.offset_index.entries, log.append_lock.locked()))
+        write()
+    log = make_log(tmp_path, run_blocking=run_blocking, index_interval_bytes=1)
+    small = append_batch(log, 0, 3)
+    assert seen == []   # below OFF_HUB_WRITE_BYTES: written in place
+    big = append_batch(log, 3, 100, value_size=1024)
+    assert len(big) >= OFF_HUB_WRITE_BYTES
+    assert seen == [(3, len(small), len(small), 0, True)]
+    assert (log.log_end_offset, log.active_segment.size) == (103, len(small) + len(big))
+    assert log.read(3, 10 ** 7).records.read() == big
+    assert log.active_segment.offset_index.entries == 1
