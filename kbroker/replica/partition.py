@@ -129,24 +129,27 @@ class Partition:
 
     def apply_state(self, leader: int, leader_epoch: int, isr, replicas, zk_version: int, controller_epoch: int,
                     topic_id: uuid.UUID | None) -> None:
-        """Become leader or follower as the controller says (LeaderAndIsr)."""
-        self.leader, self.leader_epoch = leader, leader_epoch
-        self.isr, self.replicas, self.zk_version = list(isr), list(replicas), zk_version
-        self.controller_epoch = controller_epoch
-        if topic_id is not None:
-            self.topic_id = topic_id
-        if self.is_leader:
-            now = self.clock.now_ms()
-            self.leader_epoch_start_offset = self.log.log_end_offset
-            # Before the checkpoint's fsync below yields to the hub: the ISR check and follower fetches that run
-            # meanwhile must see this leadership's followers (the previous ones made the ISR look out of sync).
-            self.remote = {r: RemoteReplica(last_caught_up_ms=now if r in self.isr else 0)
-                           for r in self.replicas if r != self.broker_id}
-            # A new leader epoch starts at the current end of the log.
-            self.log.assign_leader_epoch(leader_epoch, self.leader_epoch_start_offset)
-            self.maybe_increment_high_watermark()
-        else:
-            self.remote = {}
+        """Become leader or follower as the controller says (LeaderAndIsr). Under the append lock (Kafka's
+        leaderIsrUpdateLock): an append still writing off the hub, as follower or leader, finishes first, so the
+        new epoch starts after it."""
+        with self._appending():
+            self.leader, self.leader_epoch = leader, leader_epoch
+            self.isr, self.replicas, self.zk_version = list(isr), list(replicas), zk_version
+            self.controller_epoch = controller_epoch
+            if topic_id is not None:
+                self.topic_id = topic_id
+            if self.is_leader:
+                now = self.clock.now_ms()
+                self.leader_epoch_start_offset = self.log.log_end_offset
+                # Before the checkpoint's fsync below yields to the hub: the ISR check and follower fetches that run
+                # meanwhile must see this leadership's followers (the previous ones made the ISR look out of sync).
+                self.remote = {r: RemoteReplica(last_caught_up_ms=now if r in self.isr else 0)
+                               for r in self.replicas if r != self.broker_id}
+                # A new leader epoch starts at the current end of the log.
+                self.log.assign_leader_epoch(leader_epoch, self.leader_epoch_start_offset)
+                self.maybe_increment_high_watermark()
+            else:
+                self.remote = {}
 
     # ---- leader appends -----------------------------------------------------------------------------------
     @contextmanager

@@ -15,7 +15,7 @@ from tests.integration.test_produce_fetch_bad_input import (NONE, client_for, cr
                                                             wait_leader)
 
 TOPIC = "concurrent"
-PRODUCERS, BATCHES, RECORDS = 4, 6, 80
+PRODUCERS, BATCHES, RECORDS = 4, 5, 270
 
 
 def batches_of(data: bytes) -> list[bytes]:

@@ -498,9 +498,9 @@ def test_an_off_hub_write_is_invisible_until_written(tmp_path):
     log = make_log(tmp_path, run_blocking=run_blocking, index_interval_bytes=1)
     small = append_batch(log, 0, 3)
     assert seen == []   # below OFF_HUB_WRITE_BYTES: written in place
-    big = append_batch(log, 3, 100, value_size=1024)
+    big = append_batch(log, 3, 300, value_size=1024)
     assert len(big) >= OFF_HUB_WRITE_BYTES
     assert seen == [(3, len(small), len(small), 0, True)]
-    assert (log.log_end_offset, log.active_segment.size) == (103, len(small) + len(big))
+    assert (log.log_end_offset, log.active_segment.size) == (303, len(small) + len(big))
     assert log.read(3, 10 ** 7).records.read() == big
     assert log.active_segment.offset_index.entries == 1
