@@ -5,7 +5,7 @@ Runs its own ZooKeeper and three broker processes (`kbroker cluster up` in a tem
 prints a table. Figures are wall-clock on this machine; the anchors (Kafka 1.1 with 10K partitions: controlled
 shutdown ≈3 s, failover ≈3 s) are printed beside them.
 
-    .venv/bin/python -m bench.cluster [--partitions 10000] [--records 200000] [--py-spy DIR]
+    .venv/bin/python -m bench.cluster [--partitions 10000] [--records 1000000] [--py-spy DIR]
 
 Before each timed phase the cluster is let settle: every live broker serves (Metadata) the leaders and ISRs
 ZooKeeper holds, so a phase does not pay for the brokers still applying the previous one. Each phase's leader
@@ -41,10 +41,16 @@ from kbroker.protocol.client import Connection  # noqa: E402
 
 
 def produce_rate(bootstrap: str, topic: str, acks: str, records: int) -> float:
+    """Records/s of one librdkafka producer (idempotent with acks=all), from its first delivered batch on: an
+    idempotent producer's start waits for its producer id, ≈ 0.5 s when librdkafka's PID timer fires first
+    ("Coordinator not up", client side), which would otherwise be half of a short acks=all run."""
     from confluent_kafka import Producer
     p = Producer({"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 5, "batch.size": 1_000_000,
                   "queue.buffering.max.messages": 1_000_000, "enable.idempotence": acks == "all"})
     value = b"x" * 100
+    for i in range(3):
+        p.produce(topic, value=value, partition=i)
+    p.flush(30)
     start = time.perf_counter()
     for i in range(records):
         while True:
@@ -136,7 +142,7 @@ def log_time(path: str, pattern: str, since: int = 0) -> float | None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--partitions", type=int, default=10000, help="partitions of the scale test (RF 2)")
-    parser.add_argument("--records", type=int, default=200000, help="records per acks run (100 bytes each)")
+    parser.add_argument("--records", type=int, default=1000000, help="records per acks run (100 bytes each)")
     parser.add_argument("--keep", action="store_true", help="keep the cluster's temp directory")
     parser.add_argument("--py-spy", metavar="DIR", default=None,
                         help="profile the brokers during each phase into DIR (py-spy in the venv)")
@@ -161,7 +167,7 @@ def main() -> None:
         r1 = produce_rate(bootstrap, "acks", "1", args.records)
         rall = produce_rate(bootstrap, "acks", "all", args.records)
         rows.append(("produce acks=1, RF 3 (records/s)", f"{r1:,.0f}", ""))
-        rows.append(("produce acks=all, RF 3 (records/s)", f"{rall:,.0f}", f"{rall / r1:.0%} of acks=1 (target ≥ 50%)"))
+        rows.append(("produce acks=all, RF 3 (records/s)", f"{rall:,.0f}", f"{rall / r1:.0%} of acks=1 (target ≥ 60%)"))
 
         # 2. Many partitions: create, then kill -9 the broker leading a third of them.
         n = args.partitions
