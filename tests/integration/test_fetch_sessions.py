@@ -229,8 +229,10 @@ def test_idle_partitions_in_a_followers_session_stay_in_sync(cluster_factory):
             conn.close()
         assert resp.responses[0].partition_responses[0].error_code == NONE
         time.sleep(0.2)
-    # the same state znodes: no ISR change at all (a shrink and a later expansion would bump the zkVersion)
-    assert cluster.zk.get_partition_states(tps) == before
+    # the idle partitions' state znodes are unchanged: no ISR change at all (a shrink and a later expansion would
+    # bump the zkVersion); the busy partition 0 is left out: on a loaded machine its follower may really lag 1 s
+    idle = tps[1:]
+    assert cluster.zk.get_partition_states(idle) == {tp: before[tp] for tp in idle}
 
 
 def test_kafka_python_consumes_through_a_session(cluster_factory):

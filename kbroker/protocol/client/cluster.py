@@ -165,9 +165,10 @@ class ClusterClient:
 
     @staticmethod
     def remaining(deadline: float) -> float:
+        """Seconds left before the deadline; TimedOut once it passed (nothing is sent then)."""
         left = deadline - time.monotonic()
         if left <= 0:
-            raise ConnectionLost("Timed out waiting for the cluster.")
+            raise TimedOut("Timed out waiting for the cluster.")
         return left
 
     def backoff(self, deadline: float, what: str) -> None:
