@@ -61,10 +61,11 @@ class Receiver(threading.Thread):
         self.stopping = threading.Event()
 
     def run(self) -> None:
-        while not self.stopping.is_set():
-            for m in self.consumer.consume(1000, 0.1):
-                if m.error() is None:
-                    self.samples.append((_STAMP.unpack_from(m.value())[0], time.monotonic_ns()))
+        poll, samples = self.consumer.poll, self.samples
+        while not self.stopping.is_set():     # poll(), not consume(n): that waits until n records are in
+            m = poll(0.1)
+            if m is not None and m.error() is None:
+                samples.append((_STAMP.unpack_from(m.value())[0], time.monotonic_ns()))
         self.consumer.close()
 
 
