@@ -28,6 +28,9 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 from kafka.record.legacy_records import LegacyRecordBatchBuilder
 
 import kbroker.protocol.schemas as _kbroker_schemas
+from kbroker.protocol.header import (MalformedRequest, parse_request_header_v1, read_uvarint,
+                                     skip_tagged_fields)
+from kbroker.protocol.hotpath import uvarint
 
 SCHEMA_DIRS = (os.path.dirname(_kbroker_schemas.__file__),
                os.path.join(os.path.dirname(_kafka_schemas.__file__), "resources"))
@@ -60,31 +63,6 @@ def in_versions(spec: str | None, version: int) -> bool:
         return version >= int(spec[:-1])
     lo, _, hi = spec.partition("-")
     return int(lo) <= version <= int(hi or lo)
-
-
-def uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append(n & 0x7F | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
-def read_uvarint(buf, pos: int) -> tuple[int, int]:
-    """As the broker reads one (at most 5 bytes); ValueError when it is cut short or longer."""
-    value = shift = 0
-    while True:
-        if pos >= len(buf):
-            raise ValueError("truncated varint")
-        b = buf[pos]
-        pos += 1
-        value |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return value, pos
-        shift += 7
-        if shift > 28:
-            raise ValueError("varint too long")
 
 
 @dataclass
@@ -336,29 +314,18 @@ def frame(payload: bytes) -> bytes:
 
 
 def _body_start(data: bytes) -> int | None:
-    """Where the body starts in a frame (size prefix included), reading the header as the broker does; None
-    when the broker could not read the header (it then closes the connection without looking further)."""
-    key, version = struct.unpack_from(">hh", data, 4)
-    if (key, version) == (CONTROLLED_SHUTDOWN, 0):
-        return 12
-    if len(data) < 14:
+    """Where the body starts in a frame (size prefix included), reading the header with the broker's own
+    header reader; None when the broker could not read the header (it then closes the connection without
+    looking further)."""
+    body = memoryview(data)[4:]
+    try:
+        header = parse_request_header_v1(body)
+        pos = header.size
+        if flexible(header.api_key, header.api_version):
+            pos = skip_tagged_fields(body, pos)
+    except MalformedRequest:
         return None
-    (n,) = struct.unpack_from(">h", data, 12)
-    if n < -1 or 14 + max(n, 0) > len(data):
-        return None
-    pos = 14 + max(n, 0)
-    if flexible(key, version):
-        try:
-            count, pos = read_uvarint(data, pos)
-            for _ in range(count):
-                _, pos = read_uvarint(data, pos)
-                size, pos = read_uvarint(data, pos)
-                pos += size
-                if pos > len(data):
-                    return None
-        except ValueError:
-            return None
-    return pos
+    return 4 + pos
 
 
 def fence(data: bytes, rng: random.Random) -> bytes:
