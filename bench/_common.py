@@ -589,6 +589,44 @@ class BenchCluster:
             shutil.rmtree(self.root, ignore_errors=True)
 
 
+# ---- ZooKeeper + three brokers -------------------------------------------------------------------------------
+@contextlib.contextmanager
+def three_brokers(tmp_parent: str | None = None, keep: bool = False, overrides=(), prefix: str = "kbroker-bench-"):
+    """`make up`'s cluster (kbroker.cluster.up: ZooKeeper and three brokers) in a temp dir, stopped and the dir
+    removed (unless keep) on exit. Yields kbroker.cluster's state, with "bootstrap" added."""
+    from kbroker import cluster as dev_cluster
+    data = tempfile.mkdtemp(prefix=prefix, dir=tmp_parent)
+    try:
+        log(f"starting ZooKeeper and 3 brokers in {data}")
+        state = dev_cluster.up(data, 3, free_port(), dev_cluster.free_port_range(3), timeout=120,
+                               overrides=tuple(overrides))
+        state["bootstrap"] = ",".join(f"127.0.0.1:{b['port']}" for b in state["brokers"])
+        yield state
+    finally:
+        dev_cluster.down(data)
+        if keep:
+            log(f"kept {data}")
+        else:
+            shutil.rmtree(data, ignore_errors=True)
+
+
+def create_replicated_topic(state: dict, name: str, partitions: int, config: dict | None = None,
+                            timeout: float = 60.0, interval: float = 0.1) -> None:
+    """A topic with RF 3 on a three_brokers cluster (through ZooKeeper, as kadmin --zookeeper), once every
+    partition has its three replicas in sync."""
+    from kbroker.cluster import wait_until
+    from zk.admin import AdminZkClient
+    from zk.client import KafkaZkClient
+    zk = KafkaZkClient(state["zookeeper"]["connect"], 30000).start()
+    try:
+        AdminZkClient(zk).create_topic(name, config or {}, partitions=partitions, replication_factor=3)
+        tps = [(name, p) for p in range(partitions)]
+        wait_until(lambda: all(s and len(s.isr) == 3 for s in zk.get_partition_states(tps).values()), timeout,
+                   interval)
+    finally:
+        zk.close()
+
+
 class PySpy:
     """`py-spy record --pid` around a measured phase (optional)."""
 

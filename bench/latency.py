@@ -16,11 +16,10 @@ as the records are committed).
 """
 from __future__ import annotations
 
+import contextlib
 import os
-import shutil
 import struct
 import sys
-import tempfile
 import threading
 import time
 
@@ -28,11 +27,9 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if REPO not in sys.path:
     sys.path.insert(0, REPO)
 
-from bench._common import PySpy, bench_parser, fmt_rate, log, print_table  # noqa: E402
-from kbroker import cluster as dev_cluster  # noqa: E402
-from kbroker.cluster import free_port, free_port_range, wait_until  # noqa: E402
-from zk import admin as zk_admin  # noqa: E402
-from zk.client import KafkaZkClient  # noqa: E402
+from bench._common import (PySpy, bench_parser, create_replicated_topic, fmt_rate, log, print_table,  # noqa: E402
+                           three_brokers)
+from kbroker.cluster import wait_until  # noqa: E402
 
 _STAMP = struct.Struct(">q")
 TARGET_P50_MS, TARGET_P99_MS = 3.0, 15.0
@@ -127,32 +124,21 @@ def main() -> None:
     args = parser.parse_args()
     cases = args.acks or ["all", "1"]
 
-    data = tempfile.mkdtemp(prefix="kbroker-bench-latency-", dir=args.tmp_dir)
-    zk_port, base = free_port(), free_port_range(3)
     rows = []
-    try:
-        log(f"starting ZooKeeper and 3 brokers in {data}")
-        state = dev_cluster.up(data, 3, zk_port, base, timeout=120, overrides=tuple(args.broker_prop))
-        bootstrap = ",".join(f"127.0.0.1:{b['port']}" for b in state["brokers"])
-        zk = KafkaZkClient(state["zookeeper"]["connect"], 30000).start()
-        zk_admin.AdminZkClient(zk).create_topic("latency", {"min.insync.replicas": "2"},
-                                                partitions=args.partitions, replication_factor=3)
-        wait_until(lambda: all(s and len(s.isr) == 3 for s in zk.get_partition_states(
-            [("latency", p) for p in range(args.partitions)]).values()), 60)
-        zk.close()
+    with three_brokers(args.tmp_dir, args.keep, args.broker_prop, "kbroker-bench-latency-") as state:
+        bootstrap = state["bootstrap"]
+        create_replicated_topic(state, "latency", args.partitions, {"min.insync.replicas": "2"})
         load = os.getloadavg()[0]
         for acks in cases:
             log(f"acks={acks}: {args.rate:,} records/s of {args.size} B for {args.seconds:g} s")
-            spies = [PySpy(b["pid"], f"{os.path.splitext(args.py_spy)[0]}-acks{acks}-broker-{b['id']}.svg",
-                           args.py_spy_format) for b in state["brokers"]] if args.py_spy else []
-            for s in spies:
-                s.__enter__()
-            try:
+            with contextlib.ExitStack() as profiles:
+                if args.py_spy:      # every broker: FILE-acks<acks>-broker-N.svg
+                    root = os.path.splitext(args.py_spy)[0]
+                    for b in state["brokers"]:
+                        profiles.enter_context(PySpy(b["pid"], f"{root}-acks{acks}-broker-{b['id']}.svg",
+                                                     args.py_spy_format))
                 r = run_case(bootstrap, "latency", args.partitions, acks, args.rate, args.size, args.seconds,
                              args.warmup)
-            finally:
-                for s in spies:
-                    s.__exit__(None, None, None)
             for name, values in (("end to end", r["e2e"]), ("produce (ack)", r["produce"])):
                 p50, p99 = percentile(values, 0.50), percentile(values, 0.99)
                 ratios = (f"{p50 / TARGET_P50_MS:.2f} / {p99 / TARGET_P99_MS:.2f}" if name == "end to end" else "")
@@ -161,10 +147,6 @@ def main() -> None:
                              f"{values[-1] if values else float('nan'):.2f}", ratios])
             if r["failed"] or r["received"] < r["sent"]:
                 log(f"acks={acks}: {r['failed']} failed, {r['received']:,} of {r['sent']:,} received")
-    finally:
-        dev_cluster.down(data)
-        if not args.keep:
-            shutil.rmtree(data, ignore_errors=True)
     print_table(f"Latency at a fixed rate, 3 brokers, RF 3, min ISR 2, {args.partitions} partitions, {args.size} B "
                 f"values, linger.ms 0 (load average {load:.2f} at start; ms)",
                 ["case", "records/s", "samples", "p50", "p99", "p99.9", "max",

