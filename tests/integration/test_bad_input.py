@@ -411,21 +411,27 @@ def _auto_created_topic(s: socket.socket) -> str:
     return topic
 
 
-def test_produce_to_a_topic_name_that_is_not_utf8_is_answered_unknown_topic(broker, witness):
-    """Kafka decodes strings as Java does (bad bytes become U+FFFD), so the name is just an unknown topic."""
-    records = struct.pack(">i", 0)   # empty records
-    body = (_s(None) + struct.pack(">hi", 1, 1000) + struct.pack(">i", 1) + struct.pack(">h", 4) + b"\xff\xfe-t"
-            + struct.pack(">i", 1) + struct.pack(">i", 0) + records)
+def produce_empty_v7(broker, name: bytes, correlation_id: int):
+    """The topic answer of a raw Produce v7 (acks=1) of empty records to partition 0 of the topic named by the
+    raw bytes `name`."""
+    body = (_s(None) + struct.pack(">hi", 1, 1000) + struct.pack(">i", 1) + struct.pack(">h", len(name)) + name
+            + struct.pack(">i", 1) + struct.pack(">i", 0) + struct.pack(">i", 0))
     s = connect(broker)
     try:
-        s.sendall(raw_request(0, 7, 61, body))
+        s.sendall(raw_request(0, 7, correlation_id, body))
         cid, payload = split_header(recv_response(s), flexible_header=False)
-        assert cid == 61
+        assert cid == correlation_id
         (topic,) = ProduceResponse.decode(payload, version=7).responses
-        assert topic.name == "\ufffd\ufffd-t"
-        assert [p.error_code for p in topic.partition_responses] == [UNKNOWN_TOPIC_OR_PARTITION]
+        return topic
     finally:
         s.close()
+
+
+def test_produce_to_a_topic_name_that_is_not_utf8_is_answered_unknown_topic(broker, witness):
+    """Kafka decodes strings as Java does (bad bytes become U+FFFD), so the name is just an unknown topic."""
+    topic = produce_empty_v7(broker, b"\xff\xfe-t", 61)
+    assert topic.name == "\ufffd\ufffd-t"
+    assert [p.error_code for p in topic.partition_responses] == [UNKNOWN_TOPIC_OR_PARTITION]
 
 
 def test_offset_commit_v2_with_the_longest_retention_time_is_stored(broker, witness):
@@ -510,17 +516,8 @@ def test_join_group_naming_a_protocol_twice_completes_the_rebalance(broker, witn
 def test_produce_to_an_internal_topic_is_invalid_topic(broker, witness):
     """The refusal named an error code errors.py lacks, so the handler failed; Kafka answers
     INVALID_TOPIC_EXCEPTION (17) whether or not the internal topic exists yet."""
-    body = (_s(None) + struct.pack(">hi", 1, 1000) + struct.pack(">i", 1) + _s("__transaction_state")
-            + struct.pack(">i", 1) + struct.pack(">i", 0) + struct.pack(">i", 0))
-    s = connect(broker)
-    try:
-        s.sendall(raw_request(0, 7, 81, body))
-        cid, payload = split_header(recv_response(s), flexible_header=False)
-        assert cid == 81
-        (topic,) = ProduceResponse.decode(payload, version=7).responses
-        assert [p.error_code for p in topic.partition_responses] == [INVALID_TOPIC_EXCEPTION]
-    finally:
-        s.close()
+    topic = produce_empty_v7(broker, b"__transaction_state", 81)
+    assert [p.error_code for p in topic.partition_responses] == [INVALID_TOPIC_EXCEPTION]
 
 
 def test_scram_credentials_of_a_user_named_dot_dot_fail_for_that_user(broker, witness):
