@@ -4,9 +4,10 @@ without them (`max.incremental.fetch.session.cache.slots=0`: every fetch round n
 sessions), in the same run.
 
 For each mode: ZooKeeper and three brokers (kbroker.cluster's launcher, free ports, a temp dir), one topic of
-`--partitions` partitions with RF 3, a wait until every partition has its three replicas in sync and the
-brokers' CPU is steady (two consecutive `--settle`-second windows within 10 %: the brokers first finish applying
-LeaderAndIsr and creating logs), then the brokers' user + system CPU time (from /proc) over `--seconds`. The
+`--partitions` partitions with RF 3, a wait until every broker has created all its logs (counted in its log dirs:
+the ISR in ZooKeeper is complete from the start, so it says nothing) and the brokers' CPU is steady (two
+consecutive `--settle`-second windows within 10 %), then the brokers' user + system CPU time (from /proc) over
+`--seconds`. The
 ratio is with sessions ÷ without; the anchor is the issue's "idle followers of 10 K partitions must not burn a
 third of a core".
 
@@ -23,6 +24,7 @@ if REPO not in sys.path:
     sys.path.insert(0, REPO)
 
 from bench._common import bench_parser, create_replicated_topic, log, print_table, three_brokers  # noqa: E402
+from kbroker.cluster import wait_until  # noqa: E402
 
 _TICK = os.sysconf("SC_CLK_TCK")
 
@@ -41,6 +43,8 @@ def idle_cpu(tmp_dir: str | None, partitions: int, settle: float, seconds: float
         started = time.monotonic()
         create_replicated_topic(state, "idle", partitions, timeout=1200, interval=1.0)
         pids = [b["pid"] for b in state["brokers"]]
+        dirs = [d for b in state["brokers"] for d in log_dirs(b["config"])]
+        wait_until(lambda: all(logs_in(d, "idle") >= partitions for d in dirs), 1200, 1.0)
         steady_by, last = time.monotonic() + 600, None
         while time.monotonic() < steady_by:   # the brokers are still applying LeaderAndIsr, creating logs...
             now = sum(usage(pids, settle))
@@ -49,6 +53,21 @@ def idle_cpu(tmp_dir: str | None, partitions: int, settle: float, seconds: float
             last = now
         steady = time.monotonic() - started
         return usage(pids, seconds), steady
+
+
+def log_dirs(config_path: str) -> list[str]:
+    """A broker's log.dirs, from its server.properties."""
+    with open(config_path) as f:
+        props = dict(line.strip().split("=", 1) for line in f if "=" in line and not line.startswith("#"))
+    return props.get("log.dirs", props.get("log.dir", "")).split(",")
+
+
+def logs_in(log_dir: str, topic: str) -> int:
+    """How many partition logs of `topic` the dir holds."""
+    try:
+        return sum(1 for name in os.listdir(log_dir) if name.rpartition("-")[0] == topic)
+    except FileNotFoundError:
+        return 0
 
 
 def usage(pids: list[int], seconds: float) -> list[float]:

@@ -164,10 +164,12 @@ def handle(request, ctx):
     results.update({r[0]: FetchPartitionData(r[0][1], error_code=Errors.TOPIC_AUTHORIZATION_FAILED)
                     for r in context.requests if r[0][0] not in allowed})
     metrics = ctx.broker.metrics
+    stats, stats_topic = None, None
     for tp, data in results.items():
         if data.error_code in _NOT_HOSTED:
             continue   # no series for partitions not led here (clients may name anything)
-        stats = metrics.topic(tp[0])
+        if tp[0] != stats_topic:   # a fetch names a topic's partitions together
+            stats, stats_topic = metrics.topic(tp[0]), tp[0]
         stats.fetch_requests += 1
         if data.error_code:
             stats.failed_fetch_requests += 1

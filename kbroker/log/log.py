@@ -265,6 +265,8 @@ class Log:
     @_io("deleting segments")
     def delete_pending_segments(self, force: bool = False) -> int:
         """Delete the `.deleted` segments whose delay has passed (all with force); returns how many."""
+        if not self._pending_deletes:
+            return 0
         now = self._clock.monotonic_ms()
         due = [s for t, s in self._pending_deletes if force or t <= now]
         if not due:
@@ -594,6 +596,11 @@ class Log:
             self.last_flush_time = self._clock.now_ms()
         if self._pending_flush_offset is not None and self._pending_flush_offset <= self.recovery_point:
             self._pending_flush_offset = None
+
+    def flush_due(self, now_ms: int) -> bool:
+        """Whether `maybe_flush` has work; cheap, as the broker asks it of every log each second."""
+        return (self._pending_flush_offset is not None or self.producer_state.has_unflushed
+                or now_ms - self.last_flush_time >= self.config.flush_ms)
 
     @_io("flushing the log")
     def maybe_flush(self) -> bool:

@@ -87,6 +87,7 @@ class LogManager:
         self._future_logs: dict[TopicPartition, Log] = {}
         self._preferred_dirs: dict[TopicPartition, str] = {}
         self._logs_to_delete: list[tuple[int, Log]] = []
+        self._checkpointed: dict[str, dict[TopicPartition, int]] = {}   # path -> the offsets last written there
         self._create_and_validate_log_dirs({os.path.abspath(d) for d in initial_offline_dirs})
         self.cleaner = LogCleaner(self.live_log_dirs, cleaner_config or CleanerConfig(enable=False), self._clock,
                                   self._run_blocking, lambda: self._logs)
@@ -493,8 +494,9 @@ class LogManager:
         return self.cleaner.clean_logs()
 
     def flush_dirty_logs(self) -> None:
+        now = self._clock.now_ms()
         for log in (*self._logs.values(), *self._future_logs.values()):
-            if log.dir_failed:
+            if log.dir_failed or not log.flush_due(now):
                 continue
             try:
                 log.maybe_flush()
@@ -507,10 +509,15 @@ class LogManager:
                 if log.parent_dir == log_dir}
 
     def _write_checkpoint(self, log_dir: str, name: str, offsets: dict[TopicPartition, int]) -> None:
-        """Write a checkpoint file; an OSError takes the dir offline (KafkaStorageError)."""
+        """Write a checkpoint file, unless it already holds these offsets (10 000 idle partitions would rewrite
+        and fsync the same lines every few seconds); an OSError takes the dir offline (KafkaStorageError)."""
         path = os.path.join(log_dir, name)
+        if self._checkpointed.get(path) == offsets:
+            return
+        self._checkpointed.pop(path, None)
         try:
             self._run_blocking(lambda: OffsetCheckpointFile(path).write(offsets))
+            self._checkpointed[path] = offsets
         except OSError as e:
             message = f"Error while writing to checkpoint file {path}"
             self.dir_failure.maybe_add_offline_log_dir(log_dir, message, e)

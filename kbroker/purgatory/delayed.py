@@ -96,6 +96,7 @@ class DelayedOperationPurgatory:
         self._watchers: dict[Hashable, dict[DelayedOperation, None]] = {}
         self._estimated_total = 0
         self._reaper: gevent.Greenlet | None = None
+        self.checks = 0   # check_and_complete calls so far: a caller compares two readings to know none came
 
     def try_complete_else_watch(self, op: DelayedOperation, keys: Iterable[Hashable]) -> bool:
         """Complete `op` now if it can; else watch it under every key and, if a last check still fails,
@@ -113,8 +114,18 @@ class DelayedOperationPurgatory:
             self._timer.add(op)
         return False
 
+    def watch(self, op: DelayedOperation, keys: Iterable[Hashable]) -> None:
+        """Watch `op` under every key and start its timeout, without checking it first: for a caller that has
+        just found on this hub that it cannot complete, with no `check_and_complete` since (same `checks`),
+        so checking again would find the same. At 10 000 idle partitions a fetch skips a pass over them."""
+        for key in keys:
+            self._watchers.setdefault(key, {})[op] = None
+        self._estimated_total += 1
+        self._timer.add(op)
+
     def check_and_complete(self, key: Hashable) -> int:
         """Try to complete the operations watched under `key`; return how many this call completed."""
+        self.checks += 1
         ops = self._watchers.get(key)
         if ops is None:
             return 0

@@ -36,7 +36,6 @@ LIST_OFFSETS_VERSION = 5
 @dataclass
 class FetchState:
     leader_epoch: int
-    truncating: bool = True
     failed_until: float = 0.0
 
 
@@ -49,6 +48,7 @@ class ReplicaFetcher:
         self.client = Connection(host, port, f"broker-{self.broker_id}-fetcher-{leader_id}",
                                  cfg["replica.socket.timeout.ms"] / 1000.0, cfg.inter_broker_security)
         self.partitions: dict[tuple[str, int], FetchState] = {}
+        self.truncating: set = set()   # partitions added that have not truncated yet (all of them start so)
         self.session = FetchSessionHandler()
         self.backoff = cfg["replica.fetch.backoff.ms"] / 1000.0
         self.wakeup = gevent.event.Event()
@@ -56,10 +56,12 @@ class ReplicaFetcher:
 
     def add(self, tp, leader_epoch: int) -> None:
         self.partitions[tp] = FetchState(leader_epoch)
+        self.truncating.add(tp)
         self.wakeup.set()
 
     def remove(self, tp) -> None:
         self.partitions.pop(tp, None)
+        self.truncating.discard(tp)
 
     def shutdown(self) -> None:
         self.greenlet.kill()
@@ -96,7 +98,7 @@ class ReplicaFetcher:
 
     # ---- truncation ---------------------------------------------------------------------------------------
     def _truncate_pending(self) -> None:
-        pending = [tp for tp, s in self.partitions.items() if s.truncating]
+        pending = list(self.truncating)
         if not pending:
             return
         R = OffsetForLeaderEpochRequest
@@ -124,7 +126,7 @@ class ReplicaFetcher:
                     self._fail(tp, Errors(p.error_code))
                     continue
                 partition.truncate_for_leader_epoch(p.leader_epoch, p.end_offset)
-                self.partitions[tp].truncating = False
+                self.truncating.discard(tp)
 
     # ---- fetching -----------------------------------------------------------------------------------------
     def _fetch_once(self) -> bool:
@@ -135,7 +137,7 @@ class ReplicaFetcher:
         wanted = {}
         for tp, state in self.partitions.items():
             partition = self._partition(tp)
-            if partition is None or state.truncating or state.failed_until > now:
+            if partition is None or tp in self.truncating or state.failed_until > now:
                 continue
             log_ = partition.log
             wanted[tp] = (log_.log_end_offset, log_.log_start_offset, max_bytes, state.leader_epoch)

@@ -42,6 +42,7 @@ import uuid
 
 import gevent
 import gevent.event
+import gevent.lock
 import gevent.pool
 
 from zk import znodes as z
@@ -78,8 +79,10 @@ class DelayedFetch(DelayedOperation):
         self.manager, self.requests, self.min_bytes, self.follower = manager, requests, min_bytes, follower
         self.isolation_level = isolation_level
         self.done = gevent.event.Event()
+        self.checked = False   # whether a partition's change (or the purgatory's first check) looked at it
 
     def try_complete(self) -> bool:
+        self.checked = True
         available = 0
         for tp, fetch_offset, max_bytes, _ in self.requests:
             partition = self.manager.partitions.get(tp)
@@ -161,6 +164,10 @@ class ReplicaManager:
         self.fetch_purgatory = DelayedOperationPurgatory("Fetch", clock)
         self.produce_purgatory = DelayedOperationPurgatory("Produce", clock)
         self.fetchers = ReplicaFetcherManager(self)
+        # Kafka's replicaStateChangeLock: one LeaderAndIsr or StopReplica at a time. A controller whose request
+        # timed out resends it on a new connection while the first still runs (10 000 new logs under load):
+        # without it both created the same logs at once.
+        self.state_change_lock = gevent.lock.RLock()
         self.log_dir_mover = LogDirMover(self, config["replica.fetch.max.bytes"])
         self.conversion_cache = ConversionCache(config["down.conversion.cache.bytes"])
         self.fetch_sessions = FetchSessionCache(config["max.incremental.fetch.session.cache.slots"],
@@ -220,6 +227,10 @@ class ReplicaManager:
     def become_leader_or_follower(self, controller_id: int, states, topic_ids: dict[str, uuid.UUID | None],
                                   live_leaders: dict[int, tuple[str, int]]):
         """Apply partition states; returns {(topic, partition): error}."""
+        with self.state_change_lock:
+            return self._become_leader_or_follower(controller_id, states, topic_ids, live_leaders)
+
+    def _become_leader_or_follower(self, controller_id: int, states, topic_ids, live_leaders) -> dict:
         errors = {}
         configs: dict[str, LogConfig] = {}
         wanted = {}
@@ -338,6 +349,10 @@ class ReplicaManager:
     def stop_replicas(self, requested) -> list[Errors]:
         """StopReplica: [(topic, partition, delete, leader epoch)] -> the error of each. The logs to delete go
         in one batch (their dirs' checkpoints are written once, not once per partition)."""
+        with self.state_change_lock:
+            return self._stop_replicas(requested)
+
+    def _stop_replicas(self, requested) -> list[Errors]:
         errors, stopped, to_delete = [], [], []
         for topic, partition, delete, leader_epoch in requested:
             tp = (topic, partition)
@@ -490,6 +505,9 @@ class ReplicaManager:
     def leader_partition(self, tp) -> Partition:
         """The partition if this broker leads it; else UNKNOWN_TOPIC_OR_PARTITION or NOT_LEADER_OR_FOLLOWER."""
         partition = self.partitions.get(tp)
+        if (partition is not None and partition.leader == self.broker_id and not partition.log.dir_failed
+                and tp not in self.offline_partitions):
+            return partition   # the common case first: an idle session's round asks this of every partition
         if tp in self.offline_partitions or partition is not None and partition.log.dir_failed:
             raise KafkaError(Errors.KAFKA_STORAGE_ERROR, f"Partition {tp[0]}-{tp[1]} is in an offline log directory")
         if partition is None:
@@ -616,10 +634,20 @@ class ReplicaManager:
 
         requests: [(tp, fetch_offset, partition_max_bytes, current_leader_epoch)]. read_fn(requests) does the
         reads and returns (results, bytes read, any error) so the caller decides response limits."""
+        purgatory = self.fetch_purgatory
+        checks = purgatory.checks
         results, size, errored = read_fn(requests)    # a follower's read may move the HW (see Partition)
         if max_wait_ms <= 0 or size >= min_bytes or errored or not requests:
             return results
         op = DelayedFetch(max_wait_ms, self, requests, min_bytes, follower, isolation_level)
-        if not self.fetch_purgatory.try_complete_else_watch(op, [r[0] for r in requests]):
+        keys = [r[0] for r in requests]
+        if checks == purgatory.checks:   # nothing changed behind any partition while reading
+            purgatory.watch(op, keys)
             op.done.wait()
+        elif not purgatory.try_complete_else_watch(op, keys):
+            op.done.wait()
+        if not size and not op.checked:
+            # The wait ran out with no partition of the fetch changing: the empty read still holds (an idle
+            # session's round reads its partitions once, not twice).
+            return results
         return read_fn(requests)[0]

@@ -59,6 +59,23 @@ def test_completes_immediately_without_watching():
     assert (p.watched("a"), p.delayed, op.events) == (0, 0, ["complete"])
 
 
+def test_watch_without_a_first_check_then_a_check_completes_and_checks_are_counted():
+    """`watch` is for a caller that has just checked itself (the idle fetch): the op is not tried until a key
+    is checked, and `checks` tells the caller whether any check came in between."""
+    clock, p = make()
+    waiting, expiring = Op(100), Op(100)
+    before = p.checks
+    p.watch(waiting, ["a"])
+    p.watch(expiring, ["b"])
+    assert (waiting.tries, p.watched("a"), p.delayed, p.checks) == (0, 1, 2, before)
+    waiting.ready = True
+    assert p.check_and_complete("a") == 1 and p.checks == before + 1
+    assert waiting.events == ["complete"] and expiring.tries == 0
+    clock.advance(100)
+    p.advance_clock(0)
+    assert expiring.events == ["complete", "expire"] and expiring.tries == 0
+
+
 def test_completion_found_by_the_check_after_watching():
     class ReadyOnSecondTry(Op):
         def try_complete(self):
