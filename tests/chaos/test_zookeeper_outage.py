@@ -21,8 +21,6 @@ retries its requests until connected)."""
 from __future__ import annotations
 
 import os
-import socket
-import threading
 import time
 
 import pytest
@@ -33,6 +31,7 @@ from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, 
 from kbroker.cluster import free_port
 from tests.chaos.harness import AckedProducer, ChaosRun, HistoryReader, read_all, verify
 from tests.integration.conftest import SESSION_TIMEOUT_MS, Cluster, wait_until
+from tests.zk_relay import ZK_GET_CHILDREN, ZK_MULTI, Relay
 from zk import znodes as z
 from zk.client import KafkaZkClient, ZkError
 from zk.launcher import ZooKeeperServer
@@ -41,112 +40,6 @@ TOPIC = "zk-outage"
 PARTITIONS = 3
 OUTAGE_S = 30
 OBSERVER_SESSION_TIMEOUT_MS = 20000   # the test's own client: the longest session a tickTime of 1 s allows
-ZK_GET_CHILDREN, ZK_MULTI = 8, 14     # opcodes of ZooKeeper requests
-
-
-class Relay:
-    """A TCP relay from a local port to ZooKeeper's. cut() closes every connection and closes new ones at once
-    (the brokers cut off from ZooKeeper); heal() lets them through again. drop_next() closes the connection of
-    the next few requests of a kind instead of forwarding them (a connection that breaks just as they are sent)."""
-
-    def __init__(self, target_port: int):
-        self.target_port = target_port
-        self.port = free_port()
-        self.listener = socket.create_server(("127.0.0.1", self.port))
-        self.cut_off = False
-        self.to_drop = (0, None, None)   # (how many more, opcode, path or None for any)
-        self.sockets: set[socket.socket] = set()
-        self.lock = threading.Lock()
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                client, _ = self.listener.accept()
-            except OSError:
-                return   # closed
-            try:
-                if self.cut_off:
-                    raise OSError("cut")
-                upstream = socket.create_connection(("127.0.0.1", self.target_port), timeout=1)
-                upstream.settimeout(None)
-            except OSError:   # cut, or ZooKeeper down: the client sees its connection dropped
-                client.close()
-                continue
-            with self.lock:
-                self.sockets |= {client, upstream}
-            threading.Thread(target=self._pump_requests, args=(client, upstream), daemon=True).start()
-            threading.Thread(target=self._pump, args=(upstream, client), daemon=True).start()
-
-    def _pump(self, src: socket.socket, dst: socket.socket) -> None:
-        try:
-            while data := src.recv(65536):
-                dst.sendall(data)
-        except OSError:
-            pass
-        for s in (src, dst):
-            self._close(s)
-
-    def _pump_requests(self, client: socket.socket, upstream: socket.socket) -> None:
-        """Client to ZooKeeper, frame by frame (a 4-byte length; after the connect request, each request starts
-        with its xid and opcode), closing both ends instead of forwarding a multi that is to be dropped."""
-        buffered, connected = b"", False
-        try:
-            while data := client.recv(65536):
-                buffered += data
-                while len(buffered) >= 4 and len(buffered) >= 4 + int.from_bytes(buffered[:4], "big"):
-                    size = 4 + int.from_bytes(buffered[:4], "big")
-                    frame, buffered = buffered[:size], buffered[size:]
-                    if connected and self._drop(frame):
-                        raise OSError("request dropped")
-                    connected = True
-                    upstream.sendall(frame)
-        except OSError:
-            pass
-        for s in (client, upstream):
-            self._close(s)
-
-    def _drop(self, frame: bytes) -> bool:
-        """Whether to drop this request (length, xid, opcode, then for most requests the path, as a string)."""
-        opcode = int.from_bytes(frame[8:12], "big")
-        with self.lock:
-            count, wanted_opcode, wanted_path = self.to_drop
-            if count <= 0 or opcode != wanted_opcode or (
-                    wanted_path is not None and frame[16:16 + int.from_bytes(frame[12:16], "big")] != wanted_path):
-                return False
-            self.to_drop = (count - 1, wanted_opcode, wanted_path)
-            return True
-
-    def drop_next(self, count: int, opcode: int, path: str | None = None) -> None:
-        with self.lock:
-            self.to_drop = (count, opcode, path.encode() if path is not None else None)
-
-    @property
-    def left_to_drop(self) -> int:
-        return self.to_drop[0]
-
-    def _close(self, s: socket.socket) -> None:
-        with self.lock:
-            self.sockets.discard(s)
-        try:
-            s.shutdown(socket.SHUT_RDWR)   # wakes the pump blocked in recv on it
-        except OSError:
-            pass
-        s.close()
-
-    def cut(self) -> None:
-        self.cut_off = True
-        with self.lock:
-            open_sockets = list(self.sockets)
-        for s in open_sockets:
-            self._close(s)
-
-    def heal(self) -> None:
-        self.cut_off = False
-
-    def close(self) -> None:
-        self.cut()
-        self.listener.close()
 
 
 @pytest.fixture
