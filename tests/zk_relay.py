@@ -8,7 +8,7 @@ import threading
 
 from kbroker.cluster import free_port
 
-ZK_CREATE, ZK_GET_CHILDREN, ZK_MULTI = 1, 8, 14     # opcodes of ZooKeeper requests
+ZK_CREATE, ZK_SET_DATA, ZK_GET_CHILDREN, ZK_MULTI = 1, 5, 8, 14     # opcodes of ZooKeeper requests
 
 
 class Relay:

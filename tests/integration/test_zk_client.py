@@ -8,7 +8,7 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.integration.conftest import Cluster, wait_until
-from tests.zk_relay import ZK_CREATE, Relay
+from tests.zk_relay import ZK_CREATE, ZK_MULTI, ZK_SET_DATA, Relay
 from zk import znodes as z
 from zk.client import (ControllerMovedError, KafkaZkClient, ZkBadVersion, ZkConnectionLoss, ZkError, ZkNodeExists,
                        ZkNoNode, ZkSessionExpired, split_chroot)
@@ -217,6 +217,38 @@ def test_a_lost_connection_is_waited_out_and_the_request_made_again(zk_client, z
         with pytest.raises(ZkSessionExpired):
             result()
         assert zk_client.get_topic_assignment("u") is None
+    finally:
+        client.close()
+
+
+def test_writes_whose_answer_was_lost_count_as_done(zk_client, zk_connect, relay):
+    """Each write below reaches ZooKeeper, its answer is lost and it is made again once reconnected, meeting itself:
+    the controller election (its /controller, of this session: Kafka's checkControllerAndEpoch), partition state
+    writes conditional on their zkVersion (two pipelined multis; Kafka's checkLeaderAndIsrZkData), a leader's ISR
+    write, and an ACL change (whose re-run finds the change made: the change notification is still written)."""
+    connect, chroot = through(relay, zk_connect)
+    client = KafkaZkClient(connect, 4000).start()
+    try:
+        client.create_top_level_paths()
+        client.create_acl_paths()
+        relay.drop_next(1, ZK_MULTI, answered=True)
+        assert client.register_controller_and_increment_epoch(1) == (1, 1)
+        _, version = client.get_controller_epoch()
+        states = {("t", p): z.LeaderAndIsr(1, 0, [1], 1) for p in range(150)}
+        client.create_topic_assignment("t", z.TopicAssignment({p: [1] for _, p in states}))
+        client.create_partition_states_fenced(states, version)
+        relay.drop_next(1, ZK_MULTI, answered=True)
+        assert client.update_partition_states_fenced({tp: z.LeaderAndIsr(1, 1, [1], 1, 0) for tp in states},
+                                                     version) == {tp: 1 for tp in states}
+        relay.drop_next(1, ZK_SET_DATA, chroot + z.TopicPartitionStateZNode.path("t", 0), answered=True)
+        assert client.update_leader_and_isr("t", 0, z.LeaderAndIsr(1, 1, [1, 2], 1, 1)) == 2
+        relay.drop_next(1, ZK_CREATE, chroot + z.AclZNode.path("LITERAL", "Topic", "t"), answered=True)
+        acl = ("User:ANONYMOUS", "Allow", "Read", "*")
+        assert client.update_acls("Topic", "t", "LITERAL", lambda acls: acls | {acl})[1] == {acl}
+        assert relay.left_to_drop == 0
+        assert zk_client.get_acls("Topic", "t", "LITERAL") == ({acl}, 0)
+        assert len(zk_client.get_acl_change_notifications(z.LiteralAclChangeZNode)) == 1
+        assert zk_client.get_partition_state("t", 0) == z.LeaderAndIsr(1, 1, [1, 2], 1, 2)
     finally:
         client.close()
 
