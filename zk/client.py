@@ -664,8 +664,8 @@ class KafkaZkClient:
         """setData of many state znodes {(topic, partition): LeaderAndIsr}, each expecting its zk_version (the
         partition epoch), WRITE_BATCH per fenced multi, pipelined in the order given. Returns {tp: new zkVersion,
         or None on a version conflict}. A conflict rolls back its multi: the multi's other writes are sent again
-        (in multis of WRITE_BATCH too), until every write went through or conflicted. A write whose znode already
-        holds its state went through (this call's run that lost its connection made it): not a conflict."""
+        (in multis of WRITE_BATCH too), until every write went through or conflicted. Run again after a lost
+        connection, a write whose znode already holds its state went through (the first run made it)."""
         items = list(states.items())
         out = {}
         while items:
@@ -674,7 +674,7 @@ class KafkaZkClient:
                 if not isinstance(error, (BadVersionError, NoNodeError)):
                     raise error
             undone = [(tp, state) for (tp, state), stat in zip(items, results) if stat is None]
-            if any(isinstance(error, BadVersionError) for _, error in failures):
+            if _repeating.get() and any(isinstance(error, BadVersionError) for _, error in failures):
                 out.update(self._states_written(undone))
             for index, _ in failures:
                 out.setdefault(items[index][0], None)
@@ -729,8 +729,9 @@ class KafkaZkClient:
         except NoNodeError:
             return None
         except BadVersionError:
-            # This call's run that lost its connection may have written it (Kafka's checkLeaderAndIsrZkData).
-            return self._states_written([((topic, partition), state)]).get((topic, partition))
+            # Run again after a lost connection, the first run may have written it (Kafka's checkLeaderAndIsrZkData).
+            return self._states_written([((topic, partition), state)]).get((topic, partition)) \
+                if _repeating.get() else None
         return stat.version
 
     def create_isr_change_notification(self, partitions) -> None:
