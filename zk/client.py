@@ -265,8 +265,10 @@ class KafkaZkClient:
 
     def _await_reconnection(self, session: int | None, error: Exception) -> None:
         """Until kazoo is connected again after `error` (a _CONNECTION_LOST) in `session`; ZkSessionExpired if that
-        session is over (expired, or this client closed). kazoo fails the requests before it reports SUSPENDED:
-        a caller still seeing CONNECTED runs again at once (its request waits in kazoo's queue, or fails again)."""
+        session is over (expired, or this client closed); a call begun without a session (start, or while kazoo
+        makes a new one after an expiry) runs again in the one there is. kazoo fails the requests before it
+        reports SUSPENDED: a caller still seeing CONNECTED runs again at once (its request waits in kazoo's queue,
+        or fails again)."""
         settled = self.zk.handler.event_object()
 
         def listener(state):
@@ -280,7 +282,7 @@ class KafkaZkClient:
                 settled.wait()
         finally:
             self.zk.remove_listener(listener)
-        if self.zk.state == KazooState.LOST or self.session_id != session:
+        if self.zk.state == KazooState.LOST or (session is not None and self.session_id != session):
             raise ZkSessionExpired(f"session expired while the connection was lost ({type(error).__name__})") \
                 from error
 
@@ -528,7 +530,7 @@ class KafkaZkClient:
         for result in pending:
             try:
                 out.append(self._fenced_result(result.get()))
-            except ControllerMovedError:
+            except (ControllerMovedError, *_CONNECTION_LOST):
                 raise
             except Exception as e:  # a kazoo error of one op (BadVersion, NodeExists, NoNode)
                 out.append(e)

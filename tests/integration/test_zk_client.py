@@ -225,7 +225,8 @@ def test_writes_whose_answer_was_lost_count_as_done(zk_client, zk_connect, relay
     """Each write below reaches ZooKeeper, its answer is lost and it is made again once reconnected, meeting itself:
     the controller election (its /controller, of this session: Kafka's checkControllerAndEpoch), partition state
     writes conditional on their zkVersion (two pipelined multis; Kafka's checkLeaderAndIsrZkData), a leader's ISR
-    write, and an ACL change (whose re-run finds the change made: the change notification is still written)."""
+    write, and an ACL change (whose re-run finds the change made: the change notification is still written).
+    Pipelined fenced deletes whose connection breaks are made again too."""
     connect, chroot = through(relay, zk_connect)
     client = KafkaZkClient(connect, 4000).start()
     try:
@@ -242,6 +243,10 @@ def test_writes_whose_answer_was_lost_count_as_done(zk_client, zk_connect, relay
                                                      version) == {tp: 1 for tp in states}
         relay.drop_next(1, ZK_SET_DATA, chroot + z.TopicPartitionStateZNode.path("t", 0), answered=True)
         assert client.update_leader_and_isr("t", 0, z.LeaderAndIsr(1, 1, [1, 2], 1, 1)) == 2
+        client.create_isr_change_notification({("t", 0)})
+        relay.drop_next(1, ZK_MULTI)   # the connection breaks before ZooKeeper gets the (pipelined) deletes
+        client.delete_isr_change_notifications_fenced(client.get_isr_change_notifications(), version)
+        assert zk_client.get_isr_change_notifications() == []
         relay.drop_next(1, ZK_CREATE, chroot + z.AclZNode.path("LITERAL", "Topic", "t"), answered=True)
         acl = ("User:ANONYMOUS", "Allow", "Read", "*")
         assert client.update_acls("Topic", "t", "LITERAL", lambda acls: acls | {acl})[1] == {acl}
