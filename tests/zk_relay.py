@@ -93,24 +93,24 @@ class Relay:
             self._close(s)
 
     def _drop(self, frame: bytes):
-        """The drop_next setting if this request (length, xid, opcode, then for most requests the path, as a
-        string) is to be dropped, else None."""
+        """The drop_next setting if this request (length, xid, opcode, then its fields: paths are strings, a 4-byte
+        length and the bytes) is to be dropped, else None."""
         opcode = int.from_bytes(frame[8:12], "big")
         with self.lock:
             count, wanted_opcode, wanted_path, answered, cut = self.to_drop
-            if count <= 0 or opcode != wanted_opcode or (
-                    wanted_path is not None and frame[16:16 + int.from_bytes(frame[12:16], "big")] != wanted_path):
+            if count <= 0 or opcode != wanted_opcode or (wanted_path is not None and wanted_path not in frame[12:]):
                 return None
             self.to_drop = (count - 1, wanted_opcode, wanted_path, answered, cut)
             return self.to_drop
 
     def drop_next(self, count: int, opcode: int, path: str | None = None, answered: bool = False,
                   cut: bool = False) -> None:
-        """Break the connection of the next `count` requests with this opcode (and path, with any chroot):
-        before ZooKeeper gets them, or (answered) once ZooKeeper answered them, the answer lost; cut: then cut
-        the relay off until heal()."""
+        """Break the connection of the next `count` requests with this opcode (and naming this path, with any
+        chroot; a multi names its ops' paths): before ZooKeeper gets them, or (answered) once ZooKeeper answered
+        them, the answer lost; cut: then cut the relay off until heal()."""
+        wanted = None if path is None else len(path.encode()).to_bytes(4, "big") + path.encode()
         with self.lock:
-            self.to_drop = (count, opcode, path.encode() if path is not None else None, answered, cut)
+            self.to_drop = (count, opcode, wanted, answered, cut)
 
     @property
     def left_to_drop(self) -> int:

@@ -629,7 +629,7 @@ class KafkaZkClient:
         """Create the state znodes of new partitions {(topic, partition): LeaderAndIsr}: /partitions once per
         topic, then /partitions/P (null) and its state, WRITE_BATCH / 2 partitions per fenced multi, pipelined.
         The partitions of a multi that failed (an earlier controller died mid-way, leaving some znodes) are
-        completed one by one."""
+        completed one by one; run again after a lost connection, those whose state the first run made are not."""
         for topic in sorted({t for t, _ in states}):
             try:
                 self._fenced(epoch_zk_version,
@@ -646,9 +646,11 @@ class KafkaZkClient:
         for _, error in failures:
             if not isinstance(error, NodeExistsError):
                 raise error
+        failed = [(tp, state) for i, (tp, state) in enumerate(items) if results[2 * i] is None]
+        made = self._states_written(failed) if failed and _repeating.get() else {}
         for i, (tp, state) in enumerate(items):
-            if results[2 * i] is not None:
-                state.zk_version = 0
+            if results[2 * i] is not None or tp in made:
+                state.zk_version = made.get(tp, 0)
                 continue
             try:
                 self._fenced(epoch_zk_version,

@@ -223,8 +223,8 @@ def test_a_lost_connection_is_waited_out_and_the_request_made_again(zk_client, z
 
 def test_writes_whose_answer_was_lost_count_as_done(zk_client, zk_connect, relay):
     """Each write below reaches ZooKeeper, its answer is lost and it is made again once reconnected, meeting itself:
-    the controller election (its /controller, of this session: Kafka's checkControllerAndEpoch), partition state
-    writes conditional on their zkVersion (two pipelined multis; Kafka's checkLeaderAndIsrZkData), a leader's ISR
+    the controller election (its /controller, of this session: Kafka's checkControllerAndEpoch), the creation
+    of partition states (not written a second time), partition state writes conditional on their zkVersion (two pipelined multis; Kafka's checkLeaderAndIsrZkData), a leader's ISR
     write, and an ACL change (whose re-run finds the change made: the change notification is still written).
     Pipelined fenced deletes whose connection breaks are made again too."""
     connect, chroot = through(relay, zk_connect)
@@ -237,7 +237,9 @@ def test_writes_whose_answer_was_lost_count_as_done(zk_client, zk_connect, relay
         _, version = client.get_controller_epoch()
         states = {("t", p): z.LeaderAndIsr(1, 0, [1], 1) for p in range(150)}
         client.create_topic_assignment("t", z.TopicAssignment({p: [1] for _, p in states}))
+        relay.drop_next(1, ZK_MULTI, chroot + z.TopicPartitionZNode.path("t", 0), answered=True)
         client.create_partition_states_fenced(states, version)
+        assert {s.zk_version for s in states.values()} == {0}   # made once, not made and then written again
         relay.drop_next(1, ZK_MULTI, answered=True)
         assert client.update_partition_states_fenced({tp: z.LeaderAndIsr(1, 1, [1], 1, 0) for tp in states},
                                                      version) == {tp: 1 for tp in states}
