@@ -182,8 +182,19 @@ def in_background(use_gevent: bool, fn, *args):
     if use_gevent:
         g = gevent.spawn(fn, *args)
         return g.ready, lambda: g.get(timeout=30)
-    future = ThreadPoolExecutor(1).submit(fn, *args)
+    pool = ThreadPoolExecutor(1)
+    future = pool.submit(fn, *args)
+    pool.shutdown(wait=False)   # its thread ends with fn
     return future.done, lambda: future.result(30)
+
+
+def wait_yielding(predicate, message: str) -> None:
+    """wait_until for a test driving a gevent client: sleeps let its greenlets run."""
+    deadline = time.monotonic() + 20
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out waiting for {message}")
+        gevent.sleep(0.05)
 
 
 @pytest.mark.parametrize("use_gevent", [True, False], ids=["gevent", "threads"])
@@ -200,8 +211,7 @@ def test_a_lost_connection_is_waited_out_and_the_request_made_again(zk_client, z
         assignment = z.TopicAssignment({0: [1], 1: [1]})
         relay.drop_next(1, ZK_CREATE, chroot + z.TopicZNode.path("t"), answered=True, cut=True)
         done, result = in_background(use_gevent, client.create_topic_assignment, "t", assignment)
-        while not relay.cut_off:
-            gevent.sleep(0.05)
+        wait_yielding(lambda: relay.cut_off, "the create answered and its connection cut")
         gevent.sleep(0.5)
         assert zk_client.get_topic_assignment("t") == assignment   # ZooKeeper made it
         assert not done(), "the request did not wait for the connection"
