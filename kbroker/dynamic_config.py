@@ -94,8 +94,8 @@ class DynamicConfigManager:
             self._wakeup.set()
 
     def _process_loop(self) -> None:
-        """The one greenlet processing notifications. A failure (ZooKeeper gone mid-way) leaves the watch unset:
-        the next reconnection wakes it again."""
+        """The one greenlet processing notifications. A failure (the session expired mid-way; a lost connection is
+        waited out by the client) leaves the watch unset: the next reconnection wakes it again."""
         while True:
             self._wakeup.wait()
             self._wakeup.clear()

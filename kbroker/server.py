@@ -385,8 +385,8 @@ class KafkaServer:
     def _reregister(self) -> None:
         """Register in the new session, then let the controller module elect again (Kafka's
         RegisterBrokerAndReelect). Until that succeeded the session counts as lost: a registration that failed
-        (the connection dropped before ZooKeeper answered, which fails the request) is made again at the next
-        reconnection, as Kafka's client retries its requests until connected."""
+        (this session expired too before ZooKeeper answered; a lost connection is waited out by the client, as
+        Kafka's retries its requests until connected) is made again at the next reconnection."""
         try:
             self._register()
         except StartupError as e:

@@ -11,6 +11,7 @@ state znode writes go several per fenced multi (each multi still starts with the
 """
 from __future__ import annotations
 
+import contextvars
 import functools
 import logging
 import types
@@ -68,7 +69,8 @@ class ZkError(Exception):
 
 
 class ZkConnectionLoss(ZkError):
-    """ZooKeeper did not answer: the connection dropped or a request timed out. The session may live on."""
+    """ZooKeeper could not be reached at start (no session yet). A connection lost later, in a session, is waited
+    out by KafkaZkClient's methods (see _translated), as Kafka's retryRequestsUntilConnected does."""
 
 
 class ZkSessionExpired(ZkError):
@@ -87,17 +89,19 @@ class ZkBadVersion(ZkError):
     """A conditional write's expected zkVersion did not match."""
 
 
-# kazoo's errors -> ours, first match wins (ConnectionClosedError is a SessionExpiredError in kazoo too).
+# A request that failed so may or may not have reached ZooKeeper; its session may live on.
+_CONNECTION_LOST = (ConnectionLoss, ConnectionDropped, OperationTimeoutError, RequestTimeoutError, KazooTimeoutError)
+# kazoo's other errors -> ours, first match wins (ConnectionClosedError is a SessionExpiredError in kazoo too).
 _TRANSLATIONS = (
     ((ConnectionClosedError, ZookeeperStoppedError, SessionExpiredError), ZkSessionExpired,
      "session closed or expired"),
-    ((ConnectionLoss, ConnectionDropped, OperationTimeoutError, RequestTimeoutError, KazooTimeoutError),
-     ZkConnectionLoss, "connection lost"),
     (NodeExistsError, ZkNodeExists, "znode exists"),
     (NoNodeError, ZkNoNode, "no such znode"),
     (BadVersionError, ZkBadVersion, "znode version mismatch"),
 )
 _KAZOO_ERRORS = (KazooException, KazooTimeoutError)
+# True while a method runs again after a lost connection: what it writes may be there already, from its first run.
+_repeating = contextvars.ContextVar("zk_repeating", default=False)
 
 
 def _translate(e: Exception) -> ZkError:
@@ -109,8 +113,9 @@ def _translate(e: Exception) -> ZkError:
 
 
 def _translating(cls):
-    """Class decorator: every public method raises the Zk errors above, never kazoo's. One try block per call
-    (not per znode), so the controller's batched paths pay nothing per partition."""
+    """Class decorator: every public method raises the Zk errors above, never kazoo's, and waits out a lost
+    connection (_translated). One try block per call (not per znode), so the controller's batched paths pay
+    nothing per partition."""
     for name, fn in list(vars(cls).items()):
         if not name.startswith("_") and isinstance(fn, types.FunctionType):
             setattr(cls, name, _translated(fn))
@@ -118,12 +123,43 @@ def _translating(cls):
 
 
 def _translated(fn):
+    """The method, run again once kazoo has reconnected when its connection to ZooKeeper was lost with the session
+    alive, as Kafka's KafkaZkClient re-sends a request answered CONNECTIONLOSS after waitUntilConnected(); the
+    session over meanwhile raises ZkSessionExpired. A nested public method waits out its own loss.
+
+    Writes re-run: the first run's request may have reached ZooKeeper before the connection broke, so a re-run
+    (flagged by _repeating) may meet its own write. Each public method either does not care or checks:
+    - creates (_create_recursive: topic assignment, deletion marker, admin znodes, offsets) taken as done when
+      the znode exists with the data given (and, ephemeral, is this session's); register_broker and the controller
+      election check the ephemeral's owner session (Kafka's checkedEphemeralCreate / checkControllerAndEpoch);
+    - partition state writes conditional on their zkVersion (update_leader_and_isr, update_partition_states_fenced)
+      count as done when the znode holds the state written (Kafka's checkLeaderAndIsrZkData); other conflicts
+      are still reported;
+    - update_acls re-reads, so it may find its own change made: it writes the change notification anyway;
+    - sequential creates (ISR change, log dir event, config and ACL change notifications) may be made twice:
+      each names state its reader re-reads, so a duplicate only repeats that (as in Kafka);
+      generate_broker_sequence_id and allocate_producer_id_block may skip an id or a block (as in Kafka);
+    - deletes, unconditional sets, fenced creates and creates of null parents treat NoNode / NodeExists as done;
+      the primitives delete, set_data with a version and fenced report them: their callers accept them.
+    Waiting holds no lock (not _KazooClient's _call lock) and polls nothing: a state listener sets an event of
+    kazoo's handler (a gevent or a threading one)."""
     @functools.wraps(fn)
-    def call(*args, **kwargs):
+    def call(self, *args, **kwargs):
+        token = None
         try:
-            return fn(*args, **kwargs)
-        except _KAZOO_ERRORS as e:
-            raise _translate(e) from e
+            while True:
+                session = self.session_id
+                try:
+                    return fn(self, *args, **kwargs)
+                except _CONNECTION_LOST as e:
+                    self._await_reconnection(session, e)
+                except _KAZOO_ERRORS as e:
+                    raise _translate(e) from e
+                if token is None:
+                    token = _repeating.set(True)
+        finally:
+            if token is not None:
+                _repeating.reset(token)
     return call
 
 
@@ -227,13 +263,32 @@ class KafkaZkClient:
         finally:
             self.zk.close()
 
+    def _await_reconnection(self, session: int | None, error: Exception) -> None:
+        """Until kazoo is connected again after `error` (a _CONNECTION_LOST) in `session`; ZkSessionExpired if that
+        session is over (expired, or this client closed); a call begun without a session (start, or while kazoo
+        makes a new one after an expiry) runs again in the one there is. kazoo fails the requests before it
+        reports SUSPENDED: a caller still seeing CONNECTED runs again at once (its request waits in kazoo's queue,
+        or fails again)."""
+        settled = self.zk.handler.event_object()
+
+        def listener(state):
+            if state != KazooState.SUSPENDED:
+                settled.set()
+                return True   # kazoo removes it
+        self.zk.add_listener(listener)
+        try:
+            if self.zk.state == KazooState.SUSPENDED:
+                log.info("ZooKeeper connection lost (%s); waiting to reconnect", type(error).__name__)
+                settled.wait()
+        finally:
+            self.zk.remove_listener(listener)
+        if self.zk.state == KazooState.LOST or (session is not None and self.session_id != session):
+            raise ZkSessionExpired(f"session expired while the connection was lost ({type(error).__name__})") \
+                from error
+
     def add_state_listener(self, fn) -> None:
         """fn(state) on each change of the connection's state, a ZkState value."""
         self.zk.add_listener(fn)
-
-    @property
-    def connected(self) -> bool:
-        return self.zk.state == KazooState.CONNECTED
 
     @property
     def session_id(self) -> int | None:
@@ -247,12 +302,25 @@ class KafkaZkClient:
 
     def _create_recursive(self, path: str, data: bytes | None = None, ephemeral=False, sequence=False) -> str:
         try:
-            return self.zk.create(path, data, ephemeral=ephemeral, sequence=sequence)
+            try:
+                return self.zk.create(path, data, ephemeral=ephemeral, sequence=sequence)
+            except NoNodeError:
+                parent = path.rsplit("/", 1)[0]
+                if parent:
+                    self._ensure(parent)
+                return self.zk.create(path, data, ephemeral=ephemeral, sequence=sequence)
+        except NodeExistsError:
+            if _repeating.get() and self._holds(path, data, ephemeral):
+                return path   # created by this call's run that lost its connection
+            raise
+
+    def _holds(self, path: str, data: bytes | None, ephemeral: bool) -> bool:
+        """Whether the znode exists with this data (and, ephemeral, is this session's)."""
+        try:
+            got, stat = self.zk.get(path)
         except NoNodeError:
-            parent = path.rsplit("/", 1)[0]
-            if parent:
-                self._ensure(parent)
-            return self.zk.create(path, data, ephemeral=ephemeral, sequence=sequence)
+            return False
+        return got == data and (not ephemeral or stat.ephemeralOwner == self.session_id)
 
     def _ensure(self, path: str) -> None:
         parts = [p for p in path.split("/") if p]
@@ -427,11 +495,14 @@ class KafkaZkClient:
         if not any(isinstance(r, Exception) for r in results):
             return new_epoch, results[1].version
         if isinstance(results[0], NodeExistsError) or isinstance(results[1], BadVersionError):
-            # The multi may have succeeded before a connection loss: check whether we are the controller.
-            current = self.get_controller_epoch()
-            if self.get_controller_id() == broker_id and current and current[0] == new_epoch:
-                return current
-            raise ControllerMovedError(f"controller moved to {self.get_controller_id()}")
+            # Our multi may have gone through before the connection broke (this call runs again): /controller is
+            # then ours, from this session, and the epoch is the one it wrote, as only the multi creating
+            # /controller bumps it (Kafka's checkControllerAndEpoch compares the epoch, which a re-run recomputes).
+            data, stat = self.get(z.ControllerZNode.path)
+            winner = z.ControllerZNode.decode(data)
+            if winner == broker_id and stat.ephemeralOwner == self.session_id:
+                return self.get_controller_epoch()
+            raise ControllerMovedError(f"controller moved to {winner}")
         raise ZkError(f"controller election failed: {results!r}")
 
     def delete_controller_fenced(self, epoch_zk_version: int) -> None:
@@ -459,7 +530,7 @@ class KafkaZkClient:
         for result in pending:
             try:
                 out.append(self._fenced_result(result.get()))
-            except ControllerMovedError:
+            except (ControllerMovedError, *_CONNECTION_LOST):
                 raise
             except Exception as e:  # a kazoo error of one op (BadVersion, NodeExists, NoNode)
                 out.append(e)
@@ -558,7 +629,7 @@ class KafkaZkClient:
         """Create the state znodes of new partitions {(topic, partition): LeaderAndIsr}: /partitions once per
         topic, then /partitions/P (null) and its state, WRITE_BATCH / 2 partitions per fenced multi, pipelined.
         The partitions of a multi that failed (an earlier controller died mid-way, leaving some znodes) are
-        completed one by one."""
+        completed one by one; run again after a lost connection, those whose state the first run made are not."""
         for topic in sorted({t for t, _ in states}):
             try:
                 self._fenced(epoch_zk_version,
@@ -575,9 +646,11 @@ class KafkaZkClient:
         for _, error in failures:
             if not isinstance(error, NodeExistsError):
                 raise error
+        failed = [(tp, state) for i, (tp, state) in enumerate(items) if results[2 * i] is None]
+        made = self._states_written(failed) if failed and _repeating.get() else {}
         for i, (tp, state) in enumerate(items):
-            if results[2 * i] is not None:
-                state.zk_version = 0
+            if results[2 * i] is not None or tp in made:
+                state.zk_version = made.get(tp, 0)
                 continue
             try:
                 self._fenced(epoch_zk_version,
@@ -595,23 +668,35 @@ class KafkaZkClient:
         """setData of many state znodes {(topic, partition): LeaderAndIsr}, each expecting its zk_version (the
         partition epoch), WRITE_BATCH per fenced multi, pipelined in the order given. Returns {tp: new zkVersion,
         or None on a version conflict}. A conflict rolls back its multi: the multi's other writes are sent again
-        (in multis of WRITE_BATCH too), until every write went through or conflicted."""
+        (in multis of WRITE_BATCH too), until every write went through or conflicted. Run again after a lost
+        connection, a write whose znode already holds its state went through (the first run made it)."""
         items = list(states.items())
         out = {}
         while items:
             results, failures = self._fenced_groups(epoch_zk_version, [self._set_state_op(tp, s) for tp, s in items])
-            for index, error in failures:
+            for _, error in failures:
                 if not isinstance(error, (BadVersionError, NoNodeError)):
                     raise error
-                out[items[index][0]] = None
-            rolled_back = []
-            for (tp, state), stat in zip(items, results):
+            undone = [(tp, state) for (tp, state), stat in zip(items, results) if stat is None]
+            if _repeating.get() and any(isinstance(error, BadVersionError) for _, error in failures):
+                out.update(self._states_written(undone))
+            for index, _ in failures:
+                out.setdefault(items[index][0], None)
+            for (tp, _), stat in zip(items, results):
                 if stat is not None:
                     out[tp] = stat.version
-                elif tp not in out:
-                    rolled_back.append((tp, state))
-            items = rolled_back
+            items = [(tp, state) for tp, state in undone if tp not in out]
         return out
+
+    def _states_written(self, items) -> dict:
+        """{tp: zkVersion} of the [(tp, LeaderAndIsr)] whose state znode holds that state (Kafka's
+        checkLeaderAndIsrZkData)."""
+        written = {}
+        for (tp, state), (data, stat) in zip(items, self.get_many([z.TopicPartitionStateZNode.path(*tp)
+                                                                    for tp, _ in items])):
+            if stat is not None and z.TopicPartitionStateZNode.decode(data, state.zk_version) == state:
+                written[tp] = stat.version
+        return written
 
     @staticmethod
     def _set_state_op(tp, state: z.LeaderAndIsr):
@@ -645,8 +730,12 @@ class KafkaZkClient:
         try:
             stat = self.zk.set(z.TopicPartitionStateZNode.path(topic, partition),
                                z.TopicPartitionStateZNode.encode(state), version=state.zk_version)
-        except (BadVersionError, NoNodeError):
+        except NoNodeError:
             return None
+        except BadVersionError:
+            # Run again after a lost connection, the first run may have written it (Kafka's checkLeaderAndIsrZkData).
+            return self._states_written([((topic, partition), state)]).get((topic, partition)) \
+                if _repeating.get() else None
         return stat.version
 
     def create_isr_change_notification(self, partitions) -> None:
@@ -778,12 +867,15 @@ class KafkaZkClient:
     def update_acls(self, resource_type: str, name: str, pattern_type: str, change, retries: int = 10) -> tuple:
         """Read-modify-write of one resource's ACLs as AclAuthorizer.updateResourceAcls: change(current set) ->
         new set, written conditionally on the znode version (created if absent, deleted when empty), re-read
-        and retried on a conflict; when the set changed, the change notification follows. Returns (old, new)."""
+        and retried on a conflict; when the set changed, the change notification follows. Returns (old, new).
+        Run again after a lost connection, it may find its own change made: it notifies anyway (old is then new)."""
         path = z.AclZNode.path(pattern_type, resource_type, name)
         for _ in range(retries + 1):
             current, version = self.get_acls(resource_type, name, pattern_type)
             new = set(change(set(current)))
             if new == current:
+                if _repeating.get():
+                    self.create_acl_change_notification(resource_type, name, pattern_type)
                 return current, new
             try:
                 if not new:

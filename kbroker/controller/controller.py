@@ -40,7 +40,7 @@ import gevent.event
 from gevent.queue import Queue
 
 from zk import znodes as z
-from zk.client import ControllerMovedError, KafkaZkClient, ZkConnectionLoss, ZkSessionExpired
+from zk.client import ControllerMovedError, KafkaZkClient, ZkSessionExpired
 from .. import collector
 from ..metadata_cache import uuid_to_topic_id
 from ..protocol.errors import Errors
@@ -78,7 +78,6 @@ class KafkaController:
         self.active = False
         self.queue: Queue = Queue()
         self.worker = None
-        self.session_generation = 0
         self._rewatch_topics_queued = False
         self.active_tasks: list = []   # greenlets that run only while this broker is controller
 
@@ -106,37 +105,25 @@ class KafkaController:
                 log.exception("controller event %s failed", fn.__name__)
 
     def _process(self, fn, args) -> None:
-        """Run one event; like Kafka's retryRequestsUntilConnected, a lost connection retries the event once
-        ZooKeeper is back, and a lost session resigns (the broker re-registers and re-elects). Requests a
+        """Run one event. A lost connection is waited out inside the ZooKeeper client (Kafka's
+        retryRequestsUntilConnected); a lost session resigns (the broker re-registers and re-elects). Requests a
         failed event left in the batch are dropped."""
-        while True:
-            self.batch.clear()
+        self.batch.clear()
+        try:
+            with collector.bulk():
+                fn(*args)
+        except ZkSessionExpired:
+            self._resign()
+        except ControllerMovedError:
+            log.info("controller moved away from broker %d: resigning", self.broker_id)
+            self._resign()
+        except Exception:
+            log.exception("controller event %s failed; moving the controller", fn.__name__)
             try:
-                with collector.bulk():
-                    fn(*args)
-                return
-            except ZkConnectionLoss:
-                log.info("ZooKeeper connection lost during %s; retrying when reconnected", fn.__name__)
-                generation = self.session_generation
-                while not self.zk.connected and generation == self.session_generation:
-                    gevent.sleep(0.1)
-                if generation != self.session_generation:
-                    return
-            except ZkSessionExpired:
-                self._resign()
-                return
-            except ControllerMovedError:
-                log.info("controller moved away from broker %d: resigning", self.broker_id)
-                self._resign()
-                return
+                self._trigger_controller_move()
             except Exception:
-                log.exception("controller event %s failed; moving the controller", fn.__name__)
-                try:
-                    self._trigger_controller_move()
-                except Exception:
-                    log.exception("could not delete /controller; resigning only")
-                    self._resign()
-                return
+                log.exception("could not delete /controller; resigning only")
+                self._resign()
 
     # ---- watches and responses (they only enqueue) -------------------------------------------------------
     def _on_controller_znode(self, event):
@@ -240,8 +227,8 @@ class KafkaController:
 
     def session_expired(self):
         """The broker lost its ZooKeeper session: drop queued events and resign (Kafka's clearAndPut(Expire)).
-        An event waiting for the connection gives up, since what it read belongs to the old session."""
-        self.session_generation += 1
+        An event waiting for the connection gets ZkSessionExpired from the client, since what it read belongs to
+        the old session."""
         while not self.queue.empty():
             self.queue.get_nowait()
         self._rewatch_topics_queued = False   # dropped with the queue (a new election reads every topic anyway)

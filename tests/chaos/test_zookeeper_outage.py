@@ -21,8 +21,6 @@ retries its requests until connected)."""
 from __future__ import annotations
 
 import os
-import socket
-import threading
 import time
 
 import pytest
@@ -33,120 +31,14 @@ from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, 
 from kbroker.cluster import free_port
 from tests.chaos.harness import AckedProducer, ChaosRun, HistoryReader, read_all, verify
 from tests.integration.conftest import SESSION_TIMEOUT_MS, Cluster, wait_until
+from tests.zk_relay import ZK_GET_CHILDREN, ZK_MULTI, Relay
 from zk import znodes as z
-from zk.client import KafkaZkClient, ZkError
+from zk.client import KafkaZkClient
 from zk.launcher import ZooKeeperServer
 
 TOPIC = "zk-outage"
 PARTITIONS = 3
 OUTAGE_S = 30
-OBSERVER_SESSION_TIMEOUT_MS = 20000   # the test's own client: the longest session a tickTime of 1 s allows
-ZK_GET_CHILDREN, ZK_MULTI = 8, 14     # opcodes of ZooKeeper requests
-
-
-class Relay:
-    """A TCP relay from a local port to ZooKeeper's. cut() closes every connection and closes new ones at once
-    (the brokers cut off from ZooKeeper); heal() lets them through again. drop_next() closes the connection of
-    the next few requests of a kind instead of forwarding them (a connection that breaks just as they are sent)."""
-
-    def __init__(self, target_port: int):
-        self.target_port = target_port
-        self.port = free_port()
-        self.listener = socket.create_server(("127.0.0.1", self.port))
-        self.cut_off = False
-        self.to_drop = (0, None, None)   # (how many more, opcode, path or None for any)
-        self.sockets: set[socket.socket] = set()
-        self.lock = threading.Lock()
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                client, _ = self.listener.accept()
-            except OSError:
-                return   # closed
-            try:
-                if self.cut_off:
-                    raise OSError("cut")
-                upstream = socket.create_connection(("127.0.0.1", self.target_port), timeout=1)
-                upstream.settimeout(None)
-            except OSError:   # cut, or ZooKeeper down: the client sees its connection dropped
-                client.close()
-                continue
-            with self.lock:
-                self.sockets |= {client, upstream}
-            threading.Thread(target=self._pump_requests, args=(client, upstream), daemon=True).start()
-            threading.Thread(target=self._pump, args=(upstream, client), daemon=True).start()
-
-    def _pump(self, src: socket.socket, dst: socket.socket) -> None:
-        try:
-            while data := src.recv(65536):
-                dst.sendall(data)
-        except OSError:
-            pass
-        for s in (src, dst):
-            self._close(s)
-
-    def _pump_requests(self, client: socket.socket, upstream: socket.socket) -> None:
-        """Client to ZooKeeper, frame by frame (a 4-byte length; after the connect request, each request starts
-        with its xid and opcode), closing both ends instead of forwarding a multi that is to be dropped."""
-        buffered, connected = b"", False
-        try:
-            while data := client.recv(65536):
-                buffered += data
-                while len(buffered) >= 4 and len(buffered) >= 4 + int.from_bytes(buffered[:4], "big"):
-                    size = 4 + int.from_bytes(buffered[:4], "big")
-                    frame, buffered = buffered[:size], buffered[size:]
-                    if connected and self._drop(frame):
-                        raise OSError("request dropped")
-                    connected = True
-                    upstream.sendall(frame)
-        except OSError:
-            pass
-        for s in (client, upstream):
-            self._close(s)
-
-    def _drop(self, frame: bytes) -> bool:
-        """Whether to drop this request (length, xid, opcode, then for most requests the path, as a string)."""
-        opcode = int.from_bytes(frame[8:12], "big")
-        with self.lock:
-            count, wanted_opcode, wanted_path = self.to_drop
-            if count <= 0 or opcode != wanted_opcode or (
-                    wanted_path is not None and frame[16:16 + int.from_bytes(frame[12:16], "big")] != wanted_path):
-                return False
-            self.to_drop = (count - 1, wanted_opcode, wanted_path)
-            return True
-
-    def drop_next(self, count: int, opcode: int, path: str | None = None) -> None:
-        with self.lock:
-            self.to_drop = (count, opcode, path.encode() if path is not None else None)
-
-    @property
-    def left_to_drop(self) -> int:
-        return self.to_drop[0]
-
-    def _close(self, s: socket.socket) -> None:
-        with self.lock:
-            self.sockets.discard(s)
-        try:
-            s.shutdown(socket.SHUT_RDWR)   # wakes the pump blocked in recv on it
-        except OSError:
-            pass
-        s.close()
-
-    def cut(self) -> None:
-        self.cut_off = True
-        with self.lock:
-            open_sockets = list(self.sockets)
-        for s in open_sockets:
-            self._close(s)
-
-    def heal(self) -> None:
-        self.cut_off = False
-
-    def close(self) -> None:
-        self.cut()
-        self.listener.close()
 
 
 @pytest.fixture
@@ -157,15 +49,11 @@ def zookeeper_of_our_own(tmp_path):
     server.stop()
 
 
-def observed(predicate):
-    """predicate() for wait_until, false rather than an error while the test's own ZooKeeper client reconnects
-    (ZooKeeper restarts under it too)."""
-    def poll():
-        try:
-            return predicate()
-        except ZkError:
-            return False
-    return poll
+def observer(zk_server: ZooKeeperServer) -> KafkaZkClient:
+    """The test's own ZooKeeper client, straight to ZooKeeper, opened once it serves and closed before it stops:
+    a client connecting while ZooKeeper (3.8.0) starts may be accepted and never answered (closing a connection
+    made before the data is loaded fails with a NullPointerException), and waits its whole session timeout."""
+    return KafkaZkClient(zk_server.connect, 6000).start()
 
 
 def broker_epochs(zk: KafkaZkClient) -> dict[int, int]:
@@ -262,7 +150,7 @@ def test_brokers_serve_through_zookeeper_outages_and_sessions_come_back(zookeepe
     # The brokers reach ZooKeeper through the relay; the test's own client goes straight to it.
     c = Cluster(f"127.0.0.1:{relay.port}", str(tmp_path))
     c.zk.close()
-    c.zk = KafkaZkClient(zk_server.connect, OBSERVER_SESSION_TIMEOUT_MS).start()
+    c.zk = observer(zk_server)
     producers = []
     reader = None
     try:
@@ -292,6 +180,7 @@ def test_brokers_serve_through_zookeeper_outages_and_sessions_come_back(zookeepe
         # 1. ZooKeeper stopped 30 s: the sessions live on (a restarted ZooKeeper renews them).
         run.fault("ZK down 30 s, sessions kept")
         down = time.monotonic()
+        c.zk.close()
         zk_server.stop()
         seen_before = len(reader.seen)
         time.sleep(OUTAGE_S)
@@ -301,8 +190,9 @@ def test_brokers_serve_through_zookeeper_outages_and_sessions_come_back(zookeepe
         # the connection) breaks the connection, as if it broke just then: they read them again once reconnected.
         relay.drop_next(3, ZK_GET_CHILDREN, "/config/changes")
         zk_server.start()
+        c.zk = observer(zk_server)
         assert all(b.alive() for b in c.brokers.values()), "a broker exited"
-        wait_until(observed(lambda: broker_epochs(c.zk) == epochs), 20, 0.2,
+        wait_until(lambda: broker_epochs(c.zk) == epochs, 20, 0.2,
                    "the brokers' znodes back, from their sessions")
         assert c.zk.exists(z.ControllerZNode.path).czxid == controller.czxid, "the controller changed"
         assert partition_states(c.zk, TOPIC, PARTITIONS) == states, "leaders or ISRs changed"
@@ -323,9 +213,11 @@ def test_brokers_serve_through_zookeeper_outages_and_sessions_come_back(zookeepe
         run.fault("ZK down past session expiry")
         relay.cut()
         down = time.monotonic()
+        c.zk.close()
         zk_server.stop()
         zk_server.start()
-        wait_until(observed(lambda: not c.zk.get_broker_ids()), 3 * SESSION_TIMEOUT_MS / 1000, 0.2,
+        c.zk = observer(zk_server)
+        wait_until(lambda: not c.zk.get_broker_ids(), 3 * SESSION_TIMEOUT_MS / 1000, 0.2,
                    "ZooKeeper expiring the brokers' sessions")
         served_meanwhile(acks_1_cut, down + 1, time.monotonic(), "while cut off from ZooKeeper")
         # Each broker's first multi request in its new session is its registration: the relay drops the

@@ -1,10 +1,17 @@
-"""KafkaZkClient against a real ZooKeeper: controller election and fencing as Kafka does them."""
+"""KafkaZkClient against a real ZooKeeper: controller election and fencing as Kafka does them, and lost
+connections waited out as Kafka's client does."""
+import time
+from concurrent.futures import ThreadPoolExecutor
+
 import gevent
 import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
 
+from tests.integration.conftest import Cluster, wait_until
+from tests.zk_relay import ZK_CREATE, ZK_MULTI, ZK_SET_DATA, Relay
 from zk import znodes as z
 from zk.client import (ControllerMovedError, KafkaZkClient, ZkBadVersion, ZkConnectionLoss, ZkError, ZkNodeExists,
-                       ZkNoNode, ZkSessionExpired)
+                       ZkNoNode, ZkSessionExpired, split_chroot)
 
 
 def test_election_is_one_multi_and_loser_changes_nothing(zk_client, zk_connect):
@@ -154,3 +161,131 @@ def test_requests_made_while_a_topic_deletion_pipelines_are_all_answered(zk_conn
         assert client.get_topic_assignment("t") is None
     finally:
         client.close()
+
+
+@pytest.fixture
+def relay(zookeeper):
+    r = Relay(zookeeper.port)
+    yield r
+    r.close()
+
+
+def through(relay: Relay, zk_connect: str) -> tuple[str, str]:
+    """(the connect string reaching zk_connect's chroot through the relay, the chroot)."""
+    chroot = split_chroot(zk_connect)[1]
+    return f"127.0.0.1:{relay.port}{chroot}", chroot
+
+
+def in_background(use_gevent: bool, fn, *args):
+    """fn(*args) run as the client's users run it, in a greenlet (brokers) or a thread (command-line tools):
+    (done(), result()) of it."""
+    if use_gevent:
+        g = gevent.spawn(fn, *args)
+        return g.ready, lambda: g.get(timeout=30)
+    pool = ThreadPoolExecutor(1)
+    future = pool.submit(fn, *args)
+    pool.shutdown(wait=False)   # its thread ends with fn
+    return future.done, lambda: future.result(30)
+
+
+def wait_yielding(predicate, message: str) -> None:
+    """wait_until for a test driving a gevent client: sleeps let its greenlets run."""
+    deadline = time.monotonic() + 20
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out waiting for {message}")
+        gevent.sleep(0.05)
+
+
+@pytest.mark.parametrize("use_gevent", [True, False], ids=["gevent", "threads"])
+def test_a_lost_connection_is_waited_out_and_the_request_made_again(zk_client, zk_connect, relay, use_gevent):
+    """Kafka's retryRequestsUntilConnected: a request whose connection breaks with the session alive is made again
+    once reconnected. A topic created by ZooKeeper whose answer was lost (the connection then cut a while) is
+    reported created, not "connection lost" (CreateTopics answered UNKNOWN_SERVER_ERROR) nor "exists". When the
+    session expires meanwhile the request fails with ZkSessionExpired and nothing of it is written."""
+    connect, chroot = through(relay, zk_connect)
+    client = KafkaZkClient(connect, 2000, gevent=use_gevent).start()
+    try:
+        client.create_top_level_paths()
+        client.create_recursive("/alive", ephemeral=True)
+        assignment = z.TopicAssignment({0: [1], 1: [1]})
+        relay.drop_next(1, ZK_CREATE, chroot + z.TopicZNode.path("t"), answered=True, cut=True)
+        done, result = in_background(use_gevent, client.create_topic_assignment, "t", assignment)
+        wait_yielding(lambda: relay.cut_off, "the create answered and its connection cut")
+        gevent.sleep(0.5)
+        assert zk_client.get_topic_assignment("t") == assignment   # ZooKeeper made it
+        assert not done(), "the request did not wait for the connection"
+        relay.heal()
+        result()
+        assert client.get_topic_assignment("t") == assignment
+        assert zk_client.exists("/alive") is not None   # the same session
+
+        relay.drop_next(1, ZK_CREATE, chroot + z.TopicZNode.path("u"), cut=True)
+        done, result = in_background(use_gevent, client.create_topic_assignment, "u", assignment)
+        wait_until(lambda: zk_client.exists("/alive") is None, 10, 0.1, "ZooKeeper expiring the session")
+        relay.heal()
+        with pytest.raises(ZkSessionExpired):
+            result()
+        assert zk_client.get_topic_assignment("u") is None
+    finally:
+        client.close()
+
+
+def test_writes_whose_answer_was_lost_count_as_done(zk_client, zk_connect, relay):
+    """Each write below reaches ZooKeeper, its answer is lost and it is made again once reconnected, meeting itself:
+    the controller election (its /controller, of this session: Kafka's checkControllerAndEpoch), the creation
+    of partition states (not written a second time), partition state writes conditional on their zkVersion (two pipelined multis; Kafka's checkLeaderAndIsrZkData), a leader's ISR
+    write, and an ACL change (whose re-run finds the change made: the change notification is still written).
+    Pipelined fenced deletes whose connection breaks are made again too."""
+    connect, chroot = through(relay, zk_connect)
+    client = KafkaZkClient(connect, 4000).start()
+    try:
+        client.create_top_level_paths()
+        client.create_acl_paths()
+        relay.drop_next(1, ZK_MULTI, answered=True)
+        assert client.register_controller_and_increment_epoch(1) == (1, 1)
+        _, version = client.get_controller_epoch()
+        states = {("t", p): z.LeaderAndIsr(1, 0, [1], 1) for p in range(150)}
+        client.create_topic_assignment("t", z.TopicAssignment({p: [1] for _, p in states}))
+        relay.drop_next(1, ZK_MULTI, chroot + z.TopicPartitionZNode.path("t", 0), answered=True)
+        client.create_partition_states_fenced(states, version)
+        assert {s.zk_version for s in states.values()} == {0}   # made once, not made and then written again
+        relay.drop_next(1, ZK_MULTI, answered=True)
+        assert client.update_partition_states_fenced({tp: z.LeaderAndIsr(1, 1, [1], 1, 0) for tp in states},
+                                                     version) == {tp: 1 for tp in states}
+        relay.drop_next(1, ZK_SET_DATA, chroot + z.TopicPartitionStateZNode.path("t", 0), answered=True)
+        assert client.update_leader_and_isr("t", 0, z.LeaderAndIsr(1, 1, [1, 2], 1, 1)) == 2
+        client.create_isr_change_notification({("t", 0)})
+        relay.drop_next(1, ZK_MULTI)   # the connection breaks before ZooKeeper gets the (pipelined) deletes
+        client.delete_isr_change_notifications_fenced(client.get_isr_change_notifications(), version)
+        assert zk_client.get_isr_change_notifications() == []
+        relay.drop_next(1, ZK_CREATE, chroot + z.AclZNode.path("LITERAL", "Topic", "t"), answered=True)
+        acl = ("User:ANONYMOUS", "Allow", "Read", "*")
+        assert client.update_acls("Topic", "t", "LITERAL", lambda acls: acls | {acl})[1] == {acl}
+        assert relay.left_to_drop == 0
+        assert zk_client.get_acls("Topic", "t", "LITERAL") == ({acl}, 0)
+        assert len(zk_client.get_acl_change_notifications(z.LiteralAclChangeZNode)) == 1
+        assert zk_client.get_partition_state("t", 0) == z.LeaderAndIsr(1, 1, [1, 2], 1, 2)
+    finally:
+        client.close()
+
+
+def test_create_topics_on_a_broker_whose_zookeeper_connection_breaks(zk_connect, relay, tmp_path):
+    """The CI flake of the ZooKeeper outage test: a broker's ZooKeeper connection breaks just as it creates a
+    topic (ZooKeeper created it, the answer is lost) and stays cut a while: CreateTopics succeeds once it is back."""
+    connect, chroot = through(relay, zk_connect)
+    c = Cluster(connect, str(tmp_path))
+    try:
+        c.start_brokers(1)
+        admin = AdminClient({"bootstrap.servers": c.bootstrap})
+        relay.drop_next(1, ZK_CREATE, chroot + z.TopicZNode.path("t"), answered=True, cut=True)
+        created = admin.create_topics([NewTopic("t", 2, 1)], operation_timeout=20)["t"]
+        wait_until(lambda: relay.cut_off, 10, 0.05, "the broker's topic creation")
+        time.sleep(0.5)
+        assert not created.done(), "CreateTopics did not wait for ZooKeeper"
+        relay.heal()
+        created.result(30)   # raises the KafkaException of an error
+        meta = admin.list_topics("t", timeout=10).topics["t"]
+        assert meta.error is None and sorted(meta.partitions) == [0, 1]
+    finally:
+        c.stop()
