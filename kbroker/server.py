@@ -30,6 +30,7 @@ import socket
 import time
 
 import gevent
+from . import _trace  # noqa
 import gevent.event
 
 from zk import znodes as z
