@@ -73,8 +73,8 @@ def run_case(bootstrap: str, topic: str, partitions: int, acks: str, rate: int, 
     receiver = Receiver(bootstrap, topic, partitions)
     receiver.start()
     time.sleep(2)   # the consumer's assignment resolved to the end offsets before anything is sent
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 0,
-                         "enable.idempotence": acks == "all", "queue.buffering.max.messages": 1_000_000})
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": float(os.environ.get("LINGER", "0")),
+                         "enable.idempotence": acks == "all" and not os.environ.get("NOIDEM"), "queue.buffering.max.messages": 1_000_000})
     acked: list[tuple[int, float]] = []
     failed = []
 

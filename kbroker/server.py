@@ -30,7 +30,6 @@ import socket
 import time
 
 import gevent
-from . import _trace  # noqa
 import gevent.event
 
 from zk import znodes as z
