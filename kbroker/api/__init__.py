@@ -3,7 +3,7 @@
 Each API module defines API_KEY, MIN_VERSION, MAX_VERSION (the range Kafka 2.8 serves), REQUEST and RESPONSE
 (message classes) and handle(request, ctx) -> response (or None when no response is sent, as Produce with
 acks=0). A response is a message object, or a list of pieces (bytes and FileSlices, for Fetch) already in
-wire order, or a network.server.DeferredAnswer of either that the handler completes later (Produce with acks=-1,
+wire order, or a protocol.deferred.DeferredAnswer of either that the handler completes later (Produce with acks=-1,
 so the connection reads on while it waits). A module may define decode(body, version) to replace the library decoder (Produce does, to keep
 records as views into the frame). ApiVersions advertises exactly the modules listed in API_MODULES.
 
@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from ..network.server import DeferredAnswer
+from ..protocol.deferred import DeferredAnswer
 from ..protocol.acls import CLUSTER_NAME, OPERATIONS
 from ..protocol.header import (MalformedRequest, parse_request_header_v1, response_header,
                                skip_tagged_fields)

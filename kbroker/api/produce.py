@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from kafka.protocol.producer import ProduceRequest, ProduceResponse
 
-from ..network.server import DeferredAnswer
+from ..protocol.deferred import DeferredAnswer
 from ..protocol.errors import Errors
 from ..protocol.header import CloseConnection
 from ..protocol.hotpath import decode_produce_request

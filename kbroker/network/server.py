@@ -35,6 +35,7 @@ import gevent.event
 from gevent.server import StreamServer
 from gevent.socket import wait_write
 
+from ..protocol.deferred import DeferredAnswer
 from ..protocol.header import CloseConnection
 from ..protocol.hotpath import is_file_slice
 from . import tls
@@ -131,51 +132,6 @@ def send_pieces(sock, pieces, zero_copy: bool = True) -> None:
             pending += piece
     if pending:
         sock.sendall(pending)
-
-
-class DeferredAnswer:
-    """A response its handler completes later, from another greenlet (a Produce waiting for acks=all): `complete`
-    hands over the response (whatever the handler would have returned), `fail` closes the connection. `then`
-    chains a function to apply to it when it comes (dispatch turns it into a frame)."""
-    __slots__ = ("ready", "value", "failed", "_callback")
-
-    def __init__(self):
-        self.ready = self.failed = False
-        self.value = None
-        self._callback = None
-
-    def complete(self, value) -> None:
-        self.ready, self.value = True, value
-        if self._callback is not None:
-            self._callback(self)
-
-    def fail(self) -> None:
-        self.failed = True
-        self.complete(None)
-
-    def on_ready(self, callback) -> None:
-        """callback(self) once complete (at once if it is)."""
-        self._callback = callback
-        if self.ready:
-            callback(self)
-
-    def then(self, fn) -> "DeferredAnswer":
-        """The deferred result of fn(value); a raising fn fails it (logged)."""
-        out = DeferredAnswer()
-
-        def chained(answer):
-            if answer.failed:
-                out.fail()
-                return
-            try:
-                value = fn(answer.value)
-            except Exception:
-                log.exception("completing a deferred answer failed")
-                out.fail()
-                return
-            out.complete(value)
-        self.on_ready(chained)
-        return out
 
 
 class _Answers:
