@@ -8,11 +8,13 @@ one topic (`--partitions`, default 3, RF 3, min.insync.replicas 2), then for eac
 to every partition at the end receives them. The first `--warmup` seconds are left out. Printed per case:
 p50, p99, p99.9 and max of the end-to-end latency (send → `poll()` returned it) and of the produce latency
 (send → delivery report, librdkafka's `Message.latency()`), the rate reached, and the ratio of p50 and p99 to
-the issue's targets (p50 ≤ 3 ms, p99 ≤ 15 ms). Producer and consumer run in this process, so their clocks
-agree; both use `linger.ms` 0 and the consumer `fetch.wait.max.ms` 100 (a long poll the broker answers as soon
+the issue's targets (p50 ≤ 3 ms, p99 ≤ 15 ms), and, per case, the cores each broker and this process (the
+clients) used. Producer and consumer run in this process, so their clocks agree; the producer uses `--linger-ms`
+(0; librdkafka's default is 5) and the consumer `fetch.wait.max.ms` 100 (a long poll the broker answers as soon
 as the records are committed).
 
     .venv/bin/python -m bench.latency [--seconds 20] [--rate 10000] [--acks all --acks 1] [--partitions 3]
+                                      [--linger-ms 0]
 """
 from __future__ import annotations
 
@@ -66,14 +68,21 @@ class Receiver(threading.Thread):
         self.consumer.close()
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a process so far (/proc/<pid>/stat)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def run_case(bootstrap: str, topic: str, partitions: int, acks: str, rate: int, size: int, seconds: float,
-             warmup: float) -> dict:
+             warmup: float, linger_ms: float) -> dict:
     """Send at `rate` for `seconds`; the latencies of the records sent after `warmup` seconds."""
     from confluent_kafka import Producer
     receiver = Receiver(bootstrap, topic, partitions)
     receiver.start()
     time.sleep(2)   # the consumer's assignment resolved to the end offsets before anything is sent
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 0,
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": linger_ms,
                          "enable.idempotence": acks == "all", "queue.buffering.max.messages": 1_000_000})
     acked: list[tuple[int, float]] = []
     failed = []
@@ -121,6 +130,7 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=100, help="value bytes (≥ 8: the send time)")
     parser.add_argument("--acks", action="append", choices=("all", "1"), help="cases (default: all, then 1)")
     parser.add_argument("--partitions", type=int, default=3, help="partitions of the topic (RF 3, min ISR 2)")
+    parser.add_argument("--linger-ms", type=float, default=0.0, help="the producer's linger.ms")
     args = parser.parse_args()
     cases = args.acks or ["all", "1"]
 
@@ -137,18 +147,25 @@ def main() -> None:
                     for b in state["brokers"]:
                         profiles.enter_context(PySpy(b["pid"], f"{root}-acks{acks}-broker-{b['id']}.svg",
                                                      args.py_spy_format))
+                pids = {f"broker {b['id']}": b["pid"] for b in state["brokers"]}
+                pids["client (this process)"] = os.getpid()
+                cpu = {name: cpu_seconds(pid) for name, pid in pids.items()}
+                began = time.monotonic()
                 r = run_case(bootstrap, "latency", args.partitions, acks, args.rate, args.size, args.seconds,
-                             args.warmup)
+                             args.warmup, args.linger_ms)
+                wall = time.monotonic() - began
+                cpu = {name: (cpu_seconds(pid) - cpu[name]) / wall for name, pid in pids.items()}
             for name, values in (("end to end", r["e2e"]), ("produce (ack)", r["produce"])):
                 p50, p99 = percentile(values, 0.50), percentile(values, 0.99)
                 ratios = (f"{p50 / TARGET_P50_MS:.2f} / {p99 / TARGET_P99_MS:.2f}" if name == "end to end" else "")
                 rows.append([f"acks={acks}, {name}", fmt_rate(r["rate"]), f"{len(values):,}", f"{p50:.2f}",
                              f"{p99:.2f}", f"{percentile(values, 0.999):.2f}",
                              f"{values[-1] if values else float('nan'):.2f}", ratios])
+            log(f"acks={acks}: cores used during the case: " + ", ".join(f"{n} {c:.2f}" for n, c in cpu.items()))
             if r["failed"] or r["received"] < r["sent"]:
                 log(f"acks={acks}: {r['failed']} failed, {r['received']:,} of {r['sent']:,} received")
     print_table(f"Latency at a fixed rate, 3 brokers, RF 3, min ISR 2, {args.partitions} partitions, {args.size} B "
-                f"values, linger.ms 0 (load average {load:.2f} at start; ms)",
+                f"values, linger.ms {args.linger_ms:g} (load average {load:.2f} at start; ms)",
                 ["case", "records/s", "samples", "p50", "p99", "p99.9", "max",
                  f"p50 / p99 to target ({TARGET_P50_MS:g} / {TARGET_P99_MS:g} ms)"], rows)
 

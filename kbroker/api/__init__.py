@@ -3,7 +3,8 @@
 Each API module defines API_KEY, MIN_VERSION, MAX_VERSION (the range Kafka 2.8 serves), REQUEST and RESPONSE
 (message classes) and handle(request, ctx) -> response (or None when no response is sent, as Produce with
 acks=0). A response is a message object, or a list of pieces (bytes and FileSlices, for Fetch) already in
-wire order. A module may define decode(body, version) to replace the library decoder (Produce does, to keep
+wire order, or a protocol.deferred.DeferredAnswer of either that the handler completes later (Produce with acks=-1,
+so the connection reads on while it waits). A module may define decode(body, version) to replace the library decoder (Produce does, to keep
 records as views into the frame). ApiVersions advertises exactly the modules listed in API_MODULES.
 
 What dispatch does with bad input, as Kafka's SocketServer does:
@@ -20,6 +21,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from ..protocol.deferred import DeferredAnswer
 from ..protocol.acls import CLUSTER_NAME, OPERATIONS
 from ..protocol.header import (MalformedRequest, parse_request_header_v1, response_header,
                                skip_tagged_fields)
@@ -183,9 +185,10 @@ def _first_null(checks: tuple, item) -> str | None:
     return None
 
 
-def dispatch(frame: memoryview, broker, session) -> list | None:
+def dispatch(frame: memoryview, broker, session) -> list | DeferredAnswer | None:
     """Decode one request frame, run its handler, return the whole response frame (size prefix included)
-    as a list of pieces, or None when no response is due. Counts the request and its time in the broker's
+    as a list of pieces (a DeferredAnswer of it when the handler answers later), or None when no response is
+    due. Counts the request and its time in the broker's
     metrics (Fetch as FetchConsumer or FetchFollower, as Kafka's request metrics) and logs it on the request
     log at DEBUG."""
     started = time.perf_counter()
@@ -206,6 +209,14 @@ def dispatch(frame: memoryview, broker, session) -> list | None:
     request = decode(frame[pos:], version) if decode else decode_body(module.REQUEST, frame[pos:], version)
     ctx = RequestContext(broker, session, header.client_id, version, header.correlation_id)
     response = module.handle(request, ctx)
+    if isinstance(response, DeferredAnswer):   # a Produce waiting for acks=all (network.server's overlap)
+        return response.then(lambda r: _finish(r, module, request, header, flexible, broker, session, started))
+    return _finish(response, module, request, header, flexible, broker, session, started)
+
+
+def _finish(response, module, request, header, flexible: bool, broker, session, started: float) -> list | None:
+    """The response frame of a handler's response, counted in the metrics and the request log."""
+    version = header.api_version
     body = None
     if response is not None:
         body = response if isinstance(response, list) else response.encode(version=version)

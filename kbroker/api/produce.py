@@ -10,12 +10,14 @@ need Write on the request's transactional id (without one, or denied, the reques
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED); each topic needs Write (else TOPIC_AUTHORIZATION_FAILED).
 acks must be -1, 0 or 1 (else INVALID_REQUIRED_ACKS for every partition). With acks=0 there is no response,
 and as in Kafka an error closes the connection so the producer notices. v2+ answers the log append time,
-v5+ the log start offset, v8+ an error message and the index of each rejected record.
+v5+ the log start offset, v8+ an error message and the index of each rejected record. With acks=-1 the
+records are appended at once and the answer is a DeferredAnswer completed once the in-sync replicas have them.
 """
 from __future__ import annotations
 
 from kafka.protocol.producer import ProduceRequest, ProduceResponse
 
+from ..protocol.deferred import DeferredAnswer
 from ..protocol.errors import Errors
 from ..protocol.header import CloseConnection
 from ..protocol.hotpath import decode_produce_request
@@ -52,16 +54,36 @@ def handle(request, ctx):
         results = {tp: (Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, -1, -1, -1, None, []) for tp in entries}
     else:
         allowed = ctx.authorized("Write", "Topic", (t for t, _ in entries))
+        denied = {tp: (Errors.TOPIC_AUTHORIZATION_FAILED, -1, -1, -1, None, []) for tp in entries
+                  if tp[0] not in allowed}
+        if request.acks == -1:
+            # Appended now; answered once replicated, the connection reading on meanwhile (network.server)
+            answer = DeferredAnswer()
+
+            def replicated(results):
+                try:
+                    response = _response({**results, **denied}, version)
+                except Exception:
+                    answer.fail()
+                    raise
+                answer.complete(response)
+            ctx.broker.replica_manager.append_records(
+                -1, request.timeout_ms, {tp: r for tp, r in entries.items() if tp[0] in allowed}, version,
+                callback=replicated)
+            return answer.value if answer.ready else answer
         results = ctx.broker.replica_manager.append_records(
             request.acks, request.timeout_ms, {tp: r for tp, r in entries.items() if tp[0] in allowed}, version)
-        results.update({tp: (Errors.TOPIC_AUTHORIZATION_FAILED, -1, -1, -1, None, []) for tp in entries
-                        if tp[0] not in allowed})
+        results.update(denied)
     if request.acks == 0:
         failed = [(tp, r[0]) for tp, r in results.items() if r[0]]
         if failed:
             (topic, partition), error = failed[0]
             raise CloseConnection(f"acks=0 produce to {topic}-{partition} failed with {Errors(error).name}")
         return None
+    return _response(results, version)
+
+
+def _response(results: dict, version: int):
     by_topic: dict = {}
     for (topic, partition), (error, base_offset, append_time, log_start, message, record_errors) in results.items():
         by_topic.setdefault(topic, []).append(PartitionResponse(

@@ -1,7 +1,13 @@
 """The gevent socket server: one StreamServer per listener, one greenlet per connection.
 
-Per connection, requests are read and answered strictly in order (Kafka's guarantee); a client may pipeline,
-the kernel buffers what it sent ahead. Framing follows Kafka's NetworkReceive: a 4-byte size then the
+Per connection, requests are handled and answered strictly in order (Kafka's guarantee); a client may pipeline,
+the kernel buffers what it sent ahead. One overlap goes beyond Kafka, which reads a connection's next request
+only once the last one is answered: a Produce waiting for its acks=all replication answers with a
+DeferredAnswer once its records are appended, and the connection reads on — a following Produce is appended at
+once (appends stay in request order) and one follower fetch carries both, instead of a replication round trip
+each (librdkafka keeps up to 5 in flight, so a produce otherwise waits out up to 5 round trips). Any other
+request waits until every earlier answer is sent, as in Kafka; answers leave in request order; at most
+MAX_DEFERRED answers wait per connection. Framing follows Kafka's NetworkReceive: a 4-byte size then the
 request; a size below zero or above socket.request.max.bytes closes the connection, as does a request that
 cannot be parsed. A failure on one connection never reaches the others.
 
@@ -21,12 +27,15 @@ import logging
 import os
 import socket
 import struct
+from collections import deque
 from dataclasses import dataclass
 
 import gevent
+import gevent.event
 from gevent.server import StreamServer
 from gevent.socket import wait_write
 
+from ..protocol.deferred import DeferredAnswer
 from ..protocol.header import CloseConnection
 from ..protocol.hotpath import is_file_slice
 from . import tls
@@ -37,6 +46,9 @@ _SIZE = struct.Struct(">i")
 _API_KEY = struct.Struct(">h")
 TLS_CHUNK = 256 * 1024   # bytes of a file slice read at a time for a TLS connection
 FAILURE_LINGER = 1.0     # seconds the client gets to close first after a SASL failure answer
+PRODUCE_API_KEY = 0      # the only request read while earlier answers are deferred
+MAX_DEFERRED = 5         # answers waiting per connection before it stops reading (librdkafka's and Java's
+                         # idempotent producers keep at most 5 requests in flight)
 
 
 def read_exact(sock, n: int) -> bytearray | None:
@@ -122,6 +134,70 @@ def send_pieces(sock, pieces, zero_copy: bool = True) -> None:
         sock.sendall(pending)
 
 
+class _Answers:
+    """A connection's answers not sent yet, in request order (response pieces, None for no response, or
+    DeferredAnswers). Whichever greenlet completes the answer at the head sends it and every ready one behind
+    it; one sender at a time."""
+
+    def __init__(self, sock, zero_copy: bool):
+        self.sock, self.zero_copy = sock, zero_copy
+        self.queue: deque = deque()
+        self.sending = False
+        self.broken = False            # a send failed or an answer failed: the connection is being closed
+        self.sent = gevent.event.Event()   # set each time the queue shrinks
+
+    def add(self, answer) -> None:
+        self.queue.append(answer)
+        if isinstance(answer, DeferredAnswer):
+            answer.on_ready(self._ready)
+        else:
+            self.flush()
+
+    def _ready(self, _answer) -> None:
+        self.flush()
+
+    def flush(self) -> None:
+        if self.sending:
+            return      # the sending greenlet picks up what became ready meanwhile
+        self.sending = True
+        try:
+            queue = self.queue
+            while queue:
+                head = queue[0]
+                if isinstance(head, DeferredAnswer):
+                    if not head.ready:
+                        break
+                    if head.failed:
+                        self._break()
+                    head = head.value
+                if head is not None and not self.broken:
+                    try:
+                        send_pieces(self.sock, head, self.zero_copy)
+                    except OSError as e:
+                        log.debug("closing connection: %s", e)
+                        self._break()
+                queue.popleft()
+                self.sent.set()
+        finally:
+            self.sending = False
+
+    def _break(self) -> None:
+        """Close the connection under its reader (which then ends)."""
+        if not self.broken:
+            self.broken = True
+            try:
+                self.sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def wait_for_room(self, all_sent: bool) -> None:
+        """Until every answer is sent (all_sent) or fewer than MAX_DEFERRED wait."""
+        limit = 0 if all_sent else MAX_DEFERRED - 1
+        while len(self.queue) > limit:
+            self.sent.clear()
+            self.sent.wait()
+
+
 ANONYMOUS = "User:ANONYMOUS"
 
 
@@ -141,7 +217,7 @@ class Session:
 
 class SocketServer:
     def __init__(self, dispatch, config, listeners, max_request_bytes: int, credentials=None):
-        """dispatch(frame, session) -> the response pieces, or None when none is due;
+        """dispatch(frame, session) -> the response pieces (or a DeferredAnswer of them), or None when none is due;
         config: the broker's (live) config, for the connection limits and the listeners' security;
         credentials: the SCRAM credential cache (security.credentials) for SASL listeners."""
         self.dispatch = dispatch
@@ -243,6 +319,7 @@ class SocketServer:
         return None
 
     def _serve(self, sock, address, session: Session) -> None:
+        answers = _Answers(sock, session.security_protocol in ("PLAINTEXT", "SASL_PLAINTEXT"))
         while True:
             head = read_exact(sock, 4)
             if head is None:
@@ -261,12 +338,17 @@ class SocketServer:
                 if not self._authenticating(sock, address, session, frame):
                     return
                 continue
-            if not self._answer(sock, address, session, frame):
+            if answers.queue:   # deferred answers wait: only a Produce goes ahead of them (the docstring's overlap)
+                api_key = _API_KEY.unpack_from(frame, 0)[0] if len(frame) >= 2 else -1
+                answers.wait_for_room(all_sent=api_key != PRODUCE_API_KEY)
+            if answers.broken or not self._answer(sock, address, session, frame, answers=answers):
                 return
 
-    def _answer(self, sock, address, session: Session, frame, failure_delay: float = 0.0) -> bool:
-        """Dispatch one request and send its answer; False when the connection must close. An answer that ends
-        a SASL exchange with a failure is sent after failure_delay seconds."""
+    def _answer(self, sock, address, session: Session, frame, failure_delay: float = 0.0,
+                answers: _Answers | None = None) -> bool:
+        """Dispatch one request and send its answer (or queue it behind deferred ones in `answers`); False when
+        the connection must close. An answer that ends a SASL exchange with a failure is sent after
+        failure_delay seconds."""
         try:
             out = self.dispatch(memoryview(frame), session)
         except CloseConnection as e:
@@ -279,6 +361,9 @@ class SocketServer:
             return False
         if session.sasl is not None and session.sasl.close_after:
             gevent.sleep(failure_delay)
+        if answers is not None and (answers.queue or isinstance(out, DeferredAnswer)):
+            answers.add(out)
+            return not answers.broken
         if out is not None:
             try:
                 send_pieces(sock, out, session.security_protocol in ("PLAINTEXT", "SASL_PLAINTEXT"))
