@@ -14,28 +14,38 @@ import pytest
 from kafka.protocol.metadata import MetadataRequest
 
 from kbroker.network.server import MAX_DEFERRED
+from kbroker.protocol.client import Connection, KafkaError
 from tests.integration.conftest import wait_until
-from tests.integration.test_produce_fetch_bad_input import (NONE, client_for, create_topic, produce_request,
-                                                            v2_batch, wait_leader)
+from tests.integration.test_produce_fetch_bad_input import NONE, create_topic, produce_request, v2_batch
 
 TOPIC = "pipelined"
 REQUEST_TIMED_OUT = 7
 
 
-@pytest.fixture
-def pair(cluster_factory):
-    """Broker 1 leads TOPIC-0, broker 2 follows, both in the ISR; one record is committed already."""
-    cluster = cluster_factory(2, **{"zookeeper.session.timeout.ms": 30000})
+@pytest.fixture(params=[None, "sasl_ssl"])
+def pair(request, cluster_factory):
+    """Broker 1 leads TOPIC-0, broker 2 follows, both in the ISR; one record is committed already. Plaintext,
+    and SASL_SSL (answers sent from the purgatory's greenlet while the reader waits in an SSL read)."""
+    cluster = cluster_factory(2, security=request.param, **{"zookeeper.session.timeout.ms": 30000})
     create_topic(cluster, TOPIC, "--replica-assignment", "1:2")
     leader = cluster.brokers[1]
-    wait_leader(leader, TOPIC)
-    c = client_for(leader)
-    try:
-        [t] = c.send(produce_request(TOPIC, 0, v2_batch([b"first"]), 8, acks=-1)).responses
-        assert t.partition_responses[0].error_code == NONE
-    finally:
-        c.close()
+
+    def first_committed():
+        c = client_for(leader)
+        try:
+            [t] = c.send(produce_request(TOPIC, 0, v2_batch([b"first"]), 8, acks=-1)).responses
+            return t.partition_responses[0].error_code == NONE
+        except KafkaError:
+            return False
+        finally:
+            c.close()
+    wait_until(first_committed, 20, message="the first record committed")
     return cluster
+
+
+def client_for(broker) -> Connection:
+    host, port = broker.bootstrap.rsplit(":", 1)
+    return Connection(host, int(port), "pipelining-test", 10.0, security=broker.security)
 
 
 def segment_bytes(broker) -> int:
