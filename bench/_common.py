@@ -591,15 +591,18 @@ class BenchCluster:
 
 # ---- ZooKeeper + three brokers -------------------------------------------------------------------------------
 @contextlib.contextmanager
-def three_brokers(tmp_parent: str | None = None, keep: bool = False, overrides=(), prefix: str = "kbroker-bench-"):
+def three_brokers(tmp_parent: str | None = None, keep: bool = False, overrides=(), prefix: str = "kbroker-bench-",
+                  metrics: bool = False):
     """`make up`'s cluster (kbroker.cluster.up: ZooKeeper and three brokers) in a temp dir, stopped and the dir
-    removed (unless keep) on exit. Yields kbroker.cluster's state, with "bootstrap" added."""
+    removed (unless keep) on exit. Yields kbroker.cluster's state, with "bootstrap" added; metrics: each broker
+    serves Prometheus metrics on free ports (its state's "metrics_port")."""
     from kbroker import cluster as dev_cluster
     data = tempfile.mkdtemp(prefix=prefix, dir=tmp_parent)
     try:
         log(f"starting ZooKeeper and 3 brokers in {data}")
-        state = dev_cluster.up(data, 3, free_port(), dev_cluster.free_port_range(3), timeout=120,
-                               overrides=tuple(overrides))
+        ports = dev_cluster.free_port_range(6 if metrics else 3)   # listeners, then the metrics endpoints
+        state = dev_cluster.up(data, 3, free_port(), ports, timeout=120, overrides=tuple(overrides),
+                               metrics_port=ports + 3 if metrics else None)
         state["bootstrap"] = ",".join(f"127.0.0.1:{b['port']}" for b in state["brokers"])
         yield state
     finally:

@@ -8,8 +8,10 @@ one topic (`--partitions`, default 3, RF 3, min.insync.replicas 2), then for eac
 to every partition at the end receives them. The first `--warmup` seconds are left out. Printed per case:
 p50, p99, p99.9 and max of the end-to-end latency (send → `poll()` returned it) and of the produce latency
 (send → delivery report, librdkafka's `Message.latency()`), the rate reached, and the ratio of p50 and p99 to
-the issue's targets (p50 ≤ 3 ms, p99 ≤ 15 ms), and, per case, the cores each broker and this process (the
-clients) used. Producer and consumer run in this process, so their clocks agree; the producer uses `--linger-ms`
+the issue's targets (p50 ≤ 3 ms, p99 ≤ 15 ms); per case it also logs the cores each broker and this process
+(the clients) used, and the brokers' side of the produce latency from their Prometheus metrics
+(`kafka_network_requestmetrics_totaltime_seconds` of Produce: arrival → answer, the acks=all wait included;
+mean and the bucket holding p50 and p99). Producer and consumer run in this process, so their clocks agree; the producer uses `--linger-ms`
 (0; librdkafka's default is 5) and the consumer `fetch.wait.max.ms` 100 (a long poll the broker answers as soon
 as the records are committed).
 
@@ -24,6 +26,7 @@ import struct
 import sys
 import threading
 import time
+import urllib.request
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if REPO not in sys.path:
@@ -66,6 +69,50 @@ class Receiver(threading.Thread):
             if m is not None and m.error() is None:
                 samples.append((_STAMP.unpack_from(m.value())[0], time.monotonic_ns()))
         self.consumer.close()
+
+
+def produce_times(metrics_port: int) -> tuple[list[tuple[float, float]], float]:
+    """A broker's Produce request times so far (kafka_network_requestmetrics_totaltime_seconds, every version):
+    ([(bucket upper bound in seconds, cumulative count)], sum in seconds)."""
+    from prometheus_client.parser import text_string_to_metric_families
+    with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10) as r:
+        text = r.read().decode()
+    buckets: dict[float, float] = {}
+    total = 0.0
+    for family in text_string_to_metric_families(text):
+        if family.name != "kafka_network_requestmetrics_totaltime_seconds":
+            continue
+        for sample in family.samples:
+            if sample.labels.get("request") != "Produce":
+                continue
+            if sample.name.endswith("_bucket"):
+                bound = float(sample.labels["le"])
+                buckets[bound] = buckets.get(bound, 0.0) + sample.value
+            elif sample.name.endswith("_sum"):
+                total += sample.value
+    return sorted(buckets.items()), total
+
+
+def broker_produce_summary(before: list, after: list) -> str:
+    """Mean, and the bucket bounds holding p50 and p99, of the Produce requests between two readings of every
+    broker's produce_times: arrival → answer ready, the acks=all wait for the followers included."""
+    counts: dict[float, float] = {}
+    total = 0.0
+    for (b0, s0), (b1, s1) in zip(before, after):
+        old = dict(b0)
+        for bound, n in b1:
+            counts[bound] = counts.get(bound, 0.0) + n - old.get(bound, 0.0)
+        total += s1 - s0
+    cumulative = sorted(counts.items())
+    n = cumulative[-1][1] if cumulative else 0
+    if not n:
+        return "no Produce requests"
+
+    def bound_of(q: float) -> str:
+        bound = next(b for b, c in cumulative if c >= q * n)
+        return f"≤ {bound * 1e3:g} ms" if bound != float("inf") else "> 30 s"
+    return (f"{n:,.0f} Produce requests, mean {total / n * 1e3:.2f} ms, p50 {bound_of(0.5)}, "
+            f"p99 {bound_of(0.99)}")
 
 
 def cpu_seconds(pid: int) -> float:
@@ -135,7 +182,7 @@ def main() -> None:
     cases = args.acks or ["all", "1"]
 
     rows = []
-    with three_brokers(args.tmp_dir, args.keep, args.broker_prop, "kbroker-bench-latency-") as state:
+    with three_brokers(args.tmp_dir, args.keep, args.broker_prop, "kbroker-bench-latency-", metrics=True) as state:
         bootstrap = state["bootstrap"]
         create_replicated_topic(state, "latency", args.partitions, {"min.insync.replicas": "2"})
         load = os.getloadavg()[0]
@@ -150,11 +197,14 @@ def main() -> None:
                 pids = {f"broker {b['id']}": b["pid"] for b in state["brokers"]}
                 pids["client (this process)"] = os.getpid()
                 cpu = {name: cpu_seconds(pid) for name, pid in pids.items()}
+                produced = [produce_times(b["metrics_port"]) for b in state["brokers"]]
                 began = time.monotonic()
                 r = run_case(bootstrap, "latency", args.partitions, acks, args.rate, args.size, args.seconds,
                              args.warmup, args.linger_ms)
                 wall = time.monotonic() - began
                 cpu = {name: (cpu_seconds(pid) - cpu[name]) / wall for name, pid in pids.items()}
+                brokers_side = broker_produce_summary(produced, [produce_times(b["metrics_port"])
+                                                                 for b in state["brokers"]])
             for name, values in (("end to end", r["e2e"]), ("produce (ack)", r["produce"])):
                 p50, p99 = percentile(values, 0.50), percentile(values, 0.99)
                 ratios = (f"{p50 / TARGET_P50_MS:.2f} / {p99 / TARGET_P99_MS:.2f}" if name == "end to end" else "")
@@ -162,6 +212,7 @@ def main() -> None:
                              f"{p99:.2f}", f"{percentile(values, 0.999):.2f}",
                              f"{values[-1] if values else float('nan'):.2f}", ratios])
             log(f"acks={acks}: cores used during the case: " + ", ".join(f"{n} {c:.2f}" for n, c in cpu.items()))
+            log(f"acks={acks}: the brokers' side (TotalTime, warm-up included): {brokers_side}")
             if r["failed"] or r["received"] < r["sent"]:
                 log(f"acks={acks}: {r['failed']} failed, {r['received']:,} of {r['sent']:,} received")
     print_table(f"Latency at a fixed rate, 3 brokers, RF 3, min ISR 2, {args.partitions} partitions, {args.size} B "
