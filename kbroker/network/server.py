@@ -136,11 +136,11 @@ def send_pieces(sock, pieces, zero_copy: bool = True) -> None:
 
 class _Answers:
     """A connection's answers not sent yet, in request order (response pieces, None for no response, or
-    DeferredAnswers). Whichever greenlet completes the answer at the head sends it and every ready one behind
-    it; one sender at a time."""
+    DeferredAnswers): every answer leaves through here. Whichever greenlet completes the answer at the head
+    sends it and every ready one behind it; one sender at a time."""
 
-    def __init__(self, sock, zero_copy: bool):
-        self.sock, self.zero_copy = sock, zero_copy
+    def __init__(self, sock, address, zero_copy: bool):
+        self.sock, self.address, self.zero_copy = sock, address, zero_copy
         self.queue: deque = deque()
         self.sending = False
         self.broken = False            # a send failed or an answer failed: the connection is being closed
@@ -174,7 +174,7 @@ class _Answers:
                     try:
                         send_pieces(self.sock, head, self.zero_copy)
                     except OSError as e:
-                        log.debug("closing connection: %s", e)
+                        log.debug("closing connection from %s:%s: %s", self.address[0], self.address[1], e)
                         self._break()
                 queue.popleft()
                 self.sent.set()
@@ -319,7 +319,7 @@ class SocketServer:
         return None
 
     def _serve(self, sock, address, session: Session) -> None:
-        answers = _Answers(sock, session.security_protocol in ("PLAINTEXT", "SASL_PLAINTEXT"))
+        answers = _Answers(sock, address, session.security_protocol in ("PLAINTEXT", "SASL_PLAINTEXT"))
         while True:
             head = read_exact(sock, 4)
             if head is None:
@@ -335,20 +335,19 @@ class SocketServer:
                 return
             auth = session.sasl
             if auth is not None and not auth.complete:
-                if not self._authenticating(sock, address, session, frame):
+                if not self._authenticating(sock, answers, address, session, frame):
                     return
                 continue
             if answers.queue:   # deferred answers wait: only a Produce goes ahead of them (the docstring's overlap)
                 api_key = _API_KEY.unpack_from(frame, 0)[0] if len(frame) >= 2 else -1
                 answers.wait_for_room(all_sent=api_key != PRODUCE_API_KEY)
-            if answers.broken or not self._answer(sock, address, session, frame, answers=answers):
+            if answers.broken or not self._answer(answers, address, session, frame):
                 return
 
-    def _answer(self, sock, address, session: Session, frame, failure_delay: float = 0.0,
-                answers: _Answers | None = None) -> bool:
-        """Dispatch one request and send its answer (or queue it behind deferred ones in `answers`); False when
-        the connection must close. An answer that ends a SASL exchange with a failure is sent after
-        failure_delay seconds."""
+    def _answer(self, answers: _Answers, address, session: Session, frame, failure_delay: float = 0.0) -> bool:
+        """Dispatch one request and send its answer (after the deferred ones before it); False when the
+        connection must close. An answer that ends a SASL exchange with a failure is sent after failure_delay
+        seconds."""
         try:
             out = self.dispatch(memoryview(frame), session)
         except CloseConnection as e:
@@ -361,18 +360,10 @@ class SocketServer:
             return False
         if session.sasl is not None and session.sasl.close_after:
             gevent.sleep(failure_delay)
-        if answers is not None and (answers.queue or isinstance(out, DeferredAnswer)):
-            answers.add(out)
-            return not answers.broken
-        if out is not None:
-            try:
-                send_pieces(sock, out, session.security_protocol in ("PLAINTEXT", "SASL_PLAINTEXT"))
-            except OSError as e:
-                log.debug("closing connection from %s:%s: %s", address[0], address[1], e)
-                return False
-        return True
+        answers.add(out)
+        return not answers.broken
 
-    def _authenticating(self, sock, address, session: Session, frame) -> bool:
+    def _authenticating(self, sock, answers: _Answers, address, session: Session, frame) -> bool:
         """One frame before SASL authentication completed: a raw token after a v0 handshake, else a request the
         state machine must allow. False when the connection must close: a request not allowed (no answer), or
         after answering a failure (sent after connection.failed.authentication.delay.ms, as Kafka delays it)."""
@@ -393,7 +384,7 @@ class SocketServer:
                 log.info("closing connection from %s:%s: request with api key %d before SASL authentication "
                          "(state %s)", address[0], address[1], api_key, auth.state)
                 return False
-            if not self._answer(sock, address, session, frame, delay):
+            if not self._answer(answers, address, session, frame, delay):
                 return False
             if auth.close_after:
                 linger_for_close(sock, FAILURE_LINGER)
