@@ -98,15 +98,7 @@ def _read(ctx, requests, max_bytes: int, isolation_level: int, follower: int, co
     min_one = not hard_limit
     limit = max_bytes
     results, total, errored = {}, 0, False
-    hosted, offline, now = replicas.partitions.get, replicas.offline_partitions, replicas.clock.now_ms()
     for tp, fetch_offset, partition_max, leader_epoch in requests:
-        if follower >= 0:   # an idle fetch session's round: most partitions have nothing new
-            partition = hosted(tp)
-            if (partition is not None and tp not in offline
-                    and partition.idle_follower_fetch(follower, fetch_offset, leader_epoch, now)):
-                log = partition.log
-                results[tp] = FetchPartitionData(tp[1], 0, log.high_watermark, -1, log.log_start_offset)
-                continue
         data = FetchPartitionData(tp[1])
         try:
             partition = replicas.leader_partition(tp)

@@ -135,10 +135,9 @@ class ReplicaFetcher:
         now = gevent.get_hub().loop.now()
         max_bytes = cfg["replica.fetch.max.bytes"]
         wanted = {}
-        hosted, leader, truncating = self.manager.partitions.get, self.leader_id, self.truncating
-        for tp, state in self.partitions.items():   # _partition's checks, inline: this runs for every partition
-            partition = hosted(tp)
-            if partition is None or partition.leader != leader or tp in truncating or state.failed_until > now:
+        for tp, state in self.partitions.items():
+            partition = self._partition(tp)
+            if partition is None or tp in self.truncating or state.failed_until > now:
                 continue
             log_ = partition.log
             wanted[tp] = (log_.log_end_offset, log_.log_start_offset, max_bytes, state.leader_epoch)

@@ -249,25 +249,6 @@ class Partition:
         return None
 
     # ---- followers, seen from the leader ------------------------------------------------------------------
-    def idle_follower_fetch(self, follower: int, fetch_offset: int, current_leader_epoch: int, now: int) -> bool:
-        """The idle round of a fetch session, in one call: if this broker leads, the follower's epoch is current,
-        and the in-sync follower is still at the log end with the HW there too, record its fetch (what read and
-        update_follower_fetch_state would do: nothing to read, only the times move) and return True; else
-        False, and the caller takes the full path."""
-        log = self.log
-        leo = log.log_end_offset
-        if (fetch_offset != leo or self.leader != self.broker_id or log.dir_failed
-                or current_leader_epoch >= 0 and current_leader_epoch != self.leader_epoch):
-            return False
-        replica = self.remote.get(follower)
-        if (replica is None or replica.log_end_offset != leo or log.high_watermark != leo
-                or follower not in self.isr):
-            return False
-        if replica.last_caught_up_ms < now:
-            replica.last_caught_up_ms = now
-        replica.last_fetch_leader_leo, replica.last_fetch_ms = leo, now
-        return True
-
     def update_follower_fetch_state(self, follower: int, fetch_offset: int, leader_leo: int) -> bool:
         """A follower fetched from fetch_offset; True if the high watermark moved."""
         replica = self.remote.get(follower)
