@@ -32,7 +32,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if REPO not in sys.path:
     sys.path.insert(0, REPO)
 
-from bench._common import (PySpy, bench_parser, create_replicated_topic, fmt_rate, log, print_table,  # noqa: E402
+from bench._common import (CpuMeter, PySpy, bench_parser, create_replicated_topic, fmt_rate, log, print_table,  # noqa: E402
                            three_brokers)
 from kbroker.cluster import wait_until  # noqa: E402
 
@@ -115,13 +115,6 @@ def broker_produce_summary(before: list, after: list) -> str:
             f"p99 {bound_of(0.99)}")
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of a process so far (/proc/<pid>/stat)."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def run_case(bootstrap: str, topic: str, partitions: int, acks: str, rate: int, size: int, seconds: float,
              warmup: float, linger_ms: float) -> dict:
     """Send at `rate` for `seconds`; the latencies of the records sent after `warmup` seconds."""
@@ -196,13 +189,11 @@ def main() -> None:
                                                      args.py_spy_format))
                 pids = {f"broker {b['id']}": b["pid"] for b in state["brokers"]}
                 pids["client (this process)"] = os.getpid()
-                cpu = {name: cpu_seconds(pid) for name, pid in pids.items()}
+                cpu = {name: CpuMeter(pid).start() for name, pid in pids.items()}
                 produced = [produce_times(b["metrics_port"]) for b in state["brokers"]]
-                began = time.monotonic()
                 r = run_case(bootstrap, "latency", args.partitions, acks, args.rate, args.size, args.seconds,
                              args.warmup, args.linger_ms)
-                wall = time.monotonic() - began
-                cpu = {name: (cpu_seconds(pid) - cpu[name]) / wall for name, pid in pids.items()}
+                cpu = {name: meter.percent() / 100 for name, meter in cpu.items()}
                 brokers_side = broker_produce_summary(produced, [produce_times(b["metrics_port"])
                                                                  for b in state["brokers"]])
             for name, values in (("end to end", r["e2e"]), ("produce (ack)", r["produce"])):

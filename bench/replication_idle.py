@@ -23,17 +23,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if REPO not in sys.path:
     sys.path.insert(0, REPO)
 
-from bench._common import bench_parser, create_replicated_topic, log, print_table, three_brokers  # noqa: E402
+from bench._common import CpuMeter, bench_parser, create_replicated_topic, log, print_table, three_brokers  # noqa: E402
 from kbroker.cluster import wait_until  # noqa: E402
-
-_TICK = os.sysconf("SC_CLK_TCK")
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process so far (/proc/PID/stat fields 14 and 15)."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / _TICK
 
 
 def idle_cpu(tmp_dir: str | None, partitions: int, settle: float, seconds: float,
@@ -72,10 +63,9 @@ def logs_in(log_dir: str, topic: str) -> int:
 
 def usage(pids: list[int], seconds: float) -> list[float]:
     """Each process's CPU cores used over the next `seconds`."""
-    before, t0 = [cpu_seconds(p) for p in pids], time.monotonic()
+    meters = [CpuMeter(p).start() for p in pids]
     time.sleep(seconds)
-    elapsed = time.monotonic() - t0
-    return [(cpu_seconds(p) - b) / elapsed for p, b in zip(pids, before)]
+    return [m.percent() / 100 for m in meters]
 
 
 def main() -> None:
