@@ -31,14 +31,10 @@ def pair(request, cluster_factory):
     leader = cluster.brokers[1]
 
     def first_committed():
-        c = client_for(leader)
         try:
-            [t] = c.send(produce_request(TOPIC, 0, v2_batch([b"first"]), 8, acks=-1)).responses
-            return t.partition_responses[0].error_code == NONE
+            return produce_one(leader, b"first").error_code == NONE
         except KafkaError:
             return False
-        finally:
-            c.close()
     wait_until(first_committed, 20, message="the first record committed")
     return cluster
 
@@ -46,6 +42,16 @@ def pair(request, cluster_factory):
 def client_for(broker) -> Connection:
     host, port = broker.bootstrap.rsplit(":", 1)
     return Connection(host, int(port), "pipelining-test", 10.0, security=broker.security)
+
+
+def produce_one(broker, value: bytes):
+    """The partition response of one acks=all Produce of `value` on a connection of its own."""
+    c = client_for(broker)
+    try:
+        [t] = c.send(produce_request(TOPIC, 0, v2_batch([value]), 8, acks=-1)).responses
+        return t.partition_responses[0]
+    finally:
+        c.close()
 
 
 def segment_bytes(broker) -> int:
@@ -109,13 +115,9 @@ def test_waiting_produces_time_out_in_order(pair):
         c.close()
     assert [p.error_code for p in results] == [REQUEST_TIMED_OUT] * 3
     # Once the follower is back, acks=all works again on a new connection.
-    c = client_for(leader)
-    try:
-        [t] = c.send(produce_request(TOPIC, 0, v2_batch([b"after"]), 8, acks=-1)).responses
-        assert t.partition_responses[0].error_code == NONE
-        assert t.partition_responses[0].base_offset == 4
-    finally:
-        c.close()
+    after = produce_one(leader, b"after")
+    assert after.error_code == NONE
+    assert after.base_offset == 4
 
 
 def test_a_connection_stops_reading_at_max_deferred_answers(pair):
@@ -150,11 +152,7 @@ def test_a_client_leaving_with_answers_pending_harms_nothing(pair):
         c.close()
     finally:
         follower.proc.send_signal(signal.SIGCONT)
-    c = client_for(leader)
-    try:
-        [t] = c.send(produce_request(TOPIC, 0, v2_batch([b"next"]), 8, acks=-1)).responses
-        assert t.partition_responses[0].error_code == NONE
-        assert t.partition_responses[0].base_offset == 4   # the orphans were appended (and replicated) before it
-    finally:
-        c.close()
+    after = produce_one(leader, b"next")
+    assert after.error_code == NONE
+    assert after.base_offset == 4   # the orphans were appended (and replicated) before it
     assert leader.alive() and "Traceback" not in leader.log()
