@@ -105,9 +105,7 @@ class DelayedOperationPurgatory:
         assert keys, "the watch key list can't be empty"
         if op.maybe_try_complete():
             return True
-        for key in keys:
-            self._watchers.setdefault(key, {})[op] = None
-        self._estimated_total += 1
+        self._add_watchers(op, keys)
         if op.maybe_try_complete():
             return True
         if not op.is_completed:
@@ -118,10 +116,13 @@ class DelayedOperationPurgatory:
         """Watch `op` under every key and start its timeout, without checking it first: for a caller that has
         just found on this hub that it cannot complete, with no `check_and_complete` since (same `checks`),
         so checking again would find the same. At 10 000 idle partitions a fetch skips a pass over them."""
+        self._add_watchers(op, keys)
+        self._timer.add(op)
+
+    def _add_watchers(self, op: DelayedOperation, keys: Iterable[Hashable]) -> None:
         for key in keys:
             self._watchers.setdefault(key, {})[op] = None
         self._estimated_total += 1
-        self._timer.add(op)
 
     def check_and_complete(self, key: Hashable) -> int:
         """Try to complete the operations watched under `key`; return how many this call completed."""
