@@ -197,6 +197,9 @@ def test_kill9_during_steady_acks1_produce_loses_no_acknowledged_record(cluster_
     b.kill9()
     with lock:
         acked_at_kill = dict(acked)
+    # The producer goes on sending until it sees the broker gone: stopping it at once could leave it nothing in
+    # flight to fail (seen once in CI when every batch had been acknowledged just before the kill).
+    wait_until(lambda: failed, 10, message="the producer to see the broker die")
     stop.set()
     t.join(15)
     assert not t.is_alive()
