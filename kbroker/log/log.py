@@ -55,7 +55,7 @@ import gevent.lock
 from ..clock import Clock
 from ..records.entries import iter_entries
 from .checkpoint import LEADER_EPOCH_CHECKPOINT, LeaderEpochFileCache, fsync_dir
-from .config import LogConfig
+from .config import MAX_LONG, LogConfig
 from .dir_failure import LogDirFailureChannel
 from .errors import (CorruptIndex, KafkaStorageError, OffsetOutOfRange, RecordBatchTooLarge,
                      UnexpectedAppendOffset, UnsupportedForMessageFormat)
@@ -148,6 +148,9 @@ class Log:
     # The first offset of the oldest open or unreplicated transaction, or None: set by the partition, which
     # keeps the producer state (the log cleaner and reads stop at the last stable offset).
     first_unstable_offset: Callable[[], int | None] = staticmethod(lambda: None)
+    # Called with the log when it gets periodic work (`has_periodic_work`): the LogManager's periodic flush and
+    # deletion visit only the logs that called it, not every log each second.
+    on_periodic_work: Callable[["Log"], None] = staticmethod(lambda log: None)
 
     def __init__(self, dir: str, config: LogConfig, recovery_point: int = 0, log_start_offset: int = 0,
                  clock: Clock | None = None, *, had_clean_shutdown: bool = False,
@@ -157,6 +160,7 @@ class Log:
         dir_failure: where an I/O error in the log's files is reported (the LogManager's channel); an OSError
         while loading is left to the caller."""
         self.dir = os.path.abspath(dir)
+        self.parent_dir = os.path.dirname(self.dir)     # the log dir (renames stay in it)
         self.dir_failure = dir_failure
         self.dir_failed = False
         self.topic_partition = parse_topic_partition(os.path.basename(self.dir))
@@ -199,10 +203,6 @@ class Log:
     @property
     def name(self) -> str:
         return f"[Log partition={log_dir_name(self.topic_partition)}, dir={self.parent_dir}]"
-
-    @property
-    def parent_dir(self) -> str:
-        return os.path.dirname(self.dir)
 
     @property
     def is_future(self) -> bool:
@@ -261,6 +261,7 @@ class Log:
         logger.info("%s deleting segments %s due to %s", self.name, [s.base_offset for s in segments], reason)
         due = self._clock.monotonic_ms() + self.config.file_delete_delay_ms
         self._pending_deletes.extend((due, s) for s in segments)
+        self.on_periodic_work(self)
 
     @_io("deleting segments")
     def delete_pending_segments(self, force: bool = False) -> int:
@@ -565,6 +566,7 @@ class Log:
         self._add_segment(segment)
         self._leo = LogOffsetMetadata(self.log_end_offset, segment.base_offset, segment.size)
         self._pending_flush_offset = new_offset
+        self.on_periodic_work(self)
         logger.info("%s rolled new log segment at offset %d", self.name, new_offset)
         return segment
 
@@ -598,9 +600,17 @@ class Log:
             self._pending_flush_offset = None
 
     def flush_due(self, now_ms: int) -> bool:
-        """Whether `maybe_flush` has work; cheap, as the broker asks it of every log each second."""
+        """Whether `maybe_flush` has work."""
         return (self._pending_flush_offset is not None or self.producer_state.has_unflushed
                 or now_ms - self.last_flush_time >= self.config.flush_ms)
+
+    @property
+    def has_periodic_work(self) -> bool:
+        """Whether `maybe_flush` or `delete_pending_segments` has or may get work with time alone: a roll's
+        flush, producer snapshots to fsync, segments waiting for deletion, a flush.ms below Kafka's default
+        (never). Whatever gives a log such work calls `on_periodic_work`."""
+        return (self._pending_flush_offset is not None or self.producer_state.has_unflushed
+                or bool(self._pending_deletes) or self.config.flush_ms < MAX_LONG)
 
     @_io("flushing the log")
     def maybe_flush(self) -> bool:
@@ -749,6 +759,7 @@ class Log:
         self._hw_cache = None
         self.update_high_watermark(min(self._high_watermark, end_offset))
         self.producer_state.load(self, end_offset, clean_shutdown=False)
+        self.on_periodic_work(self)     # the snapshots just written
         for listener in list(self.truncation_listeners):
             listener(self, end_offset)
 
@@ -870,6 +881,7 @@ class Log:
             segment.change_file_suffixes("", DELETED_SUFFIX)
         due = self._clock.monotonic_ms() + self.config.file_delete_delay_ms
         self._pending_deletes.extend((due, s) for s in old_segments)
+        self.on_periodic_work(self)
         new_segment.change_file_suffixes(SWAP_SUFFIX, "")
         logger.info("%s replaced segments %s with cleaned segment %d (%d bytes)", self.name,
                     [s.base_offset for s in old_segments], new_segment.base_offset, new_segment.size)
@@ -879,6 +891,7 @@ class Log:
     def update_config(self, config: LogConfig) -> None:
         """New topic settings; segment and index sizes apply from the next segment, as in Kafka."""
         self.config = config
+        self.on_periodic_work(self)     # flush.ms may have come down
 
     @_io("closing the log")
     def close(self) -> None:

@@ -9,6 +9,7 @@ from kbroker.clock import MockClock
 from kbroker.log import checkpoint as checkpoint_module
 from kbroker.log.checkpoint import OffsetCheckpointFile
 from kbroker.log.config import LogConfig
+from kbroker.log.log import Log
 from kbroker.log.manager import LogManager
 from kbroker.replica.partition import Partition
 
@@ -246,6 +247,54 @@ def test_flush_dirty_logs_and_fsync_off_the_caller(tmp_path):
     lm.shutdown()
     assert len(calls) >= 5                          # flush, close, three checkpoints, the marker
     assert struct.unpack(">q", open(log.segments[0].log_path, "rb").read(8))[0] == 0
+
+
+def test_periodic_rounds_visit_only_logs_with_work_and_still_do_all_of_it(tmp_path, monkeypatch):
+    # The per-second flush and deletion rounds must not visit every idle log (with 10 000 partitions that scan
+    # was a sixth of an idle broker's CPU), yet whatever gives a log work later is done by the next rounds: a
+    # roll's flush, retention's deletions, snapshots written by a truncation, a flush.ms brought down.
+    clock = MockClock()
+    lm = manager([tmp_path], clock)
+    idle = [lm.get_or_create_log(("idle", p)) for p in range(20)]
+    busy = lm.get_or_create_log(("busy", 0))
+    visited = []
+    flush_due = Log.flush_due
+    monkeypatch.setattr(Log, "flush_due", lambda log, now: visited.append(log) or flush_due(log, now))
+
+    def rounds():
+        visited.clear()
+        lm.flush_dirty_logs()
+        lm.delete_pending_files()
+        return visited
+    rounds()                                        # new logs are visited once (loading may leave work)
+    assert rounds() == []
+
+    fill(busy, 12, count=3, value_size=60)          # 36 records, rolled (segment.bytes 1200)
+    assert len(busy.segments) > 1 and busy.recovery_point == 0
+    assert rounds() == [busy] and busy.recovery_point == busy.active_segment.base_offset
+    assert rounds() == []
+
+    busy.update_high_watermark(busy.log_end_offset)
+    lm.update_topic_config("busy", LogConfig(segment_bytes=1200, file_delete_delay_ms=1000, retention_bytes=1))
+    assert lm.cleanup_logs() > 0
+    deleted = [n for n in os.listdir(busy.dir) if n.endswith(".deleted")]
+    assert deleted and rounds() == [busy] and not set(deleted) - set(os.listdir(busy.dir))
+    clock.advance(1000)
+    rounds()
+    assert not [n for n in os.listdir(busy.dir) if n.endswith(".deleted")] and rounds() == []
+
+    fill(busy, 1, count=3)
+    assert busy.truncate_to(busy.log_end_offset - 2) and busy.producer_state.has_unflushed
+    assert rounds() == [busy] and not busy.producer_state.has_unflushed
+    assert rounds() == []
+
+    fill(idle[3], 1, count=3)
+    assert idle[3].recovery_point == 0 and rounds() == []
+    lm.update_topic_config("idle", LogConfig(segment_bytes=1200, file_delete_delay_ms=1000, flush_ms=100))
+    clock.advance(100)
+    assert set(rounds()) == set(idle) and idle[3].recovery_point == 3
+    lm.delete_logs([("idle", p) for p in range(20)])
+    assert rounds() == [] and lm._with_periodic_work == set()     # deleted logs are not kept
 
 
 def test_future_logs_load_swap_and_survive_restarts(tmp_path):
