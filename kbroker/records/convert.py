@@ -228,12 +228,24 @@ def down_convert(read: Callable[[int, int], bytes], file_id, start: int, end: in
             ends = _messages(data)[1]
             j = bisect_right(ends, first + budget)
             if j and ends[j - 1] > first:
-                pieces.append(_part(data, first, ends[j - 1]))
+                _add(pieces, _part(data, first, ends[j - 1]))
             break
         started = True
         budget -= size
-        pieces.append(_part(data, first, _size(data)))
+        _add(pieces, _part(data, first, _size(data)))
     return pieces, records, next_offset
+
+
+def _add(pieces: list, piece: Piece) -> None:
+    """Append piece; a cached slice that continues the last one in its arena (entries converted one after the
+    other are stored so) lengthens it instead: a response from the cache is a few sendfile calls, not one per
+    entry."""
+    last = pieces[-1] if pieces else None
+    if (isinstance(piece, CachedSlice) and isinstance(last, CachedSlice) and last.arena is piece.arena
+            and last.position + last.length == piece.position):
+        pieces[-1] = last._replace(length=last.length + piece.length)
+    else:
+        pieces.append(piece)
 
 
 class _Source:

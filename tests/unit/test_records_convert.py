@@ -265,6 +265,19 @@ def test_cached_slices_go_out_as_file_slices():
         assert bytes(got) == b"head" + expected
 
 
+def test_cached_entries_stored_together_go_out_as_one_slice():
+    """Entries converted one after the other lie one after the other in an arena: a response from the cache
+    sends them as one slice (one sendfile), not one per source batch; entries from two arenas stay two."""
+    log = log_of(*[produce(2, NONE, sample(20, headers=False)) for _ in range(6)])
+    per_entry = len(converted(log_of(produce(2, NONE, sample(20, headers=False))), 1))
+    for cache, slices in ((ConversionCache(1 << 20), 1), (ConversionCache(8 * (3 * per_entry + 200)), 2)):
+        convert(log, 1, cache=cache)
+        pieces, _, _ = down_convert(File(log).read, 1, 0, len(log), 1, fetch_offset=7, max_bytes=1 << 30,
+                                    cache=cache)
+        assert len(pieces) == slices and all(isinstance(p, CachedSlice) for p in pieces)
+        assert joined(pieces) == converted(log, 1, fetch_offset=7)
+
+
 def test_pauses_between_stretches_of_conversion():
     """pause() (the broker yields to other connections there) comes after each PAUSE_BYTES of source converted,
     and never on a read served from the cache."""
