@@ -5,6 +5,7 @@ MAX_DEFERRED answers wait per connection. The follower is paused with SIGSTOP (i
 the pause and replica.lag.time.max.ms keeps it in the ISR), so nothing can be acknowledged meanwhile."""
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 import signal
@@ -63,9 +64,14 @@ def answers(c, n: int) -> list:
     return [c.receive(timeout=30) for _ in range(n)]
 
 
-def paused(broker):
+@contextlib.contextmanager
+def stopped(broker):
+    """The broker SIGSTOPped for the block (its ZooKeeper session outlives it), then continued."""
     broker.proc.send_signal(signal.SIGSTOP)
-    return broker
+    try:
+        yield
+    finally:
+        broker.proc.send_signal(signal.SIGCONT)
 
 
 def test_produces_behind_a_waiting_one_are_appended_at_once_and_answered_in_order(pair):
@@ -73,8 +79,7 @@ def test_produces_behind_a_waiting_one_are_appended_at_once_and_answered_in_orde
     batch = v2_batch([b"a", b"b"])
     before = segment_bytes(leader)
     c = client_for(leader)
-    paused(follower)
-    try:
+    with stopped(follower):
         for _ in range(4):
             c.submit(produce_request(TOPIC, 0, batch, 8, acks=-1))
         c.submit(MetadataRequest(version=1, topics=[TOPIC]))
@@ -83,8 +88,6 @@ def test_produces_behind_a_waiting_one_are_appended_at_once_and_answered_in_orde
         # read the second request only after answering the first).
         wait_until(lambda: segment_bytes(leader) == before + 4 * len(batch), 10, message="4 batches appended")
         assert c.in_flight == 6
-    finally:
-        follower.proc.send_signal(signal.SIGCONT)
     *produced, metadata, last = answers(c, 6)
     c.close()
     offsets = []
@@ -103,16 +106,13 @@ def test_produces_behind_a_waiting_one_are_appended_at_once_and_answered_in_orde
 def test_waiting_produces_time_out_in_order(pair):
     leader, follower = pair.brokers[1], pair.brokers[2]
     c = client_for(leader)
-    paused(follower)
-    try:
+    with stopped(follower):
         for i in range(3):
             request = produce_request(TOPIC, 0, v2_batch([b"late-%d" % i]), 8, acks=-1)
             request.timeout_ms = 300
             c.submit(request)
         results = [r.responses[0].partition_responses[0] for r in answers(c, 3)]
-    finally:
-        follower.proc.send_signal(signal.SIGCONT)
-        c.close()
+    c.close()
     assert [p.error_code for p in results] == [REQUEST_TIMED_OUT] * 3
     # Once the follower is back, acks=all works again on a new connection.
     after = produce_one(leader, b"after")
@@ -125,16 +125,13 @@ def test_a_connection_stops_reading_at_max_deferred_answers(pair):
     batch = v2_batch([b"x"])
     before = segment_bytes(leader)
     c = client_for(leader)
-    paused(follower)
-    try:
+    with stopped(follower):
         for _ in range(MAX_DEFERRED + 3):
             c.submit(produce_request(TOPIC, 0, batch, 8, acks=-1))
         wait_until(lambda: segment_bytes(leader) == before + MAX_DEFERRED * len(batch), 10,
                    message=f"{MAX_DEFERRED} batches appended")
         time.sleep(1)   # the rest stay unread while the answers wait
         assert segment_bytes(leader) == before + MAX_DEFERRED * len(batch)
-    finally:
-        follower.proc.send_signal(signal.SIGCONT)
     results = [r.responses[0].partition_responses[0] for r in answers(c, MAX_DEFERRED + 3)]
     c.close()
     assert [p.error_code for p in results] == [NONE] * (MAX_DEFERRED + 3)
@@ -144,14 +141,11 @@ def test_a_connection_stops_reading_at_max_deferred_answers(pair):
 def test_a_client_leaving_with_answers_pending_harms_nothing(pair):
     leader, follower = pair.brokers[1], pair.brokers[2]
     c = client_for(leader)
-    paused(follower)
-    try:
+    with stopped(follower):
         for i in range(3):
             c.submit(produce_request(TOPIC, 0, v2_batch([b"orphan-%d" % i]), 8, acks=-1))
         wait_until(lambda: segment_bytes(leader) > 0 and c.in_flight == 3, 10)
         c.close()
-    finally:
-        follower.proc.send_signal(signal.SIGCONT)
     after = produce_one(leader, b"next")
     assert after.error_code == NONE
     assert after.base_offset == 4   # the orphans were appended (and replicated) before it
