@@ -599,11 +599,6 @@ class Log:
         if self._pending_flush_offset is not None and self._pending_flush_offset <= self.recovery_point:
             self._pending_flush_offset = None
 
-    def flush_due(self, now_ms: int) -> bool:
-        """Whether `maybe_flush` has work."""
-        return (self._pending_flush_offset is not None or self.producer_state.has_unflushed
-                or now_ms - self.last_flush_time >= self.config.flush_ms)
-
     @property
     def has_periodic_work(self) -> bool:
         """Whether `maybe_flush` or `delete_pending_segments` has or may get work with time alone: a roll's

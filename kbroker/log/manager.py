@@ -519,10 +519,7 @@ class LogManager:
         return out
 
     def flush_dirty_logs(self) -> None:
-        now = self._clock.now_ms()
         for log in self._logs_with_periodic_work():
-            if not log.flush_due(now):
-                continue
             try:
                 log.maybe_flush()
             except Exception:

@@ -258,8 +258,8 @@ def test_periodic_rounds_visit_only_logs_with_work_and_still_do_all_of_it(tmp_pa
     idle = [lm.get_or_create_log(("idle", p)) for p in range(20)]
     busy = lm.get_or_create_log(("busy", 0))
     visited = []
-    flush_due = Log.flush_due
-    monkeypatch.setattr(Log, "flush_due", lambda log, now: visited.append(log) or flush_due(log, now))
+    maybe_flush = Log.maybe_flush
+    monkeypatch.setattr(Log, "maybe_flush", lambda log: visited.append(log) or maybe_flush(log))
 
     def rounds():
         visited.clear()
