@@ -23,6 +23,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections import deque
 
 from kafka.protocol.metadata import MetadataRequest
 
@@ -46,6 +47,9 @@ class ClusterError(RuntimeError):
 
 # ---- ports and waiting -------------------------------------------------------------------------------------
 PORT_SLICE_BLOCK = 16
+# Ports handed out lately by this process: a port chosen for a broker that has not bound it yet is still free,
+# so without this the next choice (another broker, a metrics endpoint) could be the same port.
+_RECENT_PORTS: deque = deque(maxlen=256)
 
 
 def _port_slice() -> tuple[int, int]:
@@ -85,13 +89,16 @@ def _bindable(ports) -> bool:
 
 
 def free_port_range(n: int) -> int:
-    """A base port with the n ports from it free now on 127.0.0.1 (all in this process's KBROKER_PORT_SLICE)."""
+    """A base port with the n ports from it free now on 127.0.0.1 (all in this process's KBROKER_PORT_SLICE),
+    none of them handed out by one of this process's last calls."""
     share = _port_slice()
     candidates = _candidate_ports()
     for _ in range(2000):
         base = random.randrange(candidates.start, candidates.stop - n + 1)
         ports = range(base, base + n)
-        if all((p // PORT_SLICE_BLOCK) % share[1] == share[0] for p in ports) and _bindable(ports):
+        if (all((p // PORT_SLICE_BLOCK) % share[1] == share[0] and p not in _RECENT_PORTS for p in ports)
+                and _bindable(ports)):
+            _RECENT_PORTS.extend(ports)
             return base
     raise ClusterError(f"no {n} consecutive free ports")
 
