@@ -21,10 +21,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from zk import broker_config as zk_broker_config
 from zk.admin import AdminZkClient, merge_config
-from zk.admin_errors import UnknownTopicError
 from zk.client import KafkaZkClient
+from kbroker.common import broker_config
+from kbroker.common.admin_errors import UnknownTopicError
 
 from .kafka_client import BROKER_RESOURCE, TOPIC_RESOURCE, AdminClient
 from .output import Output, table
@@ -71,7 +71,7 @@ class Entity:
 
     @property
     def json_name(self) -> str:
-        return zk_broker_config.DEFAULT_ENTITY if self.name is None else self.name
+        return broker_config.DEFAULT_ENTITY if self.name is None else self.name
 
     @property
     def resource(self) -> tuple[int, str]:

@@ -19,8 +19,8 @@ from contextlib import nullcontext
 from dataclasses import dataclass, field
 
 from zk import znodes as z
-from zk.admin_errors import AdminError, UnknownTopicError
 from zk.client import KafkaZkClient, ZkNodeExists
+from kbroker.common.admin_errors import AdminError, UnknownTopicError
 from kbroker.protocol.client import error_name
 
 from .errors import WaitTimedOut

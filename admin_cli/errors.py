@@ -10,8 +10,8 @@ exist. (UNKNOWN_TOPIC_OR_PARTITION)", the same whichever way kadmin reached the 
 """
 from __future__ import annotations
 
-from zk.admin_errors import AdminError
 from zk.client import ZkBadVersion, ZkConnectionLoss, ZkError, ZkNodeExists, ZkNoNode, ZkSessionExpired
+from kbroker.common.admin_errors import AdminError
 
 from kbroker.protocol.client import KafkaError, TimedOut, Unreachable, error_name
 

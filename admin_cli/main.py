@@ -35,9 +35,9 @@ from click.exceptions import NoArgsIsHelpError
 
 from zk import LIBRARY_LOGGER as ZK_LOGGER
 from zk import admin as zk_admin
-from zk.admin_errors import AdminError
 from zk.assignment import parse_replica_assignment
 from zk.client import KafkaZkClient, ZkError
+from kbroker.common.admin_errors import AdminError
 from kbroker.config import ConfigError, read_properties
 from kbroker.protocol.acls import CLUSTER_NAME, AclBindingFilter, ResourcePattern, operation, valid_principal
 from kbroker.protocol.client import (Errors, KafkaError, TimedOut, TopicPartition, Unreachable, error_text,

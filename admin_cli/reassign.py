@@ -30,8 +30,8 @@ import json
 from dataclasses import dataclass
 
 from zk import znodes as z
-from zk.admin_errors import AdminError, InvalidReplicaAssignmentError, UnknownTopicError
 from zk.client import KafkaZkClient, ZkNodeExists
+from kbroker.common.admin_errors import AdminError, InvalidReplicaAssignmentError, UnknownTopicError
 from kbroker.protocol.client import Errors, error_name
 
 from .kafka_client import AdminClient

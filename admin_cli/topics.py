@@ -19,9 +19,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from zk import admin as zk_admin
-from zk.admin import INTERNAL_TOPICS
-from zk.admin_errors import AdminError, InvalidTopicError, UnknownTopicError
 from zk.client import KafkaZkClient
+from kbroker.common.admin_errors import AdminError, InvalidTopicError, UnknownTopicError
+from kbroker.common.internal_topics import INTERNAL_TOPICS
 
 from .kafka_client import TOPIC_RESOURCE, UNKNOWN_TOPIC_OR_PARTITION, AdminClient
 from .output import Output, table

@@ -25,7 +25,8 @@ from dataclasses import asdict, dataclass
 from kafka.protocol.consumer import FetchRequest
 
 from zk.client import KafkaZkClient
-from kbroker.coordinator.transaction.state import TRANSACTION_STATE_TOPIC, partition_for, transactions_from_log
+from kbroker.common.internal_topics import TRANSACTION_STATE_TOPIC
+from kbroker.coordinator.transaction.state import partition_for, transactions_from_log
 from kbroker.coordinator.transaction.views import STATE_NAMES
 from kbroker.protocol.client import (EARLIEST, Broker, ClusterClient, Errors, KafkaError, TopicPartition, Unreachable,
                                      error_name, error_text)

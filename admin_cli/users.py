@@ -19,8 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from zk.admin import AdminZkClient
-from zk.admin_errors import AdminError
 from zk.client import KafkaZkClient
+from kbroker.common.admin_errors import AdminError
 
 from kbroker.protocol.client import Errors, KafkaError, error_name
 from kbroker.protocol.client.cluster import ScramUpsertion

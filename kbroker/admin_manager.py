@@ -16,7 +16,8 @@ API modules only decode the request, call one method and encode the answer.
   DYNAMIC_TOPIC_CONFIG, DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG, STATIC_BROKER_CONFIG,
   DEFAULT_CONFIG, each layer over all of a config's synonyms in turn; the source is the first synonym's).
   AlterConfigs (whole set) and IncrementalAlterConfigs (per key) share one path per resource: the new set is
-  validated (zk.topic_config / zk.broker_config, one table each) and written with its change notification.
+  validated (common.topic_config / common.broker_config, one table each) and written with its change
+  notification.
 - SCRAM credentials (KIP-554): DescribeUserScramCredentials and AlterUserScramCredentials read and write
   /config/users/<sanitized user> with ZkAdminManager's checks, per-user errors and messages.
 """
@@ -27,12 +28,13 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable
 
-from zk.admin import INTERNAL_TOPICS, AdminZkClient
-from zk.admin_errors import AdminError, InvalidConfigValueError, UnknownTopicError
-from zk.broker_config import DYNAMIC_BROKER_CONFIGS, THREAD_COUNTS, entity_name, validate_broker_config
+from zk.admin import AdminZkClient
 from zk.client import TopicAlreadyMarkedForDeletionError, TopicExistsError, ZkError
-from zk.config_def import format_value
-from zk.topic_config import TOPIC_CONFIGS
+from .common.admin_errors import AdminError, InvalidConfigValueError, UnknownTopicError
+from .common.broker_config import DYNAMIC_BROKER_CONFIGS, THREAD_COUNTS, entity_name, validate_broker_config
+from .common.config_def import format_value
+from .common.internal_topics import INTERNAL_TOPICS
+from .common.topic_config import TOPIC_CONFIGS
 from .config import SETTINGS
 from .log.config import LogConfig
 from .log.errors import InvalidConfig

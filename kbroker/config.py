@@ -6,17 +6,18 @@ invalid values are refused with a message naming the key (ConfigError), before a
 Settings that tune the JVM broker's thread pools or buffers are accepted so a Kafka server.properties works
 unchanged; gevent has no use for them.
 
-The table is one design with the topic configs': typed zk.config_def.ConfigKey entries parsed and checked by the
-same code. The settings that may change live are zk.broker_config's entries (kadmin validates them without the
-broker), merged in here; the topic configs' broker synonyms (zk.topic_config) name entries of this table.
+The table is one design with the topic configs': typed common.config_def.ConfigKey entries parsed and checked
+by the same code. The settings that may change live are common.broker_config's entries (kadmin validates them
+without the broker), merged in here; the topic configs' broker synonyms (common.topic_config) name entries of
+this table.
 """
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
 
-from zk.broker_config import DYNAMIC_BROKER_CONFIGS, THREAD_COUNTS
-from zk.config_def import MAX_INT, MAX_LONG, ConfigKey, at_least, one_of, parse_checked, rule
+from .common.broker_config import DYNAMIC_BROKER_CONFIGS, THREAD_COUNTS
+from .common.config_def import MAX_INT, MAX_LONG, ConfigKey, at_least, one_of, parse_checked, rule
 
 # The ACL authorizer's class names Kafka 2.8 accepts (kbroker.security.authorizer implements it).
 AUTHORIZER_CLASS_NAMES = ("kafka.security.authorizer.AclAuthorizer", "kafka.security.auth.SimpleAclAuthorizer")
@@ -30,7 +31,7 @@ LISTENER_PREFIX = "listener.name."
 
 
 _MB = 1024 * 1024
-# name -> ConfigKey (type, default, check): the static settings, then the dynamic ones (zk.broker_config)
+# name -> ConfigKey (type, default, check): the static settings, then the dynamic ones (kbroker.common.broker_config)
 SETTINGS: dict[str, ConfigKey] = {
     # identity and ZooKeeper
     "broker.id": ConfigKey("int", -1, at_least(-1)),
@@ -200,7 +201,7 @@ def read_properties(path: str) -> dict[str, str]:
 
 
 def _convert(key: str, raw: str):
-    """The typed value of one setting (zk.config_def's parsing and checks); ConfigError naming it otherwise."""
+    """The typed value of one setting (common.config_def's parsing and checks); ConfigError naming it otherwise."""
     try:
         return parse_checked(SETTINGS[key], raw)
     except ValueError as e:

@@ -28,9 +28,9 @@ import time
 import gevent
 import gevent.event
 
-from zk.broker_config import DEFAULT_ENTITY
 from zk.client import ZkError, ZkState
-from zk.znodes import desanitize
+from .common.broker_config import DEFAULT_ENTITY
+from .common.sanitizer import desanitize
 from .log.cleaner import CleanerConfig
 from .log.config import LogConfig
 from .log.errors import InvalidConfig

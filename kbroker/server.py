@@ -37,12 +37,12 @@ from zk.client import KafkaZkClient, ZkError, ZkState
 from . import api
 from .admin_manager import AdminManager
 from .clock import Clock
+from .common.internal_topics import TRANSACTION_STATE_TOPIC
 from .config import ConfigError
 from .controller.controller import KafkaController
 from .coordinator.group_coordinator import GroupCoordinator
 from .coordinator.partition_loader import existing_partition_count
 from .coordinator.transaction.coordinator import TransactionCoordinator
-from .coordinator.transaction.state import TRANSACTION_STATE_TOPIC
 from .coordinator.producer_id_manager import ProducerIdManager
 from .dynamic_config import DynamicConfigManager
 from .log.config import LogConfig

@@ -14,17 +14,18 @@ from __future__ import annotations
 
 import re
 
+from kbroker.common.admin_errors import (InvalidConfigError, InvalidPartitionsError, InvalidReplicaAssignmentError,
+                                        InvalidTopicError, UnknownTopicError)
+from kbroker.common.broker_config import entity_name, validate_broker_config
+from kbroker.common.sanitizer import desanitize, sanitize
+from kbroker.common.topic_config import validate_topic_config
+
 from . import znodes as z
-from .admin_errors import (InvalidConfigError, InvalidPartitionsError, InvalidReplicaAssignmentError,
-                           InvalidTopicError, UnknownTopicError)
 from .assignment import assign_replicas, check_assignment
-from .broker_config import entity_name, validate_broker_config
 from .client import KafkaZkClient, TopicExistsError, ZkError
-from .topic_config import validate_topic_config
 
 MAX_NAME_LENGTH = 249
 _LEGAL_NAME = re.compile(r"[a-zA-Z0-9._-]+")
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 
 def validate_topic_name(name: str) -> None:
@@ -202,7 +203,7 @@ class AdminZkClient:
         (AdminZkClient.fetchAllEntityConfigs)."""
         names = self.zk.children("/config/users")
         configs = self.zk.get_many([z.ConfigEntityZNode.path("users", n) for n in names])
-        return {z.desanitize(n): z.ConfigEntityZNode.decode(data[0] if data else None)
+        return {desanitize(n): z.ConfigEntityZNode.decode(data[0] if data else None)
                 for n, data in zip(names, configs)}
 
     def change_user_config(self, user: str, config: dict[str, str]) -> None:
@@ -222,7 +223,7 @@ class AdminZkClient:
 def _user_node(user: str) -> str:
     """The user's znode name (sanitized, as Kafka's Sanitizer); ZkError for "." and "..", which the sanitizing
     keeps and ZooKeeper refuses as relative paths (Kafka fails such a user the same way)."""
-    name = z.sanitize(user)
+    name = sanitize(user)
     if name in (".", ".."):
         raise ZkError(f'Invalid path string "/config/users/{name}" caused by relative paths not allowed')
     return name

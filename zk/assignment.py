@@ -13,7 +13,8 @@ from __future__ import annotations
 import random
 from collections.abc import Mapping
 
-from .admin_errors import InvalidPartitionsError, InvalidReplicaAssignmentError, InvalidReplicationFactorError
+from kbroker.common.admin_errors import (InvalidPartitionsError, InvalidReplicaAssignmentError,
+                                        InvalidReplicationFactorError)
 
 # A topic's assignment is one znode, and ZooKeeper refuses a write over jute.maxbuffer (1 MiB by default): a
 # partition count whose assignment cannot fit is refused before the assignment is computed (a count in the

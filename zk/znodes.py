@@ -10,7 +10,6 @@ from __future__ import annotations
 import base64
 import json
 import time
-import urllib.parse
 import uuid
 from dataclasses import dataclass, field
 
@@ -246,19 +245,9 @@ class TopicPartitionStateZNode:
                             zk_version)
 
 
-def sanitize(name: str) -> str:
-    """An entity name as a znode name (Kafka's Sanitizer.sanitize, used for users and client ids): Java's
-    URLEncoder (UTF-8; letters, digits and `.-_` kept) with `*` as %2A and space as %20."""
-    return urllib.parse.quote(name, safe="-._").replace("~", "%7E")
-
-
-def desanitize(name: str) -> str:
-    return urllib.parse.unquote(name)
-
-
 class ConfigEntityZNode:
     """/config/<type>/<name> = {"version":1,"config":{...}}; values are strings. Users and clients are named
-    by sanitize(name)."""
+    by kbroker.common.sanitizer.sanitize(name)."""
 
     @staticmethod
     def path(entity_type: str, name: str) -> str:

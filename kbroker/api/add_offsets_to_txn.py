@@ -12,7 +12,7 @@ from __future__ import annotations
 import gevent.event
 from kafka.protocol.producer import AddOffsetsToTxnRequest, AddOffsetsToTxnResponse
 
-from ..coordinator.schemas import GROUP_METADATA_TOPIC
+from ..common.internal_topics import GROUP_METADATA_TOPIC
 from ..protocol.errors import Errors
 from .add_partitions_to_txn import fenced_for
 

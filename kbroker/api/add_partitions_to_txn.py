@@ -14,7 +14,7 @@ from __future__ import annotations
 import gevent.event
 from kafka.protocol.producer import AddPartitionsToTxnRequest, AddPartitionsToTxnResponse
 
-from zk.admin import INTERNAL_TOPICS
+from ..common.internal_topics import INTERNAL_TOPICS
 from ..protocol.errors import Errors
 
 API_KEY = 24

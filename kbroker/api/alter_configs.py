@@ -6,8 +6,8 @@ The given entries replace the resource's whole set of dynamic configs; a null va
   /config/topics/<T> and a /config/changes notification "topics/<T>" (zk.admin.AdminZkClient.change_topic_config).
 - BROKER (4): the name is this broker's id (per-broker configs, /config/brokers/<id>) or "" (the cluster
   defaults, /config/brokers/<default>); another id -> INVALID_REQUEST, as the client must send it to that
-  broker. Names must be dynamic broker configs (zk.broker_config); thread counts may change to between half and
-  double their current value (Kafka's DynamicThreadPool / LogCleaner checks). Then the znode and a notification
+  broker. Names must be dynamic broker configs (common.broker_config); thread counts may change to between
+  half and double their current value (Kafka's DynamicThreadPool / LogCleaner checks). Then the znode and a notification
   "brokers/<id|<default>>" (AdminZkClient.changeBrokerConfig); every broker concerned applies it live.
 A value that does not parse or is out of range, or a broker config that cannot change dynamically, is Kafka's
 ConfigException: INVALID_REQUEST with "Invalid config value for resource ConfigResource(type=.., name='..'): ..."

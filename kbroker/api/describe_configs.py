@@ -6,7 +6,7 @@ TOPIC (resource type 2): every topic config with its effective value (the topic 
 formats it (lists comma-separated, booleans true/false). An unknown topic -> UNKNOWN_TOPIC_OR_PARTITION.
 
 BROKER (resource type 4), this broker's id: every broker setting with its effective value; read_only unless it
-is a dynamic broker config (zk.broker_config). The cluster defaults (empty name): the entries of
+is a dynamic broker config (kbroker.common.broker_config). The cluster defaults (empty name): the entries of
 /config/brokers/<default> this broker applies. Another broker's id -> INVALID_REQUEST (clients send it to that
 broker).
 

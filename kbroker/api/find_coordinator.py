@@ -20,8 +20,7 @@ from __future__ import annotations
 
 from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
 
-from ..coordinator.schemas import GROUP_METADATA_TOPIC
-from ..coordinator.transaction.state import TRANSACTION_STATE_TOPIC
+from ..common.internal_topics import GROUP_METADATA_TOPIC, TRANSACTION_STATE_TOPIC
 from ..protocol.errors import Errors
 
 API_KEY = 10

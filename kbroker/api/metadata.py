@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 
-from zk.admin import INTERNAL_TOPICS
+from ..common.internal_topics import INTERNAL_TOPICS
 from ..protocol.acls import CLUSTER_NAME
 from ..protocol.errors import Errors
 from .describe_cluster import CLUSTER_OPERATIONS

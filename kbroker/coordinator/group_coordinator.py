@@ -32,6 +32,7 @@ import logging
 
 import gevent
 
+from ..common.internal_topics import GROUP_METADATA_TOPIC
 from ..protocol.errors import Errors
 from ..purgatory.delayed import DelayedOperationPurgatory
 from .delayed import (DelayedHeartbeat, DelayedJoin, DelayedSync, InitialDelayedJoin, join_key, member_key,
@@ -40,7 +41,6 @@ from .group import (UNKNOWN_MEMBER_ID, GroupMetadata, GroupState, JoinGroupResul
                     SyncGroupResult)
 from .offsets import GroupMetadataManager
 from .partition_loader import existing_partition_count
-from .schemas import GROUP_METADATA_TOPIC
 from .zk_offsets import ZkOffsetStore
 
 log = logging.getLogger("kbroker.coordinator")

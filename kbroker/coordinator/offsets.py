@@ -35,7 +35,8 @@ from ..records.builder import build_v2
 from ..records.entries import CONTROL_MASK, TRANSACTIONAL_MASK, V2_HEADER
 from .group import CommitRecordMetadataAndOffset, GroupMetadata, GroupState
 from .partition_loader import CoordinatorPartitions
-from .schemas import (GROUP_METADATA_TOPIC, GroupMetadataKey, GroupRecord, MemberRecord, OffsetAndMetadata,
+from ..common.internal_topics import GROUP_METADATA_TOPIC
+from .schemas import (GroupMetadataKey, GroupRecord, MemberRecord, OffsetAndMetadata,
                       OffsetKey, group_metadata_key, group_metadata_value, offset_commit_key, offset_commit_value,
                       partition_for, read_group_value, read_key, read_offset_value)
 

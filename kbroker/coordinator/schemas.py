@@ -22,8 +22,6 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 
-GROUP_METADATA_TOPIC = "__consumer_offsets"
-
 OFFSET_COMMIT_KEY_VERSION = 1
 GROUP_METADATA_KEY_VERSION = 2
 GROUP_METADATA_VALUE_VERSION = 3

@@ -2,9 +2,9 @@
 
 `LogConfig.from_props(broker_values, overrides)` takes the broker's values keyed by broker property name
 (typed, as BrokerConfig.values, or strings; None or absent = unset) and the topic's overrides (strings, as
-stored in /config/topics/<topic>). The names, types, defaults, checks and broker synonyms are zk.topic_config's
-table, and the overrides are validated by the same validate_topic_config that checks them when they are
-written, so what CreateTopics, AlterConfigs or kadmin accepted loads identically (InvalidConfig otherwise).
+stored in /config/topics/<topic>). The names, types, defaults, checks and broker synonyms are
+common.topic_config's table, and the overrides are validated by the same validate_topic_config that checks them
+when they are written, so what CreateTopics, AlterConfigs or kadmin accepted loads identically (InvalidConfig otherwise).
 Topic configs kbroker does not act on yet are kept as given (LogConfig.passthrough).
 """
 from __future__ import annotations
@@ -12,9 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any, Mapping
 
-from zk.admin_errors import AdminError
-from zk.config_def import MAX_LONG, format_value, parse_value
-from zk.topic_config import API_VERSIONS, TOPIC_CONFIGS, api_version, validate_topic_config
+from ..common.admin_errors import AdminError
+from ..common.config_def import MAX_LONG, format_value, parse_value
+from ..common.topic_config import API_VERSIONS, TOPIC_CONFIGS, api_version, validate_topic_config
 
 from .errors import InvalidConfig
 

@@ -46,8 +46,7 @@ import gevent.lock
 import gevent.pool
 
 from zk import znodes as z
-from zk.admin import INTERNAL_TOPICS
-from ..coordinator.schemas import GROUP_METADATA_TOPIC
+from ..common.internal_topics import GROUP_METADATA_TOPIC, INTERNAL_TOPICS
 from ..log.config import LogConfig
 from ..log.errors import KafkaStorageError
 from ..log.log import log_future_dir_name

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 
-from zk.znodes import desanitize, sanitize
+from ..common.sanitizer import desanitize, sanitize
 from .scram import MECHANISMS, ScramCredential
 
 log = logging.getLogger("kbroker.security")

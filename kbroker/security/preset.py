@@ -18,7 +18,7 @@ import secrets
 import socket
 from dataclasses import dataclass
 
-from zk.znodes import sanitize
+from ..common.sanitizer import sanitize
 
 from ..protocol.client.security import ClientSecurity
 from .certs import make_ca, make_cert

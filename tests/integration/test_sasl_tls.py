@@ -18,7 +18,7 @@ from kbroker.security.certs import make_ca, make_cert
 from kbroker.security.scram import make_credential
 from tests.conftest import fresh_chroot
 from tests.integration.conftest import Cluster
-from zk.znodes import sanitize
+from kbroker.common.sanitizer import sanitize
 
 PLAIN_USERS = {"admin": "admin-secret", "alice": "alice-secret"}
 SCRAM_USERS = {"bob": "bob-secret", "carol,=x": "carol-secret"}   # carol's name needs =2C / =3D escapes

@@ -13,7 +13,7 @@ from kbroker.cluster import free_port, wait_until
 from kbroker.security.certs import make_ca, make_cert
 from kbroker.security.scram import make_credential
 from tests.integration.conftest import Cluster
-from zk.znodes import sanitize
+from kbroker.common.sanitizer import sanitize
 
 MECH = "SCRAM-SHA-512"
 

@@ -6,7 +6,6 @@ users through ZooKeeper and through the brokers; kadmin --command-config refusin
 One cluster serves the module; every test uses its own user names."""
 from __future__ import annotations
 
-import base64
 import json
 import uuid
 
@@ -100,7 +99,7 @@ def describe(c, broker_id, users):
 
 
 def user_znode(c: Cluster, user: str) -> tuple[bytes, dict]:
-    from zk.znodes import sanitize
+    from kbroker.common.sanitizer import sanitize
     data, _ = c.zk.get(f"/config/users/{sanitize(user)}")
     return data, json.loads(data)
 

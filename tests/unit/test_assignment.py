@@ -6,7 +6,7 @@ from collections import Counter
 import pytest
 
 from zk.assignment import assign_replicas, check_assignment, parse_replica_assignment, rack_alternated
-from zk.admin_errors import AdminError
+from kbroker.common.admin_errors import AdminError
 
 
 def test_five_brokers_ten_partitions_rf3_start0_shift0():

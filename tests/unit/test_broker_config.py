@@ -4,8 +4,8 @@ import pytest
 
 from kbroker.config import BrokerConfig
 from kbroker.log.config import LogConfig
-from zk.admin_errors import InvalidConfigValueError
-from zk.broker_config import entity_name, parse_entity_name, validate_broker_config
+from kbroker.common.admin_errors import InvalidConfigValueError
+from kbroker.common.broker_config import entity_name, parse_entity_name, validate_broker_config
 
 
 def test_validation_names_the_key():

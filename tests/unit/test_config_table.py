@@ -1,5 +1,5 @@
 """One typed config table: a topic config value accepted where it is written (CreateTopics, AlterConfigs, kadmin:
-zk.topic_config.validate_topic_config) parses identically where it is loaded (kbroker.log.config.LogConfig), and
+common.topic_config.validate_topic_config) parses identically where it is loaded (kbroker.log.config.LogConfig), and
 a refused value is refused at both; topic configs' broker synonyms point into the broker settings table."""
 import itertools
 
@@ -8,10 +8,10 @@ import pytest
 from kbroker.config import SETTINGS, BrokerConfig
 from kbroker.log.config import TOPIC_CONFIG_NAMES, LogConfig
 from kbroker.log.errors import InvalidConfig
-from zk.admin_errors import AdminError
-from zk.broker_config import DYNAMIC_BROKER_CONFIGS
-from zk.config_def import format_value
-from zk.topic_config import TOPIC_CONFIGS, validate_topic_config
+from kbroker.common.admin_errors import AdminError
+from kbroker.common.broker_config import DYNAMIC_BROKER_CONFIGS
+from kbroker.common.config_def import format_value
+from kbroker.common.topic_config import TOPIC_CONFIGS, validate_topic_config
 
 RAW_VALUES = ["", " ", "0", " 5 ", "-1", "-2", "13", "14", "1_000", "+7", "1.5", ".5", "0.5", "1e3", "2", "abc",
               str(2 ** 31 - 1), str(2 ** 31), str(2 ** 63 - 1), str(2 ** 63), str(-2 ** 63),

@@ -57,3 +57,11 @@ def test_the_protocol_layer_and_its_client_know_no_gevent_and_no_broker():
     assert any(rel.parts[:3] == ("kbroker", "protocol", "client") for rel in protocol)
     for forbidden in ("gevent", "kbroker.network", "kbroker.api", "kbroker.replica", "kbroker.controller"):
         assert _offenders(protocol, forbidden) == []
+
+
+def test_the_common_package_depends_on_nothing_of_the_broker():
+    common = [rel for rel in _sources() if rel.parts[:2] == ("kbroker", "common")]
+    assert common, "no modules found under kbroker/common"
+    imported = {name for rel in common for name in _imports(rel)}
+    assert sorted(n for n in imported if n.split(".")[0] in {"kbroker", "zk", "admin_cli"}
+                  and not n.startswith("kbroker.common")) == []

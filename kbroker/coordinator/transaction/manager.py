@@ -22,7 +22,8 @@ from ...protocol.errors import Errors
 from ...records.batches import CREATE_TIME
 from ...records.builder import build_v2
 from ..partition_loader import CoordinatorPartitions
-from .state import (TRANSACTION_STATE_TOPIC, TransactionMetadata, Transit, TxnState, partition_for,
+from ...common.internal_topics import TRANSACTION_STATE_TOPIC
+from .state import (TransactionMetadata, Transit, TxnState, partition_for,
                     transactions_from_log, txn_key, txn_value)
 
 log = logging.getLogger("kbroker.coordinator.transaction")

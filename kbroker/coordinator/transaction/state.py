@@ -23,7 +23,6 @@ from ...records.batches import v2_records
 from ...records.entries import CONTROL_MASK
 from ..schemas import _I16, _I32, _I64, _Reader, _w_str, java_abs, java_string_hash
 
-TRANSACTION_STATE_TOPIC = "__transaction_state"
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
 MAX_EPOCH = 32767

@@ -1,5 +1,5 @@
 """Typed config entries, as Kafka's ConfigDef: one way to parse and check a config value, shared by the topic
-configs (zk.topic_config), the dynamic broker configs (zk.broker_config) and the broker's static settings
+configs (topic_config), the dynamic broker configs (broker_config) and the broker's static settings
 (kbroker.config), so a value accepted where it is written parses the same where it is read.
 
 Values parse the way Kafka's ConfigDef parses them: surrounding whitespace ignored, ints 32-bit, longs 64-bit,
