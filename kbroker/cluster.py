@@ -9,7 +9,8 @@ minutes. The Metadata request is the launcher's only Kafka request (`metadata`, 
 The development cluster's layout under its data dir: zookeeper/ (its data), broker-N/ (server.properties and
 log dir), logs/ (one log per process) and cluster.json (pids and ports, read by status, down and the one-member
 commands). Its processes run in their own sessions so they outlive the command that started them. `up` on a
-cluster that is partly running starts what is down and leaves the rest alone. Secured
+cluster that is partly running starts what is down and leaves the rest alone (a member is down when its process
+is gone or a zombie: killed, not yet reaped). Secured
 (`--security`, kbroker.security.preset): security/ holds the CA, keystores and admin password, made once, and
 client.properties / kcat.conf the admin's client settings; readiness checks log in with them.
 """
@@ -28,8 +29,9 @@ from collections import deque
 from kafka.protocol.metadata import MetadataRequest
 
 from zk.client import KafkaZkClient, ZkError
-from zk.launcher import ZooKeeperNotInstalled, ZooKeeperServer, is_serving, stop_pid
+from zk.launcher import ZooKeeperNotInstalled, ZooKeeperServer, is_serving
 
+from .config import ConfigError, load
 from .protocol.client import Connection, KafkaError
 from .protocol.client.security import ClientSecurity
 from .security.preset import SecurityPreset
@@ -262,17 +264,45 @@ def wait_ready(brokers, timeout: float = 60.0) -> None:
 
 # ---- the development cluster -------------------------------------------------------------------------------
 def _alive(pid: int) -> bool:
+    """Whether process pid runs. A zombie does not: a killed broker stays one until its parent reaps it, which
+    for a member whose `up` has exited is init (or a subreaper), maybe seconds later."""
     try:
-        os.kill(pid, 0)
+        with open(f"/proc/{pid}/stat") as f:
+            state = f.read().rpartition(")")[2].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return state not in ("Z", "X")
+
+
+def _reap(pid: int) -> None:
+    """Collect pid's exit status if it is our child and has exited (a zombie no more)."""
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass
+
+
+def stop_pid(pid: int, timeout: float = 10.0) -> bool:
+    """SIGTERM a process by pid and wait for it to go (reaped if it is our child); SIGKILL after timeout.
+    False if it was not running."""
+    _reap(pid)
+    if not _alive(pid):
+        return False
+    try:
+        os.kill(pid, signal.SIGTERM)
     except ProcessLookupError:
         return False
-    except PermissionError:
-        return True
-    # A zombie child of ours counts as gone.
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        _reap(pid)
+        if not _alive(pid):
+            return True
+        time.sleep(POLL)
     try:
-        return os.waitpid(pid, os.WNOHANG) == (0, 0)
-    except ChildProcessError:
-        return True
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    return True
 
 
 def _read_state(data_dir: str) -> dict | None:
@@ -349,7 +379,12 @@ def _start_zookeeper(data_dir: str, state: dict) -> None:
 
 def _add_broker(data_dir: str, state: dict, n: int, brokers: int, base_port: int, overrides: tuple[str, ...],
                 metrics_port: int | None, preset: SecurityPreset | None) -> BrokerProcess:
-    """Write broker n's server.properties (dev_settings, then overrides), start it and add it to state."""
+    """Write broker n's server.properties (dev_settings, then overrides), start it and add it to state. A
+    broker n the data dir held before starts once its old registration is gone: ZooKeeper, started again on its
+    data, keeps the sessions of brokers killed with it until they expire."""
+    directory = os.path.join(data_dir, f"broker-{n}")
+    if os.path.exists(os.path.join(directory, "server.properties")):
+        _wait_unregistered(state["zookeeper"]["connect"], n, os.path.join(directory, "server.properties"))
     settings = dev_settings(brokers)
     for item in overrides:
         key, _, value = item.partition("=")
@@ -357,7 +392,7 @@ def _add_broker(data_dir: str, state: dict, n: int, brokers: int, base_port: int
         settings[key.strip()] = value.strip()
     if metrics_port is not None:
         settings["metrics.port"] = metrics_port + n - 1
-    b = BrokerProcess.create(n, os.path.join(data_dir, f"broker-{n}"), state["zookeeper"]["connect"], settings,
+    b = BrokerProcess.create(n, directory, state["zookeeper"]["connect"], settings,
                              port=base_port + n - 1, log_path=os.path.join(data_dir, "logs", f"broker-{n}.log"),
                              detach=True, security=preset).start()
     state["brokers"].append({"id": n, "pid": b.pid, "port": b.port, "config": b.config_path,
@@ -385,7 +420,7 @@ def _complete(data_dir: str, state: dict, timeout: float, overrides: tuple[str, 
         started_names.append("zookeeper")
     preset = _preset(data_dir, state)
     client_security = preset.client_security() if preset else None
-    started = [_restart(data_dir, state, entry, client_security, timeout)
+    started = [_restart(data_dir, state, entry, client_security)
                for entry in state["brokers"] if not _alive(entry["pid"])]
     started_names += [f"broker {b.id}" for b in started]
     _write_state(data_dir, state)
@@ -438,27 +473,33 @@ def stop_broker(data_dir: str, broker_id: int, kill: bool = False) -> bool:
     return True
 
 
-def _wait_unregistered(zk_connect: str, broker_id: int, timeout: float) -> None:
+def _wait_unregistered(zk_connect: str, broker_id: int, config_path: str) -> None:
     """Until /brokers/ids/<broker_id> is gone: a killed broker's registration lasts until its ZooKeeper session
-    expires, and a broker starting meanwhile is refused as a duplicate (as Kafka's is)."""
+    expires, and a broker starting meanwhile is refused as a duplicate (as Kafka's is, NodeExists). Bounded by
+    that session's timeout (the broker's zookeeper.session.timeout.ms) plus ZooKeeper's tick and a margin: a
+    registration older than that is another live broker's."""
+    try:
+        timeout = load(config_path)["zookeeper.session.timeout.ms"] / 1000 + 3
+    except (OSError, ConfigError) as e:
+        raise ClusterError(f"broker {broker_id}: {config_path}: {e}") from None
     try:
         client = KafkaZkClient(zk_connect, 6000, 10000).start()
     except ZkError as e:
         raise ClusterError(f"ZooKeeper {zk_connect}: {e}") from None
     try:
         wait_until(lambda: broker_id not in client.get_broker_ids(), timeout, 0.2,
-                   f"the previous registration of broker {broker_id} to expire")
+                   f"the previous registration of broker {broker_id} in ZooKeeper to expire (is another broker "
+                   f"{broker_id} running?)")
     except TimeoutError as e:
         raise ClusterError(str(e)) from None
     finally:
         client.close()
 
 
-def _restart(data_dir: str, state: dict, entry: dict, security: ClientSecurity | None,
-             timeout: float) -> BrokerProcess:
+def _restart(data_dir: str, state: dict, entry: dict, security: ClientSecurity | None) -> BrokerProcess:
     """Start a member broker that is down on its server.properties once its old registration is gone; its new
     pid goes to entry (the caller writes the state and waits for it)."""
-    _wait_unregistered(state["zookeeper"]["connect"], entry["id"], timeout)
+    _wait_unregistered(state["zookeeper"]["connect"], entry["id"], entry["config"])
     b = BrokerProcess(entry["id"], entry["config"], entry["port"],
                       os.path.join(data_dir, "logs", f"broker-{entry['id']}.log"), detach=True,
                       security=security).start()
@@ -474,7 +515,7 @@ def start_broker(data_dir: str, broker_id: int, timeout: float = 60.0) -> dict:
     if _alive(entry["pid"]):
         raise ClusterError(f"broker {broker_id} is already running (pid {entry['pid']})")
     preset = _preset(data_dir, state)
-    b = _restart(data_dir, state, entry, preset.client_security() if preset else None, timeout)
+    b = _restart(data_dir, state, entry, preset.client_security() if preset else None)
     _write_state(data_dir, state)
     wait_ready([b], timeout)
     return entry
