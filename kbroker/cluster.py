@@ -10,7 +10,7 @@ The development cluster's layout under its data dir: zookeeper/ (its data), brok
 log dir), logs/ (one log per process) and cluster.json (pids and ports, read by status, down and the one-member
 commands). Its processes run in their own sessions so they outlive the command that started them. `up` on a
 cluster that is partly running starts what is down and leaves the rest alone (a member is down when its process
-is gone or a zombie: killed, not yet reaped). Secured
+is gone or a zombie: killed, not yet reaped); an `up` that fails stops what it started. Secured
 (`--security`, kbroker.security.preset): security/ holds the CA, keystores and admin password, made once, and
 client.properties / kcat.conf the admin's client settings; readiness checks log in with them.
 """
@@ -340,10 +340,12 @@ def up(data_dir: str, brokers: int, zk_port: int, base_port: int, timeout: float
     client files written to <data dir>/client.properties and kcat.conf).
 
     A cluster of data_dir with live members is completed instead (_complete): its members that are down start
-    again and the live ones are left alone. The returned state's "started" names what this call started."""
+    again and the live ones are left alone. The returned state's "started" names what this call started. When
+    it fails (ClusterError) after starting members, it stops them again and its message says so, and names the
+    members that were already running."""
     data_dir = os.path.abspath(data_dir)
     state = _read_state(data_dir)
-    if state is not None and any(_alive(p["pid"]) for p in [state["zookeeper"], *state["brokers"]]):
+    if state is not None and any(_alive(m["pid"]) for _, m in _members(state)):
         return _complete(data_dir, state, timeout, overrides, metrics_port, security)
     logs = os.path.join(data_dir, "logs")
     os.makedirs(logs, exist_ok=True)
@@ -351,18 +353,45 @@ def up(data_dir: str, brokers: int, zk_port: int, base_port: int, timeout: float
         raise ClusterError(f"port {zk_port} already serves a ZooKeeper; stop it or pass --zk-port")
     state = {"zookeeper": {"port": zk_port}, "brokers": []}
     _start_zookeeper(data_dir, state)
-    preset = None
-    if security:
-        preset = SecurityPreset.init(security, os.path.join(data_dir, "security"))
-        properties, kcat = preset.write_client_files(data_dir)
-        state["security"] = {"protocol": preset.protocol, "client_properties": properties, "kcat_conf": kcat}
-        _write_admin_credentials(preset, state["zookeeper"]["connect"])
-    started = [_add_broker(data_dir, state, n, brokers, base_port, overrides, metrics_port, preset)
-               for n in range(1, brokers + 1)]
-    _write_state(data_dir, state)
-    state["started"] = ["zookeeper", *(f"broker {b.id}" for b in started)]
-    wait_ready(started, timeout)
+    try:
+        preset = None
+        if security:
+            preset = SecurityPreset.init(security, os.path.join(data_dir, "security"))
+            properties, kcat = preset.write_client_files(data_dir)
+            state["security"] = {"protocol": preset.protocol, "client_properties": properties, "kcat_conf": kcat}
+            _write_admin_credentials(preset, state["zookeeper"]["connect"])
+        started = [_add_broker(data_dir, state, n, brokers, base_port, overrides, metrics_port, preset)
+                   for n in range(1, brokers + 1)]
+        _write_state(data_dir, state)
+        wait_ready(started, timeout)
+    except ClusterError as e:
+        raise ClusterError(f"{e}\n{_abandon(data_dir, state, [name for name, _ in _members(state)])}") from None
+    state["started"] = [name for name, _ in _members(state)]
     return state
+
+
+def _members(state: dict) -> list[tuple[str, dict]]:
+    """(name, entry) of each member of a cluster state: "zookeeper", then "broker N" in order."""
+    return [("zookeeper", state["zookeeper"]), *((f"broker {b['id']}", b) for b in state["brokers"])]
+
+
+def _stop(state: dict, names) -> list[str]:
+    """Stop the members of state named in names, the brokers first (SIGTERM: a controlled shutdown; SIGKILL
+    after 15 s), then ZooKeeper; "NAME (pid N)" of each that was running."""
+    zookeeper, *brokers = _members(state)
+    return [f"{name} (pid {m['pid']})" for group, timeout in ((brokers, 15), ([zookeeper], 10))
+            for name, m in group if name in names and stop_pid(m["pid"], timeout)]
+
+
+def _abandon(data_dir: str, state: dict, started: list[str]) -> str:
+    """After a failed `up`: stop the members it started (named in started) and record their pids; what it
+    stopped and which members it leaves running as they were before it, in a sentence."""
+    stopped = _stop(state, started)
+    _write_state(data_dir, state)
+    text = f"stopped what this `up` started: {', '.join(stopped)}" if stopped else \
+        "nothing this `up` started is still running"
+    kept = [name for name, m in _members(state) if name not in started and _alive(m["pid"])]
+    return f"{text}; left running as before: {', '.join(kept)}" if kept else text
 
 
 def _start_zookeeper(data_dir: str, state: dict) -> None:
@@ -415,17 +444,22 @@ def _complete(data_dir: str, state: dict, timeout: float, overrides: tuple[str, 
         raise ClusterError(f"a cluster is running from {data_dir}: --override and --metrics-port apply when it "
                            f"starts whole (`kbroker cluster down --data-dir {data_dir}` first)")
     started_names: list[str] = []
-    if not _alive(state["zookeeper"]["pid"]):
-        _start_zookeeper(data_dir, state)
-        started_names.append("zookeeper")
-    preset = _preset(data_dir, state)
-    client_security = preset.client_security() if preset else None
-    started = [_restart(data_dir, state, entry, client_security)
-               for entry in state["brokers"] if not _alive(entry["pid"])]
-    started_names += [f"broker {b.id}" for b in started]
-    _write_state(data_dir, state)
+    try:
+        if not _alive(state["zookeeper"]["pid"]):
+            _start_zookeeper(data_dir, state)
+            started_names.append("zookeeper")
+        preset = _preset(data_dir, state)
+        client_security = preset.client_security() if preset else None
+        started = []
+        for entry in state["brokers"]:
+            if not _alive(entry["pid"]):
+                started.append(_restart(data_dir, state, entry, client_security))
+                started_names.append(f"broker {entry['id']}")
+        _write_state(data_dir, state)
+        wait_ready(started, timeout)
+    except ClusterError as e:
+        raise ClusterError(f"{e}\n{_abandon(data_dir, state, started_names)}") from None
     state["started"] = started_names
-    wait_ready(started, timeout)
     return state
 
 
@@ -522,16 +556,11 @@ def start_broker(data_dir: str, broker_id: int, timeout: float = 60.0) -> dict:
 
 
 def down(data_dir: str) -> list[str]:
+    """Stop the cluster of data_dir: "NAME (pid N)" of each member that was running."""
     state = _read_state(os.path.abspath(data_dir))
     if state is None:
         return []
-    stopped = []
-    for b in state["brokers"]:
-        if stop_pid(b["pid"], timeout=15):
-            stopped.append(f"broker {b['id']} (pid {b['pid']})")
-    if stop_pid(state["zookeeper"]["pid"]):
-        stopped.append(f"zookeeper (pid {state['zookeeper']['pid']})")
-    return stopped
+    return _stop(state, [name for name, _ in _members(state)])
 
 
 def status(data_dir: str) -> list[str] | None:

@@ -3,7 +3,9 @@ import contextlib
 import ctypes
 import json
 import os
+import re
 import signal
+import socket
 import subprocess
 import sys
 
@@ -17,6 +19,7 @@ from kbroker.protocol.client import KafkaError
 from kbroker.protocol.client.security import ClientSecurity
 from tests.integration.test_cluster import leaders
 from tests.integration.test_cluster import metadata as topic_metadata
+from zk.launcher import is_serving
 
 KBROKER = [sys.executable, "-m", "kbroker.cli"]
 SHORT_SESSION = "zookeeper.session.timeout.ms=3000"   # a killed broker's registration goes in 3 s, not 6
@@ -64,6 +67,22 @@ def reaping_late():
 def isrs(port: int, topic: str) -> dict[int, list[int]]:
     """Partition -> sorted ISR of topic, as the broker on port answers Metadata."""
     return {p: sorted(isr) for p, (_, isr, _) in leaders(topic_metadata(f"127.0.0.1:{port}", [topic]), topic).items()}
+
+
+def listening(port: int) -> socket.socket:
+    """A socket listening on 127.0.0.1:port, which a broker then cannot bind (once a killed broker's
+    connections on it have closed)."""
+    def bound():
+        s = socket.socket()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            s.close()
+            return None
+        s.listen()
+        return s
+    return wait_until(bound, 10, message=f"port {port} to be free")
 
 
 def test_cluster_up_status_down(tmp_path):
@@ -166,6 +185,38 @@ def test_up_right_after_kill9_restarts_the_broker_into_every_isr(tmp_path):
             in_every_isr("brokers 1, 2, 3")
         finally:
             run("cluster", "down", "--data-dir", data)
+
+
+def test_failed_up_stops_what_it_started(tmp_path):
+    """A `cluster up` whose readiness wait fails (broker 2 exits: its port is taken) stops the ZooKeeper and the
+    broker it started and says so, so that the next `up` starts the cluster; a failed `up` of a partly running
+    cluster stops only what it started and leaves the members that were running alone."""
+    data = str(tmp_path / "cluster")
+    zk_port, base = free_port(), free_port_range(2)
+    args = ("cluster", "up", "--brokers", "2", "--data-dir", data, "--zk-port", str(zk_port),
+            "--base-port", str(base), "--override", SHORT_SESSION)
+    try:
+        with listening(base + 1):
+            failed = run(*args)
+        assert failed.returncode == 1 and "broker 2 exited (1) during startup" in failed.stderr, failed.stderr
+        assert re.search(r"stopped what this `up` started: broker 1 \(pid \d+\), zookeeper \(pid \d+\)$",
+                         failed.stderr), failed.stderr
+        assert all(gone(pid) for pid in pids(data)) and not is_serving("127.0.0.1", zk_port)
+        again = run(*args)
+        assert again.returncode == 0, again.stderr
+        assert "started            zookeeper, broker 1, broker 2\n" in again.stdout
+
+        running = pids(data)
+        os.kill(running[2], signal.SIGKILL)
+        with listening(base + 1):
+            failed = run("cluster", "up", "--data-dir", data)
+        assert failed.returncode == 1 and "broker 2 exited (1) during startup" in failed.stderr, failed.stderr
+        assert failed.stderr.endswith("nothing this `up` started is still running; left running as before: "
+                                      "zookeeper, broker 1\n"), failed.stderr
+        assert pids(data)[:2] == running[:2] and not any(gone(pid) for pid in running[:2])
+        assert metadata("127.0.0.1", base) == ({1}, 1)
+    finally:
+        run("cluster", "down", "--data-dir", data)
 
 
 @pytest.mark.parametrize("security,brokers", [("sasl_ssl", 2), ("ssl", 1), ("sasl_plaintext", 1)])
