@@ -47,6 +47,10 @@ class ClusterError(RuntimeError):
     pass
 
 
+class OverrideError(ClusterError):
+    """An --override `cluster up` cannot apply (a usage error)."""
+
+
 # ---- ports and waiting -------------------------------------------------------------------------------------
 PORT_SLICE_BLOCK = 16
 # Ports handed out lately by this process: a port chosen for a broker that has not bound it yet is still free,
@@ -263,6 +267,30 @@ def wait_ready(brokers, timeout: float = 60.0) -> None:
 
 
 # ---- the development cluster -------------------------------------------------------------------------------
+# Settings `up` gives each broker itself (broker N: id N, port base-port + N - 1, log dir broker-N/data, metrics
+# on metrics-port + N - 1, its own keystore, the cluster's ZooKeeper), with the option that sets them instead.
+LAUNCHER_SETTINGS = {"broker.id": "--brokers", "listeners": "--base-port", "advertised.listeners": "--base-port",
+                     "log.dirs": "--data-dir", "log.dir": "--data-dir", "metrics.port": "--metrics-port",
+                     "ssl.keystore.location": "--security", "zookeeper.connect": "--zk-port"}
+
+
+def override_settings(overrides: tuple[str, ...]) -> dict[str, str]:
+    """The settings of `up`'s KEY=VALUE overrides, in order; OverrideError for an item that is not KEY=VALUE or
+    sets one of LAUNCHER_SETTINGS (given to every broker alike, it would break the cluster: broker.id=0 for one
+    broker left `up` waiting for a broker 1 that never came)."""
+    settings = {}
+    for item in overrides:
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise OverrideError(f"{item!r} is not KEY=VALUE")
+        if key in LAUNCHER_SETTINGS:
+            raise OverrideError(f"{key} is set by `kbroker cluster up` for each broker (use {LAUNCHER_SETTINGS[key]})")
+        settings.pop(key, None)     # a key given again goes last, as a later line of the file wins
+        settings[key] = value.strip()
+    return settings
+
+
 def _alive(pid: int) -> bool:
     """Whether process pid runs. A zombie does not: a killed broker stays one until its parent reaps it, which
     for a member whose `up` has exited is init (or a subreaper), maybe seconds later."""
@@ -342,7 +370,8 @@ def up(data_dir: str, brokers: int, zk_port: int, base_port: int, timeout: float
     A cluster of data_dir with live members is completed instead (_complete): its members that are down start
     again and the live ones are left alone. The returned state's "started" names what this call started. When
     it fails (ClusterError) after starting members, it stops them again and its message says so, and names the
-    members that were already running."""
+    members that were already running; OverrideError (before anything starts) for an override it cannot apply."""
+    settings = override_settings(overrides)
     data_dir = os.path.abspath(data_dir)
     state = _read_state(data_dir)
     if state is not None and any(_alive(m["pid"]) for _, m in _members(state)):
@@ -360,7 +389,7 @@ def up(data_dir: str, brokers: int, zk_port: int, base_port: int, timeout: float
             properties, kcat = preset.write_client_files(data_dir)
             state["security"] = {"protocol": preset.protocol, "client_properties": properties, "kcat_conf": kcat}
             _write_admin_credentials(preset, state["zookeeper"]["connect"])
-        started = [_add_broker(data_dir, state, n, brokers, base_port, overrides, metrics_port, preset)
+        started = [_add_broker(data_dir, state, n, brokers, base_port, settings, metrics_port, preset)
                    for n in range(1, brokers + 1)]
         _write_state(data_dir, state)
         wait_ready(started, timeout)
@@ -406,7 +435,7 @@ def _start_zookeeper(data_dir: str, state: dict) -> None:
     state["zookeeper"] = {"pid": pid, "port": zk_port, "connect": zk.connect}
 
 
-def _add_broker(data_dir: str, state: dict, n: int, brokers: int, base_port: int, overrides: tuple[str, ...],
+def _add_broker(data_dir: str, state: dict, n: int, brokers: int, base_port: int, overrides: dict[str, str],
                 metrics_port: int | None, preset: SecurityPreset | None) -> BrokerProcess:
     """Write broker n's server.properties (dev_settings, then overrides), start it and add it to state. A
     broker n the data dir held before starts once its old registration is gone: ZooKeeper, started again on its
@@ -415,10 +444,9 @@ def _add_broker(data_dir: str, state: dict, n: int, brokers: int, base_port: int
     if os.path.exists(os.path.join(directory, "server.properties")):
         _wait_unregistered(state["zookeeper"]["connect"], n, os.path.join(directory, "server.properties"))
     settings = dev_settings(brokers)
-    for item in overrides:
-        key, _, value = item.partition("=")
-        settings.pop(key.strip(), None)
-        settings[key.strip()] = value.strip()
+    for key, value in overrides.items():
+        settings.pop(key, None)
+        settings[key] = value
     if metrics_port is not None:
         settings["metrics.port"] = metrics_port + n - 1
     b = BrokerProcess.create(n, directory, state["zookeeper"]["connect"], settings,

@@ -13,6 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from admin_cli.main import cli as kadmin
+from kbroker.cli import main as kbroker
 from kbroker.cluster import free_port, free_port_range, metadata, wait_until
 from kbroker.config import read_properties
 from kbroker.protocol.client import KafkaError
@@ -217,6 +218,21 @@ def test_failed_up_stops_what_it_started(tmp_path):
         assert metadata("127.0.0.1", base) == ({1}, 1)
     finally:
         run("cluster", "down", "--data-dir", data)
+
+
+@pytest.mark.parametrize("key", ["broker.id", "listeners", "advertised.listeners", "log.dirs", "log.dir",
+                                 "metrics.port", "zookeeper.connect", "ssl.keystore.location"])
+def test_up_refuses_overrides_of_per_broker_settings(tmp_path, key):
+    """`cluster up` sets each broker's id, listener, log dir, metrics port, keystore and ZooKeeper itself: an
+    --override of one is a usage error (exit 2) naming the option to use, before anything starts (given
+    broker.id=0 for one broker, `up` used to wait 60 s for a broker 1 that never came)."""
+    data = str(tmp_path / "cluster")
+    refused = CliRunner().invoke(kbroker, ["cluster", "up", "--brokers", "1", "--data-dir", data,
+                                           "--zk-port", str(free_port()), "--base-port", str(free_port()),
+                                           "--override", f"{key}=0"])
+    assert refused.exit_code == 2, refused.output
+    assert f"Invalid value for --override: {key} is set by `kbroker cluster up` for each broker" in refused.output
+    assert not os.path.exists(data)
 
 
 @pytest.mark.parametrize("security,brokers", [("sasl_ssl", 2), ("ssl", 1), ("sasl_plaintext", 1)])
