@@ -187,12 +187,11 @@ def cluster_up(brokers, data_dir, zk_port, base_port, metrics_port, overrides, s
     """Start ZooKeeper and the brokers; print the bootstrap servers (and the client settings when secured).
     On a cluster that is partly running, start only the members that are down."""
     from . import cluster as dev_cluster
-    for item in overrides:
-        if "=" not in item or not item.split("=", 1)[0].strip():
-            raise click.BadParameter(f"{item!r} is not KEY=VALUE", param_hint="--override")
     try:
         state = dev_cluster.up(data_dir, brokers, zk_port, base_port, overrides=overrides,
                                metrics_port=metrics_port, security=security)
+    except dev_cluster.OverrideError as e:
+        raise click.BadParameter(str(e), param_hint="--override") from None
     except dev_cluster.ClusterError as e:
         click.echo(f"error: {e}", err=True)
         sys.exit(1)

@@ -9,7 +9,8 @@ minutes. The Metadata request is the launcher's only Kafka request (`metadata`, 
 The development cluster's layout under its data dir: zookeeper/ (its data), broker-N/ (server.properties and
 log dir), logs/ (one log per process) and cluster.json (pids and ports, read by status, down and the one-member
 commands). Its processes run in their own sessions so they outlive the command that started them. `up` on a
-cluster that is partly running starts what is down and leaves the rest alone. Secured
+cluster that is partly running starts what is down and leaves the rest alone (a member is down when its process
+is gone or a zombie: killed, not yet reaped); an `up` that fails stops what it started. Secured
 (`--security`, kbroker.security.preset): security/ holds the CA, keystores and admin password, made once, and
 client.properties / kcat.conf the admin's client settings; readiness checks log in with them.
 """
@@ -28,8 +29,9 @@ from collections import deque
 from kafka.protocol.metadata import MetadataRequest
 
 from zk.client import KafkaZkClient, ZkError
-from zk.launcher import ZooKeeperNotInstalled, ZooKeeperServer, is_serving, stop_pid
+from zk.launcher import ZooKeeperNotInstalled, ZooKeeperServer, is_serving
 
+from .config import ConfigError, load
 from .protocol.client import Connection, KafkaError
 from .protocol.client.security import ClientSecurity
 from .security.preset import SecurityPreset
@@ -43,6 +45,10 @@ POLL = 0.05   # seconds between readiness checks
 
 class ClusterError(RuntimeError):
     pass
+
+
+class OverrideError(ClusterError):
+    """An --override `cluster up` cannot apply (a usage error)."""
 
 
 # ---- ports and waiting -------------------------------------------------------------------------------------
@@ -261,18 +267,70 @@ def wait_ready(brokers, timeout: float = 60.0) -> None:
 
 
 # ---- the development cluster -------------------------------------------------------------------------------
+# Settings `up` gives each broker itself (broker N: id N, port base-port + N - 1, log dir broker-N/data, metrics
+# on metrics-port + N - 1, its own keystore, the cluster's ZooKeeper), with the option that sets them instead.
+LAUNCHER_SETTINGS = {"broker.id": "--brokers", "listeners": "--base-port", "advertised.listeners": "--base-port",
+                     "log.dirs": "--data-dir", "log.dir": "--data-dir", "metrics.port": "--metrics-port",
+                     "ssl.keystore.location": "--security", "zookeeper.connect": "--zk-port"}
+
+
+def override_settings(overrides: tuple[str, ...]) -> dict[str, str]:
+    """The settings of `up`'s KEY=VALUE overrides, in order; OverrideError for an item that is not KEY=VALUE or
+    sets one of LAUNCHER_SETTINGS (given to every broker alike, it would break the cluster: broker.id=0 for one
+    broker left `up` waiting for a broker 1 that never came)."""
+    settings = {}
+    for item in overrides:
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise OverrideError(f"{item!r} is not KEY=VALUE")
+        if key in LAUNCHER_SETTINGS:
+            raise OverrideError(f"{key} is set by `kbroker cluster up` for each broker (use {LAUNCHER_SETTINGS[key]})")
+        settings.pop(key, None)     # a key given again goes last, as a later line of the file wins
+        settings[key] = value.strip()
+    return settings
+
+
 def _alive(pid: int) -> bool:
+    """Whether process pid runs. A zombie does not: a killed broker stays one until its parent reaps it, which
+    for a member whose `up` has exited is init (or a subreaper), maybe seconds later."""
     try:
-        os.kill(pid, 0)
+        with open(f"/proc/{pid}/stat") as f:
+            state = f.read().rpartition(")")[2].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return state not in ("Z", "X")
+
+
+def _reap(pid: int) -> None:
+    """Collect pid's exit status if it is our child and has exited (a zombie no more)."""
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass
+
+
+def stop_pid(pid: int, timeout: float = 10.0) -> bool:
+    """SIGTERM a process by pid and wait for it to go (reaped if it is our child); SIGKILL after timeout.
+    False if it was not running."""
+    _reap(pid)
+    if not _alive(pid):
+        return False
+    try:
+        os.kill(pid, signal.SIGTERM)
     except ProcessLookupError:
         return False
-    except PermissionError:
-        return True
-    # A zombie child of ours counts as gone.
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        _reap(pid)
+        if not _alive(pid):
+            return True
+        time.sleep(POLL)
     try:
-        return os.waitpid(pid, os.WNOHANG) == (0, 0)
-    except ChildProcessError:
-        return True
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    return True
 
 
 def _read_state(data_dir: str) -> dict | None:
@@ -310,10 +368,13 @@ def up(data_dir: str, brokers: int, zk_port: int, base_port: int, timeout: float
     client files written to <data dir>/client.properties and kcat.conf).
 
     A cluster of data_dir with live members is completed instead (_complete): its members that are down start
-    again and the live ones are left alone. The returned state's "started" names what this call started."""
+    again and the live ones are left alone. The returned state's "started" names what this call started. When
+    it fails (ClusterError) after starting members, it stops them again and its message says so, and names the
+    members that were already running; OverrideError (before anything starts) for an override it cannot apply."""
+    settings = override_settings(overrides)
     data_dir = os.path.abspath(data_dir)
     state = _read_state(data_dir)
-    if state is not None and any(_alive(p["pid"]) for p in [state["zookeeper"], *state["brokers"]]):
+    if state is not None and any(_alive(m["pid"]) for _, m in _members(state)):
         return _complete(data_dir, state, timeout, overrides, metrics_port, security)
     logs = os.path.join(data_dir, "logs")
     os.makedirs(logs, exist_ok=True)
@@ -321,18 +382,45 @@ def up(data_dir: str, brokers: int, zk_port: int, base_port: int, timeout: float
         raise ClusterError(f"port {zk_port} already serves a ZooKeeper; stop it or pass --zk-port")
     state = {"zookeeper": {"port": zk_port}, "brokers": []}
     _start_zookeeper(data_dir, state)
-    preset = None
-    if security:
-        preset = SecurityPreset.init(security, os.path.join(data_dir, "security"))
-        properties, kcat = preset.write_client_files(data_dir)
-        state["security"] = {"protocol": preset.protocol, "client_properties": properties, "kcat_conf": kcat}
-        _write_admin_credentials(preset, state["zookeeper"]["connect"])
-    started = [_add_broker(data_dir, state, n, brokers, base_port, overrides, metrics_port, preset)
-               for n in range(1, brokers + 1)]
-    _write_state(data_dir, state)
-    state["started"] = ["zookeeper", *(f"broker {b.id}" for b in started)]
-    wait_ready(started, timeout)
+    try:
+        preset = None
+        if security:
+            preset = SecurityPreset.init(security, os.path.join(data_dir, "security"))
+            properties, kcat = preset.write_client_files(data_dir)
+            state["security"] = {"protocol": preset.protocol, "client_properties": properties, "kcat_conf": kcat}
+            _write_admin_credentials(preset, state["zookeeper"]["connect"])
+        started = [_add_broker(data_dir, state, n, brokers, base_port, settings, metrics_port, preset)
+                   for n in range(1, brokers + 1)]
+        _write_state(data_dir, state)
+        wait_ready(started, timeout)
+    except ClusterError as e:
+        raise ClusterError(f"{e}\n{_abandon(data_dir, state, [name for name, _ in _members(state)])}") from None
+    state["started"] = [name for name, _ in _members(state)]
     return state
+
+
+def _members(state: dict) -> list[tuple[str, dict]]:
+    """(name, entry) of each member of a cluster state: "zookeeper", then "broker N" in order."""
+    return [("zookeeper", state["zookeeper"]), *((f"broker {b['id']}", b) for b in state["brokers"])]
+
+
+def _stop(state: dict, names) -> list[str]:
+    """Stop the members of state named in names, the brokers first (SIGTERM: a controlled shutdown; SIGKILL
+    after 15 s), then ZooKeeper; "NAME (pid N)" of each that was running."""
+    zookeeper, *brokers = _members(state)
+    return [f"{name} (pid {m['pid']})" for group, timeout in ((brokers, 15), ([zookeeper], 10))
+            for name, m in group if name in names and stop_pid(m["pid"], timeout)]
+
+
+def _abandon(data_dir: str, state: dict, started: list[str]) -> str:
+    """After a failed `up`: stop the members it started (named in started) and record their pids; what it
+    stopped and which members it leaves running as they were before it, in a sentence."""
+    stopped = _stop(state, started)
+    _write_state(data_dir, state)
+    text = f"stopped what this `up` started: {', '.join(stopped)}" if stopped else \
+        "nothing this `up` started is still running"
+    kept = [name for name, m in _members(state) if name not in started and _alive(m["pid"])]
+    return f"{text}; left running as before: {', '.join(kept)}" if kept else text
 
 
 def _start_zookeeper(data_dir: str, state: dict) -> None:
@@ -347,17 +435,21 @@ def _start_zookeeper(data_dir: str, state: dict) -> None:
     state["zookeeper"] = {"pid": pid, "port": zk_port, "connect": zk.connect}
 
 
-def _add_broker(data_dir: str, state: dict, n: int, brokers: int, base_port: int, overrides: tuple[str, ...],
+def _add_broker(data_dir: str, state: dict, n: int, brokers: int, base_port: int, overrides: dict[str, str],
                 metrics_port: int | None, preset: SecurityPreset | None) -> BrokerProcess:
-    """Write broker n's server.properties (dev_settings, then overrides), start it and add it to state."""
+    """Write broker n's server.properties (dev_settings, then overrides), start it and add it to state. A
+    broker n the data dir held before starts once its old registration is gone: ZooKeeper, started again on its
+    data, keeps the sessions of brokers killed with it until they expire."""
+    directory = os.path.join(data_dir, f"broker-{n}")
+    if os.path.exists(os.path.join(directory, "server.properties")):
+        _wait_unregistered(state["zookeeper"]["connect"], n, os.path.join(directory, "server.properties"))
     settings = dev_settings(brokers)
-    for item in overrides:
-        key, _, value = item.partition("=")
-        settings.pop(key.strip(), None)
-        settings[key.strip()] = value.strip()
+    for key, value in overrides.items():
+        settings.pop(key, None)
+        settings[key] = value
     if metrics_port is not None:
         settings["metrics.port"] = metrics_port + n - 1
-    b = BrokerProcess.create(n, os.path.join(data_dir, f"broker-{n}"), state["zookeeper"]["connect"], settings,
+    b = BrokerProcess.create(n, directory, state["zookeeper"]["connect"], settings,
                              port=base_port + n - 1, log_path=os.path.join(data_dir, "logs", f"broker-{n}.log"),
                              detach=True, security=preset).start()
     state["brokers"].append({"id": n, "pid": b.pid, "port": b.port, "config": b.config_path,
@@ -380,17 +472,22 @@ def _complete(data_dir: str, state: dict, timeout: float, overrides: tuple[str, 
         raise ClusterError(f"a cluster is running from {data_dir}: --override and --metrics-port apply when it "
                            f"starts whole (`kbroker cluster down --data-dir {data_dir}` first)")
     started_names: list[str] = []
-    if not _alive(state["zookeeper"]["pid"]):
-        _start_zookeeper(data_dir, state)
-        started_names.append("zookeeper")
-    preset = _preset(data_dir, state)
-    client_security = preset.client_security() if preset else None
-    started = [_restart(data_dir, state, entry, client_security, timeout)
-               for entry in state["brokers"] if not _alive(entry["pid"])]
-    started_names += [f"broker {b.id}" for b in started]
-    _write_state(data_dir, state)
+    try:
+        if not _alive(state["zookeeper"]["pid"]):
+            _start_zookeeper(data_dir, state)
+            started_names.append("zookeeper")
+        preset = _preset(data_dir, state)
+        client_security = preset.client_security() if preset else None
+        started = []
+        for entry in state["brokers"]:
+            if not _alive(entry["pid"]):
+                started.append(_restart(data_dir, state, entry, client_security))
+                started_names.append(f"broker {entry['id']}")
+        _write_state(data_dir, state)
+        wait_ready(started, timeout)
+    except ClusterError as e:
+        raise ClusterError(f"{e}\n{_abandon(data_dir, state, started_names)}") from None
     state["started"] = started_names
-    wait_ready(started, timeout)
     return state
 
 
@@ -438,27 +535,33 @@ def stop_broker(data_dir: str, broker_id: int, kill: bool = False) -> bool:
     return True
 
 
-def _wait_unregistered(zk_connect: str, broker_id: int, timeout: float) -> None:
+def _wait_unregistered(zk_connect: str, broker_id: int, config_path: str) -> None:
     """Until /brokers/ids/<broker_id> is gone: a killed broker's registration lasts until its ZooKeeper session
-    expires, and a broker starting meanwhile is refused as a duplicate (as Kafka's is)."""
+    expires, and a broker starting meanwhile is refused as a duplicate (as Kafka's is, NodeExists). Bounded by
+    that session's timeout (the broker's zookeeper.session.timeout.ms) plus ZooKeeper's tick and a margin: a
+    registration older than that is another live broker's."""
+    try:
+        timeout = load(config_path)["zookeeper.session.timeout.ms"] / 1000 + 3
+    except (OSError, ConfigError) as e:
+        raise ClusterError(f"broker {broker_id}: {config_path}: {e}") from None
     try:
         client = KafkaZkClient(zk_connect, 6000, 10000).start()
     except ZkError as e:
         raise ClusterError(f"ZooKeeper {zk_connect}: {e}") from None
     try:
         wait_until(lambda: broker_id not in client.get_broker_ids(), timeout, 0.2,
-                   f"the previous registration of broker {broker_id} to expire")
+                   f"the previous registration of broker {broker_id} in ZooKeeper to expire (is another broker "
+                   f"{broker_id} running?)")
     except TimeoutError as e:
         raise ClusterError(str(e)) from None
     finally:
         client.close()
 
 
-def _restart(data_dir: str, state: dict, entry: dict, security: ClientSecurity | None,
-             timeout: float) -> BrokerProcess:
+def _restart(data_dir: str, state: dict, entry: dict, security: ClientSecurity | None) -> BrokerProcess:
     """Start a member broker that is down on its server.properties once its old registration is gone; its new
     pid goes to entry (the caller writes the state and waits for it)."""
-    _wait_unregistered(state["zookeeper"]["connect"], entry["id"], timeout)
+    _wait_unregistered(state["zookeeper"]["connect"], entry["id"], entry["config"])
     b = BrokerProcess(entry["id"], entry["config"], entry["port"],
                       os.path.join(data_dir, "logs", f"broker-{entry['id']}.log"), detach=True,
                       security=security).start()
@@ -474,23 +577,18 @@ def start_broker(data_dir: str, broker_id: int, timeout: float = 60.0) -> dict:
     if _alive(entry["pid"]):
         raise ClusterError(f"broker {broker_id} is already running (pid {entry['pid']})")
     preset = _preset(data_dir, state)
-    b = _restart(data_dir, state, entry, preset.client_security() if preset else None, timeout)
+    b = _restart(data_dir, state, entry, preset.client_security() if preset else None)
     _write_state(data_dir, state)
     wait_ready([b], timeout)
     return entry
 
 
 def down(data_dir: str) -> list[str]:
+    """Stop the cluster of data_dir: "NAME (pid N)" of each member that was running."""
     state = _read_state(os.path.abspath(data_dir))
     if state is None:
         return []
-    stopped = []
-    for b in state["brokers"]:
-        if stop_pid(b["pid"], timeout=15):
-            stopped.append(f"broker {b['id']} (pid {b['pid']})")
-    if stop_pid(state["zookeeper"]["pid"]):
-        stopped.append(f"zookeeper (pid {state['zookeeper']['pid']})")
-    return stopped
+    return _stop(state, [name for name, _ in _members(state)])
 
 
 def status(data_dir: str) -> list[str] | None:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import time
@@ -122,27 +121,3 @@ def zkcli_get(connect: str, path: str) -> str:
              if line.strip() and not line.startswith(("Connecting to", "WATCHER::", "WatchedEvent"))]
     return lines[-1]
 
-
-def stop_pid(pid: int, timeout: float = 10.0) -> bool:
-    """SIGTERM a process by pid and wait for it to go; SIGKILL after timeout. False if it was not running."""
-    try:
-        os.kill(pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return False
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return True
-        # Reap it if it is our child.
-        try:
-            os.waitpid(pid, os.WNOHANG)
-        except ChildProcessError:
-            pass
-        time.sleep(0.05)
-    try:
-        os.kill(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    return True

@@ -1,7 +1,7 @@
-"""DescribeProducers (key 61), v0 (KIP-664, Kafka 3.0, served here as an extension): per partition this broker
-leads, the producers its producer state knows, each with its epoch, last sequence and timestamp, the
-coordinator epoch of its last marker and the first offset of its open transaction (-1 when none): what
-hanging-transaction detection reads. Partition errors: UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER.
+"""DescribeProducers (key 61), v0 (KIP-664; Kafka 2.8's KafkaApis serves it, in ZooKeeper mode too): per
+partition this broker leads, the producers its producer state knows, each with its epoch, last sequence and
+timestamp, the coordinator epoch of its last marker and the first offset of its open transaction (-1 when
+none): what hanging-transaction detection reads. Partition errors: UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER.
 Authorization: needs Read on each topic (else TOPIC_AUTHORIZATION_FAILED for its partitions).
 """
 from __future__ import annotations

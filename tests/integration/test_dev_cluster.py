@@ -1,22 +1,89 @@
 """`kbroker cluster up|status|down`: the local cluster a developer gets from `make up`."""
+import contextlib
+import ctypes
 import json
 import os
+import re
 import signal
+import socket
 import subprocess
 import sys
 
 import pytest
+from click.testing import CliRunner
 
+from admin_cli.main import cli as kadmin
+from kbroker.cli import main as kbroker
 from kbroker.cluster import free_port, free_port_range, metadata, wait_until
 from kbroker.config import read_properties
 from kbroker.protocol.client import KafkaError
 from kbroker.protocol.client.security import ClientSecurity
+from tests.integration.test_cluster import leaders
+from tests.integration.test_cluster import metadata as topic_metadata
+from zk.launcher import is_serving
 
 KBROKER = [sys.executable, "-m", "kbroker.cli"]
+SHORT_SESSION = "zookeeper.session.timeout.ms=3000"   # a killed broker's registration goes in 3 s, not 6
+PR_SET_CHILD_SUBREAPER = 36
 
 
 def run(*args, timeout=90):
     return subprocess.run([*KBROKER, *args], capture_output=True, text=True, timeout=timeout)
+
+
+def pids(data: str) -> list[int]:
+    """The pids cluster.json names: ZooKeeper's, then the brokers'."""
+    with open(os.path.join(data, "cluster.json")) as f:
+        state = json.load(f)
+    return [state["zookeeper"]["pid"], *(b["pid"] for b in state["brokers"])]
+
+
+def gone(pid: int) -> bool:
+    """No such process, or a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rpartition(")")[2].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+@contextlib.contextmanager
+def reaping_late():
+    """The cluster's processes, orphaned when `kbroker cluster up` exits, become this process's children
+    (PR_SET_CHILD_SUBREAPER), and it reaps them only at the end: a killed broker stays a zombie meanwhile, as
+    under an init that reaps late (this machine's does after about a second; a container's shell may never).
+    Yields the set to add the pids to reap to."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    assert libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0, os.strerror(ctypes.get_errno())
+    adopted: set[int] = set()
+    try:
+        yield adopted
+    finally:
+        libc.prctl(PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
+        for pid in adopted:
+            with contextlib.suppress(ChildProcessError, TimeoutError):
+                wait_until(lambda pid=pid: os.waitpid(pid, os.WNOHANG)[0] == pid, 10, message=f"pid {pid} to exit")
+
+
+def isrs(port: int, topic: str) -> dict[int, list[int]]:
+    """Partition -> sorted ISR of topic, as the broker on port answers Metadata."""
+    return {p: sorted(isr) for p, (_, isr, _) in leaders(topic_metadata(f"127.0.0.1:{port}", [topic]), topic).items()}
+
+
+def listening(port: int) -> socket.socket:
+    """A socket listening on 127.0.0.1:port, which a broker then cannot bind (once a killed broker's
+    connections on it have closed)."""
+    def bound():
+        s = socket.socket()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            s.close()
+            return None
+        s.listen()
+        return s
+    return wait_until(bound, 10, message=f"port {port} to be free")
 
 
 def test_cluster_up_status_down(tmp_path):
@@ -51,15 +118,9 @@ def test_cluster_up_status_down(tmp_path):
         assert kcat.returncode == 0, kcat.stderr
         assert sorted(b["id"] for b in json.loads(kcat.stdout)["brokers"]) == [1, 2, 3]
 
-        # `up` again starts only what is down (as `docker compose up`): a killed broker, then ZooKeeper.
-        assert run("cluster", "kill", "2", "--data-dir", data).returncode == 0
-        again = run("cluster", "up", "--data-dir", data)
-        assert again.returncode == 0, again.stderr
-        assert "started            broker 2\n" in again.stdout
-        assert metadata("127.0.0.1", base + 1)[0] == {1, 2, 3}
-        with open(os.path.join(data, "cluster.json")) as f:
-            zk_pid = json.load(f)["zookeeper"]["pid"]
-        os.kill(zk_pid, signal.SIGKILL)
+        # `up` again starts only what is down (as `docker compose up`): a killed ZooKeeper (a killed broker:
+        # test_up_right_after_kill9_restarts_the_broker_into_every_isr).
+        os.kill(pids(data)[0], signal.SIGKILL)
         assert "DOWN" in run("cluster", "status", "--data-dir", data).stdout.splitlines()[0]
         again = run("cluster", "up", "--data-dir", data)
         assert again.returncode == 0 and "started            zookeeper\n" in again.stdout, again.stderr
@@ -75,11 +136,103 @@ def test_cluster_up_status_down(tmp_path):
     finally:
         down = run("cluster", "down", "--data-dir", data)
     assert down.returncode == 0 and down.stdout.count("broker") == 3 and "zookeeper" in down.stdout
-    with open(os.path.join(data, "cluster.json")) as f:
-        pids = [p["pid"] for p in [json.load(f)["zookeeper"]]]
-    for pid in pids:
-        assert not os.path.exists(f"/proc/{pid}") or open(f"/proc/{pid}/stat").read().split()[2] == "Z"
+    assert all(gone(pid) for pid in pids(data))
     assert run("cluster", "status", "--data-dir", data).stdout.count("DOWN") == 4
+
+
+def test_up_right_after_kill9_restarts_the_broker_into_every_isr(tmp_path):
+    """kill -9 of a broker, then `up` at once (`make up`): the broker is dead though not yet reaped, and still
+    registered in ZooKeeper until its session expires; `up` starts it again once that registration is gone,
+    and it rejoins the ISR of every partition of a topic replicated on all three brokers. The same when every
+    member is killed: ZooKeeper, started again on its data, keeps the brokers' sessions until they expire."""
+    data = str(tmp_path / "cluster")
+    zk_port, base = free_port(), free_port_range(3)
+    args = ("cluster", "up", "--brokers", "3", "--data-dir", data, "--zk-port", str(zk_port), "--base-port",
+            str(base), "--override", SHORT_SESSION)
+    everyone = {p: [1, 2, 3] for p in range(3)}
+
+    def in_every_isr(who: str):
+        for port in (base, base + 1, base + 2):
+            wait_until(lambda port=port: isrs(port, "clicks") == everyone, 30,
+                       message=f"{who} in every ISR, as the broker on port {port} answers")
+
+    with reaping_late() as adopted:
+        up = run(*args)
+        try:
+            adopted.update(pids(data))
+            assert up.returncode == 0, up.stderr
+            created = CliRunner().invoke(kadmin, ["--zookeeper", f"127.0.0.1:{zk_port}", "create-topic", "clicks",
+                                                  "--partitions", "3", "--replication-factor", "3"])
+            assert created.exit_code == 0, created.output
+            in_every_isr("brokers 1, 2, 3")
+
+            killed = pids(data)[2]
+            os.kill(killed, signal.SIGKILL)
+            again = run("cluster", "up", "--data-dir", data)
+            adopted.update(pids(data))
+            assert again.returncode == 0, again.stderr
+            assert "started            broker 2\n" in again.stdout
+            assert pids(data)[2] != killed
+            in_every_isr("broker 2")
+            status = run("cluster", "status", "--data-dir", data).stdout
+            assert status.count("running, registered") == 3, status
+
+            for pid in pids(data):
+                os.kill(pid, signal.SIGKILL)
+            again = run(*args)
+            adopted.update(pids(data))
+            assert again.returncode == 0, again.stderr
+            assert "started            zookeeper, broker 1, broker 2, broker 3\n" in again.stdout
+            in_every_isr("brokers 1, 2, 3")
+        finally:
+            run("cluster", "down", "--data-dir", data)
+
+
+def test_failed_up_stops_what_it_started(tmp_path):
+    """A `cluster up` whose readiness wait fails (broker 2 exits: its port is taken) stops the ZooKeeper and the
+    broker it started and says so, so that the next `up` starts the cluster; a failed `up` of a partly running
+    cluster stops only what it started and leaves the members that were running alone."""
+    data = str(tmp_path / "cluster")
+    zk_port, base = free_port(), free_port_range(2)
+    args = ("cluster", "up", "--brokers", "2", "--data-dir", data, "--zk-port", str(zk_port),
+            "--base-port", str(base), "--override", SHORT_SESSION)
+    try:
+        with listening(base + 1):
+            failed = run(*args)
+        assert failed.returncode == 1 and "broker 2 exited (1) during startup" in failed.stderr, failed.stderr
+        assert re.search(r"stopped what this `up` started: broker 1 \(pid \d+\), zookeeper \(pid \d+\)$",
+                         failed.stderr), failed.stderr
+        assert all(gone(pid) for pid in pids(data)) and not is_serving("127.0.0.1", zk_port)
+        again = run(*args)
+        assert again.returncode == 0, again.stderr
+        assert "started            zookeeper, broker 1, broker 2\n" in again.stdout
+
+        running = pids(data)
+        os.kill(running[2], signal.SIGKILL)
+        with listening(base + 1):
+            failed = run("cluster", "up", "--data-dir", data)
+        assert failed.returncode == 1 and "broker 2 exited (1) during startup" in failed.stderr, failed.stderr
+        assert failed.stderr.endswith("nothing this `up` started is still running; left running as before: "
+                                      "zookeeper, broker 1\n"), failed.stderr
+        assert pids(data)[:2] == running[:2] and not any(gone(pid) for pid in running[:2])
+        assert metadata("127.0.0.1", base) == ({1}, 1)
+    finally:
+        run("cluster", "down", "--data-dir", data)
+
+
+@pytest.mark.parametrize("key", ["broker.id", "listeners", "advertised.listeners", "log.dirs", "log.dir",
+                                 "metrics.port", "zookeeper.connect", "ssl.keystore.location"])
+def test_up_refuses_overrides_of_per_broker_settings(tmp_path, key):
+    """`cluster up` sets each broker's id, listener, log dir, metrics port, keystore and ZooKeeper itself: an
+    --override of one is a usage error (exit 2) naming the option to use, before anything starts (given
+    broker.id=0 for one broker, `up` used to wait 60 s for a broker 1 that never came)."""
+    data = str(tmp_path / "cluster")
+    refused = CliRunner().invoke(kbroker, ["cluster", "up", "--brokers", "1", "--data-dir", data,
+                                           "--zk-port", str(free_port()), "--base-port", str(free_port()),
+                                           "--override", f"{key}=0"])
+    assert refused.exit_code == 2, refused.output
+    assert f"Invalid value for --override: {key} is set by `kbroker cluster up` for each broker" in refused.output
+    assert not os.path.exists(data)
 
 
 @pytest.mark.parametrize("security,brokers", [("sasl_ssl", 2), ("ssl", 1), ("sasl_plaintext", 1)])
