@@ -10,10 +10,9 @@ from __future__ import annotations
 
 from kafka.protocol.admin import CreateAclsRequest, CreateAclsResponse
 
-from zk.client import ZkError
 from ..protocol.acls import (CLUSTER_NAME, OPERATIONS, PATTERN_TYPES, PERMISSIONS, RESOURCE_TYPES, AclBinding,
                              AclEntry, ResourcePattern, valid_principal)
-from ..protocol.errors import Errors
+from ..protocol.errors import Errors, KafkaError
 
 API_KEY = 30
 MIN_VERSION, MAX_VERSION = 0, 2
@@ -59,7 +58,6 @@ def handle(request, ctx):
             results.append((Errors.INVALID_REQUEST, str(e)))
     try:
         authorizer.create_acls(valid)
-    except ZkError as e:
-        results = [(Errors.UNKNOWN_SERVER_ERROR, str(e)) if error == Errors.NONE else (error, m)
-                   for error, m in results]
+    except KafkaError as e:
+        results = [(e.code, str(e)) if error == Errors.NONE else (error, m) for error, m in results]
     return answer(results)

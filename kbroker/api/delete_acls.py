@@ -11,9 +11,8 @@ from __future__ import annotations
 
 from kafka.protocol.admin import DeleteAclsRequest, DeleteAclsResponse
 
-from zk.client import ZkError
 from ..protocol.acls import binding_to_wire, filter_from_wire
-from ..protocol.errors import Errors
+from ..protocol.errors import Errors, KafkaError
 
 API_KEY = 31
 MIN_VERSION, MAX_VERSION = 0, 2
@@ -46,8 +45,8 @@ def handle(request, ctx):
             problems[i] = str(e)
     try:
         deleted = iter(authorizer.delete_acls(filters))
-    except ZkError as e:
-        return answer([failed(Errors.UNKNOWN_SERVER_ERROR, str(e)) for _ in wire])
+    except KafkaError as e:
+        return answer([failed(e.code, str(e)) for _ in wire])
     results = []
     for i in range(len(wire)):
         if i in problems:

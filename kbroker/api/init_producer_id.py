@@ -14,8 +14,7 @@ from __future__ import annotations
 import gevent.event
 from kafka.protocol.producer import InitProducerIdRequest, InitProducerIdResponse
 
-from zk.client import ZkError
-from ..protocol.errors import Errors
+from ..protocol.errors import Errors, KafkaError
 
 API_KEY = 22
 MIN_VERSION, MAX_VERSION = 0, 4
@@ -48,6 +47,6 @@ def handle(request, ctx):
         return answer(Errors.CLUSTER_AUTHORIZATION_FAILED)
     try:
         pid = ctx.broker.producer_ids.generate()
-    except ZkError:
-        return answer(Errors.COORDINATOR_NOT_AVAILABLE)
+    except KafkaError as e:
+        return answer(e.code)
     return answer(Errors.NONE, pid, 0)

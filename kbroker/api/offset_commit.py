@@ -1,7 +1,8 @@
 """OffsetCommit (key 8), v0-v8: store a group's consumed offsets.
 
 v0 stores in ZooKeeper, as Kafka always did for version 0: `/consumers/<group>/offsets/<topic>/<partition>`
-holding the offset as a decimal string; any broker serves it (there is no coordinator for v0).
+holding the offset as a decimal string; any broker serves it (there is no coordinator for v0); a write ZooKeeper
+refuses answers UNKNOWN_SERVER_ERROR for its partition.
 v1+ go to the group coordinator and `__consumer_offsets`: a member commits with its member id and generation
 (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS while the group completes a rebalance,
 FENCED_INSTANCE_ID); generation -1 is a simple commit for a group without members (an unknown group is then
@@ -19,22 +20,17 @@ Authorization: needs Read on the group (else GROUP_AUTHORIZATION_FAILED for ever
 """
 from __future__ import annotations
 
-import logging
-
 import gevent.event
 from kafka.protocol.consumer import OffsetCommitRequest, OffsetCommitResponse
 
-from zk.client import ZkError
 from ..coordinator.schemas import OffsetAndMetadata
-from ..protocol.errors import Errors
+from ..protocol.errors import Errors, KafkaError
 
 API_KEY = 8
 MIN_VERSION, MAX_VERSION = 0, 8
 REQUEST, RESPONSE = OffsetCommitRequest, OffsetCommitResponse
 Topic = RESPONSE.OffsetCommitResponseTopic
 Partition = Topic.OffsetCommitResponsePartition
-
-log = logging.getLogger("kbroker.coordinator")
 
 
 def _commit_v0(ctx, group_id: str, partitions: dict) -> dict:
@@ -47,10 +43,8 @@ def _commit_v0(ctx, group_id: str, partitions: dict) -> dict:
         try:
             coordinator.zk_offsets.commit(group_id, topic, partition, p.committed_offset)
             out[(topic, partition)] = Errors.NONE
-        except (ZkError, ValueError) as e:   # Kafka: Errors.forException -> UNKNOWN_SERVER_ERROR
-            log.warning("storing the v0 offset of group %r for %s-%d in ZooKeeper failed: %r", group_id, topic,
-                        partition, e)
-            out[(topic, partition)] = Errors.UNKNOWN_SERVER_ERROR
+        except KafkaError as e:
+            out[(topic, partition)] = e.code
     return out
 
 

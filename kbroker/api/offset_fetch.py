@@ -1,7 +1,8 @@
 """OffsetFetch (key 9), v0-v7: a group's committed offsets.
 
 v0 reads ZooKeeper (`/consumers/<group>/offsets/<topic>/<partition>`, as Kafka did): any broker answers;
-UNKNOWN_TOPIC_OR_PARTITION (offset -1) for a partition with no stored offset or of an unknown topic.
+UNKNOWN_TOPIC_OR_PARTITION (offset -1) for a partition with no stored offset or of an unknown topic,
+UNKNOWN_SERVER_ERROR for one ZooKeeper fails to read.
 v1+ ask the group coordinator: offset, leader epoch and metadata per partition, -1 with no error for a
 partition without a commit; a null topic list (v2+) means every partition the group has committed. Group
 errors (COORDINATOR_LOAD_IN_PROGRESS, NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, INVALID_GROUP_ID) go on every
@@ -15,13 +16,9 @@ TOPIC_AUTHORIZATION_FAILED for its partitions; left out of an all-partitions ans
 """
 from __future__ import annotations
 
-import logging
-
 from kafka.protocol.consumer import OffsetFetchRequest, OffsetFetchResponse
 
-from zk.client import ZkError
-
-from ..protocol.errors import Errors
+from ..protocol.errors import Errors, KafkaError
 
 API_KEY = 9
 MIN_VERSION, MAX_VERSION = 0, 7
@@ -30,7 +27,6 @@ Topic = RESPONSE.OffsetFetchResponseTopic
 Partition = Topic.OffsetFetchResponsePartition
 
 INVALID_OFFSET = -1
-log = logging.getLogger("kbroker.coordinator")
 
 
 def _fetch_v0(ctx, group_id: str, tps) -> dict:
@@ -42,9 +38,8 @@ def _fetch_v0(ctx, group_id: str, tps) -> dict:
             offset = store.fetch(group_id, *tp) if cache.partition(*tp) is not None else None
             out[tp] = ((offset, -1, "", Errors.NONE) if offset is not None
                        else (INVALID_OFFSET, -1, "", Errors.UNKNOWN_TOPIC_OR_PARTITION))
-        except (ZkError, ValueError) as e:
-            log.warning("reading the v0 offset of group %r for %s-%d from ZooKeeper failed: %r", group_id, *tp, e)
-            out[tp] = (INVALID_OFFSET, -1, "", Errors.UNKNOWN_SERVER_ERROR)
+        except KafkaError as e:
+            out[tp] = (INVALID_OFFSET, -1, "", e.code)
     return out
 
 

@@ -25,7 +25,7 @@ from kbroker.protocol.errors import Errors
 from kbroker.records.batches import v2_records
 from kbroker.records.entries import iter_entries
 from tests.clients._util import create_topic, raw_request
-from tests.integration.conftest import Cluster, wait_until
+from tests.integration.conftest import Cluster, set_znode_acl, wait_until
 from zk.launcher import zkcli_get
 
 OFFSETS = "__consumer_offsets"
@@ -262,6 +262,22 @@ def test_v0_offsets_live_in_zookeeper_and_any_broker_serves_them(two_brokers):
     # The two stores are separate, as in Kafka: v1+ does not see ZooKeeper's offsets.
     bs = coordinator_of(c, "zk-group").bootstrap
     assert fetch(bs, "zk-group", 1, [("t", 0)])[1][("t", 0)][0] == -1
+
+
+def test_v0_offsets_zookeeper_refuses_answer_unknown_server_error(two_brokers):
+    """A v0 commit or fetch that ZooKeeper refuses (the offset's znode made unreadable and unwritable), or of a group
+    whose path ZooKeeper cannot hold (".."), answers UNKNOWN_SERVER_ERROR for that partition, as Kafka's
+    Errors.forException does; the request's other partitions are answered as usual."""
+    c = two_brokers
+    bs = c.brokers[1].bootstrap
+    assert commit(bs, "zk-refused", 0, {("t", 0): 5, ("t", 1): 6}) == {("t", 0): Errors.NONE, ("t", 1): Errors.NONE}
+    set_znode_acl(c.zk_connect, "/consumers/zk-refused/offsets/t/0", "world:anyone:c")
+    assert commit(bs, "zk-refused", 0, {("t", 0): 7, ("t", 1): 8}) == {
+        ("t", 0): Errors.UNKNOWN_SERVER_ERROR, ("t", 1): Errors.NONE}
+    assert fetch(bs, "zk-refused", 0, [("t", 0), ("t", 1)])[1] == {
+        ("t", 0): (-1, None, "", Errors.UNKNOWN_SERVER_ERROR), ("t", 1): (8, None, "", Errors.NONE)}
+    assert commit(bs, "..", 0, {("t", 0): 1}) == {("t", 0): Errors.UNKNOWN_SERVER_ERROR}
+    assert fetch(bs, "..", 0, [("t", 0)])[1] == {("t", 0): (-1, None, "", Errors.UNKNOWN_SERVER_ERROR)}
 
 
 def test_requests_to_the_wrong_broker_get_not_coordinator(two_brokers):
