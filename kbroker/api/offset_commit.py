@@ -73,6 +73,16 @@ def refuse_unreadable_topics(ctx, order: list, errors: dict, known: dict) -> Non
             known.pop(tp, None)
 
 
+def response_topics(topic_class, partition_class, order: list, errors: dict) -> list:
+    """The response's topics: each partition's error, in the request's order, grouped by topic (TxnOffsetCommit's
+    response has the same shape)."""
+    by_topic: dict = {}
+    for topic, partition in dict.fromkeys(order):
+        by_topic.setdefault(topic, []).append(partition_class(partition_index=partition,
+                                                              error_code=errors[(topic, partition)]))
+    return [topic_class(name=t, partitions=ps) for t, ps in by_topic.items()]
+
+
 def handle(request, ctx):
     version = ctx.api_version
     broker = ctx.broker
@@ -100,12 +110,7 @@ def handle(request, ctx):
             request.group_id, request.member_id, request.group_instance_id if version >= 7 else None,
             request.generation_id_or_member_epoch, offsets, result.set)
         errors.update(result.get())
-    by_topic: dict = {}
-    for topic, partition in dict.fromkeys(order):
-        by_topic.setdefault(topic, []).append(Partition(partition_index=partition,
-                                                        error_code=errors[(topic, partition)]))
-    return RESPONSE(version=version, throttle_time_ms=0,
-                    topics=[Topic(name=t, partitions=ps) for t, ps in by_topic.items()])
+    return RESPONSE(version=version, throttle_time_ms=0, topics=response_topics(Topic, Partition, order, errors))
 
 
 def _java_long(n: int) -> int:
