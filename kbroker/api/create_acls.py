@@ -13,6 +13,7 @@ from kafka.protocol.admin import CreateAclsRequest, CreateAclsResponse
 from ..protocol.acls import (CLUSTER_NAME, OPERATIONS, PATTERN_TYPES, PERMISSIONS, RESOURCE_TYPES, AclBinding,
                              AclEntry, ResourcePattern, valid_principal)
 from ..protocol.errors import Errors, KafkaError
+from .context import RequestContext
 
 API_KEY = 30
 MIN_VERSION, MAX_VERSION = 0, 2
@@ -37,7 +38,7 @@ def binding(c, version: int) -> AclBinding:
                       AclEntry(c.principal, PERMISSIONS[c.permission_type], OPERATIONS[c.operation], c.host))
 
 
-def handle(request, ctx):
+def handle(request, ctx: RequestContext):
     version = ctx.api_version
     creations = list(request.creations or [])
 

@@ -13,6 +13,7 @@ from kafka.protocol.admin import DeleteAclsRequest, DeleteAclsResponse
 
 from ..protocol.acls import binding_to_wire, filter_from_wire
 from ..protocol.errors import Errors, KafkaError
+from .context import RequestContext
 
 API_KEY = 31
 MIN_VERSION, MAX_VERSION = 0, 2
@@ -21,7 +22,7 @@ FilterResult = RESPONSE.DeleteAclsFilterResult
 Matching = FilterResult.DeleteAclsMatchingAcl
 
 
-def handle(request, ctx):
+def handle(request, ctx: RequestContext):
     version = ctx.api_version
     wire = list(request.filters or [])
 

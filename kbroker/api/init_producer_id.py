@@ -15,13 +15,14 @@ import gevent.event
 from kafka.protocol.producer import InitProducerIdRequest, InitProducerIdResponse
 
 from ..protocol.errors import Errors, KafkaError
+from .context import RequestContext
 
 API_KEY = 22
 MIN_VERSION, MAX_VERSION = 0, 4
 REQUEST, RESPONSE = InitProducerIdRequest, InitProducerIdResponse
 
 
-def handle(request, ctx):
+def handle(request, ctx: RequestContext):
     version = ctx.api_version
 
     def answer(error, pid=-1, epoch=-1):

@@ -25,6 +25,7 @@ from kafka.protocol.consumer import OffsetCommitRequest, OffsetCommitResponse
 
 from ..coordinator.schemas import OffsetAndMetadata
 from ..protocol.errors import Errors, KafkaError
+from .context import RequestContext
 
 API_KEY = 8
 MIN_VERSION, MAX_VERSION = 0, 8
@@ -33,9 +34,9 @@ Topic = RESPONSE.OffsetCommitResponseTopic
 Partition = Topic.OffsetCommitResponsePartition
 
 
-def _commit_v0(ctx, group_id: str, partitions: dict) -> dict:
+def _commit_v0(ctx: RequestContext, group_id: str, partitions: dict) -> dict:
     coordinator = ctx.broker.group_coordinator
-    out = {}
+    out: dict = {}
     for (topic, partition), p in partitions.items():
         if not coordinator.manager.valid_metadata(p.committed_metadata):
             out[(topic, partition)] = Errors.OFFSET_METADATA_TOO_LARGE
@@ -63,7 +64,7 @@ def known_partitions(request, cache) -> tuple[list, dict, dict]:
     return order, errors, known
 
 
-def refuse_unreadable_topics(ctx, order: list, errors: dict, known: dict) -> None:
+def refuse_unreadable_topics(ctx: RequestContext, order: list, errors: dict, known: dict) -> None:
     """TOPIC_AUTHORIZATION_FAILED, in place, for the partitions of topics the principal may not Read (Kafka checks
     Read on each topic after the group; TxnOffsetCommit does the same)."""
     allowed = ctx.authorized("Read", "Topic", (t for t, _ in order))
@@ -83,7 +84,7 @@ def response_topics(topic_class, partition_class, order: list, errors: dict) -> 
     return [topic_class(name=t, partitions=ps) for t, ps in by_topic.items()]
 
 
-def handle(request, ctx):
+def handle(request, ctx: RequestContext):
     version = ctx.api_version
     broker = ctx.broker
     order, errors, known = known_partitions(request, broker.metadata_cache)

@@ -19,6 +19,7 @@ from __future__ import annotations
 from kafka.protocol.consumer import OffsetFetchRequest, OffsetFetchResponse
 
 from ..protocol.errors import Errors, KafkaError
+from .context import RequestContext
 
 API_KEY = 9
 MIN_VERSION, MAX_VERSION = 0, 7
@@ -29,10 +30,10 @@ Partition = Topic.OffsetFetchResponsePartition
 INVALID_OFFSET = -1
 
 
-def _fetch_v0(ctx, group_id: str, tps) -> dict:
+def _fetch_v0(ctx: RequestContext, group_id: str, tps) -> dict:
     cache = ctx.broker.metadata_cache
     store = ctx.broker.group_coordinator.zk_offsets
-    out = {}
+    out: dict = {}
     for tp in tps:
         try:
             offset = store.fetch(group_id, *tp) if cache.partition(*tp) is not None else None
@@ -53,7 +54,7 @@ def _response(version: int, error: Errors, data: dict):
                     topics=[Topic(name=t, partitions=ps) for t, ps in by_topic.items()])
 
 
-def handle(request, ctx):
+def handle(request, ctx: RequestContext):
     version = ctx.api_version
     tps = None if request.topics is None else list(dict.fromkeys(
         (t.name, p) for t in request.topics for p in t.partition_indexes))

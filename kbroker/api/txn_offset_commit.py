@@ -22,6 +22,7 @@ from kafka.protocol.producer import TxnOffsetCommitRequest, TxnOffsetCommitRespo
 
 from ..coordinator.schemas import OffsetAndMetadata
 from ..protocol.errors import Errors
+from .context import RequestContext
 from .offset_commit import known_partitions, refuse_unreadable_topics, response_topics
 
 API_KEY = 28
@@ -31,7 +32,7 @@ Topic = RESPONSE.TxnOffsetCommitResponseTopic
 Partition = Topic.TxnOffsetCommitResponsePartition
 
 
-def handle(request, ctx):
+def handle(request, ctx: RequestContext):
     version = ctx.api_version
     broker = ctx.broker
     now = broker.clock.now_ms()
