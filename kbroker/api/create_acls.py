@@ -3,8 +3,9 @@
 
 Needs Alter on the cluster (else CLUSTER_AUTHORIZATION_FAILED for each creation); without an authorizer
 SECURITY_DISABLED. Per creation INVALID_REQUEST for: UNKNOWN or filter-only (ANY, MATCH) values, a CLUSTER
-resource not named kafka-cluster, an empty resource name, a principal not of the form Type:name. v0 has no
-pattern type (LITERAL only); v2 is flexible.
+resource not named kafka-cluster, an empty resource name, a principal not of the form Type:name; the valid ones
+answer UNKNOWN_SERVER_ERROR, with the reason, when a write to ZooKeeper fails. v0 has no pattern type (LITERAL
+only); v2 is flexible.
 """
 from __future__ import annotations
 

@@ -5,7 +5,8 @@ without ACLs loses its znode; a change notification follows), answering per filt
 The resources considered are those the broker's cache holds plus the ones a filter names exactly (so ACLs just
 written elsewhere go too). Needs Alter on the cluster (else CLUSTER_AUTHORIZATION_FAILED per filter); without an
 authorizer SECURITY_DISABLED. Filters take ANY values and the pattern types ANY, MATCH, LITERAL, PREFIXED (v0:
-LITERAL only); UNKNOWN values answer INVALID_REQUEST for that filter. v2 is flexible.
+LITERAL only); UNKNOWN values answer INVALID_REQUEST for that filter; when a write to ZooKeeper fails, every
+filter answers UNKNOWN_SERVER_ERROR with the reason. v2 is flexible.
 """
 from __future__ import annotations
 

@@ -16,8 +16,8 @@ Describe, AlterConfigs implies DescribeConfigs). authorize_by_resource_type is a
 may this principal do `operation` on SOME resource of the type?).
 
 CreateAcls and DeleteAcls write through it, one of the doors from requests to ZooKeeper: a write ZooKeeper refuses
-or cannot take is raised as KafkaError UNKNOWN_SERVER_ERROR with ZooKeeper's reason (AclAuthorizer answers a failed
-write with Errors.forException).
+or cannot take (a resource name such as ".." makes no znode path) is raised as KafkaError UNKNOWN_SERVER_ERROR with
+the reason (AclAuthorizer answers a failed write with Errors.forException).
 """
 from __future__ import annotations
 
@@ -270,7 +270,7 @@ class AclAuthorizer:
         """Rewrite one resource's ACLs in ZooKeeper (change: current entries -> new ones) and cache the result."""
         try:
             _, new = self.zk.update_acls(*pattern, change)
-        except ZkError as e:
+        except (ZkError, ValueError) as e:   # ValueError: a path ZooKeeper's client refuses ("..")
             raise KafkaError(Errors.UNKNOWN_SERVER_ERROR, str(e)) from e
         self._set(pattern, new)
 

@@ -797,7 +797,8 @@ def test_acl_apis_answer_security_disabled_without_an_authorizer(cluster1):
 def test_acl_changes_zookeeper_refuses_answer_unknown_server_error(cluster_factory):
     """CreateAcls and DeleteAcls whose write ZooKeeper refuses (the resource's ACL znode made read-only) answer
     UNKNOWN_SERVER_ERROR with ZooKeeper's reason, as Kafka's AclAuthorizer does; an invalid creation of the same
-    request still answers INVALID_REQUEST, and the ACLs stay as they were."""
+    request still answers INVALID_REQUEST, and the ACLs stay as they were. So do a creation and a deletion for a
+    resource whose znode path ZooKeeper cannot hold (".."), which closed the connection."""
     c = cluster_factory(1, **{"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
                               "allow.everyone.if.no.acl.found": "true"})
     held = {("User:x", "Allow", "Read", "*"), ("User:y", "Allow", "Read", "*")}
@@ -819,6 +820,14 @@ def test_acl_changes_zookeeper_refuses_answer_unknown_server_error(cluster_facto
               host_filter=None, operation=1, permission_type=1)])).filter_results
         assert [(r.error_code, r.matching_acls) for r in deleted] == [(Errors.UNKNOWN_SERVER_ERROR, [])]
         assert "NoAuth" in deleted[0].error_message
+        (created,) = conn.send(CreateAclsRequest(version=1, creations=[
+            C(resource_type=2, resource_name="..", resource_pattern_type=3, principal="User:z", host="*",
+              operation=3, permission_type=3)])).results
+        assert created.error_code == Errors.UNKNOWN_SERVER_ERROR
+        (deleted,) = conn.send(DeleteAclsRequest(version=1, filters=[
+            F(resource_type_filter=2, resource_name_filter="..", pattern_type_filter=3, principal_filter=None,
+              host_filter=None, operation=1, permission_type=1)])).filter_results
+        assert deleted.error_code == Errors.UNKNOWN_SERVER_ERROR
     finally:
         conn.close()
     assert c.zk.get_acls("Topic", "locked", "LITERAL")[0] == held
