@@ -171,7 +171,7 @@ class BrokerMetrics:
                                     value=len(server.socket_server.connections))
 
     def _replica_gauges(self):
-        rm = self.server.replica_manager if self.server is not None else None
+        rm = getattr(self.server, "replica_manager", None)   # None before the server created it
         partitions = list(rm.partitions.values()) if rm is not None else []
         led = [p for p in partitions if p.is_leader]
 
@@ -224,7 +224,7 @@ class BrokerMetrics:
                                 value=manager.load_ms_total / loads if loads else nan)
 
     def _controller_gauges(self):
-        controller = self.server.controller if self.server is not None else None
+        controller = getattr(self.server, "controller", None)
         active = controller is not None and controller.active
         offline = topics = partitions = imbalance = 0
         if active:

@@ -38,7 +38,7 @@ from . import api
 from .admin_manager import AdminManager
 from .clock import Clock
 from .common.internal_topics import TRANSACTION_STATE_TOPIC
-from .config import ConfigError
+from .config import BrokerConfig, ConfigError
 from .controller.controller import KafkaController
 from .coordinator.group_coordinator import GroupCoordinator
 from .coordinator.partition_loader import existing_partition_count
@@ -94,26 +94,34 @@ def write_meta_properties(log_dir: str, cluster_id: str, broker_id: int) -> None
 
 
 class KafkaServer:
-    def __init__(self, config, clock: Clock | None = None):
+    # The services request handlers use (api.context.BrokerServices). Those not set in __init__ are created by
+    # startup(), all before the first request is served; shutdown() stops the ones it got to create.
+    config: BrokerConfig
+    clock: Clock
+    metrics: BrokerMetrics
+    cluster_id: str | None
+    metadata_cache: MetadataCache
+    replica_manager: ReplicaManager
+    log_manager: LogManager
+    group_coordinator: GroupCoordinator
+    txn_coordinator: TransactionCoordinator
+    producer_ids: ProducerIdManager
+    admin_manager: AdminManager
+    authorizer: AclAuthorizer | None
+    controller: KafkaController
+
+    def __init__(self, config: BrokerConfig, clock: Clock | None = None):
         self.config = config
         self.clock = clock or Clock()
-        self.log_manager: LogManager | None = None
-        self.producer_ids: ProducerIdManager | None = None
         self._tasks: list = []
         self._dir_locks: list[int] = []
         self.initial_offline_dirs: list[str] = []
         self.broker_id: int = config.broker_id
-        self.cluster_id: str | None = None
+        self.cluster_id = None
         self.broker_epoch = -1
         self.zk: KafkaZkClient | None = None
         self.socket_server: SocketServer | None = None
-        self.controller: KafkaController | None = None
-        self.metadata_cache: MetadataCache | None = None
-        self.replica_manager: ReplicaManager | None = None
-        self.group_coordinator: GroupCoordinator | None = None
-        self.txn_coordinator: TransactionCoordinator | None = None
-        self.admin_manager: AdminManager | None = None
-        self.authorizer: AclAuthorizer | None = None
+        self.authorizer = None
         self.dynamic_config: DynamicConfigManager | None = None
         self.broker_info: z.BrokerInfo | None = None
         self._session_lost = False
@@ -155,7 +163,7 @@ class KafkaServer:
         self.producer_ids = ProducerIdManager(self.broker_id, self.zk)
         # Before any LeaderAndIsr can arrive: the coordinator loads __consumer_offsets partitions it is given.
         self.admin_manager = AdminManager(self.broker_id, cfg, self.zk, self.metadata_cache, self.clock,
-                                          lambda: self.controller is not None and self.controller.active)
+                                          lambda: self.controller.active)
         self.admin_manager.startup()
         self.group_coordinator = GroupCoordinator(self.broker_id, cfg, self.replica_manager, self.zk, self.clock,
                                                   self.admin_manager)
@@ -186,8 +194,8 @@ class KafkaServer:
         self.broker_info = self._broker_info()
         self._check_endpoints_unused()
         self._register()
-        self.zk.add_state_listener(self._on_zk_state)
         self.controller = KafkaController(self.broker_id, self.zk, cfg, cfg.inter_broker_listener)
+        self.zk.add_state_listener(self._on_zk_state)
         self.dynamic_config.startup(self.log_manager, self.controller)
         self.credentials.load_all()   # after the notifications in place were skipped: none is missed
         self.controller.startup()
@@ -377,8 +385,7 @@ class KafkaServer:
         if state == ZkState.LOST:
             self._session_lost = True
             log.warning("ZooKeeper session expired")
-            if self.controller is not None:
-                self.controller.session_expired()
+            self.controller.session_expired()
         elif state == ZkState.CONNECTED and self._session_lost:
             gevent.spawn(self._reregister)
 
@@ -439,22 +446,11 @@ class KafkaServer:
             steps.append(self.socket_server.stop)
         steps.append(self.metrics.stop)
         steps.append(lambda: [task.kill() for task in self._tasks])
-        if self.controller is not None:
-            steps.append(self.controller.shutdown)
-        if self.group_coordinator is not None:
-            steps.append(self.group_coordinator.shutdown)
-        if self.txn_coordinator is not None:
-            steps.append(self.txn_coordinator.shutdown)
-        if self.admin_manager is not None:
-            steps.append(self.admin_manager.shutdown)
-        if self.authorizer is not None:
-            steps.append(self.authorizer.shutdown)
-        if self.dynamic_config is not None:
-            steps.append(self.dynamic_config.shutdown)
-        if self.replica_manager is not None:
-            steps.append(self.replica_manager.shutdown)
-        if self.log_manager is not None:
-            steps.append(self.log_manager.shutdown)
+        for name in ("controller", "group_coordinator", "txn_coordinator", "admin_manager", "authorizer",
+                     "dynamic_config", "replica_manager", "log_manager"):
+            service = getattr(self, name, None)   # unset or None: startup() did not get to create it
+            if service is not None:
+                steps.append(service.shutdown)
         if self.zk is not None:
             steps.append(self.zk.close)
         for step in steps:

@@ -2,7 +2,8 @@
 
 Each API module defines API_KEY, MIN_VERSION, MAX_VERSION (the range Kafka 2.8 serves), REQUEST and RESPONSE
 (message classes) and handle(request, ctx) -> response (or None when no response is sent, as Produce with
-acks=0). A response is a message object, or a list of pieces (bytes and FileSlices, for Fetch) already in
+acks=0); ctx is a context.RequestContext, whose `broker` offers the handler the broker services it may use
+(context.BrokerServices). A response is a message object, or a list of pieces (bytes and FileSlices, for Fetch) already in
 wire order, or a protocol.deferred.DeferredAnswer of either that the handler completes later (Produce with acks=-1,
 so the connection reads on while it waits). A module may define decode(body, version) to replace the library decoder (Produce does, to keep
 records as views into the frame). ApiVersions advertises exactly the modules listed in API_MODULES.
@@ -18,11 +19,8 @@ from __future__ import annotations
 import logging
 import struct
 import time
-from dataclasses import dataclass
-from typing import Any
 
 from ..protocol.deferred import DeferredAnswer
-from ..protocol.acls import CLUSTER_NAME, OPERATIONS
 from ..protocol.header import (MalformedRequest, parse_request_header_v1, response_header,
                                skip_tagged_fields)
 from ..protocol.hotpath import piece_size
@@ -38,6 +36,7 @@ from . import (add_offsets_to_txn, add_partitions_to_txn, alter_configs, alter_p
                sasl_authenticate, sasl_handshake, stop_replica, sync_group, txn_offset_commit, update_metadata,
                write_txn_markers)
 from . import alter_replica_log_dirs, alter_user_scram_credentials, describe_user_scram_credentials
+from .context import BrokerServices, RequestContext
 
 # Kafka's request log: one DEBUG line per request (kbroker start writes it to kafka-request.log when enabled).
 request_log = logging.getLogger("kafka.request.logger")
@@ -55,54 +54,6 @@ API_MODULES = (produce, fetch, list_offsets, metadata, leader_and_isr, stop_repl
                describe_user_scram_credentials, alter_user_scram_credentials,
                describe_producers, describe_transactions, list_transactions)   # KIP-664 (Kafka 3.0) extensions
 REGISTRY = {m.API_KEY: m for m in API_MODULES}
-
-
-@dataclass
-class RequestContext:
-    """What a handler may know about the request besides its body."""
-    broker: Any               # the KafkaServer
-    session: Any              # network.server.Session: listener, security protocol, address, principal
-    client_id: str | None
-    api_version: int
-    correlation_id: int
-
-    @property
-    def listener(self) -> str:
-        """The listener name the request arrived on."""
-        return self.session.listener
-
-    @property
-    def client_address(self) -> tuple:
-        return self.session.client_address
-
-    @property
-    def principal(self) -> str:
-        """The authenticated principal, "User:<name>" (User:ANONYMOUS on PLAINTEXT)."""
-        return self.session.principal
-
-    def authorize(self, operation: str, resource_type: str, name: str = CLUSTER_NAME,
-                  log_if_denied: bool = True) -> bool:
-        """May this request's principal, from its host, do `operation` ("Read", "Write", "Describe", ...) on the
-        resource ("Topic", "Group", "Cluster", "TransactionalId")? Always, without an authorizer."""
-        authorizer = self.broker.authorizer
-        return authorizer is None or authorizer.authorize(self.principal, self.session.client_host, operation,
-                                                          resource_type, name, log_if_denied)
-
-    def authorize_any(self, operation: str, resource_type: str) -> bool:
-        """May the principal do `operation` on some resource of the type (Kafka's authorizeByResourceType,
-        KIP-679: an idempotent producer with Write on any topic)? Always, without an authorizer."""
-        authorizer = self.broker.authorizer
-        return authorizer is None or authorizer.authorize_by_resource_type(self.principal, self.session.client_host,
-                                                                           operation, resource_type)
-
-    def authorized_operations(self, resource_type: str, name: str, codes) -> set:
-        """The AclOperation codes among `codes` this principal may do on the resource (Kafka's
-        authorizedOperations, for the authorized-operations bitfields of Metadata, DescribeGroups, ...)."""
-        return {c for c in codes if self.authorize(OPERATIONS[c], resource_type, name, log_if_denied=False)}
-
-    def authorized(self, operation: str, resource_type: str, names, log_if_denied: bool = True) -> set:
-        """The names among `names` authorized for `operation` (Kafka's filterByAuthorized), each asked once."""
-        return {n for n in set(names) if self.authorize(operation, resource_type, n, log_if_denied)}
 
 
 def _frame(header: bytes, body) -> list:
@@ -185,7 +136,7 @@ def _first_null(checks: tuple, item) -> str | None:
     return None
 
 
-def dispatch(frame: memoryview, broker, session) -> list | DeferredAnswer | None:
+def dispatch(frame: memoryview, broker: BrokerServices, session) -> list | DeferredAnswer | None:
     """Decode one request frame, run its handler, return the whole response frame (size prefix included)
     as a list of pieces (a DeferredAnswer of it when the handler answers later), or None when no response is
     due. Counts the request and its time in the broker's
@@ -214,7 +165,8 @@ def dispatch(frame: memoryview, broker, session) -> list | DeferredAnswer | None
     return _finish(response, module, request, header, flexible, broker, session, started)
 
 
-def _finish(response, module, request, header, flexible: bool, broker, session, started: float) -> list | None:
+def _finish(response, module, request, header, flexible: bool, broker: BrokerServices, session,
+            started: float) -> list | None:
     """The response frame of a handler's response, counted in the metrics and the request log."""
     version = header.api_version
     body = None

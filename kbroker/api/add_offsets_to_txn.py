@@ -15,13 +15,14 @@ from kafka.protocol.producer import AddOffsetsToTxnRequest, AddOffsetsToTxnRespo
 from ..common.internal_topics import GROUP_METADATA_TOPIC
 from ..protocol.errors import Errors
 from .add_partitions_to_txn import fenced_for
+from .context import RequestContext
 
 API_KEY = 25
 MIN_VERSION, MAX_VERSION = 0, 3
 REQUEST, RESPONSE = AddOffsetsToTxnRequest, AddOffsetsToTxnResponse
 
 
-def handle(request, ctx):
+def handle(request, ctx: RequestContext):
     version = ctx.api_version
     broker = ctx.broker
     offsets_tp = (GROUP_METADATA_TOPIC, broker.group_coordinator.partition_for(request.group_id or ""))

@@ -16,6 +16,7 @@ from kafka.protocol.producer import AddPartitionsToTxnRequest, AddPartitionsToTx
 
 from ..common.internal_topics import INTERNAL_TOPICS
 from ..protocol.errors import Errors
+from .context import RequestContext
 
 API_KEY = 24
 MIN_VERSION, MAX_VERSION = 0, 3
@@ -29,7 +30,7 @@ def fenced_for(version: int, error: Errors) -> Errors:
     return Errors.INVALID_PRODUCER_EPOCH if error == Errors.PRODUCER_FENCED and version < 2 else error
 
 
-def handle(request, ctx):
+def handle(request, ctx: RequestContext):
     version = ctx.api_version
     cache = ctx.broker.metadata_cache
     partitions = list(dict.fromkeys((t.name, p) for t in request.v3_and_below_topics for p in t.partitions))

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from kafka.protocol.admin import AlterConfigsRequest, AlterConfigsResponse
 
+from .context import RequestContext
 from .describe_configs import config_authorization_error
 
 API_KEY = 33
@@ -35,7 +36,7 @@ def encode(response_class, request, results, version: int):
                                      for r, (error, message) in zip(request.resources or [], results)])
 
 
-def authorized_alter(ctx, request, resources, alter) -> list:
+def authorized_alter(ctx: RequestContext, request, resources, alter) -> list:
     """alter(the resources authorized for AlterConfigs) -> their results; the others answer
     TOPIC_AUTHORIZATION_FAILED (topics) or CLUSTER_AUTHORIZATION_FAILED (brokers)."""
     denied = [config_authorization_error(ctx, "AlterConfigs", r) for r in request.resources or []]
@@ -43,7 +44,7 @@ def authorized_alter(ctx, request, resources, alter) -> list:
     return [(d, None) if d else next(results) for d in denied]
 
 
-def handle(request, ctx):
+def handle(request, ctx: RequestContext):
     resources = [(r.resource_type, r.resource_name, [(c.name, c.value) for c in r.configs or []])
                  for r in request.resources or []]
     results = authorized_alter(ctx, request, resources,

@@ -11,6 +11,7 @@ from __future__ import annotations
 from kafka.protocol.admin import AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse
 
 from ..protocol.errors import Errors
+from .context import RequestContext
 
 API_KEY = 45
 MIN_VERSION, MAX_VERSION = 0, 0
@@ -19,7 +20,7 @@ TopicResponse = RESPONSE.ReassignableTopicResponse
 PartitionResponse = TopicResponse.ReassignablePartitionResponse
 
 
-def handle(request, ctx):
+def handle(request, ctx: RequestContext):
     plan = {(t.name, p.partition_index): (None if p.replicas is None else list(p.replicas))
             for t in request.topics for p in t.partitions}
     if not ctx.authorize("Alter", "Cluster"):

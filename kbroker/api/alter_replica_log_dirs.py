@@ -18,6 +18,7 @@ import os
 from kafka.protocol.admin import AlterReplicaLogDirsRequest, AlterReplicaLogDirsResponse
 
 from ..protocol.errors import Errors
+from .context import RequestContext
 
 API_KEY = 34
 MIN_VERSION, MAX_VERSION = 0, 2
@@ -31,7 +32,7 @@ def _normalized(path: str) -> str:
     return os.path.normpath(path) if os.path.isabs(path) else path
 
 
-def handle(request, ctx):
+def handle(request, ctx: RequestContext):
     partition_dirs = {(t.name, p): _normalized(d.path) for d in request.dirs for t in d.topics for p in t.partitions}
     if ctx.authorize("Alter", "Cluster"):
         errors = ctx.broker.replica_manager.alter_replica_log_dirs(partition_dirs)

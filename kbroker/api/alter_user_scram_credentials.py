@@ -16,6 +16,7 @@ from kafka.protocol.admin import AlterUserScramCredentialsRequest, AlterUserScra
 
 from ..admin_manager import NOT_CONTROLLER_MESSAGE
 from ..protocol.errors import Errors
+from .context import RequestContext
 
 API_KEY = 51
 MIN_VERSION, MAX_VERSION = 0, 0
@@ -23,7 +24,7 @@ REQUEST, RESPONSE = AlterUserScramCredentialsRequest, AlterUserScramCredentialsR
 Result = RESPONSE.AlterUserScramCredentialsResult
 
 
-def error_response(request, ctx, code: int, message: str | None):
+def error_response(request, ctx: RequestContext, code: int, message: str | None):
     """The whole request refused (AlterUserScramCredentialsRequest.getErrorResponse): every user named, sorted,
     with the error."""
     users = sorted({d.name for d in request.deletions} | {u.name for u in request.upsertions})
@@ -31,7 +32,7 @@ def error_response(request, ctx, code: int, message: str | None):
                     results=[Result(user=u, error_code=code, error_message=message) for u in users])
 
 
-def handle(request, ctx):
+def handle(request, ctx: RequestContext):
     manager = ctx.broker.admin_manager
     if not manager.is_active_controller():
         return error_response(request, ctx, Errors.NOT_CONTROLLER, NOT_CONTROLLER_MESSAGE)

@@ -12,6 +12,7 @@ import re
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
 
 from ..protocol.errors import Errors
+from .context import RequestContext
 
 API_KEY = 18
 MIN_VERSION, MAX_VERSION = 0, 3
@@ -26,7 +27,7 @@ def _ranges():
             for m in sorted(API_MODULES, key=lambda m: m.API_KEY)]
 
 
-def handle(request, ctx):
+def handle(request, ctx: RequestContext):
     error = Errors.NONE
     if ctx.api_version >= 3 and not (_SOFTWARE.match(request.client_software_name or "")
                                      and _SOFTWARE.match(request.client_software_version or "")):

@@ -13,6 +13,7 @@ import gevent.event
 
 from ..protocol.errors import Errors
 from ..protocol.interbroker import ControlledShutdownRequest, ControlledShutdownResponse
+from .context import RequestContext
 
 API_KEY = 7
 MIN_VERSION, MAX_VERSION = 0, 3
@@ -20,7 +21,7 @@ REQUEST, RESPONSE = ControlledShutdownRequest, ControlledShutdownResponse
 Remaining = RESPONSE.RemainingPartition
 
 
-def handle(request, ctx):
+def handle(request, ctx: RequestContext):
     version = ctx.api_version
     controller = ctx.broker.controller
     if not ctx.authorize("ClusterAction", "Cluster"):

@@ -3,17 +3,18 @@
 
 Needs Alter on the cluster (else CLUSTER_AUTHORIZATION_FAILED for each creation); without an authorizer
 SECURITY_DISABLED. Per creation INVALID_REQUEST for: UNKNOWN or filter-only (ANY, MATCH) values, a CLUSTER
-resource not named kafka-cluster, an empty resource name, a principal not of the form Type:name. v0 has no
-pattern type (LITERAL only); v2 is flexible.
+resource not named kafka-cluster, an empty resource name, a principal not of the form Type:name; the valid ones
+answer UNKNOWN_SERVER_ERROR, with the reason, when a write to ZooKeeper fails. v0 has no pattern type (LITERAL
+only); v2 is flexible.
 """
 from __future__ import annotations
 
 from kafka.protocol.admin import CreateAclsRequest, CreateAclsResponse
 
-from zk.client import ZkError
 from ..protocol.acls import (CLUSTER_NAME, OPERATIONS, PATTERN_TYPES, PERMISSIONS, RESOURCE_TYPES, AclBinding,
                              AclEntry, ResourcePattern, valid_principal)
-from ..protocol.errors import Errors
+from ..protocol.errors import Errors, KafkaError
+from .context import RequestContext
 
 API_KEY = 30
 MIN_VERSION, MAX_VERSION = 0, 2
@@ -38,7 +39,7 @@ def binding(c, version: int) -> AclBinding:
                       AclEntry(c.principal, PERMISSIONS[c.permission_type], OPERATIONS[c.operation], c.host))
 
 
-def handle(request, ctx):
+def handle(request, ctx: RequestContext):
     version = ctx.api_version
     creations = list(request.creations or [])
 
@@ -59,7 +60,6 @@ def handle(request, ctx):
             results.append((Errors.INVALID_REQUEST, str(e)))
     try:
         authorizer.create_acls(valid)
-    except ZkError as e:
-        results = [(Errors.UNKNOWN_SERVER_ERROR, str(e)) if error == Errors.NONE else (error, m)
-                   for error, m in results]
+    except KafkaError as e:
+        results = [(e.code, str(e)) if error == Errors.NONE else (error, m) for error, m in results]
     return answer(results)

@@ -14,6 +14,7 @@ from kafka.protocol.admin import CreatePartitionsRequest, CreatePartitionsRespon
 
 from ..admin_manager import TopicResult
 from ..protocol.errors import Errors
+from .context import RequestContext
 
 API_KEY = 37
 MIN_VERSION, MAX_VERSION = 0, 3
@@ -21,7 +22,7 @@ REQUEST, RESPONSE = CreatePartitionsRequest, CreatePartitionsResponse
 Result = RESPONSE.CreatePartitionsTopicResult
 
 
-def handle(request, ctx):
+def handle(request, ctx: RequestContext):
     topics = [(t.name, t.count, None if t.assignments is None else [list(a.broker_ids) for a in t.assignments])
               for t in request.topics]
     allowed = ctx.authorized("Alter", "Topic", (name for name, _, _ in topics))

@@ -24,6 +24,7 @@ from kafka.protocol.admin import CreateTopicsRequest, CreateTopicsResponse
 
 from ..admin_manager import DYNAMIC_TOPIC_CONFIG, NewTopic, TopicResult
 from ..protocol.errors import Errors
+from .context import RequestContext
 
 API_KEY = 19
 MIN_VERSION, MAX_VERSION = 0, 7
@@ -32,7 +33,7 @@ Result = RESPONSE.CreatableTopicResult
 ConfigEntry = Result.CreatableTopicConfigs
 
 
-def handle(request, ctx):
+def handle(request, ctx: RequestContext):
     topics = [NewTopic(t.name, t.num_partitions, t.replication_factor,
                        {a.partition_index: list(a.broker_ids) for a in t.assignments or []},
                        {c.name: c.value for c in t.configs or []})

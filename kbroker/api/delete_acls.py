@@ -5,15 +5,16 @@ without ACLs loses its znode; a change notification follows), answering per filt
 The resources considered are those the broker's cache holds plus the ones a filter names exactly (so ACLs just
 written elsewhere go too). Needs Alter on the cluster (else CLUSTER_AUTHORIZATION_FAILED per filter); without an
 authorizer SECURITY_DISABLED. Filters take ANY values and the pattern types ANY, MATCH, LITERAL, PREFIXED (v0:
-LITERAL only); UNKNOWN values answer INVALID_REQUEST for that filter. v2 is flexible.
+LITERAL only); UNKNOWN values answer INVALID_REQUEST for that filter; when a write to ZooKeeper fails, every
+filter answers UNKNOWN_SERVER_ERROR with the reason. v2 is flexible.
 """
 from __future__ import annotations
 
 from kafka.protocol.admin import DeleteAclsRequest, DeleteAclsResponse
 
-from zk.client import ZkError
 from ..protocol.acls import binding_to_wire, filter_from_wire
-from ..protocol.errors import Errors
+from ..protocol.errors import Errors, KafkaError
+from .context import RequestContext
 
 API_KEY = 31
 MIN_VERSION, MAX_VERSION = 0, 2
@@ -22,7 +23,7 @@ FilterResult = RESPONSE.DeleteAclsFilterResult
 Matching = FilterResult.DeleteAclsMatchingAcl
 
 
-def handle(request, ctx):
+def handle(request, ctx: RequestContext):
     version = ctx.api_version
     wire = list(request.filters or [])
 
@@ -46,8 +47,8 @@ def handle(request, ctx):
             problems[i] = str(e)
     try:
         deleted = iter(authorizer.delete_acls(filters))
-    except ZkError as e:
-        return answer([failed(Errors.UNKNOWN_SERVER_ERROR, str(e)) for _ in wire])
+    except KafkaError as e:
+        return answer([failed(e.code, str(e)) for _ in wire])
     results = []
     for i in range(len(wire)):
         if i in problems:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from kafka.protocol.admin.groups import DeleteGroupsRequest, DeleteGroupsResponse
 
 from ..protocol.errors import Errors
+from .context import RequestContext
 
 API_KEY = 42
 MIN_VERSION, MAX_VERSION = 0, 2
@@ -19,7 +20,7 @@ REQUEST, RESPONSE = DeleteGroupsRequest, DeleteGroupsResponse
 Result = RESPONSE.DeletableGroupResult
 
 
-def handle(request, ctx):
+def handle(request, ctx: RequestContext):
     version = ctx.api_version
     names = list(dict.fromkeys(request.groups_names))
     allowed = ctx.authorized("Delete", "Group", names)

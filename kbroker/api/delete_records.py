@@ -9,6 +9,7 @@ from __future__ import annotations
 from kafka.protocol.admin import DeleteRecordsRequest, DeleteRecordsResponse
 
 from ..protocol.errors import Errors, KafkaError
+from .context import RequestContext
 
 API_KEY = 21
 MIN_VERSION, MAX_VERSION = 0, 2
@@ -17,7 +18,7 @@ TopicResult = RESPONSE.DeleteRecordsTopicResult
 PartitionResult = TopicResult.DeleteRecordsPartitionResult
 
 
-def handle(request, ctx):
+def handle(request, ctx: RequestContext):
     replicas = ctx.broker.replica_manager
     allowed = ctx.authorized("Delete", "Topic", (t.name for t in request.topics))
     topics = []

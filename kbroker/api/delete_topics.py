@@ -16,6 +16,7 @@ from kafka.protocol.admin import DeleteTopicsRequest, DeleteTopicsResponse
 
 from ..admin_manager import TopicResult
 from ..protocol.errors import Errors
+from .context import RequestContext
 
 API_KEY = 20
 MIN_VERSION, MAX_VERSION = 0, 6
@@ -23,7 +24,7 @@ REQUEST, RESPONSE = DeleteTopicsRequest, DeleteTopicsResponse
 Result = RESPONSE.DeletableTopicResult
 
 
-def handle(request, ctx):
+def handle(request, ctx: RequestContext):
     version = ctx.api_version
     if version >= 6:
         topics = [(t.name, t.topic_id) for t in request.topics or []]

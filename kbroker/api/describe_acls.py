@@ -12,6 +12,7 @@ from kafka.protocol.admin import DescribeAclsRequest, DescribeAclsResponse
 
 from ..protocol.acls import binding_to_wire, filter_from_wire
 from ..protocol.errors import Errors
+from .context import RequestContext
 
 API_KEY = 29
 MIN_VERSION, MAX_VERSION = 0, 2
@@ -24,7 +25,7 @@ def _error(version: int, error: Errors, message: str):
     return RESPONSE(version=version, throttle_time_ms=0, error_code=error, error_message=message, resources=[])
 
 
-def handle(request, ctx):
+def handle(request, ctx: RequestContext):
     version = ctx.api_version
     if not ctx.authorize("Describe", "Cluster"):
         return _error(version, Errors.CLUSTER_AUTHORIZATION_FAILED, None)

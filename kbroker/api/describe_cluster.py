@@ -15,6 +15,7 @@ from kafka.protocol.admin import DescribeClusterRequest, DescribeClusterResponse
 
 from ..protocol.acls import CLUSTER_NAME
 from ..protocol.errors import Errors
+from .context import RequestContext
 
 API_KEY = 60
 MIN_VERSION, MAX_VERSION = 0, 0
@@ -26,7 +27,7 @@ Broker = RESPONSE.DescribeClusterBroker
 CLUSTER_OPERATIONS = frozenset({5, 7, 8, 9, 10, 11, 12})
 
 
-def handle(request, ctx):
+def handle(request, ctx: RequestContext):
     cache = ctx.broker.metadata_cache
     ops = None   # INT32_MIN: not requested
     if request.include_cluster_authorized_operations:

@@ -30,6 +30,7 @@ from kafka.protocol.admin import DescribeConfigsRequest, DescribeConfigsResponse
 
 from ..admin_manager import DEFAULT_CONFIG
 from ..protocol.errors import Errors
+from .context import RequestContext
 
 API_KEY = 32
 MIN_VERSION, MAX_VERSION = 0, 4
@@ -54,7 +55,7 @@ def _entry(e, synonyms: bool):
 TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8   # ConfigResource types
 
 
-def config_authorization_error(ctx, operation: str, resource) -> int:
+def config_authorization_error(ctx: RequestContext, operation: str, resource) -> int:
     """0 when the principal may do operation (DescribeConfigs, AlterConfigs) on the config resource: a topic's
     needs it on the topic (else TOPIC_AUTHORIZATION_FAILED), a broker's or broker logger's on the cluster (else
     CLUSTER_AUTHORIZATION_FAILED)."""
@@ -65,7 +66,7 @@ def config_authorization_error(ctx, operation: str, resource) -> int:
     return 0
 
 
-def handle(request, ctx):
+def handle(request, ctx: RequestContext):
     version = ctx.api_version
     synonyms = version >= 1 and bool(getattr(request, "include_synonyms", False))
     resources = list(request.resources or [])

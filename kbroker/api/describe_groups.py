@@ -14,6 +14,7 @@ from __future__ import annotations
 from kafka.protocol.admin.groups import DescribeGroupsRequest, DescribeGroupsResponse
 
 from ..protocol.errors import Errors
+from .context import RequestContext
 
 API_KEY = 15
 MIN_VERSION, MAX_VERSION = 0, 5
@@ -25,7 +26,7 @@ READ, DELETE, DESCRIBE = 3, 6, 8          # AclOperation codes
 GROUP_OPERATIONS = {READ, DELETE, DESCRIBE}
 
 
-def handle(request, ctx):
+def handle(request, ctx: RequestContext):
     version = ctx.api_version
     coordinator = ctx.broker.group_coordinator
     include_ops = version >= 3 and request.include_authorized_operations

@@ -24,6 +24,7 @@ import os
 from kafka.protocol.admin import DescribeLogDirsRequest, DescribeLogDirsResponse
 
 from ..protocol.errors import Errors
+from .context import RequestContext
 
 API_KEY = 35
 MIN_VERSION, MAX_VERSION = 0, 2
@@ -35,7 +36,7 @@ Partition = Topic.DescribeLogDirsPartition
 LAG_NOT_AVAILABLE = -1
 
 
-def handle(request, ctx):
+def handle(request, ctx: RequestContext):
     broker = ctx.broker
     hosted = broker.replica_manager.partitions
     wanted = None

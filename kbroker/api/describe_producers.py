@@ -9,6 +9,7 @@ from __future__ import annotations
 from kafka.protocol.admin import DescribeProducersRequest, DescribeProducersResponse
 
 from ..protocol.errors import Errors, KafkaError
+from .context import RequestContext
 
 API_KEY = 61
 MIN_VERSION, MAX_VERSION = 0, 0
@@ -31,7 +32,7 @@ def _partition(replicas, topic: str, index: int) -> PartitionResponse:
                              active_producers=producers)
 
 
-def handle(request, ctx):
+def handle(request, ctx: RequestContext):
     replicas = ctx.broker.replica_manager
     allowed = ctx.authorized("Read", "Topic", (t.name for t in request.topics or []))
 

@@ -13,6 +13,7 @@ from kafka.protocol.admin import DescribeTransactionsRequest, DescribeTransactio
 
 from ..coordinator.transaction.views import STATE_NAMES, describe
 from ..protocol.errors import Errors
+from .context import RequestContext
 
 API_KEY = 65
 MIN_VERSION, MAX_VERSION = 0, 0
@@ -35,7 +36,7 @@ def _state(transactional_id: str, error, m) -> State:
                  topics=[TopicData(topic=t, partitions=ps) for t, ps in by_topic.items()])
 
 
-def handle(request, ctx):
+def handle(request, ctx: RequestContext):
     coordinator = ctx.broker.txn_coordinator
     states = []
     for tid in request.transactional_ids or []:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from kafka.protocol.admin import DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse
 
 from ..protocol.errors import Errors
+from .context import RequestContext
 
 API_KEY = 50
 MIN_VERSION, MAX_VERSION = 0, 0
@@ -20,12 +21,12 @@ Result = RESPONSE.DescribeUserScramCredentialsResult
 CredentialInfo = Result.CredentialInfo
 
 
-def error_response(ctx, code: int, message: str | None):
+def error_response(ctx: RequestContext, code: int, message: str | None):
     """The whole request refused (DescribeUserScramCredentialsRequest.getErrorResponse): a top-level error."""
     return RESPONSE(version=ctx.api_version, throttle_time_ms=0, error_code=code, error_message=message, results=[])
 
 
-def handle(request, ctx):
+def handle(request, ctx: RequestContext):
     if not ctx.authorize("Describe", "Cluster"):
         return error_response(ctx, Errors.CLUSTER_AUTHORIZATION_FAILED, None)
     users = None if request.users is None else [u.name for u in request.users]

@@ -11,6 +11,7 @@ from __future__ import annotations
 from kafka.protocol.admin import ElectLeadersRequest, ElectLeadersResponse
 
 from ..protocol.errors import Errors
+from .context import RequestContext
 
 API_KEY = 43
 MIN_VERSION, MAX_VERSION = 0, 2
@@ -19,7 +20,7 @@ Result = RESPONSE.ReplicaElectionResult
 PartitionResult = Result.PartitionResult
 
 
-def handle(request, ctx):
+def handle(request, ctx: RequestContext):
     version = ctx.api_version
     election_type = request.election_type if version >= 1 else 0
     partitions = None

@@ -16,13 +16,14 @@ from kafka.protocol.producer import EndTxnRequest, EndTxnResponse
 
 from ..protocol.errors import Errors
 from .add_partitions_to_txn import fenced_for
+from .context import RequestContext
 
 API_KEY = 26
 MIN_VERSION, MAX_VERSION = 0, 3
 REQUEST, RESPONSE = EndTxnRequest, EndTxnResponse
 
 
-def handle(request, ctx):
+def handle(request, ctx: RequestContext):
     version = ctx.api_version
     if not ctx.authorize("Write", "TransactionalId", request.transactional_id):
         return RESPONSE(version=version, throttle_time_ms=0, error_code=Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)

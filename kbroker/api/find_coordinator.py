@@ -22,6 +22,7 @@ from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest, Fin
 
 from ..common.internal_topics import GROUP_METADATA_TOPIC, TRANSACTION_STATE_TOPIC
 from ..protocol.errors import Errors
+from .context import RequestContext
 
 API_KEY = 10
 MIN_VERSION, MAX_VERSION = 0, 3
@@ -43,7 +44,7 @@ def _answer(version: int, error: Errors, node=(-1, "", -1)):
                     node_id=node_id, host=host, port=port)
 
 
-def handle(request, ctx):
+def handle(request, ctx: RequestContext):
     version = ctx.api_version
     key_type = request.key_type if version >= 1 else GROUP
     broker = ctx.broker

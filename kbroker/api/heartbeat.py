@@ -13,13 +13,14 @@ from __future__ import annotations
 from kafka.protocol.consumer import HeartbeatRequest, HeartbeatResponse
 
 from ..protocol.errors import Errors
+from .context import RequestContext
 
 API_KEY = 12
 MIN_VERSION, MAX_VERSION = 0, 4
 REQUEST, RESPONSE = HeartbeatRequest, HeartbeatResponse
 
 
-def handle(request, ctx):
+def handle(request, ctx: RequestContext):
     version = ctx.api_version
     if not ctx.authorize("Read", "Group", request.group_id):
         return RESPONSE(version=version, throttle_time_ms=0, error_code=Errors.GROUP_AUTHORIZATION_FAILED)

@@ -14,13 +14,14 @@ from __future__ import annotations
 from kafka.protocol.admin import IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse
 
 from .alter_configs import authorized_alter, encode
+from .context import RequestContext
 
 API_KEY = 44
 MIN_VERSION, MAX_VERSION = 0, 1
 REQUEST, RESPONSE = IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse
 
 
-def handle(request, ctx):
+def handle(request, ctx: RequestContext):
     resources = [(r.resource_type, r.resource_name, [(c.name, c.config_operation, c.value) for c in r.configs or []])
                  for r in request.resources or []]
     results = authorized_alter(ctx, request, resources, lambda rs: ctx.broker.admin_manager.incremental_alter_configs(

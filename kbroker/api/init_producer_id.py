@@ -1,7 +1,8 @@
 """InitProducerId (key 22), v0-v4: a producer id and epoch for an idempotent or transactional producer.
 
 Without a transactional id every request gets a new producer id with epoch 0 (as Kafka 2.8, which accepts
-such requests blindly, KIP-360's epoch bump included). With one, the transaction coordinator answers
+such requests blindly, KIP-360's epoch bump included); COORDINATOR_NOT_AVAILABLE when the broker cannot claim a
+block of ids in ZooKeeper (coordinator/producer_id_manager.py). With one, the transaction coordinator answers
 (coordinator/transaction/coordinator.py: epoch bumps, fencing an ongoing transaction, producer id rotation,
 KIP-360 recovery). v3+ carries the producer's current id and epoch: both -1 (a fresh producer), or both set;
 one of them -1 is INVALID_REQUEST. PRODUCER_FENCED is answered as INVALID_PRODUCER_EPOCH below v4.
@@ -14,15 +15,15 @@ from __future__ import annotations
 import gevent.event
 from kafka.protocol.producer import InitProducerIdRequest, InitProducerIdResponse
 
-from zk.client import ZkError
-from ..protocol.errors import Errors
+from ..protocol.errors import Errors, KafkaError
+from .context import RequestContext
 
 API_KEY = 22
 MIN_VERSION, MAX_VERSION = 0, 4
 REQUEST, RESPONSE = InitProducerIdRequest, InitProducerIdResponse
 
 
-def handle(request, ctx):
+def handle(request, ctx: RequestContext):
     version = ctx.api_version
 
     def answer(error, pid=-1, epoch=-1):
@@ -48,6 +49,6 @@ def handle(request, ctx):
         return answer(Errors.CLUSTER_AUTHORIZATION_FAILED)
     try:
         pid = ctx.broker.producer_ids.generate()
-    except ZkError:
-        return answer(Errors.COORDINATOR_NOT_AVAILABLE)
+    except KafkaError as e:
+        return answer(e.code)
     return answer(Errors.NONE, pid, 0)

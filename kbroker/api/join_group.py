@@ -20,6 +20,7 @@ import gevent.event
 from kafka.protocol.consumer import JoinGroupRequest, JoinGroupResponse
 
 from ..protocol.errors import Errors
+from .context import RequestContext
 
 API_KEY = 11
 MIN_VERSION, MAX_VERSION = 0, 7
@@ -27,11 +28,11 @@ REQUEST, RESPONSE = JoinGroupRequest, JoinGroupResponse
 Member = RESPONSE.JoinGroupResponseMember
 
 
-def client_host(ctx) -> str:
+def client_host(ctx: RequestContext) -> str:
     return "/" + str(ctx.client_address[0]) if ctx.client_address else ""
 
 
-def handle(request, ctx):
+def handle(request, ctx: RequestContext):
     version = ctx.api_version
     session_timeout = request.session_timeout_ms
     rebalance_timeout = request.rebalance_timeout_ms if version >= 1 else session_timeout

@@ -13,6 +13,7 @@ import logging
 from .. import collector
 from ..protocol.errors import Errors
 from ..protocol.interbroker import LeaderAndIsrRequest, LeaderAndIsrResponse
+from .context import RequestContext
 
 API_KEY = 4
 MIN_VERSION, MAX_VERSION = 0, 5
@@ -47,7 +48,7 @@ def _response(version, error, errors: dict, topic_ids: dict):
         for t, errs in by_topic.items()])
 
 
-def handle(request, ctx):
+def handle(request, ctx: RequestContext):
     version = ctx.api_version
     replicas = ctx.broker.replica_manager
     states, topic_ids = _states(request, version)

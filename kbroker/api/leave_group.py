@@ -15,6 +15,7 @@ from __future__ import annotations
 from kafka.protocol.consumer import LeaveGroupRequest, LeaveGroupResponse
 
 from ..protocol.errors import Errors
+from .context import RequestContext
 
 API_KEY = 13
 MIN_VERSION, MAX_VERSION = 0, 4
@@ -22,7 +23,7 @@ REQUEST, RESPONSE = LeaveGroupRequest, LeaveGroupResponse
 MemberResponse = RESPONSE.MemberResponse
 
 
-def handle(request, ctx):
+def handle(request, ctx: RequestContext):
     version = ctx.api_version
     if not ctx.authorize("Read", "Group", request.group_id):
         return RESPONSE(version=version, throttle_time_ms=0, error_code=Errors.GROUP_AUTHORIZATION_FAILED, members=[])

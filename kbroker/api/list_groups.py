@@ -10,13 +10,15 @@ from __future__ import annotations
 
 from kafka.protocol.admin.groups import ListGroupsRequest, ListGroupsResponse
 
+from .context import RequestContext
+
 API_KEY = 16
 MIN_VERSION, MAX_VERSION = 0, 4
 REQUEST, RESPONSE = ListGroupsRequest, ListGroupsResponse
 Listed = RESPONSE.ListedGroup
 
 
-def handle(request, ctx):
+def handle(request, ctx: RequestContext):
     version = ctx.api_version
     states = set(request.states_filter or []) if version >= 4 else set()
     error, groups = ctx.broker.group_coordinator.handle_list_groups(states)

@@ -17,6 +17,7 @@ from collections import Counter
 from kafka.protocol.consumer import ListOffsetsRequest, ListOffsetsResponse
 
 from ..protocol.errors import Errors, KafkaError
+from .context import RequestContext
 
 API_KEY = 2
 MIN_VERSION, MAX_VERSION = 0, 6
@@ -54,7 +55,7 @@ def _answer(version, replicas, tp, p, isolation: int, from_replica: bool):
                              leader_epoch=epoch)
 
 
-def handle(request, ctx):
+def handle(request, ctx: RequestContext):
     version = ctx.api_version
     replicas = ctx.broker.replica_manager
     isolation = request.isolation_level if version >= 2 else 0

@@ -9,6 +9,7 @@ from __future__ import annotations
 from kafka.protocol.admin import ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse
 
 from ..protocol.errors import Errors
+from .context import RequestContext
 
 API_KEY = 46
 MIN_VERSION, MAX_VERSION = 0, 0
@@ -17,7 +18,7 @@ Topic = RESPONSE.OngoingTopicReassignment
 Partition = Topic.OngoingPartitionReassignment
 
 
-def handle(request, ctx):
+def handle(request, ctx: RequestContext):
     wanted = None
     if request.topics is not None:
         wanted = {(t.name, p) for t in request.topics for p in t.partition_indexes}

@@ -11,6 +11,7 @@ from __future__ import annotations
 from kafka.protocol.admin import ListTransactionsRequest, ListTransactionsResponse
 
 from ..coordinator.transaction.views import STATE_NAMES, list_states
+from .context import RequestContext
 
 API_KEY = 66
 MIN_VERSION, MAX_VERSION = 0, 0
@@ -18,7 +19,7 @@ REQUEST, RESPONSE = ListTransactionsRequest, ListTransactionsResponse
 State = RESPONSE.TransactionState
 
 
-def handle(request, ctx):
+def handle(request, ctx: RequestContext):
     error, unknown, found = list_states(ctx.broker.txn_coordinator, request.state_filters or [],
                                         request.producer_id_filters or [])
     allowed = ctx.authorized("Describe", "TransactionalId", (m.transactional_id for m in found), log_if_denied=False)

@@ -25,6 +25,7 @@ from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 from ..common.internal_topics import INTERNAL_TOPICS
 from ..protocol.acls import CLUSTER_NAME
 from ..protocol.errors import Errors
+from .context import RequestContext
 from .describe_cluster import CLUSTER_OPERATIONS
 
 API_KEY = 3
@@ -57,7 +58,7 @@ def _partition(cache, state, version: int):
                      offline_replicas=offline)
 
 
-def _topic(ctx, cache, name: str, version: int, create, operations):
+def _topic(ctx: RequestContext, cache, name: str, version: int, create, operations):
     partitions = cache.topic_partitions(name)
     if partitions is None:
         error = create(name) if create else Errors.UNKNOWN_TOPIC_OR_PARTITION
@@ -76,7 +77,7 @@ def _denied(name: str, internal: bool = False):
                  partitions=[], authorized_operations=_NOT_REQUESTED)
 
 
-def handle(request, ctx):
+def handle(request, ctx: RequestContext):
     version = ctx.api_version
     broker = ctx.broker
     cache = broker.metadata_cache

@@ -1,7 +1,8 @@
 """OffsetCommit (key 8), v0-v8: store a group's consumed offsets.
 
 v0 stores in ZooKeeper, as Kafka always did for version 0: `/consumers/<group>/offsets/<topic>/<partition>`
-holding the offset as a decimal string; any broker serves it (there is no coordinator for v0).
+holding the offset as a decimal string; any broker serves it (there is no coordinator for v0); a write ZooKeeper
+refuses answers UNKNOWN_SERVER_ERROR for its partition.
 v1+ go to the group coordinator and `__consumer_offsets`: a member commits with its member id and generation
 (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS while the group completes a rebalance,
 FENCED_INSTANCE_ID); generation -1 is a simple commit for a group without members (an unknown group is then
@@ -19,14 +20,12 @@ Authorization: needs Read on the group (else GROUP_AUTHORIZATION_FAILED for ever
 """
 from __future__ import annotations
 
-import logging
-
 import gevent.event
 from kafka.protocol.consumer import OffsetCommitRequest, OffsetCommitResponse
 
-from zk.client import ZkError
 from ..coordinator.schemas import OffsetAndMetadata
-from ..protocol.errors import Errors
+from ..protocol.errors import Errors, KafkaError
+from .context import RequestContext
 
 API_KEY = 8
 MIN_VERSION, MAX_VERSION = 0, 8
@@ -34,12 +33,10 @@ REQUEST, RESPONSE = OffsetCommitRequest, OffsetCommitResponse
 Topic = RESPONSE.OffsetCommitResponseTopic
 Partition = Topic.OffsetCommitResponsePartition
 
-log = logging.getLogger("kbroker.coordinator")
 
-
-def _commit_v0(ctx, group_id: str, partitions: dict) -> dict:
+def _commit_v0(ctx: RequestContext, group_id: str, partitions: dict) -> dict:
     coordinator = ctx.broker.group_coordinator
-    out = {}
+    out: dict = {}
     for (topic, partition), p in partitions.items():
         if not coordinator.manager.valid_metadata(p.committed_metadata):
             out[(topic, partition)] = Errors.OFFSET_METADATA_TOO_LARGE
@@ -47,10 +44,8 @@ def _commit_v0(ctx, group_id: str, partitions: dict) -> dict:
         try:
             coordinator.zk_offsets.commit(group_id, topic, partition, p.committed_offset)
             out[(topic, partition)] = Errors.NONE
-        except (ZkError, ValueError) as e:   # Kafka: Errors.forException -> UNKNOWN_SERVER_ERROR
-            log.warning("storing the v0 offset of group %r for %s-%d in ZooKeeper failed: %r", group_id, topic,
-                        partition, e)
-            out[(topic, partition)] = Errors.UNKNOWN_SERVER_ERROR
+        except KafkaError as e:
+            out[(topic, partition)] = e.code
     return out
 
 
@@ -69,7 +64,7 @@ def known_partitions(request, cache) -> tuple[list, dict, dict]:
     return order, errors, known
 
 
-def refuse_unreadable_topics(ctx, order: list, errors: dict, known: dict) -> None:
+def refuse_unreadable_topics(ctx: RequestContext, order: list, errors: dict, known: dict) -> None:
     """TOPIC_AUTHORIZATION_FAILED, in place, for the partitions of topics the principal may not Read (Kafka checks
     Read on each topic after the group; TxnOffsetCommit does the same)."""
     allowed = ctx.authorized("Read", "Topic", (t for t, _ in order))
@@ -79,7 +74,17 @@ def refuse_unreadable_topics(ctx, order: list, errors: dict, known: dict) -> Non
             known.pop(tp, None)
 
 
-def handle(request, ctx):
+def response_topics(topic_class, partition_class, order: list, errors: dict) -> list:
+    """The response's topics: each partition's error, in the request's order, grouped by topic (TxnOffsetCommit's
+    response has the same shape)."""
+    by_topic: dict = {}
+    for topic, partition in dict.fromkeys(order):
+        by_topic.setdefault(topic, []).append(partition_class(partition_index=partition,
+                                                              error_code=errors[(topic, partition)]))
+    return [topic_class(name=t, partitions=ps) for t, ps in by_topic.items()]
+
+
+def handle(request, ctx: RequestContext):
     version = ctx.api_version
     broker = ctx.broker
     order, errors, known = known_partitions(request, broker.metadata_cache)
@@ -106,12 +111,7 @@ def handle(request, ctx):
             request.group_id, request.member_id, request.group_instance_id if version >= 7 else None,
             request.generation_id_or_member_epoch, offsets, result.set)
         errors.update(result.get())
-    by_topic: dict = {}
-    for topic, partition in dict.fromkeys(order):
-        by_topic.setdefault(topic, []).append(Partition(partition_index=partition,
-                                                        error_code=errors[(topic, partition)]))
-    return RESPONSE(version=version, throttle_time_ms=0,
-                    topics=[Topic(name=t, partitions=ps) for t, ps in by_topic.items()])
+    return RESPONSE(version=version, throttle_time_ms=0, topics=response_topics(Topic, Partition, order, errors))
 
 
 def _java_long(n: int) -> int:

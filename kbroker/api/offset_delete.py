@@ -13,6 +13,7 @@ from __future__ import annotations
 from kafka.protocol.consumer import OffsetDeleteRequest, OffsetDeleteResponse
 
 from ..protocol.errors import Errors
+from .context import RequestContext
 
 API_KEY = 47
 MIN_VERSION, MAX_VERSION = 0, 0
@@ -21,7 +22,7 @@ Topic = RESPONSE.OffsetDeleteResponseTopic
 Partition = Topic.OffsetDeleteResponsePartition
 
 
-def handle(request, ctx):
+def handle(request, ctx: RequestContext):
     version = ctx.api_version
     cache = ctx.broker.metadata_cache
     errors: dict = {}

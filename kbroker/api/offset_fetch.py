@@ -1,7 +1,8 @@
 """OffsetFetch (key 9), v0-v7: a group's committed offsets.
 
 v0 reads ZooKeeper (`/consumers/<group>/offsets/<topic>/<partition>`, as Kafka did): any broker answers;
-UNKNOWN_TOPIC_OR_PARTITION (offset -1) for a partition with no stored offset or of an unknown topic.
+UNKNOWN_TOPIC_OR_PARTITION (offset -1) for a partition with no stored offset or of an unknown topic,
+UNKNOWN_SERVER_ERROR for one ZooKeeper fails to read.
 v1+ ask the group coordinator: offset, leader epoch and metadata per partition, -1 with no error for a
 partition without a commit; a null topic list (v2+) means every partition the group has committed. Group
 errors (COORDINATOR_LOAD_IN_PROGRESS, NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, INVALID_GROUP_ID) go on every
@@ -15,13 +16,10 @@ TOPIC_AUTHORIZATION_FAILED for its partitions; left out of an all-partitions ans
 """
 from __future__ import annotations
 
-import logging
-
 from kafka.protocol.consumer import OffsetFetchRequest, OffsetFetchResponse
 
-from zk.client import ZkError
-
-from ..protocol.errors import Errors
+from ..protocol.errors import Errors, KafkaError
+from .context import RequestContext
 
 API_KEY = 9
 MIN_VERSION, MAX_VERSION = 0, 7
@@ -30,21 +28,19 @@ Topic = RESPONSE.OffsetFetchResponseTopic
 Partition = Topic.OffsetFetchResponsePartition
 
 INVALID_OFFSET = -1
-log = logging.getLogger("kbroker.coordinator")
 
 
-def _fetch_v0(ctx, group_id: str, tps) -> dict:
+def _fetch_v0(ctx: RequestContext, group_id: str, tps) -> dict:
     cache = ctx.broker.metadata_cache
     store = ctx.broker.group_coordinator.zk_offsets
-    out = {}
+    out: dict = {}
     for tp in tps:
         try:
             offset = store.fetch(group_id, *tp) if cache.partition(*tp) is not None else None
             out[tp] = ((offset, -1, "", Errors.NONE) if offset is not None
                        else (INVALID_OFFSET, -1, "", Errors.UNKNOWN_TOPIC_OR_PARTITION))
-        except (ZkError, ValueError) as e:
-            log.warning("reading the v0 offset of group %r for %s-%d from ZooKeeper failed: %r", group_id, *tp, e)
-            out[tp] = (INVALID_OFFSET, -1, "", Errors.UNKNOWN_SERVER_ERROR)
+        except KafkaError as e:
+            out[tp] = (INVALID_OFFSET, -1, "", e.code)
     return out
 
 
@@ -58,7 +54,7 @@ def _response(version: int, error: Errors, data: dict):
                     topics=[Topic(name=t, partitions=ps) for t, ps in by_topic.items()])
 
 
-def handle(request, ctx):
+def handle(request, ctx: RequestContext):
     version = ctx.api_version
     tps = None if request.topics is None else list(dict.fromkeys(
         (t.name, p) for t in request.topics for p in t.partition_indexes))

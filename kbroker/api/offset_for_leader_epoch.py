@@ -11,6 +11,7 @@ from __future__ import annotations
 from kafka.protocol.consumer import OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse
 
 from ..protocol.errors import Errors, KafkaError
+from .context import RequestContext
 
 API_KEY = 23
 MIN_VERSION, MAX_VERSION = 0, 4
@@ -19,7 +20,7 @@ TopicResult = RESPONSE.OffsetForLeaderTopicResult
 EpochEndOffset = TopicResult.EpochEndOffset
 
 
-def handle(request, ctx):
+def handle(request, ctx: RequestContext):
     version = ctx.api_version
     replicas = ctx.broker.replica_manager
     allowed = {t.topic for t in request.topics} if ctx.authorize("ClusterAction", "Cluster", log_if_denied=False) \

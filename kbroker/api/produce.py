@@ -22,6 +22,7 @@ from ..protocol.errors import Errors
 from ..protocol.header import CloseConnection
 from ..protocol.hotpath import decode_produce_request
 from ..records.entries import MAGIC_OFFSET, TRANSACTIONAL_MASK, V2_ATTRIBUTES_OFFSET
+from .context import RequestContext
 
 API_KEY = 0
 MIN_VERSION, MAX_VERSION = 0, 9
@@ -41,7 +42,7 @@ def _transactional(records) -> bool:
             and bool(records[V2_ATTRIBUTES_OFFSET + 1] & TRANSACTIONAL_MASK))
 
 
-def handle(request, ctx):
+def handle(request, ctx: RequestContext):
     version = ctx.api_version
     entries = {}
     for topic in request.topics:

@@ -11,13 +11,14 @@ from __future__ import annotations
 from kafka.protocol.sasl import SaslAuthenticateRequest, SaslAuthenticateResponse
 
 from ..protocol.errors import Errors
+from .context import RequestContext
 
 API_KEY = 36
 MIN_VERSION, MAX_VERSION = 0, 2
 REQUEST, RESPONSE = SaslAuthenticateRequest, SaslAuthenticateResponse
 
 
-def handle(request, ctx):
+def handle(request, ctx: RequestContext):
     auth = ctx.session.sasl
     if auth is None or auth.complete:
         error, message, answer = (Errors.ILLEGAL_SASL_STATE,

@@ -11,13 +11,14 @@ from __future__ import annotations
 from kafka.protocol.sasl import SaslHandshakeRequest, SaslHandshakeResponse
 
 from ..protocol.errors import Errors
+from .context import RequestContext
 
 API_KEY = 17
 MIN_VERSION, MAX_VERSION = 0, 1
 REQUEST, RESPONSE = SaslHandshakeRequest, SaslHandshakeResponse
 
 
-def handle(request, ctx):
+def handle(request, ctx: RequestContext):
     auth = ctx.session.sasl
     if auth is None or auth.complete:
         return RESPONSE(version=ctx.api_version, error_code=Errors.ILLEGAL_SASL_STATE, mechanisms=[])

@@ -10,6 +10,7 @@ from __future__ import annotations
 from .. import collector
 from ..protocol.errors import Errors
 from ..protocol.interbroker import StopReplicaRequest, StopReplicaResponse
+from .context import RequestContext
 
 API_KEY = 5
 MIN_VERSION, MAX_VERSION = 0, 3
@@ -28,7 +29,7 @@ def _partitions(request, version):
             for t in request.topic_states for s in t.partition_states]
 
 
-def handle(request, ctx):
+def handle(request, ctx: RequestContext):
     version = ctx.api_version
     replicas = ctx.broker.replica_manager
     if not ctx.authorize("ClusterAction", "Cluster"):

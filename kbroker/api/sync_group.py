@@ -19,13 +19,14 @@ from kafka.protocol.consumer import SyncGroupRequest, SyncGroupResponse
 
 from ..coordinator.group import SyncGroupResult
 from ..protocol.errors import Errors
+from .context import RequestContext
 
 API_KEY = 14
 MIN_VERSION, MAX_VERSION = 0, 5
 REQUEST, RESPONSE = SyncGroupRequest, SyncGroupResponse
 
 
-def handle(request, ctx):
+def handle(request, ctx: RequestContext):
     version = ctx.api_version
     if not ctx.authorize("Read", "Group", request.group_id):
         r = SyncGroupResult(Errors.GROUP_AUTHORIZATION_FAILED)

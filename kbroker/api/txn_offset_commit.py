@@ -22,7 +22,8 @@ from kafka.protocol.producer import TxnOffsetCommitRequest, TxnOffsetCommitRespo
 
 from ..coordinator.schemas import OffsetAndMetadata
 from ..protocol.errors import Errors
-from .offset_commit import known_partitions, refuse_unreadable_topics
+from .context import RequestContext
+from .offset_commit import known_partitions, refuse_unreadable_topics, response_topics
 
 API_KEY = 28
 MIN_VERSION, MAX_VERSION = 0, 3
@@ -31,7 +32,7 @@ Topic = RESPONSE.TxnOffsetCommitResponseTopic
 Partition = Topic.TxnOffsetCommitResponsePartition
 
 
-def handle(request, ctx):
+def handle(request, ctx: RequestContext):
     version = ctx.api_version
     broker = ctx.broker
     now = broker.clock.now_ms()
@@ -59,9 +60,4 @@ def handle(request, ctx):
     if version < 2:
         errors = {tp: Errors.COORDINATOR_NOT_AVAILABLE if e == Errors.COORDINATOR_LOAD_IN_PROGRESS else e
                   for tp, e in errors.items()}
-    by_topic: dict = {}
-    for topic, partition in dict.fromkeys(order):
-        by_topic.setdefault(topic, []).append(Partition(partition_index=partition,
-                                                        error_code=errors[(topic, partition)]))
-    return RESPONSE(version=version, throttle_time_ms=0,
-                    topics=[Topic(name=t, partitions=ps) for t, ps in by_topic.items()])
+    return RESPONSE(version=version, throttle_time_ms=0, topics=response_topics(Topic, Partition, order, errors))

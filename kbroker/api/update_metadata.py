@@ -13,6 +13,7 @@ from .. import collector
 from ..metadata_cache import CachedBroker, PartitionState
 from ..protocol.errors import Errors
 from ..protocol.interbroker import UpdateMetadataRequest, UpdateMetadataResponse
+from .context import RequestContext
 
 API_KEY = 6
 MIN_VERSION, MAX_VERSION = 0, 7
@@ -49,7 +50,7 @@ def _states(request, version):
     return states, ids
 
 
-def handle(request, ctx):
+def handle(request, ctx: RequestContext):
     version = ctx.api_version
     broker = ctx.broker
     replicas = broker.replica_manager

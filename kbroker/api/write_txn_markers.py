@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from ..protocol.errors import Errors
 from ..protocol.interbroker import WriteTxnMarkersRequest, WriteTxnMarkersResponse
+from .context import RequestContext
 
 API_KEY = 27
 MIN_VERSION, MAX_VERSION = 0, 1
@@ -23,7 +24,7 @@ TopicResult = MarkerResult.WritableTxnMarkerTopicResult
 PartitionResult = TopicResult.WritableTxnMarkerPartitionResult
 
 
-def handle(request, ctx):
+def handle(request, ctx: RequestContext):
     markers = [(m.producer_id, m.producer_epoch, m.transaction_result, m.coordinator_epoch,
                 [(t.name, p) for t in m.topics for p in t.partition_indexes]) for m in request.markers]
     if ctx.authorize("ClusterAction", "Cluster"):

@@ -46,9 +46,9 @@ from ..metadata_cache import uuid_to_topic_id
 from ..protocol.errors import Errors
 from .channel import ControllerChannelManager, RequestBatch
 from .context import ControllerContext, ReplicaState
-from .leader_and_isr import LeaderAndIsrWriter
 from .partition_state_machine import (ControlledShutdownElection, OfflineElection, PartitionStateMachine,
                                       PreferredElection)
+from .partition_state_writer import PartitionStateWriter
 from .reassignment import Reassignments
 from .replica_state_machine import ReplicaStateMachine
 from .topic_deletion import TopicDeletionManager
@@ -69,7 +69,7 @@ class KafkaController:
                                                  config["controller.socket.timeout.ms"], config.inter_broker_security)
         self.batch = RequestBatch(self.ctx, self.channels, self._on_stop_replica_response,
                                   self._on_leader_and_isr_response)
-        self.writer = writer = LeaderAndIsrWriter(self.ctx, zk)
+        self.writer = writer = PartitionStateWriter(self.ctx, zk)
         self.partitions = PartitionStateMachine(self.ctx, writer, self.batch, self._unclean_election_enabled)
         self.replicas = ReplicaStateMachine(self.ctx, writer, self.batch)
         self.topic_deletion = TopicDeletionManager(self.ctx, zk, self.replicas, self.batch,

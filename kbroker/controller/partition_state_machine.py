@@ -24,7 +24,7 @@ from zk import znodes as z
 from . import election
 from .channel import RequestBatch
 from .context import ControllerContext, PartitionState
-from .leader_and_isr import LeaderAndIsrWriter
+from .partition_state_writer import PartitionStateWriter
 
 state_change = logging.getLogger("state-change")
 
@@ -52,7 +52,7 @@ class ControlledShutdownElection:
 
 
 class PartitionStateMachine:
-    def __init__(self, ctx: ControllerContext, writer: LeaderAndIsrWriter, batch: RequestBatch,
+    def __init__(self, ctx: ControllerContext, writer: PartitionStateWriter, batch: RequestBatch,
                  unclean_election_enabled: Callable[[str], bool]):
         """unclean_election_enabled(topic) reads the topic's unclean.leader.election.enable."""
         self.ctx = ctx

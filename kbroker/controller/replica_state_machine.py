@@ -19,7 +19,7 @@ from typing import Callable
 from . import election
 from .channel import RequestBatch
 from .context import ControllerContext, ReplicaState
-from .leader_and_isr import LeaderAndIsrWriter
+from .partition_state_writer import PartitionStateWriter
 
 state_change = logging.getLogger("state-change")
 
@@ -36,7 +36,7 @@ _STORED = (S.DELETION_STARTED, S.DELETION_SUCCESSFUL, S.DELETION_INELIGIBLE)
 
 
 class ReplicaStateMachine:
-    def __init__(self, ctx: ControllerContext, writer: LeaderAndIsrWriter, batch: RequestBatch):
+    def __init__(self, ctx: ControllerContext, writer: PartitionStateWriter, batch: RequestBatch):
         self.ctx = ctx
         self.writer = writer
         self.batch = batch

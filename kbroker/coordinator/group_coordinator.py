@@ -39,7 +39,7 @@ from .delayed import (DelayedHeartbeat, DelayedJoin, DelayedSync, InitialDelayed
                       sync_key)
 from .group import (UNKNOWN_MEMBER_ID, GroupMetadata, GroupState, JoinGroupResult, MemberMetadata,
                     SyncGroupResult)
-from .offsets import GroupMetadataManager
+from .group_metadata_manager import GroupMetadataManager
 from .partition_loader import existing_partition_count
 from .zk_offsets import ZkOffsetStore
 

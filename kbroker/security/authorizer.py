@@ -14,6 +14,10 @@ the candidate ACLs are the literal name's, the literal `*`'s and those of every 
 refuses, else a matching ALLOW for the operation or one implying it allows (Read/Write/Delete/Alter imply
 Describe, AlterConfigs implies DescribeConfigs). authorize_by_resource_type is authorizeByResourceType (KIP-679:
 may this principal do `operation` on SOME resource of the type?).
+
+CreateAcls and DeleteAcls write through it, one of the doors from requests to ZooKeeper: a write ZooKeeper refuses
+or cannot take (a resource name such as ".." makes no znode path) is raised as KafkaError UNKNOWN_SERVER_ERROR with
+the reason (AclAuthorizer answers a failed write with Errors.forException).
 """
 from __future__ import annotations
 
@@ -26,9 +30,10 @@ import gevent
 import gevent.queue
 
 from zk import znodes as z
-from zk.client import ZkState
+from zk.client import ZkError, ZkState
 from ..protocol.acls import (IMPLIED_BY, LITERAL, PREFIXED, WILDCARD, WILDCARD_PRINCIPAL, AclBinding, AclEntry,
                              ResourcePattern)
+from ..protocol.errors import Errors, KafkaError
 
 log = logging.getLogger("kbroker.authorizer")
 audit = logging.getLogger("kafka.authorizer.logger")
@@ -228,17 +233,18 @@ class AclAuthorizer:
                 if binding_filter.matches(AclBinding(p, e))]
 
     def create_acls(self, bindings: list[AclBinding]) -> None:
-        """Add the bindings, one conditional write per resource (ZkError if ZooKeeper refuses)."""
+        """Add the bindings, one conditional write per resource (KafkaError UNKNOWN_SERVER_ERROR at the first one
+        ZooKeeper refuses)."""
         by_pattern: dict[ResourcePattern, set] = {}
         for b in bindings:
             by_pattern.setdefault(b.pattern, set()).add(tuple(b.entry))
         for pattern, entries in by_pattern.items():
-            _, new = self.zk.update_acls(*pattern, lambda current, e=entries: current | e)
-            self._set(pattern, new)
+            self._update(pattern, lambda current, e=entries: current | e)
 
     def delete_acls(self, filters) -> list[list[AclBinding]]:
         """For each filter, the bindings it deleted: resources are those in the cache plus the ones a filter
-        names exactly (AclAuthorizer.deleteAcls), each rewritten once without the entries any filter matches."""
+        names exactly (AclAuthorizer.deleteAcls), each rewritten once without the entries any filter matches
+        (KafkaError UNKNOWN_SERVER_ERROR at the first write ZooKeeper refuses)."""
         patterns = set(self.cache) | {p for f in filters for p in f.exact_patterns()}
         deleted: list[list[AclBinding]] = [[] for _ in filters]
         for pattern in sorted(patterns):
@@ -255,11 +261,18 @@ class AclAuthorizer:
                     if index is not None:
                         removed[entry] = index
                 return {a for a in current if AclEntry(*a) not in removed}
-            _, new = self.zk.update_acls(*pattern, drop)
-            self._set(pattern, new)
+            self._update(pattern, drop)
             for entry, index in sorted(removed.items()):
                 deleted[index].append(AclBinding(pattern, entry))
         return deleted
+
+    def _update(self, pattern: ResourcePattern, change) -> None:
+        """Rewrite one resource's ACLs in ZooKeeper (change: current entries -> new ones) and cache the result."""
+        try:
+            _, new = self.zk.update_acls(*pattern, change)
+        except (ZkError, ValueError) as e:   # ValueError: a path ZooKeeper's client refuses ("..")
+            raise KafkaError(Errors.UNKNOWN_SERVER_ERROR, str(e)) from e
+        self._set(pattern, new)
 
 
 def _sequence(name: str) -> int:

@@ -13,8 +13,6 @@
 """
 from __future__ import annotations
 
-import glob
-import os
 import struct
 import threading
 import time
@@ -23,7 +21,7 @@ from collections import defaultdict
 from confluent_kafka import Producer
 from kafka import KafkaConsumer, TopicPartition
 
-from kbroker.records.entries import iter_entries
+from tests.clients._util import segment_entries
 
 FIGURES: list[dict] = []     # one row per (run, fault kind), printed by the session's terminal summary
 
@@ -179,13 +177,8 @@ def read_all(bootstrap: str, topic: str, partitions: int, timeout: float = 60, *
 
 def log_entries(data_dir: str, topic: str, partition: int) -> dict[int, tuple[int, int]]:
     """last offset -> (size, crc) of every entry in a replica's log files under data_dir."""
-    out = {}
-    for path in sorted(glob.glob(os.path.join(data_dir, f"{topic}-{partition}", "*.log"))):
-        with open(path, "rb") as f:
-            data = f.read()
-        for e in iter_entries(data):
-            out[e.last_offset] = (e.size, struct.unpack_from(">I", data, e.position + 17)[0])
-    return out
+    return {e.last_offset: (e.size, struct.unpack_from(">I", data, e.position + 17)[0])
+            for data, e in segment_entries(data_dir, topic, partition, check_crc=False)}
 
 
 def verify(producer: AckedProducer, final: dict[tuple[int, int], bytes], readers=(),

@@ -1,8 +1,9 @@
-"""Helpers for the real-client tests: topics through kadmin, kafka-python produce/consume, a reader of the
-partition's .log file, and a pure-Python xxHash32 so kafka-python can write and read magic 0 lz4 (its old-Kafka
+"""Helpers for the real-client tests: topics through kadmin, kafka-python produce/consume, readers of a
+partition's .log files, and a pure-Python xxHash32 so kafka-python can write and read magic 0 lz4 (its old-Kafka
 lz4 framing needs the optional `xxhash` package, which the venv does not have)."""
 from __future__ import annotations
 
+import glob
 import os
 import struct
 import time
@@ -15,6 +16,8 @@ from admin_cli.main import cli
 from kafka.protocol.metadata import MetadataRequest
 
 from kbroker.protocol.client import Connection, KafkaError
+from kbroker.records.batches import v2_records
+from kbroker.records.entries import V2_HEADER, iter_entries
 from tests.integration.conftest import Cluster, wait_until
 
 
@@ -165,7 +168,7 @@ def ck_consume(bootstrap: str, topic: str, n: int, partition: int = 0, offset: i
         c.close()
 
 
-# ---- the partition's .log file -------------------------------------------------------------------------------
+# ---- the partition's .log files ------------------------------------------------------------------------------
 
 @dataclass
 class LogEntry:
@@ -206,6 +209,32 @@ def log_entries(path: str) -> list[LogEntry]:
         pos = end
     assert pos == len(data), f"{len(data) - pos} trailing bytes in {path}"
     return out
+
+
+def segment_entries(data_dir: str, topic: str, partition: int, check_crc: bool = True):
+    """(the segment's bytes, entry) for every entry of a partition's segment files under a log dir, in offset order
+    (kbroker.records.entries.iter_entries)."""
+    for path in sorted(glob.glob(os.path.join(data_dir, f"{topic}-{partition}", "*.log"))):
+        with open(path, "rb") as f:
+            data = f.read()
+        for e in iter_entries(data, check_crc=check_crc):
+            yield data, e
+
+
+def log_batches(cluster: Cluster, broker_id: int, topic: str, partition: int) -> list:
+    """[(attributes, producer id, producer epoch, base sequence, [(key, value)])] of every batch (v2) of a partition
+    on one broker, read from its segment files with their CRCs checked (keys and values as bytes, None when null)."""
+    out = []
+    for data, e in segment_entries(os.path.join(cluster.brokers[broker_id].dir, "data"), topic, partition):
+        assert e.magic == 2
+        (*_, attributes, _, _, _, pid, epoch, base_seq, _) = V2_HEADER.unpack_from(data, e.position)
+        out.append((attributes, pid, epoch, base_seq, [(_bytes(r.key), _bytes(r.value))
+                                                       for r in v2_records(data, e.position, e.size, 1 << 24)]))
+    return out
+
+
+def _bytes(view) -> bytes | None:
+    return None if view is None else bytes(view)
 
 
 def segment_path(cluster: Cluster, broker_id: int, topic: str, partition: int = 0, base: int = 0) -> str:

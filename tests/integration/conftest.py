@@ -5,12 +5,14 @@ admin's client settings are then `client_properties` (Java names) and `librdkafk
 from __future__ import annotations
 
 import os
+import subprocess
 
 import pytest
 
 from kbroker.cluster import BrokerProcess, wait_ready, wait_until  # noqa: F401  (wait_until re-exported)
 from kbroker.security.preset import SecurityPreset
 from zk.client import KafkaZkClient
+from zk.launcher import ZKCLI
 
 SESSION_TIMEOUT_MS = 4000
 
@@ -74,6 +76,15 @@ class Cluster:
             if b.alive():
                 b.kill9()
         self.zk.close()
+
+
+def set_znode_acl(zk_connect: str, path: str, acl: str) -> None:
+    """Set a znode's ZooKeeper ACL as an operator would (`zkCli.sh setAcl`; zk_connect may carry a chroot), e.g.
+    "world:anyone:r" to have ZooKeeper refuse the brokers' writes there."""
+    server, _, chroot = zk_connect.partition("/")
+    out = subprocess.run([ZKCLI, "-server", server, "setAcl", f"/{chroot}{path}" if chroot else path, acl],
+                         capture_output=True, text=True, timeout=30, check=False)
+    assert out.returncode == 0 and "Insufficient permission" not in out.stdout + out.stderr, out.stderr
 
 
 @pytest.fixture

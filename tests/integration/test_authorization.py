@@ -50,6 +50,7 @@ from zk import admin as zk_admin
 from zk import znodes as z
 from zk.client import KafkaZkClient
 from tests.conftest import fresh_chroot
+from tests.integration.conftest import set_znode_acl
 
 ANON = "User:ANONYMOUS"
 PASSWORDS = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret", "carol": "carol-secret"}
@@ -791,3 +792,42 @@ def test_acl_apis_answer_security_disabled_without_an_authorizer(cluster1):
         conn.close()
     result = CliRunner().invoke(kadmin, ["--bootstrap-server", cluster1.bootstrap, "acls", "list"])
     assert result.exit_code == 1 and "(SECURITY_DISABLED)" in result.stderr
+
+
+def test_acl_changes_zookeeper_refuses_answer_unknown_server_error(cluster_factory):
+    """CreateAcls and DeleteAcls whose write ZooKeeper refuses (the resource's ACL znode made read-only) answer
+    UNKNOWN_SERVER_ERROR with ZooKeeper's reason, as Kafka's AclAuthorizer does; an invalid creation of the same
+    request still answers INVALID_REQUEST, and the ACLs stay as they were. So do a creation and a deletion for a
+    resource whose znode path ZooKeeper cannot hold (".."), which closed the connection."""
+    c = cluster_factory(1, **{"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+                              "allow.everyone.if.no.acl.found": "true"})
+    held = {("User:x", "Allow", "Read", "*"), ("User:y", "Allow", "Read", "*")}
+    c.zk.update_acls("Topic", "locked", "LITERAL", lambda acls: acls | held)
+    set_znode_acl(c.zk_connect, "/kafka-acl/Topic/locked", "world:anyone:r")
+    C = CreateAclsRequest.AclCreation
+    conn = Connection("127.0.0.1", c.brokers[1].port, "zk-refused", 15)
+    try:
+        created = conn.send(CreateAclsRequest(version=1, creations=[
+            C(resource_type=2, resource_name="locked", resource_pattern_type=3, principal="User:z", host="*",
+              operation=3, permission_type=3),
+            C(resource_type=2, resource_name="locked", resource_pattern_type=3, principal="nobody", host="*",
+              operation=3, permission_type=3)])).results
+        assert [r.error_code for r in created] == [Errors.UNKNOWN_SERVER_ERROR, Errors.INVALID_REQUEST]
+        assert "NoAuth" in created[0].error_message
+        F = DeleteAclsRequest.DeleteAclsFilter
+        deleted = conn.send(DeleteAclsRequest(version=1, filters=[
+            F(resource_type_filter=2, resource_name_filter="locked", pattern_type_filter=3, principal_filter="User:x",
+              host_filter=None, operation=1, permission_type=1)])).filter_results
+        assert [(r.error_code, r.matching_acls) for r in deleted] == [(Errors.UNKNOWN_SERVER_ERROR, [])]
+        assert "NoAuth" in deleted[0].error_message
+        (created,) = conn.send(CreateAclsRequest(version=1, creations=[
+            C(resource_type=2, resource_name="..", resource_pattern_type=3, principal="User:z", host="*",
+              operation=3, permission_type=3)])).results
+        assert created.error_code == Errors.UNKNOWN_SERVER_ERROR
+        (deleted,) = conn.send(DeleteAclsRequest(version=1, filters=[
+            F(resource_type_filter=2, resource_name_filter="..", pattern_type_filter=3, principal_filter=None,
+              host_filter=None, operation=1, permission_type=1)])).filter_results
+        assert deleted.error_code == Errors.UNKNOWN_SERVER_ERROR
+    finally:
+        conn.close()
+    assert c.zk.get_acls("Topic", "locked", "LITERAL")[0] == held

@@ -5,7 +5,6 @@ offsets log after a restart (whose records are checked byte for byte against Kaf
 from __future__ import annotations
 
 import functools
-import glob
 import os
 import signal
 import struct
@@ -22,10 +21,8 @@ from kbroker.coordinator.schemas import (GroupMetadataKey, OffsetKey, partition_
                                          read_offset_value)
 from kbroker.protocol.client import KafkaError
 from kbroker.protocol.errors import Errors
-from kbroker.records.batches import v2_records
-from kbroker.records.entries import iter_entries
-from tests.clients._util import create_topic, raw_request
-from tests.integration.conftest import Cluster, wait_until
+from tests.clients._util import create_topic, log_batches, raw_request
+from tests.integration.conftest import Cluster, set_znode_acl, wait_until
 from zk.launcher import zkcli_get
 
 OFFSETS = "__consumer_offsets"
@@ -123,20 +120,6 @@ def fetch(bootstrap, group, version, partitions=None):
                                          p.metadata, Errors(p.error_code))
            for t in r.topics for p in t.partitions}
     return (Errors(r.error_code) if version >= 2 else None), out
-
-
-def offsets_log_records(cluster: Cluster, broker_id: int, partition: int):
-    """[(key, value bytes)] of one __consumer_offsets partition, read from its segment files."""
-    out = []
-    d = os.path.join(cluster.brokers[broker_id].dir, "data", f"{OFFSETS}-{partition}")
-    for path in sorted(glob.glob(os.path.join(d, "*.log"))):
-        with open(path, "rb") as f:
-            data = f.read()
-        for e in iter_entries(data, check_crc=True):
-            assert e.magic == 2
-            for r in v2_records(data, e.position, e.size, 1 << 24):
-                out.append((bytes(r.key), None if r.value is None else bytes(r.value)))
-    return out
 
 
 @pytest.fixture(scope="module")
@@ -264,6 +247,22 @@ def test_v0_offsets_live_in_zookeeper_and_any_broker_serves_them(two_brokers):
     assert fetch(bs, "zk-group", 1, [("t", 0)])[1][("t", 0)][0] == -1
 
 
+def test_v0_offsets_zookeeper_refuses_answer_unknown_server_error(two_brokers):
+    """A v0 commit or fetch that ZooKeeper refuses (the offset's znode made unreadable and unwritable), or of a group
+    whose path ZooKeeper cannot hold (".."), answers UNKNOWN_SERVER_ERROR for that partition, as Kafka's
+    Errors.forException does; the request's other partitions are answered as usual."""
+    c = two_brokers
+    bs = c.brokers[1].bootstrap
+    assert commit(bs, "zk-refused", 0, {("t", 0): 5, ("t", 1): 6}) == {("t", 0): Errors.NONE, ("t", 1): Errors.NONE}
+    set_znode_acl(c.zk_connect, "/consumers/zk-refused/offsets/t/0", "world:anyone:c")
+    assert commit(bs, "zk-refused", 0, {("t", 0): 7, ("t", 1): 8}) == {
+        ("t", 0): Errors.UNKNOWN_SERVER_ERROR, ("t", 1): Errors.NONE}
+    assert fetch(bs, "zk-refused", 0, [("t", 0), ("t", 1)])[1] == {
+        ("t", 0): (-1, None, "", Errors.UNKNOWN_SERVER_ERROR), ("t", 1): (8, None, "", Errors.NONE)}
+    assert commit(bs, "..", 0, {("t", 0): 1}) == {("t", 0): Errors.UNKNOWN_SERVER_ERROR}
+    assert fetch(bs, "..", 0, [("t", 0)])[1] == {("t", 0): (-1, None, "", Errors.UNKNOWN_SERVER_ERROR)}
+
+
 def test_requests_to_the_wrong_broker_get_not_coordinator(two_brokers):
     c = two_brokers
     group = "routed"
@@ -332,7 +331,7 @@ def test_restart_reloads_groups_and_offsets_written_in_kafkas_format(cluster_fac
                                               group_instance_id=None)).error_code == 0
 
     # What is on disk is what Kafka writes: offset keys v1 with values v3, group metadata key v2 / value v3.
-    records = offsets_log_records(c, 1, partition_for(group, 3))
+    records = [kv for *_, kvs in log_batches(c, 1, OFFSETS, partition_for(group, 3)) for kv in kvs]
     keys = [read_key(k) for k, _ in records]
     assert keys[0] == GroupMetadataKey(group)
     assert records[0][1][:2] == b"\x00\x03"

@@ -24,7 +24,7 @@ from kbroker.coordinator.transaction.state import partition_for
 from kbroker.protocol.client import Connection, KafkaError
 from kbroker.protocol.errors import Errors
 from tests.clients._util import create_topic, leaders_known, raw_metadata, raw_request, unique
-from tests.integration.conftest import Cluster, wait_until
+from tests.integration.conftest import Cluster, set_znode_acl, wait_until
 
 TXN_TOPIC = "__transaction_state"
 call = functools.partial(raw_request, client_id="txn-test")
@@ -135,6 +135,18 @@ def test_api_versions_advertise_the_transaction_apis_with_kafka_28_ranges(cluste
     r = call(cluster1.brokers[1].bootstrap, ApiVersionsRequest(version=0))
     ranges = {a.api_key: (a.min_version, a.max_version) for a in r.api_keys}
     assert [ranges.get(k) for k in (22, 24, 25, 26, 27, 10)] == [(0, 4), (0, 3), (0, 3), (0, 3), (0, 1), (0, 3)]
+
+
+def test_init_producer_id_when_zookeeper_refuses_the_producer_id_block(cluster1):
+    """An idempotent producer's id comes from a block of ids claimed in ZooKeeper: a claim ZooKeeper refuses answers
+    COORDINATOR_NOT_AVAILABLE (retriable), and the producer gets an id once ZooKeeper takes the claim."""
+    c = cluster1
+    boot = c.brokers[1].bootstrap
+    set_znode_acl(c.zk_connect, "/latest_producer_id_block", "world:anyone:ra")   # read, admin
+    assert init_pid(boot, None).error_code == Errors.COORDINATOR_NOT_AVAILABLE
+    set_znode_acl(c.zk_connect, "/latest_producer_id_block", "world:anyone:cdrwa")
+    r = init_pid(boot, None)
+    assert (r.error_code, r.producer_epoch) == (Errors.NONE, 0)
 
 
 def test_init_add_end_error_codes_by_version(txn_cluster):

@@ -8,8 +8,6 @@ producer epoch, unknown partitions)."""
 from __future__ import annotations
 
 import functools
-import glob
-import os
 
 from kafka.protocol.metadata import ApiVersionsRequest
 from kafka.protocol.producer import TxnOffsetCommitRequest
@@ -17,9 +15,7 @@ from kafka.protocol.consumer import OffsetFetchRequest
 from kbroker.coordinator.schemas import OffsetKey, partition_for, read_key, read_offset_value
 from kbroker.protocol.errors import Errors
 from kbroker.protocol.interbroker import WriteTxnMarkersRequest
-from kbroker.records.batches import v2_records
-from kbroker.records.entries import V2_HEADER, iter_entries
-from tests.clients._util import create_topic, raw_request
+from tests.clients._util import create_topic, log_batches, raw_request
 from tests.integration.test_group_coordinator import (FAST, OFFSETS, commit, coordinator_of, join_until_member,
                                                       sync)
 from tests.integration.conftest import wait_until
@@ -67,20 +63,6 @@ def write_marker(bootstrap, group, partitions_count, producer_id, committed, epo
     return Errors(marker.topics[0].partitions[0].error_code)
 
 
-def offsets_batches(cluster, broker_id, partition):
-    """[(attributes, producer id, producer epoch, base sequence, [(key, value)])] of an offsets partition."""
-    out = []
-    d = os.path.join(cluster.brokers[broker_id].dir, "data", f"{OFFSETS}-{partition}")
-    for path in sorted(glob.glob(os.path.join(d, "*.log"))):
-        with open(path, "rb") as f:
-            data = f.read()
-        for e in iter_entries(data, check_crc=True):
-            (*_, attributes, _, _, _, pid, epoch, base_seq, _) = V2_HEADER.unpack_from(data, e.position)
-            out.append((attributes, pid, epoch, base_seq,
-                        [(bytes(r.key), bytes(r.value)) for r in v2_records(data, e.position, e.size, 1 << 24)]))
-    return out
-
-
 def test_txn_offsets_are_pending_unstable_and_survive_a_restart(cluster_factory):
     c = cluster_factory(1, **{"offsets.topic.num.partitions": 3, "offsets.topic.replication.factor": 1, **FAST})
     create_topic(c, "t", 2, 1)
@@ -109,7 +91,7 @@ def test_txn_offsets_are_pending_unstable_and_survive_a_restart(cluster_factory)
 
     # On the log as Kafka's coordinator writes it: transactional (not control) batches of the producer's id
     # and epoch, base sequence 0, holding ordinary offset commit records.
-    batches = offsets_batches(c, 1, partition_for(group, 3))
+    batches = log_batches(c, 1, OFFSETS, partition_for(group, 3))
     txn = [bt for bt in batches if bt[1] == 4000]
     assert [(a & 0x30, pid, epoch, seq) for a, pid, epoch, seq, _ in txn] == [(0x10, 4000, 1, 0)] * 4
     key, value = txn[-1][4][1]

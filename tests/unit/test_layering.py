@@ -1,5 +1,6 @@
 """The layering of DESIGN.md §5, checked on the source: ZooKeeper's client library stays behind zk/ (its
-errors, states and handlers are translated there), and the layers below the APIs never import api/."""
+errors, states and handlers are translated there), the APIs reach ZooKeeper only through the services that
+translate its errors, and the layers below the APIs never import api/."""
 from __future__ import annotations
 
 import ast
@@ -45,6 +46,21 @@ def test_nothing_below_the_apis_imports_them():
                                                            ("kbroker", "controller")}]
     assert below, "no modules found under kbroker/network, replica, controller"
     assert _offenders(below, "kbroker.api") == []
+
+
+def test_the_apis_import_nothing_of_zookeeper():
+    """ZooKeeper's errors stop at the doors: the services that touch ZooKeeper for a request (the admin manager,
+    the authorizer, the producer id manager, the v0 offsets store) raise KafkaError, so api/ needs nothing of zk/."""
+    api = [rel for rel in _sources() if rel.parts[:2] == ("kbroker", "api")]
+    assert api, "no modules found under kbroker/api"
+    assert _offenders(api, "zk") == []
+
+
+def test_records_and_log_know_no_sockets_and_no_requests():
+    lower = [rel for rel in _sources() if rel.parts[:2] in {("kbroker", "records"), ("kbroker", "log")}]
+    assert {rel.parts[1] for rel in lower} == {"records", "log"}
+    for forbidden in ("kbroker.network", "kbroker.api"):
+        assert _offenders(lower, forbidden) == []
 
 
 def test_relative_imports_resolve():

@@ -1,5 +1,5 @@
-"""The controller's reads and writes of partition state znodes (leader, ISR, leader epoch), for both state
-machines.
+"""The controller's reads and writes of the partition state znodes (`/brokers/topics/<t>/partitions/<p>/state`:
+leader, ISR, leader epoch), for both state machines.
 
 Every write is fenced by the controller epoch's zkVersion and pipelined: a whole event's partitions go to
 ZooKeeper as few multis (zk.client.create_partition_states_fenced / update_partition_states_fenced), never
@@ -23,7 +23,7 @@ from .context import ControllerContext
 Decide = Callable[[z.LeaderAndIsr], "tuple[int, list[int]] | None"]
 
 
-class LeaderAndIsrWriter:
+class PartitionStateWriter:
     def __init__(self, ctx: ControllerContext, zk: KafkaZkClient):
         self.ctx = ctx
         self.zk = zk
