@@ -51,8 +51,8 @@ API_MODULES = (produce, fetch, list_offsets, metadata, leader_and_isr, stop_repl
                describe_configs, alter_configs, incremental_alter_configs, alter_replica_log_dirs, describe_log_dirs,
                describe_cluster,
                txn_offset_commit, write_txn_markers, describe_acls, create_acls, delete_acls,
-               describe_user_scram_credentials, alter_user_scram_credentials,
-               describe_producers, describe_transactions, list_transactions)   # KIP-664 (Kafka 3.0) extensions
+               describe_user_scram_credentials, alter_user_scram_credentials, describe_producers,
+               describe_transactions, list_transactions)   # KIP-664's Kafka 3.0 APIs, served as extensions
 REGISTRY = {m.API_KEY: m for m in API_MODULES}
 
 
