@@ -23,10 +23,9 @@ from zk.client import KafkaZkClient
 from kbroker.common.admin_errors import AdminError
 
 from kbroker.protocol.client import Errors, KafkaError, error_name
-from kbroker.protocol.client.cluster import ScramUpsertion
-from kbroker.security import scram
+from kbroker.protocol.sasl import scram
 
-from .kafka_client import AdminClient
+from .kafka_client import AdminClient, ScramUpsertion
 from .output import Output, table
 
 MECHANISMS = tuple(scram.MECHANISMS)

@@ -5,7 +5,7 @@ import base64
 
 from admin_cli.cluster import endpoint_address
 from admin_cli.main import _command_config
-from kbroker.security import scram
+from kbroker.protocol.sasl import scram
 from zk.znodes import BrokerInfo, EndPoint
 
 
