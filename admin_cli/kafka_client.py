@@ -443,25 +443,29 @@ class AdminClient(ClusterClient):
 
     # ---- groups -------------------------------------------------------------------------------------------
 
-    def list_groups(self) -> list[tuple[str, str, str | None]]:
-        """(group id, protocol type, state or None before ListGroups v4) of every group, from every broker."""
+    def _every_broker(self, request, what: str, **fields):
+        """(broker, response) of one `request` (a message class, with its fields) to every live broker, in id order:
+        a broker answering a coordinator error (loading, not available) is asked again until the deadline, any other
+        error is a KafkaError naming the broker. `what` says what it lists, for the wait."""
         deadline = self.deadline()
-        groups: dict[str, tuple[str, str, str | None]] = {}
+        api = request.__name__.removesuffix("Request")
         for broker in sorted(self.brokers(deadline).values(), key=lambda b: b.node_id):
             while True:
-                r = self.send(broker, lambda c: ListGroupsRequest(version=c.version_for(ListGroupsRequest),
-                                                                   states_filter=[]), deadline)
-                if r.error_code in COORDINATOR_ERRORS:
-                    self.backoff(deadline, f"broker {broker.node_id} to list its groups "
-                                            f"({error_name(r.error_code)})")
-                    continue
-                if r.error_code:
-                    raise KafkaError(r.error_code, f"ListGroups to broker {broker.node_id} ({broker}) failed: "
-                                                   f"{error_text(r.error_code)}")
-                for g in r.groups:
-                    groups[g.group_id] = (g.group_id, g.protocol_type,
-                                          g.group_state if r.API_VERSION >= 4 else None)
-                break
+                r = self.send(broker, lambda c: request(version=c.version_for(request), **fields), deadline)
+                if r.error_code not in COORDINATOR_ERRORS:
+                    break
+                self.backoff(deadline, f"broker {broker.node_id} to list its {what} ({error_name(r.error_code)})")
+            if r.error_code:
+                raise KafkaError(r.error_code, f"{api} to broker {broker.node_id} ({broker}) failed: "
+                                               f"{error_text(r.error_code)}")
+            yield broker, r
+
+    def list_groups(self) -> list[tuple[str, str, str | None]]:
+        """(group id, protocol type, state or None before ListGroups v4) of every group, from every broker."""
+        groups: dict[str, tuple[str, str, str | None]] = {}
+        for _, r in self._every_broker(ListGroupsRequest, "groups", states_filter=[]):
+            for g in r.groups:
+                groups[g.group_id] = (g.group_id, g.protocol_type, g.group_state if r.API_VERSION >= 4 else None)
         return [groups[g] for g in sorted(groups)]
 
     def describe_group(self, group: str) -> GroupDescription:
@@ -554,25 +558,13 @@ class AdminClient(ClusterClient):
     def list_transactions(self, states: list[str], producer_ids: list[int]) -> tuple[dict[str, int], list[str]]:
         """({transactional id: coordinator broker id}, unknown state filters) from ListTransactions to every
         broker (each answers for the ids it coordinates)."""
-        deadline = self.deadline()
         found: dict[str, int] = {}
         unknown: set[str] = set()
-        for broker in sorted(self.brokers(deadline).values(), key=lambda b: b.node_id):
-            while True:
-                r = self.send(broker, lambda c: ListTransactionsRequest(
-                    version=c.version_for(ListTransactionsRequest), state_filters=states,
-                    producer_id_filters=producer_ids), deadline)
-                if r.error_code in COORDINATOR_ERRORS:
-                    self.backoff(deadline, f"broker {broker.node_id} to list its transactions "
-                                            f"({error_name(r.error_code)})")
-                    continue
-                if r.error_code:
-                    raise KafkaError(r.error_code, f"ListTransactions to broker {broker.node_id} ({broker}) "
-                                                   f"failed: {error_text(r.error_code)}")
-                unknown.update(r.unknown_state_filters)
-                for t in r.transaction_states:
-                    found[t.transactional_id] = broker.node_id
-                break
+        for broker, r in self._every_broker(ListTransactionsRequest, "transactions", state_filters=states,
+                                            producer_id_filters=producer_ids):
+            unknown.update(r.unknown_state_filters)
+            for t in r.transaction_states:
+                found[t.transactional_id] = broker.node_id
         return found, sorted(unknown)
 
     def describe_transactions_at(self, broker_id: int, transactional_ids: list[str]
