@@ -4,7 +4,7 @@ The state lives in the brokers (the transaction coordinators and `__transaction_
 producer state). With --bootstrap-server the coordinators answer: ListTransactions (every broker) and
 DescribeTransactions (the coordinators), KIP-664 APIs kbroker serves as extensions. With --zookeeper the
 coordinators' side is read from `__transaction_state` itself: each partition's leader is found in ZooKeeper,
-its log fetched up to the high watermark and replayed as a coordinator loads it (transactions_from_log), so
+its log fetched up to the high watermark and replayed as a coordinator loads it (common.transaction_log), so
 what shows is what the log holds (a transition still being written may not show yet) and the coordinator is
 the partition's leader. The partitions' side is always DescribeProducers and WriteTxnMarkers to their leaders
 (with --zookeeper, through the brokers registered there).
@@ -22,24 +22,22 @@ from __future__ import annotations
 import time
 from dataclasses import asdict, dataclass
 
+from aiokafka.record._crecords import DefaultRecordBatch, MemoryRecords
 from kafka.protocol.consumer import FetchRequest
 
 from zk.client import KafkaZkClient
 from kbroker.common.internal_topics import TRANSACTION_STATE_TOPIC
-from kbroker.coordinator.transaction.state import partition_for, transactions_from_log
-from kbroker.coordinator.transaction.views import STATE_NAMES
+from kbroker.common.transaction_log import STATE_NAMES, partition_for, replay
 from kbroker.protocol.client import (EARLIEST, Broker, ClusterClient, Errors, KafkaError, TopicPartition, Unreachable,
                                      error_name, error_text)
 from kbroker.protocol.client.requests import fetch_request
 from kbroker.protocol.hotpath import decode_fetch_response
-from kbroker.records.entries import iter_entries
 
 from .cluster import endpoint_address
 from .kafka_client import AdminClient, ProducerState, TransactionDescription
 from .output import Output, table
 
-STATES = ("Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit", "CompleteAbort", "Dead",
-          "PrepareEpochFence")
+STATES = tuple(STATE_NAMES.values())
 OPEN_STATES = ("Ongoing", "PrepareCommit", "PrepareAbort", "PrepareEpochFence")
 
 
@@ -94,9 +92,10 @@ def describe_all(admin: AdminClient, states: list[str], producer_ids: list[int])
 _FETCH_BYTES = 4 * 1024 * 1024
 
 
-def _log_batches(client: ClusterClient, leader: Broker, partition: int, deadline: float):
-    """(view, Entry) of every batch of a `__transaction_state` partition, fetched from its leader as a consumer
-    does (so up to the high watermark the first answer gave)."""
+def _log_records(client: ClusterClient, leader: Broker, partition: int, deadline: float):
+    """(key, value) of every data record of a `__transaction_state` partition, fetched from its leader as a
+    consumer does (so up to the high watermark the first answer gave) and read with aiokafka's record reader, as
+    the Spark source reads: v2 batches only, control batches passed over, as the coordinator loads."""
     version = client.connection(leader.address, deadline).version_for(FetchRequest, 4)
     offset, end = _log_start(client, partition), None
     while end is None or offset < end:
@@ -107,12 +106,13 @@ def _log_batches(client: ClusterClient, leader: Broker, partition: int, deadline
             raise KafkaError(fetched.error_code, f"Fetch {TRANSACTION_STATE_TOPIC}-{partition} at offset {offset} "
                                                  f"from broker {leader.node_id}: {error_name(fetched.error_code)}")
         end = fetched.high_watermark if end is None else end
-        view = fetched.records[0] if fetched.records else b""
+        batches = MemoryRecords(bytes(fetched.records[0]) if fetched.records else b"")
         start = offset
-        for entry in iter_entries(view):
-            if entry.last_offset >= offset:
-                yield view, entry
-                offset = entry.last_offset + 1
+        while (batch := batches.next_batch()) is not None:
+            if batch.next_offset > offset:
+                if isinstance(batch, DefaultRecordBatch) and not batch.is_control_batch:
+                    yield from ((r.key, r.value) for r in batch)
+                offset = batch.next_offset
         if offset == start:          # nothing left below the high watermark (compaction leaves gaps)
             return
 
@@ -145,7 +145,7 @@ def _read_partition(zk: KafkaZkClient, client: ClusterClient, partition: int,
         leader = Broker(info.id, *address)
         return [TransactionDescription(tid, leader.node_id, STATE_NAMES[m.state], m.producer_id, m.producer_epoch,
                                        m.timeout_ms, m.start_ms, sorted(TopicPartition(*x) for x in m.partitions))
-                for tid, m in transactions_from_log(_log_batches(client, leader, partition, deadline)).items()]
+                for tid, m in replay(_log_records(client, leader, partition, deadline)).items()]
     return client.retrying(f"reading {tp}", attempt, deadline)
 
 
