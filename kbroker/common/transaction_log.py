@@ -18,6 +18,11 @@ from enum import IntEnum
 from .encoding import I8, I16, I32, I64, Reader, java_abs, java_string_hash, write_string
 
 
+def partition_for(transactional_id: str, partitions: int) -> int:
+    """abs(javaStringHashCode(transactional id)) % partitions (TransactionStateManager.partitionFor)."""
+    return java_abs(java_string_hash(transactional_id)) % partitions
+
+
 class TxnState(IntEnum):
     EMPTY = 0
     ONGOING = 1
@@ -34,11 +39,6 @@ STATE_NAMES = {TxnState.EMPTY: "Empty", TxnState.ONGOING: "Ongoing", TxnState.PR
                TxnState.PREPARE_ABORT: "PrepareAbort", TxnState.COMPLETE_COMMIT: "CompleteCommit",
                TxnState.COMPLETE_ABORT: "CompleteAbort", TxnState.DEAD: "Dead",
                TxnState.PREPARE_EPOCH_FENCE: "PrepareEpochFence"}
-
-
-def partition_for(transactional_id: str, partitions: int) -> int:
-    """abs(javaStringHashCode(transactional id)) % partitions (TransactionStateManager.partitionFor)."""
-    return java_abs(java_string_hash(transactional_id)) % partitions
 
 
 @dataclass(frozen=True)
