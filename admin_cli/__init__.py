@@ -8,7 +8,8 @@ does. `groups` (kafka-consumer-groups.sh) always speaks the Kafka protocol, sinc
 group coordinators, not in ZooKeeper; so do `transactions` (kafka-transactions.sh), except that with
 `--zookeeper` their list and describe replay the `__transaction_state` log read from its leaders.
 
-Each command module (topics, configs, reassign, elect, cluster, groups, transactions) builds one result object
-from either source and renders it (admin_cli.output: rich tables, or --output json); admin_cli.errors holds the
-exit statuses. Entry point: `admin_cli.main:cli`.
+One module per command group (topics, configs, reassign, elect, cluster, acls, groups, transactions, users)
+holds its click commands and builds one result object from either source, rendered by admin_cli.output (rich
+tables, or --output json); admin_cli.context is what the commands share (settings, the way to the cluster,
+waits), admin_cli.errors the exit statuses. Entry point: `admin_cli.main:cli`, the root group.
 """

@@ -16,18 +16,22 @@ Bindings come from kafka-acls.sh's options: principals (--allow-principal / --de
 any, match, literal or prefixed to list and remove), or kafka-acls.sh's --producer [--idempotent] and
 --consumer shortcuts. Operations a resource type does not support are refused
 as kafka-acls.sh does (AclEntry.supportedOperations).
+
+The click group `acls` (list, add, remove) closes the module, turning the options into patterns and bindings.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import click
 from kafka.protocol.admin import CreateAclsRequest, DeleteAclsRequest, DescribeAclsRequest
 
 from zk.client import KafkaZkClient
 from kbroker.protocol.acls import (ANY, CLUSTER_NAME, OPERATIONS, PATTERN_TYPES, PERMISSIONS, RESOURCE_TYPES,
                                    AclBinding, AclBindingFilter, AclEntry, ResourcePattern, binding_to_wire,
-                                   code_of)
+                                   code_of, operation, valid_principal)
 
+from .context import output, source
 from .kafka_client import AdminClient, refused
 from .output import Output, table
 
@@ -228,3 +232,170 @@ def remove_acls_admin(admin: AdminClient, filters: list[AclBindingFilter]) -> Ac
                              m.permission_type) for m in result.matching_acls]
     return AclChange("removed", sorted(set(removed)))
 
+
+# ---- commands (click) -----------------------------------------------------------------------------------------
+
+@click.group("acls")
+def acls():
+    """ACLs (kafka-acls.sh): with --zookeeper, the ACL znodes and change notifications Kafka's AclAuthorizer
+    writes; with --bootstrap-server, DescribeAcls, CreateAcls and DeleteAcls (brokers need
+    authorizer.class.name=kafka.security.authorizer.AclAuthorizer, else SECURITY_DISABLED)."""
+
+
+def _acl_resource_options(f):
+    for decorator in reversed([
+        click.option("--topic", "topics", multiple=True, metavar="NAME", help="A topic (repeatable; '*': all)."),
+        click.option("--group", "groups", multiple=True, metavar="NAME", help="A consumer group (repeatable)."),
+        click.option("--cluster", "cluster_resource", is_flag=True, help="The cluster resource (kafka-cluster)."),
+        click.option("--transactional-id", "transactional_ids", multiple=True, metavar="ID",
+                     help="A transactional id (repeatable)."),
+        click.option("--delegation-token", "delegation_tokens", multiple=True, metavar="ID",
+                     help="A delegation token (repeatable)."),
+        click.option("--resource-pattern-type", "pattern_type", default="literal", show_default=True,
+                     type=click.Choice(["literal", "prefixed", "any", "match"], case_sensitive=False),
+                     help="How resource names match: literal names, prefixes; to list and remove also any "
+                          "(both kinds, exact name) or match (every pattern that applies to the name)."),
+    ]):
+        f = decorator(f)
+    return f
+
+
+def _acl_entry_options(f):
+    for decorator in reversed([
+        click.option("--allow-principal", "allow_principals", multiple=True, metavar="Type:name",
+                     help="Principal to allow, e.g. User:alice, User:* (repeatable)."),
+        click.option("--deny-principal", "deny_principals", multiple=True, metavar="Type:name",
+                     help="Principal to deny (repeatable)."),
+        click.option("--allow-host", "allow_hosts", multiple=True, metavar="IP",
+                     help="Host the allowed principals may come from (repeatable; default *)."),
+        click.option("--deny-host", "deny_hosts", multiple=True, metavar="IP",
+                     help="Host the denied principals are refused from (repeatable; default *)."),
+        click.option("--operation", "operations", multiple=True, metavar="OP",
+                     help="Read, Write, Create, Delete, Alter, Describe, ClusterAction, DescribeConfigs, "
+                          "AlterConfigs, IdempotentWrite or All (repeatable; default All)."),
+    ]):
+        f = decorator(f)
+    return f
+
+
+def _acl_patterns(topics, groups, cluster_resource, transactional_ids, delegation_tokens, pattern_type,
+                  stored: bool) -> list:
+    """The resource patterns the options name; stored: only literal or prefixed (to add)."""
+    kind = pattern_type.upper()
+    if stored and kind not in ("LITERAL", "PREFIXED"):
+        raise click.BadParameter("only literal or prefixed patterns can be added", param_hint="--resource-pattern-type")
+    named = [("Topic", n) for n in topics] + [("Group", n) for n in groups] + \
+        [("TransactionalId", n) for n in transactional_ids] + [("DelegationToken", n) for n in delegation_tokens] + \
+        ([("Cluster", CLUSTER_NAME)] if cluster_resource else [])
+    if any(not name for _, name in named):
+        raise click.BadParameter("resource names cannot be empty")
+    return [ResourcePattern(t, n, kind) for t, n in named]
+
+
+def _acl_bindings(patterns, allow_principals, deny_principals, allow_hosts, deny_hosts, operations) -> list:
+    for p in (*allow_principals, *deny_principals):
+        if not valid_principal(p):
+            raise click.BadParameter(f"expected a principal in format principalType:principalName but got {p}",
+                                     param_hint="--allow-principal/--deny-principal")
+    try:
+        ops = list(dict.fromkeys(operation(o) for o in operations)) or ["All"]
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="--operation") from None
+    result = bindings(patterns, allow_principals, deny_principals, allow_hosts, deny_hosts, ops)
+    problem = unsupported(result)
+    if problem:
+        raise click.UsageError(problem)
+    return result
+
+
+@acls.command("list")
+@_acl_resource_options
+@click.option("--principal", "principals", multiple=True, metavar="Type:name",
+              help="Only the ACLs of this principal (repeatable).")
+@click.pass_context
+def acls_list(ctx, topics, groups, cluster_resource, transactional_ids, delegation_tokens, pattern_type, principals):
+    """List ACLs (kafka-acls.sh --list): of the resources given (every resource when none), with
+    --resource-pattern-type literal (default), prefixed, any or match.
+
+    JSON: {"acls": [{"resource_type", "name", "pattern_type", "principal", "host", "operation", "permission"}]}.
+    """
+    patterns = _acl_patterns(topics, groups, cluster_resource, transactional_ids, delegation_tokens, pattern_type,
+                             stored=False)
+    kind = pattern_type.upper() if patterns else "ANY"
+    resources = [(p.resource_type, p.name) for p in patterns] or [(None, None)]
+    filters = [AclBindingFilter(t, n, kind, principal) for t, n in resources for principal in principals or [None]]
+    found = []
+    with source(ctx) as src:
+        for f in filters:
+            found += src.call(list_acls_zk, list_acls_admin, f).acls
+    output(ctx).emit(AclListing(sorted(set(found))))
+
+
+@acls.command("add")
+@_acl_resource_options
+@_acl_entry_options
+@click.option("--producer", is_flag=True, help="The ACLs a producer needs: Write, Describe, Create on the topics; "
+                                              "Write, Describe on the transactional ids.")
+@click.option("--idempotent", is_flag=True, help="With --producer: IdempotentWrite on the cluster too.")
+@click.option("--consumer", is_flag=True, help="The ACLs a consumer needs: Read, Describe on the topics; Read on "
+                                              "the groups.")
+@click.pass_context
+def acls_add(ctx, topics, groups, cluster_resource, transactional_ids, delegation_tokens, pattern_type,
+             allow_principals, deny_principals, allow_hosts, deny_hosts, operations, producer, idempotent, consumer):
+    """Add ACLs (kafka-acls.sh --add): every principal x host x operation on every resource given, e.g.
+    `kadmin acls add --allow-principal User:alice --operation Read --topic orders`, or the ACLs a producer or a
+    consumer needs (`--consumer --topic orders --group billing`).
+
+    JSON: {"added": [binding, ...]}, bindings as `acls list` shows them.
+    """
+    patterns = _acl_patterns(topics, groups, cluster_resource, transactional_ids, delegation_tokens, pattern_type,
+                             stored=True)
+    if not patterns:
+        raise click.UsageError("Give at least one resource: --topic, --group, --cluster, --transactional-id or "
+                               "--delegation-token.")
+    if not allow_principals and not deny_principals:
+        raise click.UsageError("Give --allow-principal or --deny-principal.")
+    if producer or consumer:
+        if operations:
+            raise click.UsageError("--operation cannot be combined with --producer or --consumer.")
+        per_pattern = convenience_operations(patterns, producer, consumer, idempotent)
+        if not per_pattern:
+            raise click.UsageError("--producer needs --topic or --transactional-id; --consumer needs --topic or "
+                                   "--group.")
+        wanted = [b for p, ops in per_pattern
+                  for b in _acl_bindings([p], allow_principals, deny_principals, allow_hosts, deny_hosts, ops)]
+    elif idempotent:
+        raise click.UsageError("--idempotent only goes with --producer.")
+    else:
+        wanted = _acl_bindings(patterns, allow_principals, deny_principals, allow_hosts, deny_hosts, operations)
+    with source(ctx) as src:
+        result = src.call(add_acls_zk, add_acls_admin, wanted)
+    output(ctx).emit(result)
+
+
+@acls.command("remove")
+@_acl_resource_options
+@_acl_entry_options
+@click.pass_context
+def acls_remove(ctx, topics, groups, cluster_resource, transactional_ids, delegation_tokens, pattern_type,
+                allow_principals, deny_principals, allow_hosts, deny_hosts, operations):
+    """Remove ACLs (kafka-acls.sh --remove): without principals every ACL of the resources given, else the
+    bindings the options name (operation All unless --operation is given).
+
+    JSON: {"removed": [binding, ...]}.
+    """
+    patterns = _acl_patterns(topics, groups, cluster_resource, transactional_ids, delegation_tokens, pattern_type,
+                             stored=False)
+    if not patterns:
+        raise click.UsageError("Give at least one resource: --topic, --group, --cluster, --transactional-id or "
+                               "--delegation-token.")
+    if allow_principals or deny_principals:
+        filters = [AclBindingFilter(b.pattern.resource_type, b.pattern.name, b.pattern.pattern_type,
+                                    b.entry.principal, b.entry.host, b.entry.operation, b.entry.permission)
+                   for b in _acl_bindings(patterns, allow_principals, deny_principals, allow_hosts, deny_hosts,
+                                          operations)]
+    else:
+        filters = [AclBindingFilter(p.resource_type, p.name, p.pattern_type) for p in patterns]
+    with source(ctx) as src:
+        result = src.call(remove_acls_zk, remove_acls_admin, filters)
+    output(ctx).emit(result)

@@ -3,22 +3,20 @@
 
 A broker is shown with the host and port clients reach it on: through the brokers, the endpoint of the listener
 kadmin connected to; from ZooKeeper, the broker's PLAINTEXT endpoint (its first one when it has none).
+
+The click group `cluster` (its command `describe`) closes the module.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import click
+
 from zk.client import KafkaZkClient
 
+from .context import output, source
 from .kafka_client import AdminClient
 from .output import Output, table
-
-
-def endpoint_address(info, protocol: str = "PLAINTEXT") -> tuple[str, int] | None:
-    """(host, port) of a registered broker's (zk BrokerInfo) first listener speaking `protocol`, the security
-    protocol kadmin uses (PLAINTEXT unless --command-config says otherwise); None when it has none."""
-    e = next((e for e in info.endpoints if e.security_protocol == protocol), None)
-    return None if e is None else (e.host or "localhost", e.port)
 
 
 @dataclass
@@ -64,3 +62,20 @@ def describe_cluster_admin(admin: AdminClient) -> ClusterDescription:
     md = admin.describe_cluster()
     return ClusterDescription(md.cluster_id, md.controller_id if md.controller_id >= 0 else None,
                               [BrokerRow(b.node_id, b.host, b.port, b.rack) for _, b in sorted(md.brokers.items())])
+
+
+# ---- commands (click) -----------------------------------------------------------------------------------------
+
+@click.group("cluster")
+def cluster():
+    """Cluster-wide information."""
+
+
+@cluster.command("describe")
+@click.pass_context
+def cluster_describe(ctx):
+    """Show the cluster id, the controller and the live brokers. JSON: {"cluster_id", "controller_id",
+    "brokers": [{"id", "host", "port", "rack"}]}."""
+    with source(ctx) as src:
+        result = src.call(describe_cluster_zk, describe_cluster_admin)
+    output(ctx).emit(result)

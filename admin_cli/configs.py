@@ -15,17 +15,22 @@ its value, source and synonyms with --all (which only the brokers can answer). A
 that broker, so it must be live (ZooKeeper takes configs for any broker id, as Kafka's does). A refused value
 is INVALID_CONFIG through ZooKeeper and Kafka's INVALID_REQUEST "Invalid config value for resource ..." through
 the brokers; both name the key.
+
+The click commands `alter-config` and `describe-config` close the module.
 """
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
 
+import click
+
 from zk.admin import AdminZkClient, merge_config
 from zk.client import KafkaZkClient
 from kbroker.common import broker_config
 from kbroker.common.admin_errors import UnknownTopicError
 
+from .context import output, settings, source
 from .kafka_client import BROKER_RESOURCE, TOPIC_RESOURCE, AdminClient
 from .output import Output, table
 
@@ -235,3 +240,84 @@ def describe_configs_admin(admin: AdminClient, entity: Entity | None, all_config
     described = admin.describe_configs([e.resource for e in entities], missing_ok=entity is None)
     return ConfigDescriptions([(e, _rows(described[e.resource], e, all_configs)) for e in entities
                                if e.resource in described], all_configs)
+
+
+# ---- commands (click) -----------------------------------------------------------------------------------------
+
+def _entity_options(f):
+    f = click.option("--broker-defaults", is_flag=True,
+                     help="The brokers' cluster-wide defaults (kafka-configs.sh --entity-type brokers "
+                          "--entity-default).")(f)
+    f = click.option("--broker", type=click.IntRange(min=0), metavar="ID", help="The dynamic configs of broker ID.")(f)
+    return click.option("--topic", metavar="TOPIC", help="The topic's config overrides.")(f)
+
+
+def _entity(topic, broker, broker_defaults) -> Entity | None:
+    given = [x for x in (topic is not None, broker is not None, broker_defaults) if x]
+    if len(given) > 1:
+        raise click.UsageError("Give only one of --topic, --broker and --broker-defaults.")
+    if topic is not None:
+        return Entity("topic", topic)
+    if broker is not None:
+        return Entity("broker", str(broker))
+    return Entity("broker", None) if broker_defaults else None
+
+
+@click.command("alter-config")
+@_entity_options
+@click.option("--add-config", "add_configs", multiple=True, metavar="K=V[,K2=V2...]",
+              help="Configs to add or replace, comma-separated (repeatable); a list value goes in brackets, "
+                   "e.g. cleanup.policy=[compact,delete].")
+@click.option("--delete-config", "delete_configs", multiple=True, metavar="K[,K2...]",
+              help="Configs to remove, comma-separated (repeatable); each must be set.")
+@click.pass_context
+def alter_config(ctx, topic, broker, broker_defaults, add_configs, delete_configs):
+    """Change the dynamic configs of a topic, a broker or the brokers' defaults (kafka-configs.sh --alter).
+
+    Merges into the current overrides and validates the result (nothing is written if a name or value is
+    refused); the brokers apply the change live. JSON: {"entity_type", "entity_name", "set", "deleted"}.
+    """
+    entity = _entity(topic, broker, broker_defaults)
+    if entity is None:
+        raise click.UsageError("Give the entity to alter: --topic TOPIC, --broker ID or --broker-defaults.")
+    try:
+        to_add = parse_add_config(add_configs)
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="--add-config") from None
+    try:
+        to_delete = parse_delete_config(delete_configs)
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="--delete-config") from None
+    if not to_add and not to_delete:
+        raise click.UsageError("At least one of --add-config or --delete-config must be given.")
+    if entity.kind == "topic" and "message.format.version" in to_add:
+        click.echo(f"WARNING: The configuration message.format.version={to_add['message.format.version']} is "
+                   "specified. This configuration will be ignored if the version is newer than the "
+                   "inter.broker.protocol.version specified in the broker.", err=True)
+    with source(ctx) as src:
+        result = src.call(alter_config_zk, alter_config_admin, entity, to_add, to_delete)
+    output(ctx).emit(result)
+
+
+@click.command("describe-config")
+@_entity_options
+@click.option("--all", "all_configs", is_flag=True,
+              help="Every config with its value and source, not only the overrides (--bootstrap-server only).")
+@click.pass_context
+def describe_config(ctx, topic, broker, broker_defaults, all_configs):
+    """Show the dynamic configs of a topic, a broker or the brokers' defaults (kafka-configs.sh --describe);
+    every topic's when no entity is given.
+
+    JSON: {"entities": [{"entity_type", "entity_name", "configs": [{"name", "value", "source", "sensitive"}]}]};
+    with --all each config also has "read_only" and "synonyms".
+    """
+    entity = _entity(topic, broker, broker_defaults)
+    if all_configs and not settings(ctx).bootstrap_server:
+        raise click.UsageError("--all needs --bootstrap-server: only the brokers know every config's value "
+                               "(ZooKeeper holds the overrides).")
+    with source(ctx) as src:
+        if src.zk is not None:
+            result = describe_configs_zk(src.zk, entity)
+        else:
+            result = describe_configs_admin(src.admin, entity, all_configs)
+    output(ctx).emit(result)

@@ -10,6 +10,8 @@ not alive or not in the ISR). Unclean election exists only as the ElectLeaders A
 Through the Admin APIs (`--bootstrap-server`) ElectLeaders goes to the controller, which answers per partition
 once it has elected (ELECTION_NOT_NEEDED: the wanted leader already leads), for preferred or unclean elections.
 Both paths give one ElectionResult, rendered the same.
+
+The click command `elect-leaders` closes the module.
 """
 from __future__ import annotations
 
@@ -18,15 +20,18 @@ import time
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 
+import click
+
 from zk import znodes as z
 from zk.client import KafkaZkClient, ZkNodeExists
 from kbroker.common.admin_errors import AdminError, UnknownTopicError
 from kbroker.protocol.client import error_name
 
+from .context import Failure, output, read_text, settings, source, wait_timeout_option
 from .errors import WaitTimedOut
-from .kafka_client import PREFERRED, AdminClient
-from .output import Output
-from .reassign import TopicPartition, _is_int, tp_name
+from .kafka_client import PREFERRED, UNCLEAN, AdminClient
+from .output import Output, progress
+from .reassign import TopicPartition, _is_int, current_assignment, current_assignment_admin, tp_name
 
 ELECTION_NOT_NEEDED = 84
 # What a failed election is reported as (the error codes the ElectLeaders API answers with).
@@ -228,3 +233,74 @@ def elect_preferred(zk: KafkaZkClient, partitions: list[TopicPartition], timeout
 
 def _leader(leader: int) -> str:
     return "none" if leader < 0 else str(leader)
+
+
+# ---- commands (click) -----------------------------------------------------------------------------------------
+
+@click.command("elect-leaders")
+@click.option("--preferred", is_flag=True, help="Elect each partition's preferred (first assigned) replica.")
+@click.option("--unclean", is_flag=True,
+              help="Elect any live replica, even out of the ISR, where there is no leader (--bootstrap-server "
+                   "only: the ElectLeaders API).")
+@click.option("--election-type", type=click.Choice(["preferred", "unclean"], case_sensitive=False),
+              help="As kafka-leader-election.sh: the same as --preferred or --unclean.")
+@click.option("--topic", metavar="TOPIC", help="The partitions of this topic (all of them, or --partition).")
+@click.option("--partition", type=click.IntRange(min=0), metavar="P", help="Only this partition of --topic.")
+@click.option("--all-topic-partitions", is_flag=True, help="Every partition of every topic.")
+@click.option("--path-to-json-file", "json_file", type=click.Path(exists=True, dir_okay=False), metavar="FILE",
+              help='The partitions: {"partitions":[{"topic":"t","partition":0}]}.')
+@wait_timeout_option(60.0, "the controller")
+@click.pass_context
+def elect_leaders(ctx, preferred, unclean, election_type, topic, partition, all_topic_partitions, json_file,
+                  timeout):
+    """Elect partition leaders (kafka-leader-election.sh): move leadership back to preferred replicas, or
+    (unclean) give leaderless partitions any live replica.
+
+    With --zookeeper, writes /admin/preferred_replica_election and waits until the controller has processed it;
+    with --bootstrap-server, sends ElectLeaders to the controller. Reports per partition; exit 1 if any could
+    not be elected. JSON: {"election_type", "elected": [{"topic", "partition"}], "not_needed": [...],
+    "failed": [{"topic", "partition", "error", "message"}]}.
+    """
+    kinds = {k for k, on in (("preferred", preferred), ("unclean", unclean)) if on}
+    if election_type:
+        kinds.add(election_type.lower())
+    if len(kinds) != 1:
+        raise click.UsageError("Give exactly one election type: --preferred or --unclean.")
+    if kinds == {"unclean"} and not settings(ctx).bootstrap_server:
+        raise click.UsageError("Unclean leader election is only possible through the Admin API (ElectLeaders): "
+                               "give --bootstrap-server instead of --zookeeper.")
+    if sum(bool(x) for x in (topic, all_topic_partitions, json_file)) != 1:
+        raise click.UsageError("One and only one of the following options is required: --all-topic-partitions, "
+                               "--topic, --path-to-json-file")
+    if partition is not None and not topic:
+        raise click.UsageError("--partition needs --topic.")
+    requested = parse_election_file(read_text(json_file)) if json_file else None
+    with source(ctx, timeout) as src:
+        unknown = []
+        if all_topic_partitions:
+            partitions = src.call(all_partitions, all_partitions_admin)
+        elif topic:
+            partitions = src.call(topic_partitions, topic_partitions_admin, topic, partition)
+        else:
+            existing = set(src.call(current_assignment, current_assignment_admin, requested))
+            partitions = [tp for tp in requested if tp in existing]
+            unknown = [tp for tp in requested if tp not in existing]
+            if not partitions:
+                raise AdminError("None of the partitions in the election file exists: "
+                                 + ",".join(tp_name(tp) for tp in unknown))
+        if partitions:
+            def waiting():
+                return progress(f"Waiting for the controller to elect the leaders of {len(partitions)} "
+                                "partition(s)")
+            if src.zk is not None:
+                result = elect_preferred(src.zk, partitions, timeout, waiting=waiting)
+            else:
+                with waiting():
+                    result = elect_admin(src.admin, UNCLEAN if kinds == {"unclean"} else PREFERRED, partitions)
+        else:
+            result = ElectionResult(election_type=kinds.pop())
+    for tp in unknown:
+        result.failed[tp] = (NO_PARTITION, "This partition does not exist.")
+    output(ctx).emit(result)
+    if result.failed:
+        raise Failure(f"{len(result.failed)} replica(s) could not be elected")

@@ -9,6 +9,9 @@ The output is ConsumerGroupCommand's (2.8): the same columns and messages (as ka
 after a blank line as Kafka prints them), or JSON with --output json (see each result class); its notices ("has
 no active members", "is rebalancing", warnings) go to stderr as Kafka's do, and its errors are kadmin's one-line
 "Error: ..." on stderr with exit status 1.
+
+The click group `groups` (list, describe, reset-offsets, delete) closes the module; with --zookeeper alone
+it bootstraps from the brokers registered in /brokers/ids (admin_cli.context.admin_client).
 """
 from __future__ import annotations
 
@@ -17,8 +20,13 @@ import re
 import time
 from dataclasses import dataclass
 
-from kbroker.protocol.client import EARLIEST, LATEST, Errors, KafkaError, TopicPartition, error_name
+import click
 
+from kbroker.protocol.client import (EARLIEST, LATEST, Errors, KafkaError, TimedOut, TopicPartition, Unreachable,
+                                     error_name, error_text)
+
+from .context import admin_client, output, print_error, timeout_option
+from .errors import EXIT_REFUSED
 from .kafka_client import UNKNOWN_OFFSET, AdminClient, GroupDescription, by_topic
 from .output import Output, table
 
@@ -455,3 +463,211 @@ def commit_reset(admin: AdminClient, group: str, plan: dict[TopicPartition, int]
     if missing:
         raise KafkaError(Errors.UNKNOWN_SERVER_ERROR, f"The coordinator of group '{group}' did not answer for "
                                                       f"{', '.join(map(str, missing))}.")
+
+
+# ---- commands (click) -----------------------------------------------------------------------------------------
+
+def _group_selection(groups, all_groups, admin) -> list[str]:
+    """The groups named, or every consumer group with --all-groups."""
+    if all_groups:
+        return [g for g, _ in list_consumer_groups(admin)]
+    return list(dict.fromkeys(groups))
+
+
+def _each_group(groups, work, failed: list[str]):
+    """(group, work(group)) for each group. A group the cluster refuses (KafkaError) is reported, added to
+    failed and skipped, so the others go on; an unreachable cluster or a timeout ends the command."""
+    for group in groups:
+        try:
+            result = work(group)
+        except (Unreachable, TimedOut):
+            raise
+        except KafkaError as e:
+            print_error(str(e))
+            failed.append(group)
+            continue
+        yield group, result
+
+
+def _require_groups(groups, all_groups):
+    if not groups and not all_groups:
+        raise click.UsageError("Give at least one GROUP (or --all-groups).")
+    if groups and all_groups:
+        raise click.UsageError("Give GROUP... or --all-groups, not both.")
+
+
+@click.group("groups")
+def groups():
+    """Consumer groups (kafka-consumer-groups.sh), through the Kafka protocol: --bootstrap-server HOST:PORT, or
+    --zookeeper to find the brokers."""
+
+
+@groups.command("list")
+@click.option("--state", "states", is_flag=False, flag_value="", default=None, metavar="[STATE,...]",
+              help="Show each group's state; with a value, only groups in these states (e.g. stable,empty).")
+@timeout_option
+@click.pass_context
+def groups_list(ctx, states, timeout):
+    """List the consumer groups, one per line (ListGroups to every broker). JSON: {"groups": [{"group",
+    "state"}]}."""
+    wanted = None
+    if states:
+        try:
+            wanted = parse_states(states)
+        except ValueError as e:
+            raise click.BadParameter(str(e), param_hint="--state") from None
+    with admin_client(ctx, timeout) as admin:
+        listed = list_consumer_groups(admin)
+    if states is not None:
+        listed = [(g, s or "Unknown") for g, s in listed if wanted is None or s in wanted]
+    output(ctx).emit(GroupList(listed, states is not None))
+
+
+@groups.command("describe")
+@click.argument("group_ids", metavar="[GROUP]...", nargs=-1)
+@click.option("--all-groups", is_flag=True, help="Every consumer group.")
+@click.option("--offsets", "offsets_view", is_flag=True,
+              help="Partitions with committed offsets, log end offsets and lag (the default).")
+@click.option("--members", "members_view", is_flag=True, help="The members and how many partitions each has.")
+@click.option("--state", "state_view", is_flag=True, help="Coordinator, assignment strategy, state, member count.")
+@click.option("--verbose", is_flag=True, help="With --members: each member's assigned partitions.")
+@timeout_option
+@click.pass_context
+def groups_describe(ctx, group_ids, all_groups, offsets_view, members_view, state_view, verbose, timeout):
+    """Describe consumer groups: per partition the committed offset (CURRENT-OFFSET), the high watermark
+    (LOG-END-OFFSET), the LAG between them and the member it is assigned to (kafka-consumer-groups.sh
+    --describe). Exit 1 if a group does not exist. JSON: {"groups": [{"group", "state", and "offsets",
+    "members" or "coordinator"/"assignment_strategy"/"members" by view}]}."""
+    _require_groups(group_ids, all_groups)
+    if sum((offsets_view, members_view, state_view)) > 1:
+        raise click.UsageError("Give at most one of --offsets, --members, --state.")
+    if verbose and not members_view:
+        raise click.UsageError("--verbose goes with --members.")
+    view = "members" if members_view else "state" if state_view else "offsets"
+    out = output(ctx)
+    views, failed = [], []
+    with admin_client(ctx, timeout) as admin:
+        def describe(group):
+            desc = describe_consumer_group(admin, group)
+            return desc, collect_offsets(admin, desc) if view == "offsets" else None
+
+        for _, (desc, rows) in _each_group(_group_selection(group_ids, all_groups, admin), describe, failed):
+            notice = state_notice(desc)
+            if notice:
+                click.echo(notice, err=True)
+            v = GroupView(desc, view, rows, verbose)
+            views.append(v)
+            if not out.json:
+                v.render(out)
+    if out.json:
+        out.emit(GroupViews(views))
+    if failed:
+        ctx.exit(EXIT_REFUSED)
+
+
+_RESET_SCENARIOS = ("--to-earliest", "--to-latest", "--to-current", "--to-offset", "--shift-by", "--to-datetime",
+                    "--by-duration")
+
+
+@groups.command("reset-offsets")
+@click.argument("group_ids", metavar="[GROUP]...", nargs=-1)
+@click.option("--all-groups", is_flag=True, help="Every consumer group.")
+@click.option("--topic", "topics", multiple=True, metavar="TOPIC[:P,P,...]",
+              help="A topic (every partition) or some of its partitions; repeatable.")
+@click.option("--all-topics", is_flag=True, help="Every partition the group has committed offsets for.")
+@click.option("--to-earliest", is_flag=True, help="The log start offset.")
+@click.option("--to-latest", is_flag=True, help="The log end offset (high watermark).")
+@click.option("--to-current", is_flag=True, help="The committed offset (the log end where none).")
+@click.option("--to-offset", type=int, metavar="N", help="Offset N (kept within the log's range).")
+@click.option("--shift-by", type=int, metavar="N", help="The committed offset plus N (N may be negative).")
+@click.option("--to-datetime", metavar="YYYY-MM-DDTHH:mm:SS.sss[ZONE]",
+              help="The first offset with a timestamp at or after this time (no zone: UTC).")
+@click.option("--by-duration", metavar="PnDTnHnMnS", help="As --to-datetime, for now minus this duration.")
+@click.option("--dry-run", is_flag=True, help="Only show the new offsets (the default).")
+@click.option("--execute", is_flag=True, help="Commit the new offsets.")
+@timeout_option
+@click.pass_context
+def groups_reset_offsets(ctx, group_ids, all_groups, topics, all_topics, to_earliest, to_latest, to_current,
+                         to_offset, shift_by, to_datetime, by_duration, dry_run, execute, timeout):
+    """Reset the committed offsets of inactive consumer groups (kafka-consumer-groups.sh --reset-offsets).
+
+    Prints GROUP TOPIC PARTITION NEW-OFFSET; only with --execute are the offsets committed. A group with active
+    members is refused (exit 1): stop its consumers first. JSON: {"executed", "groups": [{"group", "offsets":
+    [{"topic", "partition", "new_offset"}]}]}.
+    """
+    _require_groups(group_ids, all_groups)
+    if dry_run and execute:
+        raise click.UsageError("Give only one of --execute and --dry-run.")
+    if bool(topics) == bool(all_topics):
+        raise click.UsageError("One of the reset scopes should be defined: --all-topics, --topic.")
+    given = [(name, v) for name, v in (("--to-earliest", to_earliest or None), ("--to-latest", to_latest or None),
+                                       ("--to-current", to_current or None), ("--to-offset", to_offset),
+                                       ("--shift-by", shift_by), ("--to-datetime", to_datetime),
+                                       ("--by-duration", by_duration)) if v is not None]
+    if len(given) != 1:
+        raise click.UsageError(f"Give exactly one of {', '.join(_RESET_SCENARIOS)}.")
+    name, value = given[0]
+    try:
+        if name == "--to-datetime":
+            spec = ResetSpec("to-datetime", parse_datetime(value))
+        elif name == "--by-duration":
+            spec = ResetSpec("by-duration", parse_duration(value))
+        elif name in ("--to-offset", "--shift-by"):
+            spec = ResetSpec(name[2:], value)
+        else:
+            spec = ResetSpec(name[2:])
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint=name) from None
+    for t in topics:
+        try:
+            parse_topic_arg(t)
+        except ValueError as e:
+            raise click.BadParameter(str(e), param_hint="--topic") from None
+    if not dry_run and not execute:
+        click.echo("WARN: No action will be performed as the --execute option is missing. In a future major "
+                   "release, the default behavior of this command will be to prompt the user before executing the "
+                   "reset rather than doing a dry run. You should add the --dry-run option explicitly if you are "
+                   "scripting this command and want to keep the current default behavior without prompting.",
+                   err=True)
+
+    def warn(message):
+        click.echo(f"WARN: {message}", err=True)
+    plans, failed = {}, []
+    with admin_client(ctx, timeout) as admin:
+        def reset(group):
+            desc = admin.describe_group(group)
+            if desc.protocol_type not in CONSUMER_PROTOCOL_TYPES and desc.state != "Dead":
+                raise KafkaError(Errors.INCONSISTENT_GROUP_PROTOCOL, f"Group '{group}' is not a consumer group "
+                                                                     f"(protocol type '{desc.protocol_type}').")
+            if desc.state not in ("Empty", "Dead"):
+                raise KafkaError(Errors.NON_EMPTY_GROUP, f"Assignments can only be reset if the group '{group}' "
+                                                         f"is inactive, but the current state is {desc.state}.")
+            tps = partitions_to_reset(admin, group, list(topics), all_topics)
+            plan = prepare_reset(admin, group, tps, spec, warn)
+            if execute:
+                commit_reset(admin, group, plan)
+            return plan
+
+        plans.update(_each_group(_group_selection(group_ids, all_groups, admin), reset, failed))
+    output(ctx).emit(ResetPlans(plans, execute))
+    if failed:
+        ctx.exit(EXIT_REFUSED)
+
+
+@groups.command("delete")
+@click.argument("group_ids", metavar="[GROUP]...", nargs=-1)
+@click.option("--all-groups", is_flag=True, help="Every consumer group.")
+@timeout_option
+@click.pass_context
+def groups_delete(ctx, group_ids, all_groups, timeout):
+    """Delete consumer groups and their committed offsets (DeleteGroups; only groups without active members).
+    Exit 1 if any could not be deleted. JSON: {"deleted": [group], "failed": [{"group", "error"}]}."""
+    _require_groups(group_ids, all_groups)
+    with admin_client(ctx, timeout) as admin:
+        selected = _group_selection(group_ids, all_groups, admin)
+        result = GroupsDeleted(admin.delete_groups(selected) if selected else {})
+    for g, code in result.failed.items():
+        print_error(f"Group '{g}' could not be deleted due to: {error_text(code)}")
+    output(ctx).emit(result)
+    if result.failed:
+        ctx.exit(EXIT_REFUSED)

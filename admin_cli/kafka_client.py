@@ -1,33 +1,37 @@
 """kadmin's Admin API calls (`--bootstrap-server`): topics, configs, reassignments, leader elections, the cluster,
-consumer groups and transactions, built on the project's protocol client (kbroker.protocol.client), which does the framing,
-version choice, routing, retries and errors.
+consumer groups, transactions and users' SCRAM credentials, built on the project's protocol client
+(kbroker.protocol.client), which does the framing, version choice, routing, retries and errors.
 
 kafka-python's message classes encode the requests and decode the responses; what is kadmin's here is which
 requests a command sends and how their answers become results or one line for the user. Routing is Kafka's
 AdminClient's: CreateTopics, DeleteTopics, ElectLeaders and Alter/ListPartitionReassignments go to the controller
 (NOT_CONTROLLER or a lost connection looks it up again); a BROKER config resource named by id goes to that
 broker, and AlterReplicaLogDirs / DescribeLogDirs to the brokers holding the replicas; group requests to the
-group's coordinator, DescribeTransactions to the transactional id's coordinator,
-ListTransactions to every broker, DescribeProducers and WriteTxnMarkers to partition leaders; everything else to whichever broker answers first.
+group's coordinator, DescribeTransactions to the transactional id's coordinator, ListGroups and ListTransactions to
+every broker, DescribeProducers and WriteTxnMarkers to partition leaders, AlterUserScramCredentials to the
+controller; everything else to whichever broker answers first.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
-from kafka.protocol.admin import (AlterPartitionReassignmentsRequest, AlterReplicaLogDirsRequest, CreateTopicsRequest,
-                                  DeleteTopicsRequest, DescribeClusterRequest, DescribeConfigsRequest,
-                                  DescribeLogDirsRequest, ElectLeadersRequest, IncrementalAlterConfigsRequest,
-                                  ListPartitionReassignmentsRequest)
+from kafka.protocol.admin import (AlterPartitionReassignmentsRequest, AlterReplicaLogDirsRequest,
+                                  AlterUserScramCredentialsRequest, CreateTopicsRequest, DeleteTopicsRequest,
+                                  DescribeClusterRequest, DescribeConfigsRequest, DescribeLogDirsRequest,
+                                  DescribeUserScramCredentialsRequest, ElectLeadersRequest,
+                                  IncrementalAlterConfigsRequest, ListPartitionReassignmentsRequest)
 from kafka.protocol.admin.groups import DeleteGroupsRequest, DescribeGroupsRequest, ListGroupsRequest
 from kafka.protocol.admin.transactions import (DescribeProducersRequest, DescribeTransactionsRequest,
                                                ListTransactionsRequest)
 from kafka.protocol.consumer import OffsetCommitRequest, OffsetFetchRequest
 from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment
 
-from kbroker.protocol.client import (COORDINATOR_ERRORS, TRANSACTION, Broker, ClusterClient, Errors, KafkaError, Metadata, TimedOut,
-                                     TopicPartition, error_name, error_text)
+from kbroker.protocol.client import (COORDINATOR_ERRORS, TRANSACTION, Broker, ClusterClient, Errors, KafkaError,
+                                     Metadata, TimedOut, TopicPartition, error_name, error_text)
 from kbroker.protocol.client.security import ClientSecurity
 from kbroker.protocol.interbroker import WriteTxnMarkersRequest
+from kbroker.protocol.sasl import scram
 
 # Config resource types and the config sources of DescribeConfigs v1+.
 TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4
@@ -109,6 +113,23 @@ class ProducerState:
     last_timestamp: int
     coordinator_epoch: int
     txn_start_offset: int           # first offset of its open transaction, -1 when none
+
+
+class ScramUpsertion(NamedTuple):
+    """A SCRAM credential to set: the password is salted here (a Kafka-style random salt) and never sent."""
+    user: str
+    mechanism: str                  # SCRAM-SHA-256 or SCRAM-SHA-512
+    password: str
+    iterations: int = scram.MIN_ITERATIONS
+
+
+class UserResult(NamedTuple):
+    """One user's answer to Describe/AlterUserScramCredentials; credentials: mechanism name -> iterations."""
+    user: str
+    error_code: int
+    error_message: str | None
+    credentials: dict[str, int] = {}
+
 
 
 def _config_refused(resource_type: int, name: str, res, fallback: str) -> KafkaError:
@@ -422,25 +443,29 @@ class AdminClient(ClusterClient):
 
     # ---- groups -------------------------------------------------------------------------------------------
 
-    def list_groups(self) -> list[tuple[str, str, str | None]]:
-        """(group id, protocol type, state or None before ListGroups v4) of every group, from every broker."""
+    def _every_broker(self, request, what: str, **fields):
+        """(broker, response) of one `request` (a message class, with its fields) to every live broker, in id order:
+        a broker answering a coordinator error (loading, not available) is asked again until the deadline, any other
+        error is a KafkaError naming the broker. `what` says what it lists, for the wait."""
         deadline = self.deadline()
-        groups: dict[str, tuple[str, str, str | None]] = {}
+        api = request.__name__.removesuffix("Request")
         for broker in sorted(self.brokers(deadline).values(), key=lambda b: b.node_id):
             while True:
-                r = self.send(broker, lambda c: ListGroupsRequest(version=c.version_for(ListGroupsRequest),
-                                                                   states_filter=[]), deadline)
-                if r.error_code in COORDINATOR_ERRORS:
-                    self.backoff(deadline, f"broker {broker.node_id} to list its groups "
-                                            f"({error_name(r.error_code)})")
-                    continue
-                if r.error_code:
-                    raise KafkaError(r.error_code, f"ListGroups to broker {broker.node_id} ({broker}) failed: "
-                                                   f"{error_text(r.error_code)}")
-                for g in r.groups:
-                    groups[g.group_id] = (g.group_id, g.protocol_type,
-                                          g.group_state if r.API_VERSION >= 4 else None)
-                break
+                r = self.send(broker, lambda c: request(version=c.version_for(request), **fields), deadline)
+                if r.error_code not in COORDINATOR_ERRORS:
+                    break
+                self.backoff(deadline, f"broker {broker.node_id} to list its {what} ({error_name(r.error_code)})")
+            if r.error_code:
+                raise KafkaError(r.error_code, f"{api} to broker {broker.node_id} ({broker}) failed: "
+                                               f"{error_text(r.error_code)}")
+            yield broker, r
+
+    def list_groups(self) -> list[tuple[str, str, str | None]]:
+        """(group id, protocol type, state or None before ListGroups v4) of every group, from every broker."""
+        groups: dict[str, tuple[str, str, str | None]] = {}
+        for _, r in self._every_broker(ListGroupsRequest, "groups", states_filter=[]):
+            for g in r.groups:
+                groups[g.group_id] = (g.group_id, g.protocol_type, g.group_state if r.API_VERSION >= 4 else None)
         return [groups[g] for g in sorted(groups)]
 
     def describe_group(self, group: str) -> GroupDescription:
@@ -533,25 +558,13 @@ class AdminClient(ClusterClient):
     def list_transactions(self, states: list[str], producer_ids: list[int]) -> tuple[dict[str, int], list[str]]:
         """({transactional id: coordinator broker id}, unknown state filters) from ListTransactions to every
         broker (each answers for the ids it coordinates)."""
-        deadline = self.deadline()
         found: dict[str, int] = {}
         unknown: set[str] = set()
-        for broker in sorted(self.brokers(deadline).values(), key=lambda b: b.node_id):
-            while True:
-                r = self.send(broker, lambda c: ListTransactionsRequest(
-                    version=c.version_for(ListTransactionsRequest), state_filters=states,
-                    producer_id_filters=producer_ids), deadline)
-                if r.error_code in COORDINATOR_ERRORS:
-                    self.backoff(deadline, f"broker {broker.node_id} to list its transactions "
-                                            f"({error_name(r.error_code)})")
-                    continue
-                if r.error_code:
-                    raise KafkaError(r.error_code, f"ListTransactions to broker {broker.node_id} ({broker}) "
-                                                   f"failed: {error_text(r.error_code)}")
-                unknown.update(r.unknown_state_filters)
-                for t in r.transaction_states:
-                    found[t.transactional_id] = broker.node_id
-                break
+        for broker, r in self._every_broker(ListTransactionsRequest, "transactions", state_filters=states,
+                                            producer_id_filters=producer_ids):
+            unknown.update(r.unknown_state_filters)
+            for t in r.transaction_states:
+                found[t.transactional_id] = broker.node_id
         return found, sorted(unknown)
 
     def describe_transactions_at(self, broker_id: int, transactional_ids: list[str]
@@ -639,3 +652,48 @@ class AdminClient(ClusterClient):
                 self.backoff(deadline, f"the leader of {tp} ({error_name(code)})")
                 continue
             return code
+
+    # ---- users' SCRAM credentials (KIP-554) -----------------------------------------------------------------
+
+    def describe_user_scram_credentials(self, users: list[str] | None = None) -> list[UserResult]:
+        """DescribeUserScramCredentials at any broker: every user with credentials (None), or the named ones,
+        each with its own error; KafkaError for an error of the whole request."""
+        def build(c):
+            Name = DescribeUserScramCredentialsRequest.UserName
+            return DescribeUserScramCredentialsRequest(
+                version=c.version_for(DescribeUserScramCredentialsRequest),
+                users=None if users is None else [Name(name=u) for u in users])
+        r = self.send_any(build, self.deadline())
+        if r.error_code:
+            raise KafkaError(r.error_code, f"{r.error_message or error_text(r.error_code)} "
+                                           f"({error_name(r.error_code)})")
+        return [UserResult(u.user, u.error_code, u.error_message,
+                           {scram.MECHANISM_BY_ID.get(i.mechanism, str(i.mechanism)): i.iterations
+                            for i in u.credential_infos}) for u in r.results]
+
+    def alter_user_scram_credentials(self, upsertions: list[ScramUpsertion],
+                                     deletions: list[tuple[str, str]]) -> list[UserResult]:
+        """AlterUserScramCredentials at the controller: set credentials, remove (user, mechanism) ones. One
+        result per user named, with its own error. A mechanism name kbroker does not know is sent as id 0
+        (UNKNOWN), and iterations outside 4096..16384 with an empty salted password (no hashing for nothing):
+        the broker refuses both, per user."""
+        def mechanism_id(name: str) -> int:
+            return scram.MECHANISMS[name][1] if name in scram.MECHANISMS else 0
+        Upsertion = AlterUserScramCredentialsRequest.ScramCredentialUpsertion
+        Deletion = AlterUserScramCredentialsRequest.ScramCredentialDeletion
+        salted = []
+        for u in upsertions:
+            salt = scram.random_salt()
+            password = (scram.salted_password(u.mechanism, u.password, salt, u.iterations)
+                        if u.mechanism in scram.MECHANISMS
+                        and scram.MIN_ITERATIONS <= u.iterations <= scram.MAX_ITERATIONS else b"")
+            salted.append(Upsertion(name=u.user, mechanism=mechanism_id(u.mechanism), iterations=u.iterations,
+                                    salt=salt, salted_password=password))
+
+        def build(c):
+            return AlterUserScramCredentialsRequest(
+                version=c.version_for(AlterUserScramCredentialsRequest), upsertions=salted,
+                deletions=[Deletion(name=user, mechanism=mechanism_id(m)) for user, m in deletions])
+        r = self.send_controller(build, lambda r: any(u.error_code == Errors.NOT_CONTROLLER for u in r.results),
+                                 self.deadline(), "alter SCRAM credentials")
+        return [UserResult(u.user, u.error_code, u.error_message) for u in r.results]

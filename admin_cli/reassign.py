@@ -23,17 +23,25 @@ every broker accepted (as Kafka's ReassignPartitionsCommand.executeMoves). Any o
 KAFKA_STORAGE_ERROR) stops the command, before the reassignment when possible. Waiting and --verify also follow
 the moves (DescribeLogDirs: each replica's current and future log dir), with Kafka's wording. Kafka 2.8's
 `--zookeeper` mode refuses log_dirs; kadmin reaches the brokers through ZooKeeper instead.
+
+The click command `reassign` closes the module: it validates, starts and waits, with progress on stderr.
 """
 from __future__ import annotations
 
 import json
+from contextlib import contextmanager
 from dataclasses import dataclass
+
+import click
 
 from zk import znodes as z
 from zk.client import KafkaZkClient, ZkNodeExists
 from kbroker.common.admin_errors import AdminError, InvalidReplicaAssignmentError, UnknownTopicError
 from kbroker.protocol.client import Errors, error_name
 
+from .context import (Failure, Source, output, read_text, registered_brokers, settings, source, wait_for,
+                      wait_timeout_option)
+from .errors import EXIT_REFUSED, WaitTimedOut
 from .kafka_client import AdminClient
 from .output import Output
 
@@ -391,3 +399,131 @@ class Reassignment:
                 "log_dir_moves": [replica_name(r) for r in sorted(self.moved or ())],
                 "status": None if self.statuses is None else [st.to_json() for st in self.statuses],
                 "log_dirs": None if self.moves is None else [m.to_json() for m in self.moves]}
+
+
+# ---- commands (click) -----------------------------------------------------------------------------------------
+
+def _reassignment_poll(src: Source, plan, dirs_admin, moves):
+    """poll() for _wait: (partitions and log dir moves done, finished) of the plan."""
+    def poll():
+        if src.zk is not None:
+            statuses = reassignment_status(src.zk, plan)
+            finished = all(st.done for st in statuses) and not reassignment_in_progress(src.zk)
+        else:
+            statuses = reassignment_status_admin(src.admin, plan)
+            finished = all(st.done for st in statuses)
+        moved = [m for m in log_dir_status(dirs_admin, moves) if m.done] if moves else []
+        return sum(1 for st in statuses if st.done) + len(moved), finished and len(moved) == len(moves)
+    return poll
+
+
+@contextmanager
+def _log_dir_admin(ctx: click.Context, src: Source, moves):
+    """The AdminClient that sends AlterReplicaLogDirs and DescribeLogDirs for the plan's log_dirs: the command's
+    own with --bootstrap-server, else one on the brokers registered in ZooKeeper; None without log_dirs."""
+    if not moves or src.admin is not None:
+        yield src.admin
+        return
+    s = settings(ctx)
+    client = AdminClient(registered_brokers(ctx, src.zk), timeout=s.request_timeout, security=s.security)
+    try:
+        yield client
+    finally:
+        client.close()
+
+
+@click.command("reassign")
+@click.option("--reassignment-json-file", "plan_file", required=True, metavar="FILE",
+              type=click.Path(exists=True, dir_okay=False),
+              help='The plan: {"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[2,3]}]}.')
+@click.option("--execute", is_flag=True, help="Start the reassignment (what reassign does anyway).")
+@click.option("--verify", is_flag=True,
+              help="Only report whether each partition of the plan has been reassigned (exit 1 if not all).")
+@click.option("--no-wait", is_flag=True, help="Return once the reassignment is started.")
+@wait_timeout_option(600.0, "the reassignment")
+@click.pass_context
+def reassign(ctx, plan_file, execute, verify, no_wait, timeout):
+    """Move partitions to other brokers, and replicas to other log dirs (kafka-reassign-partitions.sh).
+
+    Validates the plan (existing partitions, non-empty lists of distinct live brokers, each partition once;
+    nothing is started otherwise; refused while another reassignment runs), prints the current assignment as a
+    plan for rollback, starts the reassignment and waits until the controller has moved every partition. A
+    "log_dirs" list beside "replicas" ("any" = no preference) moves each replica to that log dir of its broker
+    (AlterReplicaLogDirs, sent to the brokers before and after the reassignment starts); waiting and --verify
+    then also follow those moves.
+
+    JSON: {"rollback": plan, "started": ["t-0", ...], "log_dir_moves": ["t-0-2", ...], "status": [{"topic",
+    "partition", "target", "current", "state": "complete" | "in-progress" | "different" | "gone"}], "log_dirs":
+    [{"topic", "partition", "broker", "target", "current", "future", "state": "complete" | "in-progress" |
+    "missing" | "elsewhere" | "cancelled"}] (both null with --no-wait)}; with --verify {"status": [...],
+    "log_dirs": [...]}.
+    """
+    if execute and verify:
+        raise click.UsageError("--execute and --verify cannot be combined.")
+    out = output(ctx)
+    plan, moves = parse_plan(read_text(plan_file))
+    if verify:
+        with source(ctx) as src, _log_dir_admin(ctx, src, moves) as dirs_admin:
+            check_partitions_exist(src.call(current_assignment, current_assignment_admin, plan), plan)
+            statuses = src.call(reassignment_status, reassignment_status_admin, plan)
+            verified = ReassignmentStatus(
+                statuses, log_dir_status(dirs_admin, moves) if moves else [])
+        out.emit(verified)
+        ctx.exit(0 if verified.succeeded else EXIT_REFUSED)
+    with source(ctx) as src, _log_dir_admin(ctx, src, moves) as dirs_admin:
+        if src.zk is not None:
+            if reassignment_in_progress(src.zk):
+                raise AdminError(EXISTING_REASSIGNMENT)
+            current = validate_plan(src.zk, plan)
+        else:
+            current = validate_plan_admin(src.admin, plan)
+        result = Reassignment(current, plan)
+        if not out.json:
+            result.render_rollback(out)
+        # Before the reassignment: a replica the broker has not got yet gets its dir remembered there.
+        result.moved = alter_log_dirs(dirs_admin, moves) if moves else set()
+        src.call(start_reassignment, start_reassignment_admin, plan)
+        if not out.json:
+            result.render_started(out)
+        pending = {r: d for r, d in moves.items() if r not in result.moved}
+        if pending:
+            def start_moves():
+                accepted = alter_log_dirs(dirs_admin, pending)
+                result.moved |= accepted
+                for r in accepted:
+                    del pending[r]
+                return len(moves) - len(pending), not pending
+            wait_for(start_moves, "Starting log directory moves", timeout,
+                     lambda done: f"log directory moves to start: {len(moves) - done} replica(s) not on their "
+                                  "broker yet.", len(moves), interval=0.1)
+        if not out.json:
+            result.render_moves_started(out, result.moved)
+        if no_wait:
+            if out.json:
+                out.emit(result)
+            return
+        total = len(plan) + len(moves)
+        what = "partition(s) and log dir move(s) still under way; they carry" if moves else \
+            "partition(s) still being reassigned; the controller carries"
+        try:
+            wait_for(_reassignment_poll(src, plan, dirs_admin, moves), f"Reassigning {len(plan)} partition(s)",
+                     timeout, lambda done: f"the reassignment: {total - done} of {total} {what} on (check with "
+                                           "--verify).", total)
+            timed_out = None
+        except WaitTimedOut as e:
+            timed_out = e
+        result.statuses = src.call(reassignment_status, reassignment_status_admin, plan)
+        result.moves = log_dir_status(dirs_admin, moves) if moves else []
+    if out.json:
+        out.emit(result)
+    else:
+        result.render_status(out)
+    if timed_out is not None:
+        raise timed_out
+    failed = [st for st in result.statuses if not st.succeeded]
+    if failed:
+        raise Failure(f"{len(failed)} of {len(plan)} partition(s) did not reach their target replicas (the "
+                      "controller refused or undid them; see its state-change log).")
+    unmoved = [m for m in result.moves if not m.done]
+    if unmoved:
+        raise Failure(f"{len(unmoved)} of {len(moves)} replica(s) did not reach their target log dir.")

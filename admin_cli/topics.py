@@ -13,16 +13,24 @@ from either source, so both show the same thing for the same cluster state:
 What only one source can see: ZooKeeper shows topics marked for deletion (the brokers forget them at once) and
 partitions the controller has not initialised yet; through the brokers a partition whose leader is not alive
 has no leader (ZooKeeper still names the dead one, marked offline).
+
+The click commands `create-topic`, `list-topics`, `describe-topic` and `delete-topic` close the module:
+they check the options, take the source the global options chose (admin_cli.context) and wait where asked.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
+import click
+
 from zk import admin as zk_admin
+from zk.assignment import parse_replica_assignment
 from zk.client import KafkaZkClient
 from kbroker.common.admin_errors import AdminError, InvalidTopicError, UnknownTopicError
 from kbroker.common.internal_topics import INTERNAL_TOPICS
 
+from .context import output, settings, source, wait_for, wait_timeout_option
 from .kafka_client import TOPIC_RESOURCE, UNKNOWN_TOPIC_OR_PARTITION, AdminClient
 from .output import Output, table
 
@@ -336,3 +344,134 @@ def gone_admin(admin: AdminClient, name: str) -> bool:
     if name in md.topics or md.topic_errors.get(name) != UNKNOWN_TOPIC_OR_PARTITION:
         return False
     return not admin.name_taken(name)
+
+
+# ---- commands (click) -----------------------------------------------------------------------------------------
+
+def parse_config_args(pairs) -> dict[str, str]:
+    """['retention.ms=1000', ...] -> {'retention.ms': '1000'}; later settings of a name win.
+    Raises ValueError for an item that is not exactly one key=value."""
+    config = {}
+    for pair in pairs:
+        parts = re.split(r"\s*=\s*", pair.strip())
+        if len(parts) != 2 or not parts[0] or not parts[1]:
+            raise ValueError(f"'{pair}' is not in the form key=value")
+        config[parts[0]] = parts[1]
+    return config
+
+
+def _config_option(f):
+    return click.option("--config", "configs", multiple=True, metavar="KEY=VALUE",
+                        help="A topic config override (repeatable), e.g. retention.ms=86400000.")(f)
+
+
+@click.command("create-topic")
+@click.argument("name")
+@click.option("--partitions", type=click.IntRange(min=1),
+              help="Number of partitions (through --bootstrap-server: num.partitions when omitted).")
+@click.option("--replication-factor", type=click.IntRange(1, 32767),
+              help="Replicas per partition (through --bootstrap-server: default.replication.factor when omitted).")
+@click.option("--replica-assignment", metavar="B:B,B:B,...",
+              help="Explicit replicas: partitions separated by ',', broker ids by ':' (first = preferred "
+                   "leader). Replaces --partitions and --replication-factor.")
+@_config_option
+@click.option("--wait", is_flag=True, help="Return only once every partition has a leader.")
+@wait_timeout_option(30.0, "the leaders (with --wait)")
+@click.pass_context
+def create_topic(ctx, name, partitions, replication_factor, replica_assignment, configs, wait, timeout):
+    """Create topic NAME (kafka-topics.sh --create).
+
+    Nothing is written if the name, the configs, the partition count, the replication factor (at most the live
+    brokers) or the assignment is refused. JSON: {"topic", "partitions", "replication_factor", "config"}.
+    """
+    try:
+        config = parse_config_args(configs)
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="--config") from None
+    assignment = None
+    if replica_assignment is not None:
+        if partitions is not None or replication_factor is not None:
+            raise click.UsageError("--replica-assignment cannot be combined with --partitions or "
+                                   "--replication-factor.")
+        try:
+            assignment = parse_replica_assignment(replica_assignment)
+        except ValueError as e:
+            raise click.BadParameter(str(e), param_hint="--replica-assignment") from None
+    elif (partitions is None or replication_factor is None) and not settings(ctx).bootstrap_server:
+        raise click.UsageError("--partitions and --replication-factor are required with --zookeeper (unless "
+                               "--replica-assignment is given); through --bootstrap-server they default to the "
+                               "brokers' num.partitions and default.replication.factor.")
+    if zk_admin.has_collision_chars(name):
+        click.echo("WARNING: topics with a period ('.') or underscore ('_') could collide in metric names. "
+                   "To avoid issues it is best to use either, but not both.", err=True)
+    with source(ctx) as src:
+        result = src.call(create_topic_zk, create_topic_admin, name, partitions, replication_factor, assignment,
+                          config)
+        if wait:
+            def poll():
+                done, total = src.call(leaders_zk, leaders_admin, name)
+                return done, total > 0 and done == total
+            wait_for(poll, f"Waiting for the leaders of topic {name}", timeout,
+                     lambda done: f"the leaders of topic '{name}' (created; {done} of {result.partitions} "
+                                  "partition(s) have one).", result.partitions)
+    output(ctx).emit(result)
+
+
+@click.command("list-topics")
+@click.pass_context
+def list_topics(ctx):
+    """List topics, one per line (kafka-topics.sh --list). JSON: {"topics": [{"name", "marked_for_deletion"}]}."""
+    with source(ctx) as src:
+        result = src.call(list_topics_zk, list_topics_admin)
+    output(ctx).emit(result)
+
+
+@click.command("describe-topic")
+@click.argument("name", required=False)
+@click.option("--under-replicated-partitions", "under_replicated", is_flag=True,
+              help="Only partitions with fewer in-sync replicas than replicas (kafka-topics.sh's option).")
+@click.option("--unavailable-partitions", "unavailable", is_flag=True,
+              help="Only partitions without a leader or whose leader is not a live broker.")
+@click.pass_context
+def describe_topic(ctx, name, under_replicated, unavailable):
+    """Show topic NAME's partitions, leaders, replicas and ISR (kafka-topics.sh --describe); every topic when
+    NAME is omitted.
+
+    Rows of offline and under-replicated partitions are marked in a Status column, and Adding/Removing
+    columns appear while a partition is being reassigned. With --under-replicated-partitions or
+    --unavailable-partitions only the matching partitions are printed, one row each with its topic and no
+    topic header, and nothing at all when none matches (as kafka-topics.sh).
+
+    JSON: {"topics": [{"name", "topic_id", "partition_count", "replication_factor", "config",
+    "marked_for_deletion", "partitions": [{"partition", "leader", "replicas", "isr", "adding", "removing",
+    "status"}]}]}.
+    """
+    if under_replicated and unavailable:
+        raise click.UsageError("--under-replicated-partitions and --unavailable-partitions cannot be combined.")
+    only = "under-replicated" if under_replicated else "unavailable" if unavailable else None
+    with source(ctx) as src:
+        result = src.call(describe_topics_zk, describe_topics_admin, name, only)
+    output(ctx).emit(result)
+
+
+@click.command("delete-topic")
+@click.argument("name")
+@click.option("--wait", is_flag=True, help="Return only once the controller has deleted the topic.")
+@wait_timeout_option(60.0, "the deletion (with --wait)")
+@click.pass_context
+def delete_topic(ctx, name, wait, timeout):
+    """Mark topic NAME for deletion; the controller deletes it (kafka-topics.sh --delete).
+
+    JSON: {"topic", "marked_for_deletion": true, "deleted": true only after --wait}.
+    """
+    with source(ctx) as src:
+        result = src.call(delete_topic_zk, delete_topic_admin, name)
+        if src.zk is not None and not wait:
+            click.echo("Note: This will have no impact if delete.topic.enable is not set to true.", err=True)
+        if wait:
+            wait_for(lambda: (0, src.call(gone_zk, gone_admin, name)),
+                     f"Waiting for the controller to delete topic {name}", timeout,
+                     lambda _: f"the controller to delete topic '{name}' (it is marked for deletion; is "
+                               "delete.topic.enable true?).")
+            result.deleted = True
+    output(ctx).emit(result)

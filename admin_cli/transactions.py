@@ -4,7 +4,7 @@ The state lives in the brokers (the transaction coordinators and `__transaction_
 producer state). With --bootstrap-server the coordinators answer: ListTransactions (every broker) and
 DescribeTransactions (the coordinators), KIP-664 APIs kbroker serves as extensions. With --zookeeper the
 coordinators' side is read from `__transaction_state` itself: each partition's leader is found in ZooKeeper,
-its log fetched up to the high watermark and replayed as a coordinator loads it (transactions_from_log), so
+its log fetched up to the high watermark and replayed as a coordinator loads it (common.transaction_log), so
 what shows is what the log holds (a transition still being written may not show yet) and the coordinator is
 the partition's leader. The partitions' side is always DescribeProducers and WriteTxnMarkers to their leaders
 (with --zookeeper, through the brokers registered there).
@@ -16,30 +16,34 @@ the partition's leader. The partitions' side is always DescribeProducers and Wri
   transaction (DescribeProducers) older than --max-transaction-timeout that no coordinator has Ongoing or
   Prepare* for that partition — what Kafka's find-hanging reports, and what `abort` ends.
 - abort: an ABORT marker for a partition's open transaction, written by its leader (Kafka's abort).
+
+The click group `transactions` (list, describe, find-hanging, abort) closes the module.
 """
 from __future__ import annotations
 
 import time
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 
+import click
+from aiokafka.record._crecords import DefaultRecordBatch, MemoryRecords
 from kafka.protocol.consumer import FetchRequest
 
 from zk.client import KafkaZkClient
 from kbroker.common.internal_topics import TRANSACTION_STATE_TOPIC
-from kbroker.coordinator.transaction.state import partition_for, transactions_from_log
-from kbroker.coordinator.transaction.views import STATE_NAMES
+from kbroker.common.transaction_log import STATE_NAMES, partition_for, replay
 from kbroker.protocol.client import (EARLIEST, Broker, ClusterClient, Errors, KafkaError, TopicPartition, Unreachable,
                                      error_name, error_text)
 from kbroker.protocol.client.requests import fetch_request
 from kbroker.protocol.hotpath import decode_fetch_response
-from kbroker.records.entries import iter_entries
 
-from .cluster import endpoint_address
+from .context import (admin_client, endpoint_address, output, print_error, registered_brokers, settings,
+                      timeout_option, zookeeper)
+from .errors import EXIT_REFUSED
 from .kafka_client import AdminClient, ProducerState, TransactionDescription
 from .output import Output, table
 
-STATES = ("Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit", "CompleteAbort", "Dead",
-          "PrepareEpochFence")
+STATES = tuple(STATE_NAMES.values())
 OPEN_STATES = ("Ongoing", "PrepareCommit", "PrepareAbort", "PrepareEpochFence")
 
 
@@ -94,9 +98,10 @@ def describe_all(admin: AdminClient, states: list[str], producer_ids: list[int])
 _FETCH_BYTES = 4 * 1024 * 1024
 
 
-def _log_batches(client: ClusterClient, leader: Broker, partition: int, deadline: float):
-    """(view, Entry) of every batch of a `__transaction_state` partition, fetched from its leader as a consumer
-    does (so up to the high watermark the first answer gave)."""
+def _log_records(client: ClusterClient, leader: Broker, partition: int, deadline: float):
+    """(key, value) of every data record of a `__transaction_state` partition, fetched from its leader as a
+    consumer does (so up to the high watermark the first answer gave) and read with aiokafka's record reader, as
+    the Spark source reads: v2 batches only, control batches passed over, as the coordinator loads."""
     version = client.connection(leader.address, deadline).version_for(FetchRequest, 4)
     offset, end = _log_start(client, partition), None
     while end is None or offset < end:
@@ -107,12 +112,13 @@ def _log_batches(client: ClusterClient, leader: Broker, partition: int, deadline
             raise KafkaError(fetched.error_code, f"Fetch {TRANSACTION_STATE_TOPIC}-{partition} at offset {offset} "
                                                  f"from broker {leader.node_id}: {error_name(fetched.error_code)}")
         end = fetched.high_watermark if end is None else end
-        view = fetched.records[0] if fetched.records else b""
+        batches = MemoryRecords(bytes(fetched.records[0]) if fetched.records else b"")
         start = offset
-        for entry in iter_entries(view):
-            if entry.last_offset >= offset:
-                yield view, entry
-                offset = entry.last_offset + 1
+        while (batch := batches.next_batch()) is not None:
+            if batch.next_offset > offset:
+                if isinstance(batch, DefaultRecordBatch) and not batch.is_control_batch:
+                    yield from ((r.key, r.value) for r in batch)
+                offset = batch.next_offset
         if offset == start:          # nothing left below the high watermark (compaction leaves gaps)
             return
 
@@ -145,7 +151,7 @@ def _read_partition(zk: KafkaZkClient, client: ClusterClient, partition: int,
         leader = Broker(info.id, *address)
         return [TransactionDescription(tid, leader.node_id, STATE_NAMES[m.state], m.producer_id, m.producer_epoch,
                                        m.timeout_ms, m.start_ms, sorted(TopicPartition(*x) for x in m.partitions))
-                for tid, m in transactions_from_log(_log_batches(client, leader, partition, deadline)).items()]
+                for tid, m in replay(_log_records(client, leader, partition, deadline)).items()]
     return client.retrying(f"reading {tp}", attempt, deadline)
 
 
@@ -313,3 +319,143 @@ class AbortResult:
     def to_json(self) -> dict:
         return {"topic": self.tp.topic, "partition": self.tp.partition, "producer_id": self.producer_id,
                 "producer_epoch": self.producer_epoch, "coordinator_epoch": self.coordinator_epoch, "aborted": True}
+
+
+# ---- commands (click) -----------------------------------------------------------------------------------------
+
+@contextmanager
+def _txn_cluster(ctx: click.Context, timeout: float):
+    """(AdminClient, KafkaZkClient or None) for list/describe/find-hanging: with --zookeeper, ZooKeeper too (the
+    `__transaction_state` partitions' leaders are read there) and the client bootstraps from the brokers
+    registered in it (as groups do)."""
+    s = settings(ctx)
+    if s.bootstrap_server or not s.zookeeper:
+        with admin_client(ctx, timeout) as admin:
+            yield admin, None
+        return
+    with zookeeper(ctx) as zk:
+        client = AdminClient(registered_brokers(ctx, zk), timeout=timeout, security=s.security)
+        try:
+            yield client, zk
+        finally:
+            client.close()
+
+
+@click.group("transactions")
+def transactions():
+    """Transactions (kafka-transactions.sh). With --bootstrap-server HOST:PORT the transaction coordinators
+    answer (ListTransactions, DescribeTransactions). With --zookeeper, list, describe and find-hanging read the
+    coordinators' state from the `__transaction_state` log itself (each partition from its leader found in
+    ZooKeeper, up to the high watermark): what the log holds, so a transition still being written may not show
+    yet, and the coordinator shown is the partition's leader; the partitions' side (DescribeProducers, abort's
+    marker) goes to the brokers registered in ZooKeeper."""
+
+
+@transactions.command("list")
+@click.option("--state", "states", metavar="STATE[,STATE...]",
+              help="Only transactional ids in these states (e.g. ongoing,empty).")
+@click.option("--producer-id", "producer_ids", type=int, multiple=True, metavar="ID",
+              help="Only the transactional id of this producer id; repeatable.")
+@timeout_option
+@click.pass_context
+def transactions_list(ctx, states, producer_ids, timeout):
+    """List the transactional ids (ListTransactions to every broker, DescribeTransactions to each
+    coordinator; with --zookeeper, replayed from `__transaction_state`: what its log holds): coordinator, state,
+    producer id and epoch, timeout, start of the current transaction.
+    JSON: {"transactions": [{"transactional_id", "coordinator", "state", "producer_id", "producer_epoch",
+    "timeout_ms", "start_time_ms"}]}."""
+    wanted = []
+    if states:
+        try:
+            wanted = parse_states(states)
+        except ValueError as e:
+            raise click.BadParameter(str(e), param_hint="--state") from None
+    with _txn_cluster(ctx, timeout) as (admin, zk):
+        if zk is None:
+            listed = describe_all(admin, wanted, list(producer_ids))
+        else:
+            listed = describe_all_from_log(zk, admin, wanted, list(producer_ids))
+    # a transaction may change state between the list and the describe: the filter holds for what is shown
+    listed = [d for d in listed if not wanted or d.state in wanted]
+    output(ctx).emit(TransactionList(listed))
+
+
+@transactions.command("describe")
+@click.argument("transactional_id")
+@timeout_option
+@click.pass_context
+def transactions_describe(ctx, transactional_id, timeout):
+    """Describe a transactional id as its coordinator knows it (with --zookeeper: as its `__transaction_state`
+    partition's log holds it), with the partitions of its current transaction. Exit 1 if the id is unknown.
+    JSON: as list's entries, plus "duration_ms" and "partitions": [{"topic", "partition"}]."""
+    with _txn_cluster(ctx, timeout) as (admin, zk):
+        if zk is None:
+            desc = admin.describe_transaction(transactional_id)
+        else:
+            desc = describe_from_log(zk, admin, transactional_id)
+    output(ctx).emit(TransactionView(desc, int(time.time() * 1000)))
+
+
+@transactions.command("find-hanging")
+@click.option("--topic", "topics", multiple=True, metavar="TOPIC",
+              help="Only these topics' partitions (default: every topic); repeatable.")
+@click.option("--max-transaction-timeout", type=click.FloatRange(min=0), default=15.0, show_default=True,
+              metavar="MINUTES",
+              help="A partition's open transaction unknown to the coordinators counts as hanging once its "
+                   "producer has been silent this long (the brokers' transaction.max.timeout.ms).")
+@timeout_option
+@click.pass_context
+def transactions_find_hanging(ctx, topics, max_transaction_timeout, timeout):
+    """Find hanging transactions: Ongoing transactions past their timeout (the coordinators', or with --zookeeper
+    `__transaction_state`'s), and open transactions on partitions (DescribeProducers) that no coordinator has.
+    Exit 1 if a partition could not be examined. JSON: {"hanging": [{"source", "transactional_id", "topic",
+    "partition", "producer_id", "producer_epoch", "coordinator_epoch", "start_offset", "start_time_ms",
+    "duration_ms"}]}."""
+    with _txn_cluster(ctx, timeout) as (admin, zk):
+        if topics:
+            admin.topics(list(topics))
+        described = describe_all(admin, [], []) if zk is None else \
+            describe_all_from_log(zk, admin, [], [])
+        hanging, errors = find_hanging(admin, described, list(topics) or None,
+                                       int(max_transaction_timeout * 60_000), int(time.time() * 1000))
+    for tp, code in errors.items():
+        print_error(f"Cannot describe the producers of {tp}: {error_text(code)}")
+    output(ctx).emit(HangingList(hanging))
+    if errors:
+        ctx.exit(EXIT_REFUSED)
+
+
+@transactions.command("abort")
+@click.option("--topic", required=True, help="The partition's topic.")
+@click.option("--partition", type=click.IntRange(min=0), required=True, help="The partition.")
+@click.option("--start-offset", type=click.IntRange(min=0), metavar="OFFSET",
+              help="The first offset of the open transaction (its producer is looked up).")
+@click.option("--producer-id", type=int, help="The producer of the open transaction (instead of --start-offset).")
+@click.option("--producer-epoch", type=int, help="Its producer epoch (with --producer-id).")
+@click.option("--coordinator-epoch", type=int, help="The coordinator epoch of the marker (with --producer-id).")
+@timeout_option
+@click.pass_context
+def transactions_abort(ctx, topic, partition, start_offset, producer_id, producer_epoch, coordinator_epoch,
+                       timeout):
+    """Abort an open transaction on one partition: its leader writes an ABORT marker (WriteTxnMarkers), which
+    unblocks read_committed consumers of a hanging transaction (with --zookeeper, through the brokers registered
+    there). Exit 1 if the leader refuses. JSON: {"topic", "partition", "producer_id", "producer_epoch",
+    "coordinator_epoch", "aborted"}."""
+    explicit = (producer_id, producer_epoch, coordinator_epoch)
+    if start_offset is None and None in explicit:
+        raise click.UsageError("Give --start-offset, or all of --producer-id, --producer-epoch and "
+                               "--coordinator-epoch.")
+    if start_offset is not None and explicit != (None, None, None):
+        raise click.UsageError("Give --start-offset or --producer-id/--producer-epoch/--coordinator-epoch, "
+                               "not both.")
+    tp = TopicPartition(topic, partition)
+    with admin_client(ctx, timeout) as admin:
+        if start_offset is not None:
+            found = producer_at(admin, tp, start_offset)
+            producer_id, producer_epoch = found.producer_id, found.producer_epoch
+            coordinator_epoch = max(found.coordinator_epoch, 0)
+        code = admin.abort_transaction(tp, producer_id, producer_epoch, coordinator_epoch)
+    if code:
+        raise KafkaError(code, f"Cannot abort the transaction of producer {producer_id} on {tp}: "
+                               f"{error_text(code)}")
+    output(ctx).emit(AbortResult(tp, producer_id, producer_epoch, coordinator_epoch))

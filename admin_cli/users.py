@@ -13,20 +13,26 @@ the refusals (RESOURCE_NOT_FOUND, UNACCEPTABLE_CREDENTIAL, ...).
 
 Listing shows mechanisms and iterations only, never credentials. A user named in `list` that has no credential
 is reported on stderr (RESOURCE_NOT_FOUND) and makes the exit status 1, the others are still shown.
+
+The click group `users` (list, add, remove) closes the module.
 """
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
+
+import click
 
 from zk.admin import AdminZkClient
 from zk.client import KafkaZkClient
 from kbroker.common.admin_errors import AdminError
 
 from kbroker.protocol.client import Errors, KafkaError, error_name
-from kbroker.protocol.client.cluster import ScramUpsertion
-from kbroker.security import scram
+from kbroker.protocol.sasl import scram
 
-from .kafka_client import AdminClient
+from .context import output, print_error, source
+from .errors import EXIT_REFUSED
+from .kafka_client import AdminClient, ScramUpsertion
 from .output import Output, table
 
 MECHANISMS = tuple(scram.MECHANISMS)
@@ -160,3 +166,91 @@ def remove_user_admin(admin: AdminClient, user: str, mechanisms: list[str] | Non
         mechanisms = list(r.credentials)
     _alter_admin(admin, user, [], [(user, m) for m in mechanisms])
     return UserChange(user, {}, mechanisms)
+
+
+# ---- commands (click) -----------------------------------------------------------------------------------------
+
+@click.group("users")
+def users():
+    """Users' SCRAM credentials (kafka-configs.sh --entity-type users): through ZooKeeper, written as
+    kafka-configs.sh --zookeeper writes them, or through the brokers' Describe/AlterUserScramCredentials. The
+    brokers take a change at once: an added user can log in, a removed one cannot."""
+
+
+def _mechanism_option(help_text: str):
+    return click.option("--mechanism", "mechanisms", multiple=True,
+                        type=click.Choice(MECHANISMS, case_sensitive=False), help=help_text)
+
+
+def _user_name(user: str) -> str:
+    if not user:
+        raise click.BadParameter("a user name must not be empty.", param_hint="USER")
+    return user
+
+
+@users.command("list")
+@click.argument("names", metavar="[USER]...", nargs=-1)
+@click.pass_context
+def users_list(ctx, names):
+    """Show the SCRAM mechanisms and iterations of each USER, or of every user with a credential (never the
+    credentials themselves). A USER without credentials is reported on stderr and makes the exit status 1.
+
+    JSON: {"users": [{"user", "credentials": [{"mechanism", "iterations"}]}], "errors": ["...", ...]}.
+    """
+    for name in names:
+        _user_name(name)
+    with source(ctx) as src:
+        result = src.call(list_users_zk, list_users_admin, list(names))
+    for error in result.errors:
+        print_error(error)
+    output(ctx).emit(result)
+    if result.errors:
+        ctx.exit(EXIT_REFUSED)
+
+
+@users.command("add")
+@click.argument("user")
+@_mechanism_option("The credential to set (repeatable); both SCRAM-SHA-256 and SCRAM-SHA-512 when omitted.")
+@click.option("--iterations", type=click.IntRange(min=4096), default=4096, show_default=True,
+              help="PBKDF2 iterations (at least 4096; the brokers take at most 16384 through --bootstrap-server).")
+@click.option("--password", metavar="PASSWORD",
+              help="The password (it stays in the shell's history: prefer the prompt or --password-stdin).")
+@click.option("--password-stdin", is_flag=True, help="Read the password from the first line of standard input.")
+@click.pass_context
+def users_add(ctx, user, mechanisms, iterations, password, password_stdin):
+    """Create or replace USER's SCRAM credentials (kafka-configs.sh --alter --entity-type users --add-config
+    'SCRAM-SHA-256=[iterations=N,password=...]'). Without --password or --password-stdin the password is asked
+    for twice, hidden.
+
+    JSON: {"user", "set": [{"mechanism", "iterations"}], "removed": []}.
+    """
+    _user_name(user)
+    if password is not None and password_stdin:
+        raise click.UsageError("Give only one of --password and --password-stdin.")
+    if password_stdin:
+        password = sys.stdin.readline().rstrip("\r\n")
+    elif password is None:
+        password = click.prompt(f"Password for {user}", hide_input=True, confirmation_prompt=True, err=True)
+    if not password:
+        raise click.UsageError("The password must not be empty.")
+    chosen = [m.upper() for m in mechanisms] or list(MECHANISMS)
+    with source(ctx) as src:
+        result = src.call(add_user_zk, add_user_admin, user, password, list(dict.fromkeys(chosen)), iterations)
+    output(ctx).emit(result)
+
+
+@users.command("remove")
+@click.argument("user")
+@_mechanism_option("The credential to remove (repeatable); every one USER has when omitted.")
+@click.pass_context
+def users_remove(ctx, user, mechanisms):
+    """Remove USER's SCRAM credentials (kafka-configs.sh --alter --entity-type users --delete-config
+    SCRAM-SHA-512): the user can no longer log in with them. Refused when USER has no such credential.
+
+    JSON: {"user", "set": [], "removed": [mechanism, ...]}.
+    """
+    _user_name(user)
+    chosen = list(dict.fromkeys(m.upper() for m in mechanisms)) or None
+    with source(ctx) as src:
+        result = src.call(remove_user_zk, remove_user_admin, user, chosen)
+    output(ctx).emit(result)

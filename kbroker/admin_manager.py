@@ -39,9 +39,9 @@ from .config import SETTINGS
 from .log.config import LogConfig
 from .log.errors import InvalidConfig
 from .protocol.errors import Errors
+from .protocol.sasl import scram
 from .purgatory.delayed import DelayedOperationPurgatory
 from .purgatory.topic import DelayedCreatePartitions, DelayedDeleteTopics
-from .security import scram
 
 log = logging.getLogger(__name__)
 

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 
 from .common.broker_config import DYNAMIC_BROKER_CONFIGS, THREAD_COUNTS
 from .common.config_def import MAX_INT, MAX_LONG, ConfigKey, at_least, one_of, parse_checked, rule
+from .protocol.client.security import ClientSecurity
+from .protocol.errors import KafkaError
 
 # The ACL authorizer's class names Kafka 2.8 accepts (kbroker.security.authorizer implements it).
 AUTHORIZER_CLASS_NAMES = ("kafka.security.authorizer.AclAuthorizer", "kafka.security.auth.SimpleAclAuthorizer")
@@ -210,6 +212,9 @@ def _convert(key: str, raw: str):
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+# The TLS settings of a listener its inter-broker client takes too.
+_CLIENT_TLS_KEYS = ("ssl.truststore.certificates", "ssl.truststore.location", "ssl.keystore.key",
+                    "ssl.keystore.certificate.chain", "ssl.keystore.location", "ssl.key.password")
 
 
 @dataclass(frozen=True)
@@ -365,13 +370,41 @@ class BrokerConfig:
                                   f"ssl.keystore.certificate.chain, or a PEM ssl.keystore.location")
 
     @property
-    def inter_broker_security(self):
+    def inter_broker_security(self) -> ClientSecurity | None:
         """The ClientSecurity of this broker's connections to the others (None on PLAINTEXT), built once;
         ConfigError when the inter-broker listener's settings do not make a client."""
         if not hasattr(self, "_inter_broker_security"):
-            from .security.inter_broker import inter_broker_security   # it imports this module
-            self._inter_broker_security = inter_broker_security(self)
+            self._inter_broker_security = self._inter_broker_client()
         return self._inter_broker_security
+
+    def _inter_broker_client(self) -> ClientSecurity | None:
+        """The client side of the inter-broker listener, as Kafka's inter-broker client builds it (controller
+        channel, replica fetchers, transaction marker sender, controlled shutdown): the listener's protocol; the
+        SASL mechanism sasl.mechanism.inter.broker.protocol with the username/password options of that listener's
+        JAAS line for the mechanism (listener.name.<l>.<mech>.sasl.jaas.config, else sasl.jaas.config); TLS
+        trusting the listener's truststore and presenting its keystore (for ssl.client.auth), checking host names
+        per ssl.endpoint.identification.algorithm. The principal it logs in as needs ClusterAction on the cluster
+        once ACLs are on (super.users grants it)."""
+        name = self.inter_broker_listener
+        protocol = next(listener.security_protocol for listener in self.advertised_listeners
+                        if listener.name == name)
+        if protocol == "PLAINTEXT":
+            return None
+        props = {"security.protocol": protocol,
+                 "ssl.endpoint.identification.algorithm":
+                     self.listener_value(name, "ssl.endpoint.identification.algorithm") or ""}
+        if protocol.startswith("SASL_"):
+            mechanism = self["sasl.mechanism.inter.broker.protocol"]
+            props.update({"sasl.mechanism": mechanism,
+                          "sasl.jaas.config": self.listener_value(name, "sasl.jaas.config", mechanism) or ""})
+        if protocol.endswith("SSL"):
+            props.update({key: self.listener_value(name, key) for key in _CLIENT_TLS_KEYS
+                          if self.listener_value(name, key)})
+            props.update({"ssl.truststore.type": "PEM", "ssl.keystore.type": "PEM"})
+        try:
+            return ClientSecurity.from_properties(props)
+        except KafkaError as e:
+            raise ConfigError(f"the inter-broker listener {name} ({protocol}): {e}") from None
 
     def sasl_mechanisms(self, listener: str) -> list[str]:
         """The SASL mechanisms enabled on a listener (listener.name.<l>.sasl.enabled.mechanisms overrides)."""

@@ -19,8 +19,9 @@ expire timestamp (OffsetCommit v2-v4 retention time), then v1; group values alwa
 """
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass, field
+
+from ..common.encoding import I16, I32, I64, Reader, java_abs, java_string_hash, write_bytes, write_string
 
 OFFSET_COMMIT_KEY_VERSION = 1
 GROUP_METADATA_KEY_VERSION = 2
@@ -28,87 +29,12 @@ GROUP_METADATA_VALUE_VERSION = 3
 NO_LEADER_EPOCH = -1
 NO_TIMESTAMP = -1
 
-_I16, _I32, _I64 = struct.Struct(">h"), struct.Struct(">i"), struct.Struct(">q")
-
 
 # ---- group id -> offsets partition ---------------------------------------------------------------------------
-
-def java_string_hash(s: str) -> int:
-    """Java's String.hashCode: s[0]*31^(n-1) + ... + s[n-1] over UTF-16 code units, in 32-bit arithmetic."""
-    h = 0
-    data = s.encode("utf-16-be", "surrogatepass")
-    for (unit,) in struct.iter_unpack(">H", data):
-        h = (31 * h + unit) & 0xFFFFFFFF
-    return h - (1 << 32) if h & 0x80000000 else h
-
-
-def java_abs(n: int) -> int:
-    """Kafka's Utils.abs: Math.abs, except Integer.MIN_VALUE maps to 0 (not to itself)."""
-    return 0 if n == -(1 << 31) else abs(n)
-
 
 def partition_for(group_id: str, partitions: int) -> int:
     """Kafka's GroupMetadataManager.partitionFor: Utils.abs(groupId.hashCode) % partitions."""
     return java_abs(java_string_hash(group_id)) % partitions
-
-
-# ---- primitive writers / readers ------------------------------------------------------------------------------
-
-def _w_str(out: bytearray, s: str | None) -> None:
-    if s is None:
-        out += _I16.pack(-1)
-        return
-    b = s.encode("utf-8")
-    if len(b) > 0x7FFF:
-        raise ValueError(f"string of {len(b)} bytes is longer than 32767")
-    out += _I16.pack(len(b))
-    out += b
-
-
-def _w_bytes(out: bytearray, b: bytes | None) -> None:
-    if b is None:
-        out += _I32.pack(-1)
-        return
-    out += _I32.pack(len(b))
-    out += b
-
-
-class _Reader:
-    __slots__ = ("buf", "pos")
-
-    def __init__(self, buf):
-        self.buf = memoryview(buf)
-        self.pos = 0
-
-    def _take(self, n: int) -> memoryview:
-        if n < 0 or self.pos + n > len(self.buf):
-            raise ValueError(f"record field runs past the end ({self.pos}+{n} > {len(self.buf)})")
-        v = self.buf[self.pos:self.pos + n]
-        self.pos += n
-        return v
-
-    def i16(self) -> int:
-        return _I16.unpack(self._take(2))[0]
-
-    def i32(self) -> int:
-        return _I32.unpack(self._take(4))[0]
-
-    def i64(self) -> int:
-        return _I64.unpack(self._take(8))[0]
-
-    def string(self, nullable: bool = False) -> str | None:
-        n = self.i16()
-        if n < 0:
-            if nullable:
-                return None
-            raise ValueError("null in a non-nullable string field")
-        return bytes(self._take(n)).decode("utf-8")
-
-    def bytes_(self) -> bytes:
-        n = self.i32()
-        if n < 0:
-            raise ValueError("null in a non-nullable bytes field")
-        return bytes(self._take(n))
 
 
 # ---- keys -----------------------------------------------------------------------------------------------------
@@ -128,22 +54,22 @@ class GroupMetadataKey:
 
 
 def offset_commit_key(group: str, topic: str, partition: int) -> bytes:
-    out = bytearray(_I16.pack(OFFSET_COMMIT_KEY_VERSION))
-    _w_str(out, group)
-    _w_str(out, topic)
-    out += _I32.pack(partition)
+    out = bytearray(I16.pack(OFFSET_COMMIT_KEY_VERSION))
+    write_string(out, group)
+    write_string(out, topic)
+    out += I32.pack(partition)
     return bytes(out)
 
 
 def group_metadata_key(group: str) -> bytes:
-    out = bytearray(_I16.pack(GROUP_METADATA_KEY_VERSION))
-    _w_str(out, group)
+    out = bytearray(I16.pack(GROUP_METADATA_KEY_VERSION))
+    write_string(out, group)
     return bytes(out)
 
 
 def read_key(buf) -> OffsetKey | GroupMetadataKey:
     """Kafka's readMessageKey: versions 0-1 are offset commits, 2 group metadata; anything else is an error."""
-    r = _Reader(buf)
+    r = Reader(buf)
     version = r.i16()
     if version in (0, 1):
         return OffsetKey(r.string(), r.string(), r.i32(), version)
@@ -167,17 +93,17 @@ def offset_commit_value(o: OffsetAndMetadata) -> bytes:
     """Version 1 when the commit has an expire timestamp, else version 3 (Kafka at IBP >= 2.1-IV1)."""
     metadata = o.metadata if o.metadata is not None else ""
     if o.expire_timestamp is not None:
-        out = bytearray(_I16.pack(1))
-        out += _I64.pack(o.offset)
-        _w_str(out, metadata)
-        out += _I64.pack(o.commit_timestamp)
-        out += _I64.pack(o.expire_timestamp)
+        out = bytearray(I16.pack(1))
+        out += I64.pack(o.offset)
+        write_string(out, metadata)
+        out += I64.pack(o.commit_timestamp)
+        out += I64.pack(o.expire_timestamp)
     else:
-        out = bytearray(_I16.pack(3))
-        out += _I64.pack(o.offset)
-        out += _I32.pack(o.leader_epoch)
-        _w_str(out, metadata)
-        out += _I64.pack(o.commit_timestamp)
+        out = bytearray(I16.pack(3))
+        out += I64.pack(o.offset)
+        out += I32.pack(o.leader_epoch)
+        write_string(out, metadata)
+        out += I64.pack(o.commit_timestamp)
     return bytes(out)
 
 
@@ -185,7 +111,7 @@ def read_offset_value(buf) -> OffsetAndMetadata | None:
     """Kafka's readOffsetMessageValue; None for a tombstone."""
     if buf is None:
         return None
-    r = _Reader(buf)
+    r = Reader(buf)
     version = r.i16()
     if not 0 <= version <= 3:
         raise ValueError(f"Unknown offset message version: {version}")
@@ -222,22 +148,22 @@ class GroupRecord:
 
 
 def group_metadata_value(g: GroupRecord) -> bytes:
-    out = bytearray(_I16.pack(GROUP_METADATA_VALUE_VERSION))
-    _w_str(out, g.protocol_type if g.protocol_type is not None else "")
-    out += _I32.pack(g.generation)
-    _w_str(out, g.protocol)
-    _w_str(out, g.leader)
-    out += _I64.pack(g.current_state_timestamp)
-    out += _I32.pack(len(g.members))
+    out = bytearray(I16.pack(GROUP_METADATA_VALUE_VERSION))
+    write_string(out, g.protocol_type if g.protocol_type is not None else "")
+    out += I32.pack(g.generation)
+    write_string(out, g.protocol)
+    write_string(out, g.leader)
+    out += I64.pack(g.current_state_timestamp)
+    out += I32.pack(len(g.members))
     for m in g.members:
-        _w_str(out, m.member_id)
-        _w_str(out, m.group_instance_id)
-        _w_str(out, m.client_id)
-        _w_str(out, m.client_host)
-        out += _I32.pack(m.rebalance_timeout)
-        out += _I32.pack(m.session_timeout)
-        _w_bytes(out, m.subscription)
-        _w_bytes(out, m.assignment)
+        write_string(out, m.member_id)
+        write_string(out, m.group_instance_id)
+        write_string(out, m.client_id)
+        write_string(out, m.client_host)
+        out += I32.pack(m.rebalance_timeout)
+        out += I32.pack(m.session_timeout)
+        write_bytes(out, m.subscription)
+        write_bytes(out, m.assignment)
     return bytes(out)
 
 
@@ -246,7 +172,7 @@ def read_group_value(buf) -> GroupRecord | None:
     session timeout, as Kafka reads it."""
     if buf is None:
         return None
-    r = _Reader(buf)
+    r = Reader(buf)
     version = r.i16()
     if not 0 <= version <= 3:
         raise ValueError(f"Unknown group metadata message version: {version}")
@@ -279,7 +205,7 @@ CONSUMER_PROTOCOL_TYPE = "consumer"
 def subscription_topics(metadata: bytes) -> set[str]:
     """The topics of a ConsumerProtocol subscription (version, [topic], user data, ...); ValueError if it
     does not parse (Kafka's coordinator then treats the group as subscribed to everything)."""
-    r = _Reader(metadata)
+    r = Reader(metadata)
     version = r.i16()
     if version < 0:
         raise ValueError(f"bad consumer protocol version {version}")

@@ -18,8 +18,9 @@ from dataclasses import dataclass, field
 
 from ..protocol.client.security import jaas_options
 from ..protocol.errors import Errors, KafkaError
-from ..security import plain
-from ..security.scram import MECHANISMS as SCRAM_MECHANISMS, ScramServer
+from ..protocol.sasl.scram import MECHANISMS as SCRAM_MECHANISMS
+from ..security import plain_server
+from ..security.scram_server import ScramServer
 
 log = logging.getLogger("kbroker.network")
 
@@ -37,7 +38,8 @@ class SaslSettings:
     @classmethod
     def for_listener(cls, config, listener: str, credentials) -> "SaslSettings":
         mechanisms = config.sasl_mechanisms(listener)
-        users = plain.users_from_jaas(jaas_options(config.listener_value(listener, "sasl.jaas.config", "PLAIN")))
+        jaas = jaas_options(config.listener_value(listener, "sasl.jaas.config", "PLAIN"))
+        users = plain_server.users_from_jaas(jaas)
         return cls(mechanisms, users, credentials)
 
 
@@ -50,7 +52,7 @@ class _Plain:
         self.complete = False
 
     def evaluate(self, token: bytes) -> bytes:
-        self.username = plain.authenticate(token, self.users)
+        self.username = plain_server.authenticate(token, self.users)
         self.complete = True
         return b""
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 
 from ..common.sanitizer import desanitize, sanitize
-from .scram import MECHANISMS, ScramCredential
+from ..protocol.sasl.scram import MECHANISMS, ScramCredential
 
 log = logging.getLogger("kbroker.security")
 

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from ..common.sanitizer import sanitize
 
 from ..protocol.client.security import ClientSecurity
+from ..protocol.sasl.scram import MECHANISMS, make_credential
 from .certs import make_ca, make_cert
-from .scram import MECHANISMS, make_credential
 
 PROTOCOLS = {"ssl": "SSL", "sasl_ssl": "SASL_SSL", "sasl_plaintext": "SASL_PLAINTEXT"}
 ADMIN = "admin"

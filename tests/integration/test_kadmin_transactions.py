@@ -19,7 +19,7 @@ from kafka.protocol.admin import DeleteRecordsRequest
 from admin_cli import transactions as txn_ops
 from admin_cli.main import cli
 from kbroker.common.internal_topics import TRANSACTION_STATE_TOPIC as TXN_TOPIC
-from kbroker.coordinator.transaction.state import partition_for
+from kbroker.common.transaction_log import partition_for
 from tests.clients._util import create_topic, raw_request, unique
 from tests.integration.conftest import wait_until
 from tests.integration.test_produce_fetch_bad_input import init_producer_id, v2_batch

@@ -15,7 +15,7 @@ import pytest
 
 from kbroker.cluster import free_port, wait_until
 from kbroker.security.certs import make_ca, make_cert
-from kbroker.security.scram import make_credential
+from kbroker.protocol.sasl.scram import make_credential
 from tests.conftest import fresh_chroot
 from tests.integration.conftest import Cluster
 from kbroker.common.sanitizer import sanitize

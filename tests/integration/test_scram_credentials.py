@@ -15,7 +15,7 @@ from click.testing import CliRunner
 from admin_cli.main import cli
 from kafka.protocol.admin import AlterUserScramCredentialsRequest, DescribeUserScramCredentialsRequest
 from kbroker.protocol.client import Connection
-from kbroker.security import scram
+from kbroker.protocol.sasl import scram
 from kbroker.cluster import free_port
 from tests.integration.conftest import Cluster, wait_until
 from zk.admin import AdminZkClient

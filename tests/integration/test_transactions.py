@@ -20,7 +20,7 @@ from kafka.protocol.metadata import ApiVersionsRequest
 from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest
 from kafka.protocol.producer import (AddOffsetsToTxnRequest, AddPartitionsToTxnRequest, EndTxnRequest,
                                      InitProducerIdRequest, ProduceRequest)
-from kbroker.coordinator.transaction.state import partition_for
+from kbroker.common.transaction_log import partition_for
 from kbroker.protocol.client import Connection, KafkaError
 from kbroker.protocol.errors import Errors
 from tests.clients._util import create_topic, leaders_known, raw_metadata, raw_request, unique
@@ -463,8 +463,7 @@ def txn_log_records(bootstrap: str, txn_id: str) -> list[tuple[str, set]]:
     from aiokafka.record.default_records import DefaultRecordBatch
 
     from kafka.protocol.consumer import FetchRequest
-    from kbroker.coordinator.transaction.state import read_txn_key, read_txn_value
-    from kbroker.coordinator.transaction.views import STATE_NAMES
+    from kbroker.common.transaction_log import STATE_NAMES, read_txn_key, read_txn_value
     F = FetchRequest
     req = F(version=11, replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=10 ** 7, isolation_level=0,
             session_id=0, session_epoch=-1, topics=[F.FetchTopic(topic=TXN_TOPIC, partitions=[
@@ -477,7 +476,7 @@ def txn_log_records(bootstrap: str, txn_id: str) -> list[tuple[str, set]]:
         size = int.from_bytes(data[pos + 8:pos + 12], "big")
         for r in DefaultRecordBatch(data[pos:pos + 12 + size]):
             if read_txn_key(r.key) == txn_id and r.value is not None:
-                m = read_txn_value(txn_id, r.value)
+                m = read_txn_value(r.value)
                 out.append((STATE_NAMES[m.state], m.partitions))
         pos += 12 + size
     return out

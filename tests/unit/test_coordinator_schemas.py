@@ -4,10 +4,11 @@ import struct
 
 import pytest
 
+from kbroker.common.encoding import java_abs, java_string_hash
 from kbroker.coordinator.schemas import (GroupMetadataKey, GroupRecord, MemberRecord, OffsetAndMetadata, OffsetKey,
-                                         group_metadata_key, group_metadata_value, java_abs, java_string_hash,
-                                         offset_commit_key, offset_commit_value, partition_for, read_group_value,
-                                         read_key, read_offset_value, subscription_topics)
+                                         group_metadata_key, group_metadata_value, offset_commit_key,
+                                         offset_commit_value, partition_for, read_group_value, read_key,
+                                         read_offset_value, subscription_topics)
 
 
 def by_hand(s: str) -> int:

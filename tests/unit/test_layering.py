@@ -1,6 +1,7 @@
 """The layering of DESIGN.md §5, checked on the source: ZooKeeper's client library stays behind zk/ (its
 errors, states and handlers are translated there), the APIs reach ZooKeeper only through the services that
-translate its errors, and the layers below the APIs never import api/."""
+translate its errors, the layers below the APIs never import api/, the protocol layer and common/ stand on
+nothing else of the broker, kadmin uses only those of it, and no two packages import each other."""
 from __future__ import annotations
 
 import ast
@@ -28,6 +29,30 @@ def _imports(rel: Path) -> set[str]:
             base = package[:len(package) - node.level + 1] if node.level else []
             module = ".".join(base + ([node.module] if node.module else []))
             out.add(module)
+            out.update(f"{module}.{alias.name}" for alias in node.names)
+    return out
+
+
+def _targets(rel: Path, type_checking: bool = True) -> set[str]:
+    """What `rel` imports, one name each: the module of an `import`, module.name of a `from` import (so `from
+    kbroker.config import read_properties` is kbroker.config.read_properties, not kbroker.config as well);
+    type_checking False leaves out the imports under `if TYPE_CHECKING:`, which only annotations use."""
+    package = list(rel.parts[:-1])
+    tree = ast.parse((ROOT / rel).read_text(), str(rel))
+    skipped = set()
+    if not type_checking:
+        for node in ast.walk(tree):
+            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+                skipped.update(id(n) for stmt in node.body for n in ast.walk(stmt))
+    out = set()
+    for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
+        if isinstance(node, ast.Import):
+            out.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = package[:len(package) - node.level + 1] if node.level else []
+            module = ".".join(base + ([node.module] if node.module else []))
             out.update(f"{module}.{alias.name}" for alias in node.names)
     return out
 
@@ -69,10 +94,88 @@ def test_relative_imports_resolve():
 
 
 def test_the_protocol_layer_and_its_client_know_no_gevent_and_no_broker():
+    """The codecs, the shared client and the SASL mechanics (protocol/sasl) import of kbroker only themselves and
+    common/: not the broker's security (its SASL servers, its config), not network, api, replica, controller."""
     protocol = [rel for rel in _sources() if rel.parts[:2] == ("kbroker", "protocol")]
     assert any(rel.parts[:3] == ("kbroker", "protocol", "client") for rel in protocol)
-    for forbidden in ("gevent", "kbroker.network", "kbroker.api", "kbroker.replica", "kbroker.controller"):
-        assert _offenders(protocol, forbidden) == []
+    assert any(rel.parts[:3] == ("kbroker", "protocol", "sasl") for rel in protocol)
+    assert _offenders(protocol, "gevent") == []
+    assert sorted(f"{rel}: {name}" for rel in protocol for name in _targets(rel)
+                  if name.split(".")[0] == "kbroker" and not name.startswith(("kbroker.protocol.", "kbroker.common."))
+                  ) == []
+
+
+def test_kadmin_uses_of_the_broker_only_the_protocol_layer_and_common():
+    """admin_cli reaches the cluster through zk/ or the shared client: of kbroker it imports the protocol layer
+    (codecs, the client, SASL mechanics), common/ (config tables, admin errors, internal topics' names and
+    records) and the properties reader with its error, nothing else (no coordinator, security, records, ...)."""
+    allowed_names = {"kbroker.config.read_properties", "kbroker.config.ConfigError"}
+    kadmin = [rel for rel in _sources() if rel.parts[0] == "admin_cli"]
+    assert kadmin, "no modules found under admin_cli"
+    assert sorted(f"{rel}: {name}" for rel in kadmin for name in _targets(rel)
+                  if name.split(".")[0] == "kbroker" and name not in allowed_names
+                  and not name.startswith(("kbroker.protocol.", "kbroker.common."))) == []
+
+
+def _package_of(name: str) -> str | None:
+    """The node of the package graph a module name belongs to: kbroker.<top-level module or package>, zk or
+    admin_cli; None for anything else."""
+    parts = name.split(".")
+    if parts[0] in ("zk", "admin_cli"):
+        return parts[0]
+    if parts[0] != "kbroker" or len(parts) < 2:
+        return None
+    top = ROOT / "kbroker" / parts[1]
+    return f"kbroker.{parts[1]}" if top.is_dir() or top.with_suffix(".py").is_file() else None
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one node (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found = []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = stack[stack.index(v):]
+            del stack[stack.index(v):]
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_the_packages_form_no_import_cycle():
+    """kbroker's top-level modules and packages, zk and admin_cli import one another without a cycle (config and
+    security did, protocol and security did), so each can be read, tested and replaced from the bottom up.
+    Imports under `if TYPE_CHECKING:` only name types for annotations and are left out."""
+    graph: dict[str, set[str]] = {}
+    where: dict[tuple[str, str], str] = {}
+    for rel in _sources():
+        source = _package_of(".".join(rel.with_suffix("").parts))
+        if source is None:
+            continue
+        graph.setdefault(source, set())
+        for name in _targets(rel, type_checking=False):
+            target = _package_of(name)
+            if target is not None and target != source:
+                graph.setdefault(source, set()).add(target)
+                where.setdefault((source, target), f"{rel}: {name}")
+    assert {"kbroker.config", "kbroker.security", "kbroker.protocol", "zk", "admin_cli"} <= set(graph)
+    cycles = _cycles(graph)
+    assert [(cycle, [where[a, b] for a in cycle for b in cycle if (a, b) in where]) for cycle in cycles] == []
 
 
 def test_the_common_package_depends_on_nothing_of_the_broker():

@@ -8,9 +8,11 @@ import base64
 import pytest
 
 from kbroker.protocol.errors import Errors, KafkaError
-from kbroker.security import plain
-from kbroker.security.scram import (ScramClient, ScramServer, client_key, digest, escape_name, hmac_digest,
-                                    make_credential, salted_password, unescape_name)
+from kbroker.protocol.sasl import plain
+from kbroker.protocol.sasl.scram import (ScramClient, client_key, digest, escape_name, hmac_digest, make_credential,
+                                         salted_password, unescape_name)
+from kbroker.security import plain_server
+from kbroker.security.scram_server import ScramServer
 
 USERS = {"alice": "alice-secret"}
 
@@ -23,8 +25,8 @@ def refused(fn, *args) -> str:
 
 
 def test_plain_accepts_the_right_password_with_or_without_authzid():
-    assert plain.authenticate(plain.client_token("alice", "alice-secret"), USERS) == "alice"
-    assert plain.authenticate(b"alice\0alice\0alice-secret", USERS) == "alice"
+    assert plain_server.authenticate(plain.client_token("alice", "alice-secret"), USERS) == "alice"
+    assert plain_server.authenticate(b"alice\0alice\0alice-secret", USERS) == "alice"
 
 
 @pytest.mark.parametrize("token, message", [
@@ -39,11 +41,11 @@ def test_plain_accepts_the_right_password_with_or_without_authzid():
     (b"\0al\xffice\0x", "not UTF-8"),
 ])
 def test_plain_refusals(token, message):
-    assert message in refused(plain.authenticate, token, USERS)
+    assert message in refused(plain_server.authenticate, token, USERS)
 
 
 def test_plain_users_from_jaas_options():
-    assert plain.users_from_jaas({"username": "admin", "password": "p", "user_admin": "p", "user_bob": "b",
+    assert plain_server.users_from_jaas({"username": "admin", "password": "p", "user_admin": "p", "user_bob": "b",
                                   "user_": "x"}) == {"admin": "p", "bob": "b"}
 
 

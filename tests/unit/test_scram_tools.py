@@ -3,9 +3,9 @@ registered endpoint kadmin picks for its security protocol, and --command-config
 ClientSecurity."""
 import base64
 
-from admin_cli.cluster import endpoint_address
+from admin_cli.context import endpoint_address
 from admin_cli.main import _command_config
-from kbroker.security import scram
+from kbroker.protocol.sasl import scram
 from zk.znodes import BrokerInfo, EndPoint
 
 

@@ -3,7 +3,7 @@ LogConfig names, types and ranges)."""
 import pytest
 
 from kbroker.common.admin_errors import AdminError
-from admin_cli.main import parse_config_args
+from admin_cli.topics import parse_config_args
 from kbroker.common.topic_config import TOPIC_CONFIGS, validate_topic_config
 from zk.admin import collides, has_collision_chars, validate_topic_name
 

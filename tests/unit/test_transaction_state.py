@@ -3,9 +3,9 @@ key and value v0), the transactional id -> partition mapping, and the epoch rule
 import struct
 from typing import NamedTuple
 
-from kbroker.coordinator.transaction.state import (NO_PRODUCER_EPOCH, NO_PRODUCER_ID, TransactionMetadata,
-                                                   Transit, TxnState, partition_for, read_txn_key, read_txn_value,
-                                                   transactions_from_log, txn_key, txn_value)
+from kbroker.common.transaction_log import TxnState, partition_for, read_txn_key, read_txn_value, txn_key, txn_value
+from kbroker.coordinator.transaction.state import (NO_PRODUCER_EPOCH, NO_PRODUCER_ID, TransactionMetadata, Transit,
+                                                   transactions_from_log)
 from kbroker.records.batches import CREATE_TIME
 from kbroker.records.builder import build_legacy, build_v2, control_batch
 from kbroker.records.entries import iter_entries
@@ -19,19 +19,20 @@ def test_key_and_value_bytes_are_kafkas():
     assert txn_key("tx") == b"\x00\x00\x00\x02tx"
     m = metadata()
     t = m.prepare_add_partitions({("b", 1), ("a", 0), ("a", 2)}, 200)
-    value = txn_value(t)
+    value = txn_value(t.log_value())
     expected = (struct.pack(">hqhib", 0, 7, 0, 60000, 1) + struct.pack(">i", 2)
                 + struct.pack(">h", 1) + b"a" + struct.pack(">iii", 2, 0, 2)
                 + struct.pack(">h", 1) + b"b" + struct.pack(">ii", 1, 1)
                 + struct.pack(">qq", 200, 200))
     assert value == expected
-    back = read_txn_value(read_txn_key(txn_key("tx")), value)
+    assert read_txn_key(txn_key("tx")) == "tx"
+    back = read_txn_value(value)
     assert (back.producer_id, back.producer_epoch, back.state, back.partitions, back.start_ms, back.update_ms) == \
         (7, 0, TxnState.ONGOING, {("a", 0), ("a", 2), ("b", 1)}, 200, 200)
     m.pending = None
-    empty = txn_value(m.prepare_increment_epoch(60000, None, 300))
+    empty = txn_value(m.prepare_increment_epoch(60000, None, 300).log_value())
     assert empty[17:21] == struct.pack(">i", -1)          # Empty: null partitions
-    assert read_txn_value("tx", None) is None              # tombstone
+    assert read_txn_value(None) is None                    # tombstone
 
 
 def test_partition_for_is_abs_java_hash_mod_partitions():
@@ -73,7 +74,7 @@ class Rec(NamedTuple):
 
 def state_record(txn_id: str, state: TxnState, producer_id: int, partitions=(), start_ms: int = 100) -> Rec:
     t = Transit(producer_id, NO_PRODUCER_ID, 0, NO_PRODUCER_EPOCH, 60000, state, frozenset(partitions), start_ms, 200)
-    return Rec(0, 200, txn_key(txn_id), txn_value(t))
+    return Rec(0, 200, txn_key(txn_id), txn_value(t.log_value()))
 
 
 def test_transactions_from_log_replays_last_record_per_id_tombstones_and_skips_markers_and_old_magic():

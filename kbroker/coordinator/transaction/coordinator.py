@@ -30,11 +30,11 @@ import time
 import gevent
 
 from ...common.internal_topics import TRANSACTION_STATE_TOPIC
+from ...common.transaction_log import TxnState
 from ...protocol.errors import Errors
 from .manager import TransactionStateManager
 from .markers import TransactionMarkerSender
-from .state import (NO_PRODUCER_EPOCH, NO_PRODUCER_ID, TransactionMetadata, TxnState,
-                    is_epoch_exhausted)
+from .state import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, TransactionMetadata, is_epoch_exhausted
 
 log = logging.getLogger("kbroker.coordinator.transaction")
 

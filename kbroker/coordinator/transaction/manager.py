@@ -23,8 +23,8 @@ from ...records.batches import CREATE_TIME
 from ...records.builder import build_v2
 from ..partition_loader import CoordinatorPartitions
 from ...common.internal_topics import TRANSACTION_STATE_TOPIC
-from .state import (TransactionMetadata, Transit, TxnState, partition_for,
-                    transactions_from_log, txn_key, txn_value)
+from ...common.transaction_log import TxnState, partition_for, txn_key, txn_value
+from .state import TransactionMetadata, Transit, transactions_from_log
 
 log = logging.getLogger("kbroker.coordinator.transaction")
 
@@ -102,7 +102,7 @@ class TransactionStateManager(CoordinatorPartitions):
             callback(Errors.NOT_COORDINATOR)
             return
         tp = (self.topic, self.partition_for(transactional_id))
-        value = None if transit.state is TxnState.DEAD else txn_value(transit)
+        value = None if transit.state is TxnState.DEAD else txn_value(transit.log_value())
         batch = build_v2([_Record(transit.update_ms, txn_key(transactional_id), value)], first_offset=0, codec=0,
                          timestamp_type=CREATE_TIME, log_append_time=-1)
 

@@ -1,27 +1,18 @@
-"""One transactional id's state (Kafka 2.8's TransactionMetadata / TxnTransitMetadata) and its records in
-`__transaction_state` (TransactionLog), byte for byte:
-
-- key: int16 version 0, transactional id (int16-length string)
-- value v0: producer id int64, producer epoch int16, timeout ms int32, status int8, partitions (int32 count, -1
-  when null: the Empty state) of {topic string, [int32 partition]}, last update timestamp int64, start
-  timestamp int64. A null value is a tombstone (the id expired).
+"""One transactional id's state (Kafka 2.8's TransactionMetadata / TxnTransitMetadata), and the load of a
+`__transaction_state` partition's batches into it. The records' bytes, the states and the id -> partition mapping
+are kbroker.common.transaction_log's (kadmin reads the log with them too).
 
 A change is first prepared (the transit is returned and the id is pending: other requests get
-CONCURRENT_TRANSACTIONS), then written, then applied with complete(transit) once the append succeeded.
-The last producer id/epoch (KIP-360 retries) live only in memory, as in 2.8's v0 value.
-
-transactions_from_log is the one reading of a partition's records into ids: the coordinator loads with it, and
-`kadmin --zookeeper transactions` derives the state from the log with it.
+CONCURRENT_TRANSACTIONS), then written (Transit.log_value), then applied with complete(transit) once the append
+succeeded. The last producer id/epoch (KIP-360 retries) live only in memory, as in 2.8's v0 value.
 """
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass
-from enum import IntEnum
 
+from ...common.transaction_log import TransactionLogValue, TxnState, replay
 from ...records.batches import v2_records
 from ...records.entries import CONTROL_MASK
-from ..schemas import _I16, _I32, _I64, _Reader, _w_str, java_abs, java_string_hash
 
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
@@ -29,25 +20,9 @@ MAX_EPOCH = 32767
 _DECOMPRESSION_LIMIT = 256 * 1024 * 1024
 
 
-class TxnState(IntEnum):
-    EMPTY = 0
-    ONGOING = 1
-    PREPARE_COMMIT = 2
-    PREPARE_ABORT = 3
-    COMPLETE_COMMIT = 4
-    COMPLETE_ABORT = 5
-    DEAD = 6
-    PREPARE_EPOCH_FENCE = 7
-
-
 def is_epoch_exhausted(epoch: int) -> bool:
     """Kafka's TransactionMetadata.isEpochExhausted: the producer id rotates at 32766."""
     return epoch >= MAX_EPOCH - 1
-
-
-def partition_for(transactional_id: str, partitions: int) -> int:
-    """abs(javaStringHashCode(transactional id)) % partitions (TransactionStateManager.partitionFor)."""
-    return java_abs(java_string_hash(transactional_id)) % partitions
 
 
 @dataclass(frozen=True)
@@ -62,6 +37,11 @@ class Transit:
     partitions: frozenset
     start_ms: int
     update_ms: int
+
+    def log_value(self) -> TransactionLogValue:
+        """What the record of this transit says."""
+        return TransactionLogValue(self.producer_id, self.producer_epoch, self.timeout_ms, self.state,
+                                   self.partitions, self.update_ms, self.start_ms)
 
 
 class TransactionMetadata:
@@ -80,6 +60,12 @@ class TransactionMetadata:
         self.update_ms = update_ms
         self.pending: TxnState | None = None
         self.failed_epoch_fence = False
+
+    @classmethod
+    def loaded(cls, transactional_id: str, v: TransactionLogValue) -> TransactionMetadata:
+        """The metadata a record describes (no last producer id/epoch: they are not written)."""
+        return cls(transactional_id, v.producer_id, NO_PRODUCER_ID, v.producer_epoch, NO_PRODUCER_EPOCH,
+                   v.timeout_ms, v.state, v.partitions, v.start_ms, v.update_ms)
 
     def __repr__(self) -> str:
         return (f"TransactionMetadata({self.transactional_id!r}, pid={self.producer_id}, "
@@ -151,80 +137,13 @@ class TransactionMetadata:
         self.failed_epoch_fence = False
 
 
-# ---- records -----------------------------------------------------------------------------------------------
-
-def txn_key(transactional_id: str) -> bytes:
-    out = bytearray(_I16.pack(0))
-    _w_str(out, transactional_id)
-    return bytes(out)
-
-
-def txn_value(t: Transit) -> bytes:
-    out = bytearray(_I16.pack(0))
-    out += _I64.pack(t.producer_id)
-    out += _I16.pack(t.producer_epoch)
-    out += _I32.pack(t.timeout_ms)
-    out += struct.pack(">b", int(t.state))
-    if t.state is TxnState.EMPTY:
-        out += _I32.pack(-1)
-    else:
-        by_topic: dict[str, list[int]] = {}
-        for topic, partition in sorted(t.partitions):
-            by_topic.setdefault(topic, []).append(partition)
-        out += _I32.pack(len(by_topic))
-        for topic, partitions in by_topic.items():
-            _w_str(out, topic)
-            out += _I32.pack(len(partitions))
-            for p in partitions:
-                out += _I32.pack(p)
-    out += _I64.pack(t.update_ms)
-    out += _I64.pack(t.start_ms)
-    return bytes(out)
-
-
-def read_txn_key(buf) -> str:
-    r = _Reader(buf)
-    version = r.i16()
-    if version != 0:
-        raise ValueError(f"unknown transaction log key version {version}")
-    return r.string()
-
-
-def read_txn_value(transactional_id: str, buf) -> TransactionMetadata | None:
-    """The metadata a record describes (None for a tombstone)."""
-    if buf is None:
-        return None
-    r = _Reader(buf)
-    version = r.i16()
-    if version != 0:
-        raise ValueError(f"unknown transaction log value version {version}")
-    producer_id, epoch, timeout_ms = r.i64(), r.i16(), r.i32()
-    state = TxnState(struct.unpack(">b", r._take(1))[0])
-    partitions = set()
-    for _ in range(max(r.i32(), 0)):
-        topic = r.string()
-        for _ in range(r.i32()):
-            partitions.add((topic, r.i32()))
-    update_ms, start_ms = r.i64(), r.i64()
-    return TransactionMetadata(transactional_id, producer_id, NO_PRODUCER_ID, epoch, NO_PRODUCER_EPOCH, timeout_ms,
-                               state, partitions, start_ms, update_ms)
-
+# ---- load -------------------------------------------------------------------------------------------------
 
 def transactions_from_log(batches) -> dict[str, TransactionMetadata]:
     """{transactional id: metadata} that a `__transaction_state` partition's batches describe, given as
-    (buffer, Entry) pairs in log order: v2 batches only, control batches skipped, the last record per id wins and
-    a tombstone deletes it (TransactionStateManager's load)."""
-    loaded: dict[str, TransactionMetadata] = {}
-    for view, entry in batches:
-        if entry.magic != 2 or entry.attributes & CONTROL_MASK:
-            continue
-        for record in v2_records(view, entry.position, entry.size, _DECOMPRESSION_LIMIT):
-            if record.key is None:
-                continue
-            txn_id = read_txn_key(record.key)
-            metadata = read_txn_value(txn_id, record.value)
-            if metadata is None:
-                loaded.pop(txn_id, None)
-            else:
-                loaded[txn_id] = metadata
-    return loaded
+    (buffer, Entry) pairs in log order: v2 batches only, control batches skipped, replayed as
+    common.transaction_log.replay does (TransactionStateManager's load)."""
+    records = ((record.key, record.value) for view, entry in batches
+               if entry.magic == 2 and not entry.attributes & CONTROL_MASK
+               for record in v2_records(view, entry.position, entry.size, _DECOMPRESSION_LIMIT))
+    return {txn_id: TransactionMetadata.loaded(txn_id, v) for txn_id, v in replay(records).items()}

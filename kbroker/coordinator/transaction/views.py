@@ -1,15 +1,10 @@
 """Read-only views of the transaction coordinator's in-memory state for the KIP-664 admin APIs
-(DescribeTransactions, ListTransactions), with Kafka 3.0's state names and error codes."""
+(DescribeTransactions, ListTransactions), with Kafka 3.0's state names (common.transaction_log.STATE_NAMES) and
+error codes."""
 from __future__ import annotations
 
+from ...common.transaction_log import STATE_NAMES
 from ...protocol.errors import Errors
-from .state import TxnState
-
-# Kafka's TransactionState names, as DescribeTransactions / ListTransactions answer them.
-STATE_NAMES = {TxnState.EMPTY: "Empty", TxnState.ONGOING: "Ongoing", TxnState.PREPARE_COMMIT: "PrepareCommit",
-               TxnState.PREPARE_ABORT: "PrepareAbort", TxnState.COMPLETE_COMMIT: "CompleteCommit",
-               TxnState.COMPLETE_ABORT: "CompleteAbort", TxnState.DEAD: "Dead",
-               TxnState.PREPARE_EPOCH_FENCE: "PrepareEpochFence"}
 
 
 def describe(coordinator, transactional_id: str):

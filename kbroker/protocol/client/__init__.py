@@ -4,8 +4,8 @@ channels to brokers and the replica fetchers all speak to brokers through it.
 Hand-written (over kafka-python's message classes, which encode and decode the bodies) because every user
 needs the same framing, correlation checks, version choice, routing and retries, on plain blocking sockets
 that gevent makes cooperative inside the broker, and the hot paths (Fetch responses) decoded without copying
-records (protocol.hotpath). It imports neither gevent nor the broker's network/api layers. TLS and SASL will
-be added here, once, for every outgoing connection.
+records (protocol.hotpath). It imports neither gevent nor anything of the broker outside protocol/: TLS and the
+SASL logins (protocol.sasl's mechanics) are done here, once, for every outgoing connection.
 
 - Connection: one broker; send/submit/receive, pipelining, acks=0, timeouts (connection.py)
 - ClusterClient: bootstrap, metadata cache, leader/controller/coordinator routing, retries (cluster.py)

@@ -15,12 +15,10 @@ import time
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from kafka.protocol.admin import AlterUserScramCredentialsRequest, DescribeUserScramCredentialsRequest
 from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
 from kafka.protocol.metadata import ApiVersionsRequest, FindCoordinatorRequest, MetadataRequest
 from kafka.protocol.producer import InitProducerIdRequest, ProduceRequest
 
-from ...security import scram
 from ..errors import Errors, KafkaError, error_name
 from ..hotpath import FetchPartitionData, decode_fetch_response
 from .connection import Connection
@@ -36,22 +34,6 @@ LATEST, EARLIEST = -1, -2          # ListOffsets timestamps
 # FindCoordinator key types: a consumer group, a transactional id (v1+).
 GROUP, TRANSACTION = 0, 1
 _KEY_WORDS = {GROUP: "group", TRANSACTION: "transactional id"}
-
-
-class ScramUpsertion(NamedTuple):
-    """A SCRAM credential to set: the password is salted here (a Kafka-style random salt) and never sent."""
-    user: str
-    mechanism: str                  # SCRAM-SHA-256 or SCRAM-SHA-512
-    password: str
-    iterations: int = scram.MIN_ITERATIONS
-
-
-class UserResult(NamedTuple):
-    """One user's answer to Describe/AlterUserScramCredentials; credentials: mechanism name -> iterations."""
-    user: str
-    error_code: int
-    error_message: str | None
-    credentials: dict[str, int] = {}
 
 
 class TopicPartition(NamedTuple):
@@ -494,47 +476,3 @@ class ClusterClient:
             raise KafkaError(p.error_code, f"Produce {tp}: {error_name(p.error_code)}"
                                            f"{f' ({message})' if message else ''}")
         return self.retrying(f"Produce {tp}", attempt)
-
-    # ---- SCRAM credentials (KIP-554) ------------------------------------------------------------------------
-    def describe_user_scram_credentials(self, users: list[str] | None = None) -> list[UserResult]:
-        """DescribeUserScramCredentials at any broker: every user with credentials (None), or the named ones,
-        each with its own error; KafkaError for an error of the whole request."""
-        def build(c):
-            Name = DescribeUserScramCredentialsRequest.UserName
-            return DescribeUserScramCredentialsRequest(
-                version=c.version_for(DescribeUserScramCredentialsRequest),
-                users=None if users is None else [Name(name=u) for u in users])
-        r = self.send_any(build, self.deadline())
-        if r.error_code:
-            raise KafkaError(r.error_code, f"{r.error_message or error_text(r.error_code)} "
-                                           f"({error_name(r.error_code)})")
-        return [UserResult(u.user, u.error_code, u.error_message,
-                           {scram.MECHANISM_BY_ID.get(i.mechanism, str(i.mechanism)): i.iterations
-                            for i in u.credential_infos}) for u in r.results]
-
-    def alter_user_scram_credentials(self, upsertions: list[ScramUpsertion],
-                                     deletions: list[tuple[str, str]]) -> list[UserResult]:
-        """AlterUserScramCredentials at the controller: set credentials, remove (user, mechanism) ones. One
-        result per user named, with its own error. A mechanism name kbroker does not know is sent as id 0
-        (UNKNOWN), and iterations outside 4096..16384 with an empty salted password (no hashing for nothing):
-        the broker refuses both, per user."""
-        def mechanism_id(name: str) -> int:
-            return scram.MECHANISMS[name][1] if name in scram.MECHANISMS else 0
-        Upsertion = AlterUserScramCredentialsRequest.ScramCredentialUpsertion
-        Deletion = AlterUserScramCredentialsRequest.ScramCredentialDeletion
-        salted = []
-        for u in upsertions:
-            salt = scram.random_salt()
-            password = (scram.salted_password(u.mechanism, u.password, salt, u.iterations)
-                        if u.mechanism in scram.MECHANISMS
-                        and scram.MIN_ITERATIONS <= u.iterations <= scram.MAX_ITERATIONS else b"")
-            salted.append(Upsertion(name=u.user, mechanism=mechanism_id(u.mechanism), iterations=u.iterations,
-                                    salt=salt, salted_password=password))
-
-        def build(c):
-            return AlterUserScramCredentialsRequest(
-                version=c.version_for(AlterUserScramCredentialsRequest), upsertions=salted,
-                deletions=[Deletion(name=user, mechanism=mechanism_id(m)) for user, m in deletions])
-        r = self.send_controller(build, lambda r: any(u.error_code == Errors.NOT_CONTROLLER for u in r.results),
-                                 self.deadline(), "alter SCRAM credentials")
-        return [UserResult(u.user, u.error_code, u.error_message) for u in r.results]

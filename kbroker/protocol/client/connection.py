@@ -27,9 +27,9 @@ from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 
 from ..errors import Errors, KafkaError, error_name
 from ..header import request_header, skip_tagged_fields
+from ..sasl import plain
+from ..sasl.scram import ScramClient
 from .errors import ConnectionLost
-from ...security import plain
-from ...security.scram import ScramClient
 from .security import ClientSecurity
 
 _SIZE = struct.Struct(">i")

@@ -1,6 +1,7 @@
-"""SASL/PLAIN (RFC 4616) as Kafka 2.8's PlainSaslServer checks it, and the client's token.
+"""SASL/PLAIN (RFC 4616) as Kafka 2.8's PlainSaslServer checks it.
 
-The client sends one token `[authzid] NUL username NUL password`; the server answers an empty token on success.
+The client sends one token `[authzid] NUL username NUL password` (kbroker.protocol.sasl.plain makes it); the
+server answers an empty token on success.
 Users and passwords come from the JAAS options `user_<name>="<password>"` of the listener's PLAIN login module.
 Failures raise KafkaError SASL_AUTHENTICATION_FAILED with PlainSaslServer's messages.
 """
@@ -40,8 +41,3 @@ def authenticate(token: bytes, users: dict[str, str]) -> str:
     if authzid and authzid != username:
         raise _failed("Authentication failed: Client requested an authorization id that is different from username")
     return username
-
-
-def client_token(username: str, password: str) -> bytes:
-    """The client's PLAIN token (no authorization id, as Kafka's clients send it)."""
-    return f"\0{username}\0{password}".encode()

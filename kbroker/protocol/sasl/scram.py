@@ -5,10 +5,10 @@ iterations=<n>" (RFC 5802 keys: SaltedPassword = PBKDF2-HMAC(password, salt, i),
 "Client Key"), StoredKey = H(ClientKey), ServerKey = HMAC(SaltedPassword, "Server Key")). Used by the broker's
 SCRAM authenticator, the client's SCRAM login, AlterUserScramCredentials and `kadmin users`.
 
-The exchange (RFC 5802 without channel binding, as Kafka's ScramSaslServer/ScramSaslClient) is here too, as pure
-objects: ScramServer (client-first -> server-first, client-final -> server-final) and ScramClient (the other
-side, checking the server's signature). Failures raise KafkaError SASL_AUTHENTICATION_FAILED; where Kafka's
-server throws a plain SaslException its authenticator answers a generic message, and so does ScramServer.
+The messages of the exchange (RFC 5802 without channel binding, as Kafka's ScramMessages) and the client's side
+of it are here too, as a pure object: ScramClient (client-first, client-final from server-first, then the
+server's signature checked). The server's side is kbroker.security.scram_server. Failures raise KafkaError
+SASL_AUTHENTICATION_FAILED.
 """
 from __future__ import annotations
 
@@ -18,9 +18,8 @@ import hashlib
 import hmac
 import secrets
 from dataclasses import dataclass
-from typing import Callable
 
-from ..protocol.errors import Errors, KafkaError
+from ..errors import Errors, KafkaError
 
 # mechanism name -> (hashlib name, the KIP-554 mechanism id used by Describe/AlterUserScramCredentials)
 MECHANISMS = {"SCRAM-SHA-256": ("sha256", 1), "SCRAM-SHA-512": ("sha512", 2)}
@@ -61,7 +60,6 @@ class ScramCredential:
 
     def to_config(self) -> str:
         """Kafka's ScramCredentialUtils.credentialToString."""
-        b64 = lambda b: base64.b64encode(b).decode()
         return (f"salt={b64(self.salt)},stored_key={b64(self.stored_key)},server_key={b64(self.server_key)},"
                 f"iterations={self.iterations}")
 
@@ -102,10 +100,11 @@ def credential_from_salted(mechanism: str, salt: bytes, salted: bytes, iteration
                            iterations)
 
 
-# ---- the exchange ------------------------------------------------------------------------------------------
+# ---- the exchange's messages (both sides) -------------------------------------------------------------------
 
 
-def _failed(message: str) -> KafkaError:
+def authentication_failed(message: str) -> KafkaError:
+    """A refused SCRAM exchange, on either side."""
     return KafkaError(Errors.SASL_AUTHENTICATION_FAILED, message)
 
 
@@ -132,7 +131,7 @@ def unescape_name(text: str) -> str:
     return "".join(out)
 
 
-def _attributes(text: str, what: str) -> list[tuple[str, str]]:
+def parse_attributes(text: str, what: str) -> list[tuple[str, str]]:
     """'a=1,b=2' as [(a, 1), (b, 2)]; ValueError naming the message when an attribute is malformed."""
     out = []
     for item in text.split(","):
@@ -143,110 +142,28 @@ def _attributes(text: str, what: str) -> list[tuple[str, str]]:
     return out
 
 
-def _b64(data: bytes) -> str:
+def b64(data: bytes) -> str:
+    """Base64 as the messages and the stored credentials carry bytes."""
     return base64.b64encode(data).decode()
 
 
-def _unb64(text: str) -> bytes:
+def unb64(text: str) -> bytes:
     return base64.b64decode(text, validate=True)
 
 
-def _nonce() -> str:
+def new_nonce() -> str:
+    """A side's part of the exchange's nonce."""
     return secrets.token_urlsafe(24)
 
 
-class ScramServer:
-    """One server side SCRAM exchange. lookup(user) -> ScramCredential or None (unknown user)."""
-
-    def __init__(self, mechanism: str, lookup: Callable[[str], "ScramCredential | None"]):
-        self.mechanism = mechanism
-        self.lookup = lookup
-        self.username: str | None = None
-        self._gs2_header = self._client_first_bare = self._server_first = self._server_nonce = ""
-        self._credential: ScramCredential | None = None
-        self.complete = False
-
-    def _invalid(self) -> KafkaError:
-        # Kafka's authenticator answers a SaslException with this (it does not reveal which check failed).
-        return _failed(f"Authentication failed during authentication due to invalid credentials with SASL "
-                       f"mechanism {self.mechanism}")
-
-    def evaluate(self, token: bytes) -> bytes:
-        """The answer to the client's next message: server-first after client-first, server-final after
-        client-final (then complete is True and username is set)."""
-        try:
-            text = bytes(token).decode("utf-8")
-        except UnicodeDecodeError:
-            raise self._invalid() from None
-        if self._credential is None:
-            return self._first(text)
-        if not self.complete:
-            return self._final(text)
-        raise self._invalid()
-
-    def _first(self, text: str) -> bytes:
-        flag, _, rest = text.partition(",")
-        authzid_part, _, bare = rest.partition(",")
-        try:
-            if flag not in ("n", "y") or (authzid_part and not authzid_part.startswith("a=")):
-                raise ValueError("gs2 header")
-            attrs = _attributes(bare, "client first")
-            if len(attrs) < 2 or attrs[0][0] != "n" or attrs[1][0] != "r" or not attrs[1][1]:
-                raise ValueError("n= and r= expected")
-            username = unescape_name(attrs[0][1])
-            authzid = unescape_name(authzid_part[2:]) if authzid_part else ""
-            if not username:
-                raise ValueError("empty user name")
-        except ValueError:
-            raise self._invalid() from None
-        if authzid and authzid != username:
-            raise _failed("Authentication failed: Client requested an authorization id that is different from "
-                          "username")
-        credential = self.lookup(username)
-        if credential is None or credential.iterations < MIN_ITERATIONS:
-            raise self._invalid()
-        self.username, self._credential = username, credential
-        self._gs2_header = f"{flag},{authzid_part},"
-        self._client_first_bare = bare
-        self._server_nonce = _nonce()
-        self._server_first = (f"r={attrs[1][1]}{self._server_nonce},s={_b64(credential.salt)},"
-                              f"i={credential.iterations}")
-        return self._server_first.encode()
-
-    def _final(self, text: str) -> bytes:
-        try:
-            without_proof, sep, proof_text = text.rpartition(",p=")
-            if not sep:
-                raise ValueError("no proof")
-            attrs = dict(_attributes(without_proof, "client final"))
-            channel, nonce = attrs.get("c"), attrs.get("r")
-            proof = _unb64(proof_text)
-            if channel is None or nonce is None or _unb64(channel) != self._gs2_header.encode():
-                raise ValueError("channel binding")
-        except (ValueError, binascii.Error):
-            raise self._invalid() from None
-        # Kafka 2.8 does not check r=; librdkafka before 2.6.1 does not send client + server nonce there, so
-        # only its end (our nonce) is checked.
-        if not nonce.endswith(self._server_nonce):
-            raise self._invalid()
-        cred = self._credential
-        auth_message = f"{self._client_first_bare},{self._server_first},{without_proof}".encode()
-        signature = hmac_digest(self.mechanism, cred.stored_key, auth_message)
-        if len(proof) != len(signature):
-            raise self._invalid()
-        client_key_ = bytes(a ^ b for a, b in zip(proof, signature))
-        if not hmac.compare_digest(digest(self.mechanism, client_key_), cred.stored_key):
-            raise self._invalid()
-        self.complete = True
-        return f"v={_b64(hmac_digest(self.mechanism, cred.server_key, auth_message))}".encode()
-
+# ---- the client's side -------------------------------------------------------------------------------------
 
 class ScramClient:
     """One client side SCRAM exchange: first() then final(server_first) then verify(server_final)."""
 
     def __init__(self, mechanism: str, username: str, password: str):
         self.mechanism, self.username, self.password = mechanism, username, password
-        self._nonce = _nonce()
+        self._nonce = new_nonce()
         self._client_first_bare = f"n={escape_name(username)},r={self._nonce}"
         self._expected_signature = b""
 
@@ -256,15 +173,15 @@ class ScramClient:
     def final(self, server_first: bytes) -> bytes:
         text = bytes(server_first).decode("utf-8", "replace")
         try:
-            attrs = dict(_attributes(text, "server first"))
-            nonce, salt, iterations = attrs["r"], _unb64(attrs["s"]), int(attrs["i"])
+            attrs = dict(parse_attributes(text, "server first"))
+            nonce, salt, iterations = attrs["r"], unb64(attrs["s"]), int(attrs["i"])
         except (KeyError, ValueError, binascii.Error):
-            raise _failed(f"Invalid SCRAM server first message: {text!r}") from None
+            raise authentication_failed(f"Invalid SCRAM server first message: {text!r}") from None
         if not nonce.startswith(self._nonce) or len(nonce) == len(self._nonce):
-            raise _failed("Invalid server nonce: does not start with client nonce")
+            raise authentication_failed("Invalid server nonce: does not start with client nonce")
         if iterations < MIN_ITERATIONS:
-            raise _failed(f"Requested iterations {iterations} is less than the minimum {MIN_ITERATIONS} for "
-                          f"{self.mechanism}")
+            raise authentication_failed(f"Requested iterations {iterations} is less than the minimum "
+                                        f"{MIN_ITERATIONS} for {self.mechanism}")
         salted = salted_password(self.mechanism, self.password, salt, iterations)
         without_proof = f"c=biws,r={nonce}"
         auth_message = f"{self._client_first_bare},{text},{without_proof}".encode()
@@ -272,15 +189,15 @@ class ScramClient:
         signature = hmac_digest(self.mechanism, digest(self.mechanism, key), auth_message)
         proof = bytes(a ^ b for a, b in zip(key, signature))
         self._expected_signature = hmac_digest(self.mechanism, server_key(self.mechanism, salted), auth_message)
-        return f"{without_proof},p={_b64(proof)}".encode()
+        return f"{without_proof},p={b64(proof)}".encode()
 
     def verify(self, server_final: bytes) -> None:
         text = bytes(server_final).decode("utf-8", "replace")
         if text.startswith("e="):
-            raise _failed(f"Sasl authentication using {self.mechanism} failed with error: {text[2:]}")
+            raise authentication_failed(f"Sasl authentication using {self.mechanism} failed with error: {text[2:]}")
         try:
-            signature = _unb64(text[2:]) if text.startswith("v=") else None
+            signature = unb64(text[2:]) if text.startswith("v=") else None
         except binascii.Error:
             signature = None
         if signature is None or not hmac.compare_digest(signature, self._expected_signature):
-            raise _failed("Invalid server signature in server final message")
+            raise authentication_failed("Invalid server signature in server final message")
