@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from kafka.protocol.admin import DescribeTransactionsRequest, DescribeTransactionsResponse
 
-from ..coordinator.transaction.views import STATE_NAMES, describe
+from ..common.transaction_log import STATE_NAMES
+from ..coordinator.transaction.views import describe
 from ..protocol.errors import Errors
 from .context import RequestContext
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from kafka.protocol.admin import ListTransactionsRequest, ListTransactionsResponse
 
-from ..coordinator.transaction.views import STATE_NAMES, list_states
+from ..common.transaction_log import STATE_NAMES
+from ..coordinator.transaction.views import list_states
 from .context import RequestContext
 
 API_KEY = 66
