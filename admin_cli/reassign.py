@@ -471,49 +471,12 @@ def reassign(ctx, plan_file, execute, verify, no_wait, timeout):
         out.emit(verified)
         ctx.exit(0 if verified.succeeded else EXIT_REFUSED)
     with source(ctx) as src, _log_dir_admin(ctx, src, moves) as dirs_admin:
-        if src.zk is not None:
-            if reassignment_in_progress(src.zk):
-                raise AdminError(EXISTING_REASSIGNMENT)
-            current = validate_plan(src.zk, plan)
-        else:
-            current = validate_plan_admin(src.admin, plan)
-        result = Reassignment(current, plan)
-        if not out.json:
-            result.render_rollback(out)
-        # Before the reassignment: a replica the broker has not got yet gets its dir remembered there.
-        result.moved = alter_log_dirs(dirs_admin, moves) if moves else set()
-        src.call(start_reassignment, start_reassignment_admin, plan)
-        if not out.json:
-            result.render_started(out)
-        pending = {r: d for r, d in moves.items() if r not in result.moved}
-        if pending:
-            def start_moves():
-                accepted = alter_log_dirs(dirs_admin, pending)
-                result.moved |= accepted
-                for r in accepted:
-                    del pending[r]
-                return len(moves) - len(pending), not pending
-            wait_for(start_moves, "Starting log directory moves", timeout,
-                     lambda done: f"log directory moves to start: {len(moves) - done} replica(s) not on their "
-                                  "broker yet.", len(moves), interval=0.1)
-        if not out.json:
-            result.render_moves_started(out, result.moved)
+        result = _start(out, src, dirs_admin, plan, moves, timeout)
         if no_wait:
             if out.json:
                 out.emit(result)
             return
-        total = len(plan) + len(moves)
-        what = "partition(s) and log dir move(s) still under way; they carry" if moves else \
-            "partition(s) still being reassigned; the controller carries"
-        try:
-            wait_for(_reassignment_poll(src, plan, dirs_admin, moves), f"Reassigning {len(plan)} partition(s)",
-                     timeout, lambda done: f"the reassignment: {total - done} of {total} {what} on (check with "
-                                           "--verify).", total)
-            timed_out = None
-        except WaitTimedOut as e:
-            timed_out = e
-        result.statuses = src.call(reassignment_status, reassignment_status_admin, plan)
-        result.moves = log_dir_status(dirs_admin, moves) if moves else []
+        timed_out = _wait_done(src, dirs_admin, result, moves, timeout)
     if out.json:
         out.emit(result)
     else:
@@ -527,3 +490,55 @@ def reassign(ctx, plan_file, execute, verify, no_wait, timeout):
     unmoved = [m for m in result.moves if not m.done]
     if unmoved:
         raise Failure(f"{len(unmoved)} of {len(moves)} replica(s) did not reach their target log dir.")
+
+
+def _start(out: Output, src: Source, dirs_admin, plan, moves, timeout: float) -> Reassignment:
+    """Validate the plan, print the rollback plan, move the log dirs of replicas their brokers already have,
+    start the reassignment, then the log dir moves of the replicas it adds (as their brokers get them)."""
+    if src.zk is not None:
+        if reassignment_in_progress(src.zk):
+            raise AdminError(EXISTING_REASSIGNMENT)
+        current = validate_plan(src.zk, plan)
+    else:
+        current = validate_plan_admin(src.admin, plan)
+    result = Reassignment(current, plan)
+    if not out.json:
+        result.render_rollback(out)
+    # Before the reassignment: a replica the broker has not got yet gets its dir remembered there.
+    result.moved = alter_log_dirs(dirs_admin, moves) if moves else set()
+    src.call(start_reassignment, start_reassignment_admin, plan)
+    if not out.json:
+        result.render_started(out)
+    pending = {r: d for r, d in moves.items() if r not in result.moved}
+    if pending:
+        def start_moves():
+            accepted = alter_log_dirs(dirs_admin, pending)
+            result.moved |= accepted
+            for r in accepted:
+                del pending[r]
+            return len(moves) - len(pending), not pending
+        wait_for(start_moves, "Starting log directory moves", timeout,
+                 lambda done: f"log directory moves to start: {len(moves) - done} replica(s) not on their "
+                              "broker yet.", len(moves), interval=0.1)
+    if not out.json:
+        result.render_moves_started(out, result.moved)
+    return result
+
+
+def _wait_done(src: Source, dirs_admin, result: Reassignment, moves, timeout: float) -> WaitTimedOut | None:
+    """Wait until every partition and log dir move of the plan is done (or timeout), then put the final status
+    in result; the WaitTimedOut, raised once that status is shown, or None."""
+    plan = result.plan
+    total = len(plan) + len(moves)
+    what = "partition(s) and log dir move(s) still under way; they carry" if moves else \
+        "partition(s) still being reassigned; the controller carries"
+    try:
+        wait_for(_reassignment_poll(src, plan, dirs_admin, moves), f"Reassigning {len(plan)} partition(s)",
+                 timeout, lambda done: f"the reassignment: {total - done} of {total} {what} on (check with "
+                                       "--verify).", total)
+        timed_out = None
+    except WaitTimedOut as e:
+        timed_out = e
+    result.statuses = src.call(reassignment_status, reassignment_status_admin, plan)
+    result.moves = log_dir_status(dirs_admin, moves) if moves else []
+    return timed_out
