@@ -571,12 +571,12 @@ class ReplicaManager:
     def read_from_local_log(self, params: FetchParams, requests) -> tuple[dict, int, bool]:
         """Kafka's readFromLocalLog: read each partition in request order, as its leader, within the fetch's limits.
 
-        requests: [(tp, fetch offset, partition max bytes, current leader epoch)]. Returns ({tp: FetchPartitionData}
-        with the records as a zero-copy file slice, the high watermark, last stable offset and log start offset,
-        for a READ_COMMITTED consumer the aborted transactions the records overlap; or the partition's error},
-        bytes read, whether a partition failed). A partition reads at most min(its max bytes, what the previous
-        ones left of params.max_bytes); the first with data gets its first batch whole even if larger, unless
-        the fetch has a hard limit (v0-v2). A follower's read moves its state on this leader (Partition.read)."""
+        requests: [(tp, fetch offset, partition max bytes, current leader epoch)]. Returns (results, bytes read,
+        whether a partition failed); results: {tp: FetchPartitionData}, the records as a zero-copy file slice, the
+        high watermark, last stable offset and log start offset, for a READ_COMMITTED consumer the aborted
+        transactions the records overlap; or the partition's error. A partition reads at most min(its max bytes,
+        what the previous ones left of params.max_bytes); the first with data gets its first batch whole even if
+        larger, unless the fetch has a hard limit (v0-v2). A follower's read moves its state on this leader."""
         follower = params.replica_id
         isolation = params.isolation_level
         read_committed = isolation == READ_COMMITTED and follower < 0
@@ -589,15 +589,13 @@ class ReplicaManager:
             try:
                 partition = self.leader_partition(tp)
                 partition.check_leader_epoch(leader_epoch)
-                log_ = partition.log
-                if zstd_refused and log_.config.compression_type == "zstd":
+                if zstd_refused and partition.log.config.compression_type == "zstd":
                     raise KafkaError(Errors.UNSUPPORTED_COMPRESSION_TYPE,
                                      "zstd-compressed topics can only be fetched with Fetch v10 or later")
-                piece, data.high_watermark, data.log_start_offset = partition.read(
+                piece, data.high_watermark, data.last_stable_offset, data.log_start_offset = partition.read(
                     fetch_offset, min(partition_max, limit), isolation, min_one, follower)
-                data.last_stable_offset = log_.last_stable_offset
                 if read_committed:
-                    upper = min(data.last_stable_offset, log_.segment_end_offset(fetch_offset))
+                    upper = min(data.last_stable_offset, partition.log.segment_end_offset(fetch_offset))
                     data.aborted_transactions = partition.aborted_txns(fetch_offset, upper) if piece.length else []
                 if piece.length:
                     data.records = [piece]
