@@ -9,7 +9,7 @@ API modules only decode the request, call one method and encode the answer.
   broker has a rack).
 - CreateTopics and CreatePartitions with timeout_ms > 0 wait until the new partitions have leaders, DeleteTopics
   until the topics are gone from the metadata cache: delayed operations in the "topic" purgatory
-  (purgatory.topic), checked whenever UpdateMetadata names a topic; topics not done at the timeout get
+  (admin_delayed.py), checked whenever UpdateMetadata names a topic; topics not done at the timeout get
   REQUEST_TIMED_OUT. timeout_ms <= 0 answers at once, REQUEST_TIMED_OUT for the topics written (CreateTopics,
   DeleteTopics), as Kafka.
 - Configs: DescribeConfigs shows each config's effective value, source and synonyms (Kafka's precedence:
@@ -30,6 +30,7 @@ from typing import Callable
 
 from zk.admin import AdminZkClient
 from zk.client import TopicAlreadyMarkedForDeletionError, TopicExistsError, ZkError
+from .admin_delayed import DelayedCreatePartitions, DelayedDeleteTopics
 from .common.admin_errors import AdminError, InvalidConfigValueError, UnknownTopicError
 from .common.broker_config import DYNAMIC_BROKER_CONFIGS, THREAD_COUNTS, entity_name, validate_broker_config
 from .common.config_def import format_value
@@ -41,7 +42,6 @@ from .log.errors import InvalidConfig
 from .protocol.errors import Errors
 from .protocol.sasl import scram
 from .purgatory.delayed import DelayedOperationPurgatory
-from .purgatory.topic import DelayedCreatePartitions, DelayedDeleteTopics
 
 log = logging.getLogger(__name__)
 

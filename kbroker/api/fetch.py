@@ -10,10 +10,14 @@ lazily and within the size limits (records.convert); converted entries are kept 
 (`down.conversion.cache.bytes`, an LRU keyed by segment file, position and magic), so consumers reading the
 same data cost one conversion and get the cached bytes by sendfile, from in-memory files.
 
-Limits: partition_max_bytes per partition and, from v3, max_bytes for the whole response; from v3 the first
-batch of the first partition with data is returned whole even if larger (so consumers progress), while
-v0-v2 get at most the limit (a partial message, as Kafka's old behaviour). max_wait_ms / min_bytes: the
-request waits in the fetch purgatory until enough bytes are readable or the time is up.
+The replica manager reads and waits (ReplicaManager.fetch, Kafka's fetchMessages); this module keeps what
+KafkaApis keeps: sessions, authorization, down-conversion and metrics. Limits: partition_max_bytes per partition
+and, from v3, max_bytes for the whole response; from v3 the first batch of the first partition with data is
+returned whole even if larger (so consumers progress), while v0-v2 get at most the limit (a partial message, as
+Kafka's old behaviour). The records read are converted after the read, each partition within what the converted
+ones before it left of max_bytes. max_wait_ms / min_bytes: the request waits in the fetch purgatory until enough
+bytes are readable or the time is up; for an old consumer, until enough converted bytes are (a consumer left
+with nothing but markers to read waits for new records as one at the end of the log does).
 
 Errors per partition: UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER, OFFSET_OUT_OF_RANGE,
 UNSUPPORTED_COMPRESSION_TYPE (a topic with compression.type=zstd fetched below v10, as Kafka),
@@ -40,15 +44,18 @@ served from the conversion cache); bytes out to followers as replication bytes.
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 
 import gevent
 from kafka.protocol.consumer import FetchRequest, FetchResponse
 
+from ..log.segment import EMPTY_SLICE, FileSlice
 from ..protocol.errors import Errors, KafkaError
 from ..protocol.hotpath import FetchPartitionData, encode_fetch_response
 from ..records.convert import down_convert, magic_for_fetch_version
-from ..log.segment import FileSlice
 from ..replica.fetch_session import INVALID_SESSION_ID, FetchContext
+from ..replica.manager import FetchParams
+from .context import RequestContext
 
 API_KEY = 1
 MIN_VERSION, MAX_VERSION = 0, 12
@@ -70,7 +77,7 @@ def _file_reader(fd: int):
     return read
 
 
-def _down_converted(partition, piece, fetch_offset: int, magic: int, max_bytes: int, min_one: bool, cache):
+def _down_converted(replicas, params, tp, piece, fetch_offset: int, magic: int, max_bytes: int, min_one: bool):
     """(pieces, records converted) of the slice read from fetch_offset, converted to magic. When all of it was
     left out (control batches, emptied batches, a compacted batch's records before the fetch offset), the read
     goes on from the offset after it, so an old consumer is not stuck there (Kafka answers an overflow message
@@ -79,57 +86,61 @@ def _down_converted(partition, piece, fetch_offset: int, magic: int, max_bytes: 
     while piece.length:
         pieces, records, after = down_convert(
             _file_reader(piece.fd), piece.file_id, piece.position, piece.position + piece.length, magic,
-            fetch_offset=fetch_offset, max_bytes=max_bytes, cache=cache, pause=_yield)
+            fetch_offset=fetch_offset, max_bytes=max_bytes, cache=replicas.conversion_cache, pause=_yield)
         converted += records
         if pieces or after is None:
             return pieces, converted
-        piece = partition.read(after, max_bytes, 0, min_one)[0]
+        data = replicas.read_from_local_log(params, [(tp, after, max_bytes, -1)])[0][tp]
+        if data.error_code:
+            raise KafkaError(data.error_code)
+        piece = data.records[0] if data.records else EMPTY_SLICE
+        if piece.length > max_bytes and not min_one:
+            break   # only the first partition with records may get a batch larger than its limit (KIP-74)
     return [], converted
 
 
-def _read(ctx, requests, max_bytes: int, isolation_level: int, follower: int, conversions: dict):
-    """(results by tp, bytes read, whether any partition failed). conversions gets {tp: records converted}
-    of this read only."""
-    conversions.clear()
-    version = ctx.api_version
-    replicas = ctx.broker.replica_manager
-    magic = magic_for_fetch_version(version) if follower < 0 else 2
-    hard_limit = version <= 2
-    min_one = not hard_limit
-    limit = max_bytes
-    results, total, errored = {}, 0, False
-    for tp, fetch_offset, partition_max, leader_epoch in requests:
-        data = FetchPartitionData(tp[1])
-        try:
-            partition = replicas.leader_partition(tp)
-            partition.check_leader_epoch(leader_epoch)
-            if version < 10 and follower < 0 and partition.log.config.compression_type == "zstd":
-                raise KafkaError(Errors.UNSUPPORTED_COMPRESSION_TYPE,
-                                 "zstd-compressed topics can only be fetched with Fetch v10 or later")
-            piece, data.high_watermark, data.log_start_offset = partition.read(
-                fetch_offset, min(partition_max, limit), isolation_level, min_one, follower)
-            if isolation_level and follower < 0:
-                upper = min(partition.log.last_stable_offset, partition.log.segment_end_offset(fetch_offset))
-                data.aborted_transactions = partition.aborted_txns(fetch_offset, upper) if piece.length else []
-            if piece.length and magic < 2:
-                data.records, conversions[tp] = _down_converted(partition, piece, fetch_offset, magic,
-                                                                min(partition_max, limit), min_one,
-                                                                replicas.conversion_cache)
-            elif piece.length:
-                data.records = [piece]
-        except KafkaError as e:
-            data.error_code = e.code
-            errored = True
+def _down_convert(replicas, params, requests, results: dict, magic: int):
+    """Convert the records read for a consumer of magic 0 or 1, partition by partition in request order, each
+    within what the converted records before it left of max_bytes. (bytes converted, whether a partition
+    failed, {tp: records converted})."""
+    min_one = params.version > 2
+    limit = params.max_bytes
+    total, errored, conversions = 0, False, {}
+    for tp, fetch_offset, partition_max, _ in requests:
+        data = results[tp]
+        if data.records:
+            try:
+                data.records, conversions[tp] = _down_converted(replicas, params, tp, data.records[0], fetch_offset,
+                                                                magic, min(partition_max, limit), min_one)
+            except KafkaError as e:
+                data.records, data.error_code = [], e.code
+        errored = errored or bool(data.error_code)
         size = data.records_size if data.records else 0
         if size:
             min_one = False
             limit = max(0, limit - size)
             total += size
-        results[tp] = data
-    return results, total, errored
+    return total, errored, conversions
 
 
-def _authorized_topics(ctx, follower: int, requests) -> set:
+def _fetch_down_converted(replicas, params: FetchParams, requests, magic: int):
+    """The replica manager's fetch for a consumer of magic 0 or 1, its records converted: (results by tp, {tp:
+    records converted}). min_bytes counts converted bytes: while what was read converts to fewer (markers and
+    emptied batches convert to nothing), the fetch waits on, within max_wait_ms in all, until more is readable
+    than it read (answered at once, such a consumer would ask again at once, again and again)."""
+    min_bytes = params.min_bytes
+    deadline = replicas.clock.monotonic_ms() + params.max_wait_ms
+    while True:
+        results = replicas.fetch(params, requests)
+        read = sum(data.records[0].length for data in results.values() if data.records)
+        converted, errored, conversions = _down_convert(replicas, params, requests, results, magic)
+        left = deadline - replicas.clock.monotonic_ms()
+        if converted >= min_bytes or errored or not read or left <= 0:
+            return results, conversions
+        params = replace(params, max_wait_ms=left, min_bytes=read + 1)
+
+
+def _authorized_topics(ctx: RequestContext, follower: int, requests) -> set:
     """Followers need ClusterAction on the cluster, consumers Read on each topic; the others' partitions
     answer TOPIC_AUTHORIZATION_FAILED."""
     topics = {tp[0] for tp, *_ in requests}
@@ -138,7 +149,7 @@ def _authorized_topics(ctx, follower: int, requests) -> set:
     return ctx.authorized("Read", "Topic", topics)
 
 
-def handle(request, ctx):
+def handle(request, ctx: RequestContext):
     version = ctx.api_version
     follower = request.replica_id
     replicas = ctx.broker.replica_manager
@@ -154,13 +165,16 @@ def handle(request, ctx):
         context = FetchContext(requests)
     if context.error:
         return encode_fetch_response(version, 0, context.error, INVALID_SESSION_ID, [])
-    max_bytes = request.max_bytes if version >= 3 else 2 ** 31 - 1
-    isolation = request.isolation_level if version >= 4 else 0
-    conversions: dict = {}
+    params = FetchParams(version, follower, request.max_wait_ms, request.min_bytes,
+                         max(0, request.max_bytes) if version >= 3 else 2 ** 31 - 1,
+                         request.isolation_level if version >= 4 else 0)
     allowed = _authorized_topics(ctx, follower, context.requests)
-    results = replicas.fetch(
-        [r for r in context.requests if r[0][0] in allowed], request.max_wait_ms, request.min_bytes, follower,
-        lambda reqs: _read(ctx, reqs, max(0, max_bytes), isolation, follower, conversions), isolation)
+    readable = [r for r in context.requests if r[0][0] in allowed]
+    magic = magic_for_fetch_version(version)
+    if follower < 0 and magic < 2:
+        results, conversions = _fetch_down_converted(replicas, params, readable, magic)
+    else:
+        results, conversions = replicas.fetch(params, readable), {}
     results.update({r[0]: FetchPartitionData(r[0][1], error_code=Errors.TOPIC_AUTHORIZATION_FAILED)
                     for r in context.requests if r[0][0] not in allowed})
     metrics = ctx.broker.metrics
@@ -183,11 +197,7 @@ def handle(request, ctx):
     error, session_id, order = context.respond(results, replicas.clock.now_ms())
     topics: list = []
     for tp in order:
-        data = results[tp]
-        if not data.error_code:
-            # Only for the partitions sent: a session re-reads every idle partition each round.
-            data.last_stable_offset = replicas.partitions[tp].log.last_stable_offset
         if not topics or topics[-1][0] != tp[0]:
             topics.append((tp[0], []))
-        topics[-1][1].append(data)
+        topics[-1][1].append(results[tp])
     return encode_fetch_response(version, 0, error, session_id, topics)

@@ -16,11 +16,13 @@ move; with delete the future log goes too.
 
 Data path: append_txn_markers (WriteTxnMarkers: control batches, acks=-1, then the on_txn_marker_appended
 hook for __consumer_offsets partitions), append_records (Produce; acks=-1 waits in the produce purgatory
-until every in-sync replica has the records, or REQUEST_TIMED_OUT), fetch (consumers up to the high
-watermark or, READ_COMMITTED, the last stable offset; followers up to the log end offset; both long-polling
-in the fetch purgatory), offsets by timestamp and delete_records. A follower's fetch moves
-its state on the leader, which may advance the high watermark and complete waiting produces and fetches.
-fetch_sessions is the leader's cache of incremental fetch sessions (fetch_session.py; the Fetch API uses it).
+until every in-sync replica has the records, or REQUEST_TIMED_OUT), read_from_local_log and fetch (Kafka's
+readFromLocalLog and fetchMessages: consumers up to the high watermark or, READ_COMMITTED, the last stable
+offset with the aborted transactions; followers up to the log end offset; both long-polling in the fetch
+purgatory), offsets by timestamp and delete_records. A follower's fetch moves its state on the leader, which
+may advance the high watermark and complete waiting produces and fetches. The delayed operations are in
+delayed.py. fetch_sessions is the leader's cache of incremental fetch sessions (fetch_session.py) and
+conversion_cache the old consumers' down-converted records: the Fetch API uses both.
 
 Log dir failures (Kafka's handleLogDirFailure): the partitions whose logs are in a failed dir go offline
 (`offline_partitions`): their fetchers stop, and every request about them (produce, fetch, LeaderAndIsr,
@@ -39,9 +41,9 @@ from __future__ import annotations
 
 import logging
 import uuid
+from dataclasses import dataclass
 
 import gevent
-import gevent.event
 import gevent.lock
 import gevent.pool
 
@@ -52,13 +54,15 @@ from ..log.errors import KafkaStorageError
 from ..log.log import log_future_dir_name
 from ..metrics import BrokerMetrics
 from ..protocol.errors import Errors, KafkaError
-from ..purgatory.delayed import DelayedOperation, DelayedOperationPurgatory
+from ..protocol.hotpath import FetchPartitionData
+from ..purgatory.delayed import DelayedOperationPurgatory
 from ..records.convert import ConversionCache
 from ..records.validator import RecordValidationError
+from .delayed import DelayedFetch, DelayedProduce
 from .fetch_session import FetchSessionCache
 from .fetcher import ReplicaFetcherManager
 from .log_dir_mover import LogDirMover
-from .partition import Partition
+from .partition import READ_COMMITTED, Partition
 
 state_change = logging.getLogger("state-change")
 log = logging.getLogger("kbroker.replica")
@@ -70,78 +74,15 @@ LOG_CREATIONS_IN_FLIGHT = 4        # such tasks at once
 MARKER_TIMEOUT_MS = 30000          # Kafka appends markers with request.timeout.ms (default 30 s)
 
 
-class DelayedFetch(DelayedOperation):
-    """Completes when enough bytes are readable for the fetch, a partition fails, or the wait is over."""
-
-    def __init__(self, delay_ms: int, manager, requests, min_bytes: int, follower: int, isolation_level: int):
-        super().__init__(delay_ms)
-        self.manager, self.requests, self.min_bytes, self.follower = manager, requests, min_bytes, follower
-        self.isolation_level = isolation_level
-        self.done = gevent.event.Event()
-        self.checked = False   # whether a partition's change (or the purgatory's first check) looked at it
-
-    def try_complete(self) -> bool:
-        self.checked = True
-        available = 0
-        for tp, fetch_offset, max_bytes, _ in self.requests:
-            partition = self.manager.partitions.get(tp)
-            if partition is None or not partition.is_leader:
-                return self.force_complete()
-            log = partition.log
-            end = partition.fetchable_end(self.isolation_level, self.follower)
-            if fetch_offset > end or fetch_offset < log.log_start_offset:
-                return self.force_complete()
-            if fetch_offset < end:
-                try:
-                    available += log.read(fetch_offset, max_bytes, max_offset=end).records.length
-                except KafkaError:   # the log's dir failed: the read answers the error
-                    return self.force_complete()
-        if available >= self.min_bytes:
-            return self.force_complete()
-        return False
-
-    def on_complete(self) -> None:
-        self.done.set()
-
-    def on_expiration(self) -> None:
-        pass
-
-
-class DelayedProduce(DelayedOperation):
-    """acks=-1: completes when every partition's high watermark passed its last offset (all in-sync replicas
-    have it), with NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank below min.insync.replicas; partitions still
-    pending at the timeout get REQUEST_TIMED_OUT."""
-
-    def __init__(self, delay_ms: int, manager, required: dict):
-        super().__init__(delay_ms)
-        self.manager = manager
-        self.pending = dict(required)   # tp -> last offset appended
-        self.errors: dict = {}
-        self.done = gevent.event.Event()
-
-    def try_complete(self) -> bool:
-        for tp, last_offset in list(self.pending.items()):
-            partition = self.manager.partitions.get(tp)
-            if partition is None or not partition.is_leader:
-                self.errors[tp] = (Errors.KAFKA_STORAGE_ERROR if tp in self.manager.offline_partitions
-                                   else Errors.NOT_LEADER_OR_FOLLOWER)
-            elif partition.high_watermark > last_offset:
-                enough = len(partition.isr) >= partition.log.config.min_insync_replicas
-                self.errors[tp] = Errors.NONE if enough else Errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND
-            else:
-                continue
-            del self.pending[tp]
-        if not self.pending:
-            return self.force_complete()
-        return False
-
-    def on_complete(self) -> None:
-        for tp in self.pending:
-            self.errors[tp] = Errors.REQUEST_TIMED_OUT
-        self.done.set()
-
-    def on_expiration(self) -> None:
-        pass
+@dataclass(frozen=True, slots=True)
+class FetchParams:
+    """What one Fetch request asks of the replica manager, as Kafka's FetchParams."""
+    version: int           # of the Fetch request: v0-v2 have a hard size limit, v0-v9 cannot read zstd topics
+    replica_id: int        # the fetching follower's broker id, -1 for a consumer
+    max_wait_ms: int
+    min_bytes: int
+    max_bytes: int         # for the whole response
+    isolation_level: int   # READ_UNCOMMITTED or READ_COMMITTED (consumers only)
 
 
 class ReplicaManager:
@@ -627,18 +568,58 @@ class ReplicaManager:
                                       producer_id, tp[0], tp[1])
         return results
 
-    def fetch(self, requests, max_wait_ms: int, min_bytes: int, follower: int, read_fn,
-              isolation_level: int = 0) -> dict:
-        """Read for a fetch; wait (up to max_wait_ms) in the purgatory until min_bytes are readable.
+    def read_from_local_log(self, params: FetchParams, requests) -> tuple[dict, int, bool]:
+        """Kafka's readFromLocalLog: read each partition in request order, as its leader, within the fetch's limits.
 
-        requests: [(tp, fetch_offset, partition_max_bytes, current_leader_epoch)]. read_fn(requests) does the
-        reads and returns (results, bytes read, any error) so the caller decides response limits."""
+        requests: [(tp, fetch offset, partition max bytes, current leader epoch)]. Returns (results, bytes read,
+        whether a partition failed); results: {tp: FetchPartitionData}, the records as a zero-copy file slice, the
+        high watermark, last stable offset and log start offset, for a READ_COMMITTED consumer the aborted
+        transactions the records overlap; or the partition's error. A partition reads at most min(its max bytes,
+        what the previous ones left of params.max_bytes); the first with data gets its first batch whole even if
+        larger, unless the fetch has a hard limit (v0-v2). A follower's read moves its state on this leader."""
+        follower = params.replica_id
+        isolation = params.isolation_level
+        read_committed = isolation == READ_COMMITTED and follower < 0
+        zstd_refused = params.version < 10 and follower < 0
+        min_one = params.version > 2
+        limit = params.max_bytes
+        results, total, errored = {}, 0, False
+        for tp, fetch_offset, partition_max, leader_epoch in requests:
+            data = FetchPartitionData(tp[1])
+            try:
+                partition = self.leader_partition(tp)
+                partition.check_leader_epoch(leader_epoch)
+                if zstd_refused and partition.log.config.compression_type == "zstd":
+                    raise KafkaError(Errors.UNSUPPORTED_COMPRESSION_TYPE,
+                                     "zstd-compressed topics can only be fetched with Fetch v10 or later")
+                piece, data.high_watermark, data.last_stable_offset, data.log_start_offset = partition.read(
+                    fetch_offset, min(partition_max, limit), isolation, min_one, follower)
+                if read_committed:
+                    upper = min(data.last_stable_offset, partition.log.segment_end_offset(fetch_offset))
+                    data.aborted_transactions = partition.aborted_txns(fetch_offset, upper) if piece.length else []
+                if piece.length:
+                    data.records = [piece]
+                    min_one = False
+                    limit = max(0, limit - piece.length)
+                    total += piece.length
+            except KafkaError as e:
+                data.error_code = e.code
+                errored = True
+            results[tp] = data
+        return results, total, errored
+
+    def fetch(self, params: FetchParams, requests) -> dict:
+        """Kafka's fetchMessages: {tp: FetchPartitionData} of read_from_local_log, answered at once when the wait
+        is 0, min_bytes were read, a partition failed or nothing was asked; else after waiting in the fetch
+        purgatory (DelayedFetch) until min_bytes are readable or max_wait_ms is over, read again. The read after
+        the wait runs here, on the fetch's own greenlet, not on the one that completed the wait (a producer's, or
+        the purgatory's reaper)."""
         purgatory = self.fetch_purgatory
         checks = purgatory.checks
-        results, size, errored = read_fn(requests)    # a follower's read may move the HW (see Partition)
-        if max_wait_ms <= 0 or size >= min_bytes or errored or not requests:
+        results, size, errored = self.read_from_local_log(params, requests)   # a follower's read may move the HW
+        if params.max_wait_ms <= 0 or size >= params.min_bytes or errored or not requests:
             return results
-        op = DelayedFetch(max_wait_ms, self, requests, min_bytes, follower, isolation_level)
+        op = DelayedFetch(params, self, requests)
         keys = [r[0] for r in requests]
         if checks == purgatory.checks:   # nothing changed behind any partition while reading
             purgatory.watch(op, keys)
@@ -649,4 +630,4 @@ class ReplicaManager:
             # The wait ran out with no partition of the fetch changing: the empty read still holds (an idle
             # session's round reads its partitions once, not twice).
             return results
-        return read_fn(requests)[0]
+        return self.read_from_local_log(params, requests)[0]

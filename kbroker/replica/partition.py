@@ -401,10 +401,10 @@ class Partition:
 
     def read(self, fetch_offset: int, max_bytes: int, isolation_level: int, min_one_message: bool,
              follower: int = -1):
-        """(records as a file slice, high watermark, log start offset). Consumers read up to the high
-        watermark (READ_COMMITTED: the last stable offset); a follower reads up to the log end offset and its
-        fetch offset updates its state. A fetcher already at the end reads nothing (the common case of an idle
-        partition in a fetch session)."""
+        """(records as a file slice, high watermark, last stable offset, log start offset), as Kafka's
+        Partition.readRecords. Consumers read up to the high watermark (READ_COMMITTED: the last stable offset); a
+        follower reads up to the log end offset and its fetch offset updates its state. A fetcher already at the
+        end reads nothing (the common case of an idle partition in a fetch session)."""
         log = self.log
         leo = log.log_end_offset
         limit = self.fetchable_end(isolation_level, follower)
@@ -417,7 +417,10 @@ class Partition:
                 raise KafkaError(Errors.OFFSET_OUT_OF_RANGE, str(e)) from None
         if follower >= 0:
             self.update_follower_fetch_state(follower, fetch_offset, leo)
-        return records, log.high_watermark, log.log_start_offset
+        hw = log.high_watermark
+        state = self.producer_state   # with no transaction open or unreplicated the LSO is the HW: no call needed
+        lso = log.last_stable_offset if state.ongoing or state.unreplicated else hw
+        return records, hw, lso, log.log_start_offset
 
     def offset_for_timestamp(self, timestamp: int, isolation_level: int):
         """(offset, timestamp, leader epoch) for ListOffsets; latest is the high watermark for consumers (the

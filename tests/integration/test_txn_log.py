@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import struct
+import threading
 import time
 
 import pytest
@@ -33,9 +34,10 @@ TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
 READ_UNCOMMITTED, READ_COMMITTED = 0, 1
 
 
-def fetch_partition(broker, topic: str, offset: int, isolation: int, version: int = 11, partition: int = 0):
+def fetch_partition(broker, topic: str, offset: int, isolation: int, version: int = 11, partition: int = 0,
+                    max_wait_ms: int = 0, min_bytes: int = 0):
     F = FetchRequest
-    req = F(version=version, replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=10 ** 7,
+    req = F(version=version, replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=min_bytes, max_bytes=10 ** 7,
             isolation_level=isolation, session_id=0, session_epoch=-1, topics=[F.FetchTopic(topic=topic, partitions=[
                 F.FetchTopic.FetchPartition(partition=partition, current_leader_epoch=-1, fetch_offset=offset,
                                             log_start_offset=-1, partition_max_bytes=10 ** 7)])],
@@ -282,6 +284,17 @@ def test_read_committed_clients_see_exactly_the_committed_records(env):
         assert [v for p, v in got if p == part] == values
 
 
+def magic1_offsets(data: bytes) -> list[int]:
+    """The offsets of a magic 1 message set."""
+    offsets, pos = [], 0
+    while pos + 12 <= len(data):
+        offset, size = struct.unpack_from(">qi", data, pos)
+        assert data[pos + 16] == 1                                   # magic 1
+        offsets.append(offset)
+        pos += 12 + size
+    return offsets
+
+
 def test_old_fetchers_get_no_control_batches(env):
     """Fetch v2-3 reads magic 1: the markers are dropped by the down-conversion, the data is converted."""
     c, b = env
@@ -290,14 +303,29 @@ def test_old_fetchers_get_no_control_batches(env):
     assert produce_txn(b, "old", txn_batch([b"a", b"b"], pid, epoch, 0)).error_code == NONE   # 0-1
     assert write_markers(b, [(pid, epoch, True, 0, "old", [0])]) == [{("old", 0): NONE}]   # 2
     assert produce_txn(b, "old", v2_batch([b"c"])).error_code == NONE                          # 3
-    data = bytes(fetch_partition(b, "old", 0, READ_UNCOMMITTED, version=3).records)
-    messages, pos = [], 0
-    while pos + 12 <= len(data):
-        offset, size = struct.unpack_from(">qi", data, pos)
-        assert data[pos + 16] == 1                                   # magic 1
-        messages.append(offset)
-        pos += 12 + size
-    assert messages == [0, 1, 3]
+    assert magic1_offsets(bytes(fetch_partition(b, "old", 0, READ_UNCOMMITTED, version=3).records)) == [0, 1, 3]
+
+
+def test_an_old_fetcher_at_a_trailing_marker_waits_for_records(env):
+    """A marker at the end of the log converts to nothing for Fetch v3 (magic 1): the fetch waits there as at the
+    log end, up to max_wait_ms, and answers as soon as a record comes (answered at once, the consumer would ask
+    again at once, again and again)."""
+    c, b = env
+    new_topic(c, b, "old-wait")
+    pid, epoch = init_producer_id(b)
+    assert produce_txn(b, "old-wait", txn_batch([b"a"], pid, epoch, 0)).error_code == NONE          # 0
+    assert write_markers(b, [(pid, epoch, True, 0, "old-wait", [0])]) == [{("old-wait", 0): NONE}]   # 1
+    start = time.monotonic()
+    p = fetch_partition(b, "old-wait", 1, READ_UNCOMMITTED, version=3, max_wait_ms=1000, min_bytes=1)
+    assert p.error_code == NONE and magic1_offsets(bytes(p.records)) == []
+    assert time.monotonic() - start >= 0.9
+    later = threading.Timer(0.5, produce_txn, (b, "old-wait", v2_batch([b"b"])))                     # 2
+    later.start()
+    start = time.monotonic()
+    p = fetch_partition(b, "old-wait", 1, READ_UNCOMMITTED, version=3, max_wait_ms=8000, min_bytes=1)
+    later.join()
+    assert p.error_code == NONE and magic1_offsets(bytes(p.records)) == [2]
+    assert time.monotonic() - start < 5
 
 
 def leader_of(cluster, topic: str) -> int:

@@ -117,10 +117,10 @@ def test_a_single_replica_isr_advances_on_append(tmp_path):
 def test_follower_fetch_through_read_updates_its_position(tmp_path):
     p, _, _ = make_partition(tmp_path, isr=(1, 2), replicas=(1, 2))
     produce(p, 4)
-    info, hw, log_start = p.read(0, 1 << 20, 0, True, follower=2)
+    info, hw, _, log_start = p.read(0, 1 << 20, 0, True, follower=2)
     assert hw == 0 and log_start == 0                       # what the follower saw before its offset counted
     assert p.remote[2].log_end_offset == 0
-    _, hw, _ = p.read(4, 1 << 20, 0, True, follower=2)
+    _, hw, _, _ = p.read(4, 1 << 20, 0, True, follower=2)
     assert hw == 4 and p.high_watermark == 4 and p.remote[2].log_end_offset == 4
 
 
@@ -129,8 +129,8 @@ def test_consumer_reads_stop_at_the_high_watermark_followers_at_the_log_end(tmp_
     produce(p, 4)
     p.update_follower_fetch_state(2, 2, 4)
     assert p.high_watermark == 2
-    consumer, hw, _ = p.read(0, 1 << 20, 0, True)
-    follower, _, _ = p.read(2, 1 << 20, 0, True, follower=2)
+    consumer, hw, _, _ = p.read(0, 1 << 20, 0, True)
+    follower, _, _, _ = p.read(2, 1 << 20, 0, True, follower=2)
     assert hw == 2 and consumer.length == 0         # the only batch (offsets 0-3) ends beyond 2
     assert follower.length > 0
 

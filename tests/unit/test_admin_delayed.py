@@ -1,9 +1,9 @@
-"""DelayedCreatePartitions and DelayedDeleteTopics: complete when UpdateMetadata shows the outcome (checked under
-the topic's key), or at their timeout with the topics still pending."""
+"""The admin manager's DelayedCreatePartitions and DelayedDeleteTopics: complete when UpdateMetadata shows the
+outcome (checked under the topic's key), or at their timeout with the topics still pending."""
+from kbroker.admin_delayed import DelayedCreatePartitions, DelayedDeleteTopics
 from kbroker.clock import MockClock
 from kbroker.metadata_cache import LEADER_DURING_DELETE, MetadataCache, PartitionState
 from kbroker.purgatory import DelayedOperationPurgatory
-from kbroker.purgatory.topic import DelayedCreatePartitions, DelayedDeleteTopics
 
 
 def states(topic, leaders):

@@ -1,12 +1,13 @@
-"""Kafka's DelayedCreatePartitions and DelayedDeleteTopics: CreateTopics, CreatePartitions and DeleteTopics
-answer once the controller's metadata shows their outcome (new partitions with leaders, topics gone), or at
-their timeout. Watched under topic names; the admin manager checks them whenever UpdateMetadata names a topic.
+"""The admin manager's delayed operations, Kafka's DelayedCreatePartitions and DelayedDeleteTopics: CreateTopics,
+CreatePartitions and DeleteTopics answer once the controller's metadata shows their outcome (new partitions with
+leaders, topics gone), or at their timeout. Watched under topic names in the admin manager's "topic" purgatory,
+which checks them whenever UpdateMetadata names a topic.
 """
 from __future__ import annotations
 
 import gevent.event
 
-from kbroker.purgatory.delayed import DelayedOperation
+from .purgatory.delayed import DelayedOperation
 
 
 class _DelayedTopicOperation(DelayedOperation):
