@@ -227,9 +227,14 @@ class AdminZkClient:
 
     # ---- client quotas (kafka-configs.sh --entity-type users|clients|ips, the client-quota APIs) ---------------
     def quota_config(self, entity: QuotaEntity) -> dict[str, str]:
-        """What the entity's znode holds (its quotas; a named user's SCRAM credentials too); {} when nothing."""
-        data, _ = self.zk.get(z.QuotaEntityZNode.path(_quota_entity_path(entity)))
-        return z.ConfigEntityZNode.decode(data)
+        """What the entity's znode holds (its quotas; a named user's SCRAM credentials too); {} when nothing.
+        ValueError naming the znode when it holds something else (written by hand)."""
+        path = z.QuotaEntityZNode.path(_quota_entity_path(entity))
+        data, _ = self.zk.get(path)
+        try:
+            return z.ConfigEntityZNode.decode(data)
+        except ValueError as e:
+            raise ValueError(f"{path}: {e}") from None
 
     def change_quota_config(self, entity: QuotaEntity, config: dict[str, str], validate_only: bool = False) -> None:
         """Validate an entity's whole config, then (unless validate_only) write it and its change notification

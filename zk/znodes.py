@@ -299,11 +299,14 @@ class ConfigEntityZNode:
     @staticmethod
     def decode(data: bytes | None) -> dict[str, str]:
         """The config ({} for null data); ValueError for data that is not such JSON (a znode written by hand)."""
-        obj = _load(data)
-        config = (obj.get("config") if isinstance(obj, dict) else obj) or {}
+        try:
+            obj = _load(data)
+            config = (obj.get("config") if isinstance(obj, dict) else obj) or {}
+        except ValueError:      # not JSON, or not UTF-8
+            config = None
         if isinstance(config, dict):
             return dict(config)
-        raise ValueError(f"not a config znode's JSON: {data[:100]!r}")
+        raise ValueError(f"not a config znode's JSON: {bytes(data[:100])!r}")
 
 
 class QuotaEntityZNode:
