@@ -148,6 +148,32 @@ def test_alter_writes_every_entity_kind_as_kafka_writes_it(cluster):
     assert notifications(c)[-1] == f"clients/{sc}"
 
 
+def test_aiokafkas_own_codec_reads_what_the_broker_answers(cluster):
+    """A second client library's encoding of DescribeClientQuotas v0 (aiokafka's schema, not kafka-python's)
+    through its own client, which negotiates the version from ApiVersions."""
+    import asyncio
+
+    from aiokafka.client import AIOKafkaClient
+    from aiokafka.protocol.admin import DescribeClientQuotasRequest as AioDescribeClientQuotas
+
+    c = cluster
+    client_id = unique("aio")
+    assert alter(c, (((CLIENT, client_id),), {"producer_byte_rate": 65536.0, "request_percentage": 12.5}))[0][1] == 0
+
+    async def run():
+        client = AIOKafkaClient(bootstrap_servers=c.bootstrap)
+        await client.bootstrap()
+        try:
+            node = next(iter(client.cluster.brokers())).nodeId
+            return await client.send(node, AioDescribeClientQuotas([(CLIENT, EXACT, client_id)], True))
+        finally:
+            await client.close()
+    r = asyncio.run(run())
+    assert (r.error_code, r.error_message) == (0, None)
+    assert [(list(map(tuple, entity)), sorted(map(tuple, values))) for entity, values in r.entries] == [
+        ([(CLIENT, client_id)], [("producer_byte_rate", 65536.0), ("request_percentage", 12.5)])]
+
+
 def test_a_users_scram_credentials_and_quotas_share_its_znode(cluster):
     """Quotas written beside SCRAM credentials keep them, and the other way round; a user with credentials only
     has no quotas to describe; removing the quotas leaves the credentials."""
