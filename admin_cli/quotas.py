@@ -33,7 +33,7 @@ from kbroker.common.config_def import parse_value
 from kbroker.common.quota_config import (ANY, CLIENT_ID, CLIENT_QUOTA_CONFIGS, DEFAULT, EXACT, IP, IP_QUOTA_CONFIGS,
                                          USER, QuotaEntity, describe_entity, entity_order, format_quota)
 
-from .configs import parse_add_config, parse_delete_config
+from .configs import parse_changes
 from .context import output, source
 from .kafka_client import AdminClient
 from .output import Output, table
@@ -251,16 +251,7 @@ def quotas_alter(ctx, add_configs, delete_configs, **options):
     JSON: {"entity": {"user": "alice"}, "set": {"producer_byte_rate": "1048576"}, "deleted": [...]}.
     """
     entity = _entity(options)
-    try:
-        to_add = parse_add_config(add_configs)
-    except ValueError as e:
-        raise click.BadParameter(str(e), param_hint="--add-config") from None
-    try:
-        to_delete = parse_delete_config(delete_configs)
-    except ValueError as e:
-        raise click.BadParameter(str(e), param_hint="--delete-config") from None
-    if not to_add and not to_delete:
-        raise click.UsageError("At least one of --add-config or --delete-config must be given.")
+    to_add, to_delete = parse_changes(add_configs, delete_configs)
     with source(ctx) as src:
         result = src.call(alter_quotas_zk, alter_quotas_admin, entity, to_add, to_delete)
     output(ctx).emit(result)

@@ -21,9 +21,10 @@ from kafka.protocol.metadata import ApiVersionsRequest
 from admin_cli.main import cli
 from kbroker.cluster import free_port
 from kbroker.common.sanitizer import sanitize
-from kbroker.protocol.client import Connection
 from kbroker.protocol.sasl import scram
 from tests.integration.conftest import Cluster
+from tests.integration.test_kadmin_modes import kadmin, ok
+from tests.integration.test_scram_credentials import send, unique
 from zk.admin import AdminZkClient
 from zk.launcher import zkcli_get
 
@@ -42,23 +43,10 @@ def cluster(zookeeper, tmp_path_factory):
     c.stop()
 
 
-def unique(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:6]}"
-
-
-def send(c: Cluster, request, broker_id: int = 1):
-    host, port = c.brokers[broker_id].bootstrap.rsplit(":", 1)
-    conn = Connection(host, int(port), "quota-test")
-    try:
-        return conn.send(request)
-    finally:
-        conn.close()
-
-
 def describe(c: Cluster, components, strict: bool = False, broker_id: int = 1, version: int = 1):
     """(error code, message, {entity: values}) with entities as ((type, name), ...) in the broker's order."""
-    r = send(c, DescribeClientQuotasRequest(version=version, strict=strict, components=[
-        Component(entity_type=t, match_type=m, match=n) for t, m, n in components]), broker_id)
+    r = send(c, broker_id, DescribeClientQuotasRequest(version=version, strict=strict, components=[
+        Component(entity_type=t, match_type=m, match=n) for t, m, n in components]))
     assert r.throttle_time_ms == 0
     entries = None if r.entries is None else {
         tuple((e.entity_type, e.entity_name) for e in x.entity): {v.key: v.value for v in x.values}
@@ -68,10 +56,10 @@ def describe(c: Cluster, components, strict: bool = False, broker_id: int = 1, v
 
 def alter(c: Cluster, *entries, validate_only: bool = False, broker_id: int = 1, version: int = 1):
     """entries: (parts, {key: value or None (remove)}); returns [(parts, error code, message)]."""
-    r = send(c, AlterClientQuotasRequest(version=version, validate_only=validate_only, entries=[
+    r = send(c, broker_id, AlterClientQuotasRequest(version=version, validate_only=validate_only, entries=[
         Entry(entity=[Entry.EntityData(entity_type=t, entity_name=n) for t, n in parts],
               ops=[Entry.OpData(key=k, value=0.0 if v is None else v, remove=v is None) for k, v in ops.items()])
-        for parts, ops in entries]), broker_id)
+        for parts, ops in entries]))
     assert r.throttle_time_ms == 0
     return [(tuple((e.entity_type, e.entity_name) for e in x.entity), x.error_code, x.error_message)
             for x in r.entries]
@@ -266,7 +254,7 @@ def test_describe_refuses_bad_filters_with_kafkas_codes(cluster, components, cod
 
 
 def test_apis_are_advertised_with_kafka_28s_versions(cluster):
-    r = send(cluster, ApiVersionsRequest(version=0))
+    r = send(cluster, 1, ApiVersionsRequest(version=0))
     versions = {k.api_key: (k.min_version, k.max_version) for k in r.api_keys}
     assert versions[48] == versions[49] == (0, 1)
 
@@ -325,9 +313,11 @@ def test_the_filter_matches_entities_as_kafka_28(cluster_factory):
     cases = [
         ([], False, entities), ([], True, []),
         ([(USER, EXACT, "alice")], True, [alice]),
-        ([(USER, EXACT, "alice")], False, [alice, ((USER, "alice"), (CLIENT, "c1")), ((USER, "alice"), (CLIENT, None))]),
+        ([(USER, EXACT, "alice")], False, [alice, ((USER, "alice"), (CLIENT, "c1")),
+                                           ((USER, "alice"), (CLIENT, None))]),
         ([(USER, DEFAULT, None)], True, [default_user]),
-        ([(USER, DEFAULT, None)], False, [default_user, ((USER, None), (CLIENT, "c1")), ((USER, None), (CLIENT, None))]),
+        ([(USER, DEFAULT, None)], False, [default_user, ((USER, None), (CLIENT, "c1")),
+                                          ((USER, None), (CLIENT, None))]),
         ([(USER, ANY, None)], True, [alice, default_user]),
         ([(USER, ANY, None)], False, with_user),
         ([(USER, ANY, None), (CLIENT, ANY, None)], True, pairs),
@@ -375,16 +365,6 @@ def test_ten_thousand_entities_are_described(cluster_factory):
 
 
 # ---- kadmin quotas -------------------------------------------------------------------------------------------------
-
-def kadmin(c: Cluster, mode: str, *args, output: str = "json"):
-    target = ["--zookeeper", c.zk_connect] if mode == "zk" else ["--bootstrap-server", c.bootstrap]
-    return CliRunner().invoke(cli, [*target, "--output", output, *map(str, args)], catch_exceptions=False)
-
-
-def ok(result) -> str:
-    assert result.exit_code == 0, (result.exit_code, result.stdout, result.stderr)
-    return result.stdout
-
 
 def refused(result, code: int, *fragments) -> str:
     assert result.exit_code == code, (result.exit_code, result.stdout, result.stderr)
