@@ -277,11 +277,11 @@ class AdminZkClient:
         if USER not in by_type and CLIENT_ID not in by_type:
             component = by_type.get(IP)
             if component is not None and component[0] != ANY:
-                candidates = [((IP, component[1]),)]
+                candidates = _named(((IP, component[1]),))
             elif component is not None or not strict:
-                candidates = [((IP, _entity_name(n)),) for n in self.zk.children(z.QuotaEntityZNode.ips)]
+                candidates = self._listed(IP)
             else:
-                candidates = []
+                candidates = {}
             self._read_quotas(candidates, IP_QUOTA_CONFIGS, out)
         return out
 
@@ -290,45 +290,48 @@ class AdminZkClient:
         filter can match it, by name when it names the entity (ZkAdminManager.handleDescribeClientQuotas)."""
         exact_user, exact_client = (c is not None and c[0] != ANY for c in (user, client))
         exclude_user, exclude_client = (strict and c is None for c in (user, client))
-        candidates: list[QuotaEntity] = []
+        candidates: dict[QuotaEntity, str | None] = {}
         if exact_user and exclude_client:
-            candidates.append(((USER, user[1]),))
+            candidates |= _named(((USER, user[1]),))
         elif not exclude_user and not exact_client:
-            candidates += [((USER, _entity_name(n)),) for n in self.zk.children(z.QuotaEntityZNode.users)]
+            candidates |= self._listed(USER)
         if exclude_user and exact_client:
-            candidates.append(((CLIENT_ID, client[1]),))
+            candidates |= _named(((CLIENT_ID, client[1]),))
         elif not exact_user and not exclude_client:
-            candidates += [((CLIENT_ID, _entity_name(n)),) for n in self.zk.children(z.QuotaEntityZNode.clients)]
+            candidates |= self._listed(CLIENT_ID)
         if exact_user and exact_client:
-            candidates.append(((USER, user[1]), (CLIENT_ID, client[1])))
+            candidates |= _named(((USER, user[1]), (CLIENT_ID, client[1])))
         elif not exclude_user and not exclude_client:
-            candidates += self._user_client_entities(user[1] if exact_user else _ALL)
+            candidates |= self._user_client_entities(_named(((USER, user[1]),)) if exact_user else self._listed(USER))
 
         def matches(component, entity: QuotaEntity, entity_type: str) -> bool:
             parts = dict(entity)
             if component is None:
                 return entity_type not in parts or not strict
             return entity_type in parts and (component[0] == ANY or parts[entity_type] == component[1])
-        self._read_quotas([e for e in candidates if matches(user, e, USER) and matches(client, e, CLIENT_ID)],
-                          CLIENT_QUOTA_CONFIGS, out)
+        self._read_quotas({e: p for e, p in candidates.items() if matches(user, e, USER)
+                           and matches(client, e, CLIENT_ID)}, CLIENT_QUOTA_CONFIGS, out)
 
-    def _user_client_entities(self, user) -> list[QuotaEntity]:
-        """Every (user, client-id) entity with a znode, of one user (a name, None: the default user) or of all
-        (_ALL): the children of /config/users/<u>/clients of each user znode that has children."""
-        if user is _ALL:
-            names = self.zk.children(z.QuotaEntityZNode.users)
-            stats = self.zk.get_many([z.QuotaEntityZNode.path(z.QuotaEntityZNode.entity_path(n)) for n in names])
-            names = [n for n, (_, stat) in zip(names, stats) if stat is not None and stat.numChildren]
-        else:
-            names = [n] if (n := _node_name(user)) is not None else []
-        clients = self.zk.children_many([z.QuotaEntityZNode.path(z.QuotaEntityZNode.entity_path(n)) + "/clients"
-                                         for n in names])
-        return [((USER, _entity_name(u)), (CLIENT_ID, _entity_name(c))) for u, cs in zip(names, clients) for c in cs]
+    def _listed(self, entity_type: str) -> dict[QuotaEntity, str]:
+        """Every entity of one type with a znode (/config/users, clients or ips' children) -> its entity path."""
+        root = z.QuotaEntityZNode.roots[entity_type]
+        return {((entity_type, _entity_name(n)),): f"{root}/{n}"
+                for n in self.zk.children(z.QuotaEntityZNode.path(root))}
 
-    def _read_quotas(self, entities: list[QuotaEntity], keys, out: QuotaDescription) -> None:
-        """Read the entities' znodes (one multiRead per 500) into out: those holding a value of `keys`."""
-        paths = {e: _quota_entity_path(e, reading=True) for e in dict.fromkeys(entities)}
-        wanted = [(e, z.QuotaEntityZNode.path(p)) for e, p in paths.items() if p is not None]
+    def _user_client_entities(self, users: dict[QuotaEntity, str | None]) -> dict[QuotaEntity, str]:
+        """The (user, client-id) entities of these users (entity -> entity path) with a znode: the children of
+        users/<u>/clients, listed for the users whose znode has children."""
+        users = {e: p for e, p in users.items() if p is not None}
+        stats = self.zk.get_many([z.QuotaEntityZNode.path(p) for p in users.values()])
+        users = {e: p for (e, p), (_, stat) in zip(users.items(), stats) if stat is not None and stat.numChildren}
+        clients = self.zk.children_many([z.QuotaEntityZNode.path(f"{p}/clients") for p in users.values()])
+        return {(*user, (CLIENT_ID, _entity_name(c))): f"{p}/clients/{c}"
+                for (user, p), names in zip(users.items(), clients) for c in names}
+
+    def _read_quotas(self, candidates: dict[QuotaEntity, str | None], keys, out: QuotaDescription) -> None:
+        """Read the candidates' znodes (entity -> entity path, None: no znode can be there; one multiRead per
+        500) into out: those holding a value of `keys`."""
+        wanted = [(e, z.QuotaEntityZNode.path(p)) for e, p in candidates.items() if p is not None]
         for (entity, path), (data, _) in zip(wanted, self.zk.get_many([p for _, p in wanted])):
             try:
                 values, bad = quota_values(z.ConfigEntityZNode.decode(data), keys)
@@ -340,7 +343,6 @@ class AdminZkClient:
                 out.entities[entity] = values
 
 
-_ALL = object()   # every user, in _user_client_entities
 # DescribeClientQuotas' word for each type in its duplicate-component error
 _COMPONENT_WORDS = {USER: "user", CLIENT_ID: "client", IP: "ip"}
 
@@ -388,6 +390,11 @@ def _node_name(name: str | None, entity_type: str = USER) -> str | None:
         return DEFAULT_ENTITY
     node = name if entity_type == IP else sanitize(name)
     return None if node in ("", ".", "..") or "/" in node else node
+
+
+def _named(entity: QuotaEntity) -> dict[QuotaEntity, str | None]:
+    """A candidate entity the filter names -> its entity path (None when no znode can have its name)."""
+    return {entity: _quota_entity_path(entity, reading=True)}
 
 
 def _quota_entity_path(entity: QuotaEntity, reading: bool = False) -> str | None:

@@ -315,7 +315,7 @@ class QuotaEntityZNode:
     names: users and client ids sanitized (kbroker.common.sanitizer), the default entity `<default>`. Parents made
     on the way (/config/users/<u>, its clients/) hold null data. The entity path (after /config/) is what the
     change notification names."""
-    users, clients, ips = "/config/users", "/config/clients", "/config/ips"
+    roots = {"user": "users", "client-id": "clients", "ip": "ips"}    # entity type -> /config/<root>
 
     @staticmethod
     def entity_path(user: str | None = None, client_id: str | None = None, ip: str | None = None) -> str:

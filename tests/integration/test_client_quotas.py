@@ -96,6 +96,11 @@ def test_alter_writes_every_entity_kind_as_kafka_writes_it(cluster):
                     (((IP, ip),), {"connection_creation_rate": 10.0}), broker_id=2)
     assert [code for _, code, _ in results] == [NONE] * 5
     assert alter(c, (((CLIENT, client), (USER, None)), {"controller_mutation_rate": 1e7}), version=0)[0][1] == NONE
+    defaults = alter(c, (((USER, None),), {"producer_byte_rate": 1024.0}),
+                     (((USER, None), (CLIENT, None)), {"request_percentage": 0.5}),
+                     (((CLIENT, None),), {"consumer_byte_rate": 2048.0}),
+                     (((IP, None),), {"connection_creation_rate": 100.0}))
+    assert [code for _, code, _ in defaults] == [NONE] * 4
 
     expected = {
         f"/config/users/{su}": b'{"version":1,"config":{"request_percentage":"200.0","producer_byte_rate":"1048576",'
@@ -105,6 +110,10 @@ def test_alter_writes_every_entity_kind_as_kafka_writes_it(cluster):
         f"/config/clients/{sc}": b'{"version":1,"config":{"consumer_byte_rate":"524288"}}',
         f"/config/ips/{ip}": b'{"version":1,"config":{"connection_creation_rate":"10"}}',
         f"/config/users/<default>/clients/{sc}": b'{"version":1,"config":{"controller_mutation_rate":"1.0E7"}}',
+        "/config/users/<default>": b'{"version":1,"config":{"producer_byte_rate":"1024"}}',
+        "/config/users/<default>/clients/<default>": b'{"version":1,"config":{"request_percentage":"0.5"}}',
+        "/config/clients/<default>": b'{"version":1,"config":{"consumer_byte_rate":"2048"}}',
+        "/config/ips/<default>": b'{"version":1,"config":{"connection_creation_rate":"100"}}',
     }
     for path, data in expected.items():
         assert znode(c, path) == data, path
@@ -112,7 +121,9 @@ def test_alter_writes_every_entity_kind_as_kafka_writes_it(cluster):
     assert zkcli_get(c.zk_connect, f"/config/users/{su}/clients/{sc}") == \
         '{"version":1,"config":{"request_percentage":"200.0"}}'
     assert notifications(c)[before:] == [f"users/{su}", f"users/{su}/clients/{sc}", f"users/{su}/clients/<default>",
-                                         f"clients/{sc}", f"ips/{ip}", f"users/<default>/clients/{sc}"]
+                                         f"clients/{sc}", f"ips/{ip}", f"users/<default>/clients/{sc}",
+                                         "users/<default>", "users/<default>/clients/<default>", "clients/<default>",
+                                         "ips/<default>"]
     _, config_stat = c.zk.get(f"/config/ips/{ip}")
     _, note_stat = c.zk.get(f"/config/changes/{sorted(c.zk.children('/config/changes'))[before + 4]}")
     assert config_stat.mzxid < note_stat.czxid                       # the entity first, then the notification
@@ -268,8 +279,11 @@ def test_a_malformed_znode_is_left_out_and_the_broker_keeps_serving(cluster):
     c.zk.create_recursive(f"/config/clients/{y}", b'{"version":1,"config":{"producer_byte_rate":"lots",'
                                                   b'"consumer_byte_rate":"5"}}')
     c.zk.create_recursive(f"/config/clients/{z}", b'{"version":1,"config":{"producer_byte_rate":"7"}}')
+    lower = unique("hand%3cwritten")          # not as Kafka sanitizes (%3C): still read under the name listed
+    c.zk.create_recursive(f"/config/clients/{lower}", b'{"version":1,"config":{"producer_byte_rate":"8"}}')
     error, _, found = describe(c, [(CLIENT, ANY, None)], strict=True)
     assert error == NONE
+    assert found[((CLIENT, lower.replace("%3c", "<")),)] == {"producer_byte_rate": 8.0}
     assert found[((CLIENT, y),)] == {"consumer_byte_rate": 5.0}
     assert found[((CLIENT, z),)] == {"producer_byte_rate": 7.0}
     assert ((CLIENT, x),) not in found
@@ -434,10 +448,13 @@ def test_kadmin_defaults_and_ips_in_both_modes(cluster, mode):
     listed = json.loads(ok(kadmin(c, mode, "quotas", "list", "--any-ip")))["quotas"]
     assert {"entity": {"ip": ip}, "values": {"connection_creation_rate": 15}} in listed
     assert all(list(q["entity"]) == ["ip"] for q in listed)
-    assert {"entity": {"client-id": None}, "values": {"controller_mutation_rate": 2.5}} in json.loads(
-        ok(kadmin(c, mode, "quotas", "list", "--client-defaults", "--strict")))["quotas"]
+    default_client = json.loads(ok(kadmin(c, mode, "quotas", "list", "--client-defaults", "--strict")))["quotas"]
+    assert [q["entity"] for q in default_client] == [{"client-id": None}]
+    assert default_client[0]["values"]["controller_mutation_rate"] == 2.5
     ok(kadmin(c, mode, "quotas", "alter", "--ip", ip, "--delete-config", "connection_creation_rate"))
+    ok(kadmin(c, mode, "quotas", "alter", "--client-defaults", "--delete-config", "controller_mutation_rate"))
     assert znode(c, f"/config/ips/{ip}") == b'{"version":1,"config":{}}'
+    assert "controller_mutation_rate" not in json.loads(znode(c, "/config/clients/<default>"))["config"]
 
 
 @pytest.mark.parametrize("mode, args, code, fragments", [
