@@ -6,9 +6,10 @@ existing topic), nothing written if any check fails. Then /config/topics/<T> (ev
 /brokers/topics/<T> (v3): the controller reacts to the topic znode, so the config must already be there. The
 topic znode is written without a topic_id, which the controller backfills (as 2.8's --zookeeper tools do).
 A config change writes the entity's znode (/config/topics/<T>, /config/brokers/<id|<default>>,
-/config/users/<sanitized user>) and then the /config/changes notification every broker acts on
-(AdminZkClient.changeConfigs). A user's znode holds its SCRAM credentials by mechanism name beside any quotas;
-as in 2.8 it stays (with an empty config) when its last key goes.
+/config/users/<sanitized user>, a client quota entity's: users/<u>/clients/<c>, clients/<c>, ips/<ip>) and then
+the /config/changes notification every broker acts on (AdminZkClient.changeConfigs). A user's znode holds its
+SCRAM credentials by mechanism name beside any quotas; as in 2.8 it stays (with an empty config) when its last
+key goes. Client quotas are read as DescribeClientQuotas finds them (describe_quotas, Kafka 2.8's filter).
 """
 from __future__ import annotations
 
@@ -229,7 +230,10 @@ class AdminZkClient:
     def quota_config(self, entity: QuotaEntity) -> dict[str, str]:
         """What the entity's znode holds (its quotas; a named user's SCRAM credentials too); {} when nothing.
         ValueError naming the znode when it holds something else (written by hand)."""
-        path = z.QuotaEntityZNode.path(_quota_entity_path(entity))
+        entity_path = _quota_entity_path(entity, reading=True)
+        if entity_path is None:
+            return {}
+        path = z.QuotaEntityZNode.path(entity_path)
         data, _ = self.zk.get(path)
         try:
             return z.ConfigEntityZNode.decode(data)
@@ -242,7 +246,6 @@ class AdminZkClient:
         be an address or a host that resolves (InvalidRequestError) and holds connection_creation_rate only; a
         named user may hold SCRAM credentials beside the client quota keys, every other entity the client quota
         keys only (InvalidConfigError, InvalidConfigValueError naming the key)."""
-        entity_path = _quota_entity_path(entity)
         parts = dict(entity)
         if IP in parts:
             if not valid_ip_entity(parts[IP]):
@@ -251,6 +254,7 @@ class AdminZkClient:
         else:
             named_user = parts.get(USER) is not None and CLIENT_ID not in parts
             validate_quota_config(config, CLIENT_QUOTA_CONFIGS, SCRAM_MECHANISMS if named_user else ())
+        entity_path = _quota_entity_path(entity)
         if not validate_only:
             self._change_entity_config(*entity_path.split("/", 1), config)
 

@@ -203,6 +203,7 @@ def test_a_users_scram_credentials_and_quotas_share_its_znode(cluster):
      "Invalid quota entity combination, IP entity should not be used with user/client ID entity."),
     (((IP, "not-a-host.invalid"),), {"connection_creation_rate": 1.0},
      "not-a-host.invalid is not a valid IP or resolvable host."),
+    (((IP, "10.0.0.0/8"),), {"connection_creation_rate": 1.0}, "10.0.0.0/8 is not a valid IP or resolvable host."),
     (((USER, "u"), (USER, "v")), {"producer_byte_rate": 1.0},
      "Invalid client quota entity, duplicate entity entry user"),
     (((USER, "u"),), {"connection_creation_rate": 1.0}, "Invalid configuration key connection_creation_rate"),
@@ -228,6 +229,18 @@ def test_alter_refuses_bad_entities_keys_and_values_per_entity(cluster, parts, o
     results = alter(c, (parts, ops), (((CLIENT, good),), {"producer_byte_rate": 1.0}))
     assert results == [(tuple(parts), INVALID_REQUEST, message), (((CLIENT, good),), NONE, None)]
     assert notifications(c)[before:] == [f"clients/{good}"]
+
+
+def test_names_no_znode_can_have_are_refused_and_match_nothing(cluster):
+    """"." and ".." stay as they are when sanitized and ZooKeeper refuses them as paths (as it refuses Kafka's
+    write: UNKNOWN_SERVER_ERROR); describing them finds nothing."""
+    c = cluster
+    results = alter(c, (((USER, "."),), {"producer_byte_rate": 1.0}), (((CLIENT, ".."),), {"producer_byte_rate": 1.0}))
+    assert [(parts, code) for parts, code, _ in results] == [(((USER, "."),), UNKNOWN_SERVER_ERROR),
+                                                             (((CLIENT, ".."),), UNKNOWN_SERVER_ERROR)]
+    assert all("cannot be a znode name" in message for _, _, message in results)
+    assert describe(c, [(USER, EXACT, ".")], strict=True) == (NONE, None, {})
+    assert describe(c, [(USER, EXACT, ".."), (CLIENT, EXACT, "x")], strict=True) == (NONE, None, {})
 
 
 def test_validate_only_duplicates_and_removing_what_is_not_set(cluster):
