@@ -30,22 +30,13 @@ from zk.admin import AdminZkClient, merge_config
 from zk.client import KafkaZkClient
 from kbroker.common.admin_errors import AdminError
 from kbroker.common.config_def import parse_value
-from kbroker.common.quota_config import (ANY, CLIENT_ID, CLIENT_QUOTA_CONFIGS, DEFAULT, EXACT, IP, IP_QUOTA_CONFIGS,
-                                         USER, QuotaEntity, describe_entity, entity_order, format_quota)
+from kbroker.common.quota_config import (ANY, CLIENT_ID, DEFAULT, EXACT, IP, USER, QuotaEntity, describe_entity,
+                                         entity_order, format_quota, quota_entity, quota_number)
 
 from .configs import parse_changes
 from .context import output, source
 from .kafka_client import AdminClient
 from .output import Output, table
-
-_KEYS = {**CLIENT_QUOTA_CONFIGS, **IP_QUOTA_CONFIGS}
-
-
-def _json_value(name: str, value: float):
-    """A quota value in JSON: an integer for LONG and INT keys, a number otherwise."""
-    key = _KEYS.get(name)
-    return int(value) if key is not None and key.type != "double" and value.is_integer() else value
-
 
 @dataclass
 class QuotaList:
@@ -65,7 +56,7 @@ class QuotaList:
             out.line(f"No quotas are set for {describe_entity(self.entity)}.")
 
     def to_json(self) -> dict:
-        return {"quotas": [{"entity": dict(e), "values": {k: _json_value(k, v) for k, v in sorted(vs.items())}}
+        return {"quotas": [{"entity": dict(e), "values": {k: quota_number(k, v) for k, v in sorted(vs.items())}}
                            for e, vs in self.entries]}
 
 
@@ -110,8 +101,8 @@ def alter_quotas_zk(zk: KafkaZkClient, entity: QuotaEntity, to_add: dict[str, st
 # ---- Admin APIs ------------------------------------------------------------------------------------------------
 
 def list_quotas_admin(admin: AdminClient, components, strict: bool, entity: QuotaEntity | None = None) -> QuotaList:
-    return QuotaList(_sorted((tuple(sorted(e.entity, key=lambda p: entity_order((p,)))), e.values)
-                             for e in admin.describe_client_quotas(components, strict)), entity)
+    found = admin.describe_client_quotas(components, strict)
+    return QuotaList(_sorted((quota_entity(e.entity), e.values) for e in found), entity)
 
 
 def _api_value(name: str, text: str) -> float:

@@ -137,12 +137,16 @@ def java_double(value: float) -> str:
     return f"{'-' if sign else ''}{text[0]}.{text[1:] or '0'}E{len(digits) - 1 + exponent}"
 
 
+def quota_number(name: str, value: float) -> int | float:
+    """A quota value as its key's type holds it: an integer for LONG and INT keys, the double otherwise."""
+    key = CLIENT_QUOTA_CONFIGS.get(name) or IP_QUOTA_CONFIGS.get(name)
+    return int(value) if key is not None and key.type != "double" and value.is_integer() else value
+
+
 def format_quota(name: str, value: float) -> str:
     """A quota value for people: integer keys as integers, DOUBLE keys as Java shows them ("200.0")."""
-    key = CLIENT_QUOTA_CONFIGS.get(name) or IP_QUOTA_CONFIGS.get(name)
-    if key is not None and key.type != "double" and value.is_integer():
-        return str(int(value))
-    return java_double(value)
+    number = quota_number(name, value)
+    return str(number) if isinstance(number, int) else java_double(number)
 
 
 def valid_ip_entity(name: str | None) -> bool:
