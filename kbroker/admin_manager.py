@@ -585,7 +585,6 @@ class AdminManager:
             results.append(ScramUserResult(user))
         return results
 
-
     # ---- client quotas (ZkAdminManager.describeClientQuotas / alterClientQuotas) -----------------------------------
     def describe_client_quotas(self, components: list[tuple[str, int, str | None]], strict: bool
                                ) -> tuple[Errors, str | None, list[tuple[QuotaEntity, dict[str, float]]] | None]:
