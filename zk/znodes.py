@@ -262,10 +262,9 @@ def java_properties_order(keys) -> list[str]:
     def spread(k: str) -> int:
         h = _java_hash(k)
         return (h ^ (h >> 16)) & 0x7FFFFFFF
-    n, bins, count = 16, [[] for _ in range(16)], 0
-    for key in keys:
+    n, bins = 16, [[] for _ in range(16)]
+    for count, key in enumerate(keys, 1):
         bins[spread(key) & (n - 1)].append(key)
-        count += 1
         if count >= n - (n >> 2):
             grown = [[] for _ in range(2 * n)]
             for i, b in enumerate(bins):

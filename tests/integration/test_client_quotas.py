@@ -268,8 +268,8 @@ def test_validate_only_duplicates_and_removing_what_is_not_set(cluster):
     ([("", ANY, None)], INVALID_REQUEST, "Unexpected empty filter component entity type"),
     ([("group", EXACT, "g")], UNSUPPORTED_VERSION, "Custom entity type 'group' not supported"),
     ([(USER, ANY, None), (IP, ANY, None)], INVALID_REQUEST,
-     "Invalid entity filter component combination, IP filter component should not be used with user or clientId "
-     "filter component."),
+     ("Invalid entity filter component combination, IP filter component should not be used with user or clientId "
+      "filter component.")),
     ([(USER, 7, None)], INVALID_REQUEST, "Unexpected match type: 7"),
     ([(CLIENT, EXACT, None)], INVALID_REQUEST, "An exact match of entity type 'client-id' needs a name"),
 ])

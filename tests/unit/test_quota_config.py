@@ -64,10 +64,10 @@ def test_api_values_become_the_text_kafka_stores(key, value, text):
     ("producer_byte_rate", -5.0, "Configuration producer_byte_rate must be a LONG value"),   # 2.8's answer too
     ("producer_byte_rate", 1e19, "Configuration producer_byte_rate must be a LONG value"),
     ("connection_creation_rate", 2.0 ** 31, "Configuration connection_creation_rate must be a INT value"),
-    ("request_percentage", -1.0, "Invalid value -1.0 for configuration request_percentage: Value must be at "
-                                 "least 0"),
-    ("request_percentage", math.nan, "Invalid value NaN for configuration request_percentage: Value must be a "
-                                     "finite number"),
+    ("request_percentage", -1.0, ("Invalid value -1.0 for configuration request_percentage: Value must be at "
+                                  "least 0")),
+    ("request_percentage", math.nan, ("Invalid value NaN for configuration request_percentage: Value must be a "
+                                      "finite number")),
     ("consumer_byte_rate", math.inf, "Invalid value Infinity for configuration consumer_byte_rate"),
 ])
 def test_api_values_kafka_refuses_and_those_kbroker_refuses_too(key, value, message):
@@ -82,8 +82,8 @@ def test_api_values_kafka_refuses_and_those_kbroker_refuses_too(key, value, mess
     ([], "Invalid empty client quota entity"),
     ([("user", "a"), ("group", "g")], "Unhandled client quota entity type: group"),
     ([("user", "")], "Empty user not supported"),
-    ([("client-id", "c"), ("ip", "1.2.3.4")], "Invalid quota entity combination, IP entity should not be used "
-                                              "with user/client ID entity."),
+    ([("client-id", "c"), ("ip", "1.2.3.4")], ("Invalid quota entity combination, IP entity should not be used "
+                                               "with user/client ID entity.")),
     ([("user", "a"), ("user", "b")], "Invalid client quota entity, duplicate entity entry user"),
 ])
 def test_entities_kafka_refuses(parts, message):
