@@ -53,6 +53,22 @@ def parse_add_config(values) -> dict[str, str]:
     return config
 
 
+def parse_changes(add_configs, delete_configs) -> tuple[dict[str, str], list[str]]:
+    """--add-config and --delete-config of an alter command (parse_add_config, parse_delete_config); a usage
+    error naming the option for a bad one, or when neither is given."""
+    try:
+        to_add = parse_add_config(add_configs)
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="--add-config") from None
+    try:
+        to_delete = parse_delete_config(delete_configs)
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="--delete-config") from None
+    if not to_add and not to_delete:
+        raise click.UsageError("At least one of --add-config or --delete-config must be given.")
+    return to_add, to_delete
+
+
 def parse_delete_config(values) -> list[str]:
     """--delete-config 'k,k2' (each of values) -> ['k', 'k2'], in order, without repeats."""
     keys: list[str] = []
@@ -280,16 +296,7 @@ def alter_config(ctx, topic, broker, broker_defaults, add_configs, delete_config
     entity = _entity(topic, broker, broker_defaults)
     if entity is None:
         raise click.UsageError("Give the entity to alter: --topic TOPIC, --broker ID or --broker-defaults.")
-    try:
-        to_add = parse_add_config(add_configs)
-    except ValueError as e:
-        raise click.BadParameter(str(e), param_hint="--add-config") from None
-    try:
-        to_delete = parse_delete_config(delete_configs)
-    except ValueError as e:
-        raise click.BadParameter(str(e), param_hint="--delete-config") from None
-    if not to_add and not to_delete:
-        raise click.UsageError("At least one of --add-config or --delete-config must be given.")
+    to_add, to_delete = parse_changes(add_configs, delete_configs)
     if entity.kind == "topic" and "message.format.version" in to_add:
         click.echo(f"WARNING: The configuration message.format.version={to_add['message.format.version']} is "
                    "specified. This configuration will be ignored if the version is newer than the "

@@ -9,18 +9,19 @@ AdminClient's: CreateTopics, DeleteTopics, ElectLeaders and Alter/ListPartitionR
 broker, and AlterReplicaLogDirs / DescribeLogDirs to the brokers holding the replicas; group requests to the
 group's coordinator, DescribeTransactions to the transactional id's coordinator, ListGroups and ListTransactions to
 every broker, DescribeProducers and WriteTxnMarkers to partition leaders, AlterUserScramCredentials to the
-controller; everything else to whichever broker answers first.
+controller; everything else (the client-quota APIs among them) to whichever broker answers first.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from kafka.protocol.admin import (AlterPartitionReassignmentsRequest, AlterReplicaLogDirsRequest,
-                                  AlterUserScramCredentialsRequest, CreateTopicsRequest, DeleteTopicsRequest,
-                                  DescribeClusterRequest, DescribeConfigsRequest, DescribeLogDirsRequest,
-                                  DescribeUserScramCredentialsRequest, ElectLeadersRequest,
-                                  IncrementalAlterConfigsRequest, ListPartitionReassignmentsRequest)
+from kafka.protocol.admin import (AlterClientQuotasRequest, AlterPartitionReassignmentsRequest,
+                                  AlterReplicaLogDirsRequest, AlterUserScramCredentialsRequest, CreateTopicsRequest,
+                                  DeleteTopicsRequest, DescribeClientQuotasRequest, DescribeClusterRequest,
+                                  DescribeConfigsRequest, DescribeLogDirsRequest, DescribeUserScramCredentialsRequest,
+                                  ElectLeadersRequest, IncrementalAlterConfigsRequest,
+                                  ListPartitionReassignmentsRequest)
 from kafka.protocol.admin.groups import DeleteGroupsRequest, DescribeGroupsRequest, ListGroupsRequest
 from kafka.protocol.admin.transactions import (DescribeProducersRequest, DescribeTransactionsRequest,
                                                ListTransactionsRequest)
@@ -121,6 +122,13 @@ class ScramUpsertion(NamedTuple):
     mechanism: str                  # SCRAM-SHA-256 or SCRAM-SHA-512
     password: str
     iterations: int = scram.MIN_ITERATIONS
+
+
+class QuotaEntry(NamedTuple):
+    """One entity of a DescribeClientQuotas answer: its (entity type, name; None for the default) parts, in the
+    broker's order, and its quota values."""
+    entity: tuple[tuple[str, str | None], ...]
+    values: dict[str, float]
 
 
 class UserResult(NamedTuple):
@@ -697,3 +705,36 @@ class AdminClient(ClusterClient):
         r = self.send_controller(build, lambda r: any(u.error_code == Errors.NOT_CONTROLLER for u in r.results),
                                  self.deadline(), "alter SCRAM credentials")
         return [UserResult(u.user, u.error_code, u.error_message) for u in r.results]
+
+    # ---- client quotas (KIP-546) ------------------------------------------------------------------------------
+
+    def describe_client_quotas(self, components: list[tuple[str, int, str | None]], strict: bool) -> list[QuotaEntry]:
+        """DescribeClientQuotas at any broker: the entities the filter ((entity type, match type, name)
+        components) matches, with their values; KafkaError when the filter is refused."""
+        Component = DescribeClientQuotasRequest.ComponentData
+
+        def build(c):
+            return DescribeClientQuotasRequest(
+                version=c.version_for(DescribeClientQuotasRequest), strict=strict,
+                components=[Component(entity_type=t, match_type=m, match=n) for t, m, n in components])
+        r = self.send_any(build, self.deadline())
+        if r.error_code:
+            raise refused(r.error_message, r.error_code, "DescribeClientQuotas was refused.")
+        return [QuotaEntry(tuple((e.entity_type, e.entity_name) for e in x.entity),
+                           {v.key: v.value for v in x.values}) for x in r.entries or []]
+
+    def alter_client_quotas(self, entity: list[tuple[str, str | None]], ops: list[tuple[str, float | None]],
+                            validate_only: bool = False) -> None:
+        """AlterClientQuotas of one entity at any broker: each key set to its value, or removed (None);
+        KafkaError with the broker's message when refused."""
+        Entry = AlterClientQuotasRequest.EntryData
+
+        def build(c):
+            return AlterClientQuotasRequest(
+                version=c.version_for(AlterClientQuotasRequest), validate_only=validate_only, entries=[Entry(
+                    entity=[Entry.EntityData(entity_type=t, entity_name=n) for t, n in entity],
+                    ops=[Entry.OpData(key=k, value=0.0 if v is None else v, remove=v is None) for k, v in ops])])
+        r = self.send_any(build, self.deadline())
+        for e in r.entries:
+            if e.error_code:
+                raise refused(e.error_message, e.error_code, "AlterClientQuotas was refused.")

@@ -6,7 +6,7 @@ Global options come before the command: `kadmin --zookeeper localhost:2181 creat
 `kadmin --bootstrap-server localhost:9092 --output json describe-topic orders`. Each command group's module holds
 its click commands, its result classes and its two sources (`*_zk`, `*_admin`): topics (create-topic,
 list-topics, describe-topic, delete-topic), configs (alter-config, describe-config), reassign, elect
-(elect-leaders), cluster, acls, groups, transactions and users. What they share (the settings, the way to the
+(elect-leaders), cluster, acls, groups, transactions, users and quotas. What they share (the settings, the way to the
 cluster, waits with progress on stderr) is admin_cli.context. This module parses the global options and turns
 failures into one line on stderr with the exit statuses of admin_cli.errors (0 ok, 1 refused, 2 usage, 3
 unreachable or timed out).
@@ -30,7 +30,7 @@ from kbroker.config import ConfigError, read_properties
 from kbroker.protocol.client import KafkaError
 from kbroker.protocol.client.security import ClientSecurity
 
-from . import acls, cluster, configs, elect, groups, reassign, topics, transactions, users
+from . import acls, cluster, configs, elect, groups, quotas, reassign, topics, transactions, users
 from .context import Settings, settings
 from .errors import describe_failure
 from .output import Output
@@ -139,7 +139,7 @@ def _command_config(path: str) -> ClientSecurity:
 
 for command in (topics.create_topic, topics.list_topics, topics.describe_topic, topics.delete_topic,
                 configs.alter_config, configs.describe_config, reassign.reassign, elect.elect_leaders,
-                cluster.cluster, acls.acls, groups.groups, transactions.transactions, users.users):
+                cluster.cluster, acls.acls, groups.groups, transactions.transactions, users.users, quotas.quotas):
     cli.add_command(command)
 
 

@@ -20,6 +20,9 @@ API modules only decode the request, call one method and encode the answer.
   notification.
 - SCRAM credentials (KIP-554): DescribeUserScramCredentials and AlterUserScramCredentials read and write
   /config/users/<sanitized user> with ZkAdminManager's checks, per-user errors and messages.
+- Client quotas (KIP-546): DescribeClientQuotas finds the entities a filter matches (zk.admin's describe_quotas),
+  AlterClientQuotas applies each entry's operations to its entity's znode (common.quota_config's table and
+  value conversion), with ZkAdminManager's checks and INVALID_REQUEST messages, per entity.
 """
 from __future__ import annotations
 
@@ -31,10 +34,12 @@ from typing import Callable
 from zk.admin import AdminZkClient
 from zk.client import TopicAlreadyMarkedForDeletionError, TopicExistsError, ZkError
 from .admin_delayed import DelayedCreatePartitions, DelayedDeleteTopics
-from .common.admin_errors import AdminError, InvalidConfigValueError, UnknownTopicError
+from .common.admin_errors import (AdminError, InvalidConfigError, InvalidConfigValueError, InvalidRequestError,
+                                  UnknownTopicError)
 from .common.broker_config import DYNAMIC_BROKER_CONFIGS, THREAD_COUNTS, entity_name, validate_broker_config
 from .common.config_def import format_value
 from .common.internal_topics import INTERNAL_TOPICS
+from .common.quota_config import QuotaEntity, entity_order, quota_entity, quota_keys, stored_value
 from .common.topic_config import TOPIC_CONFIGS
 from .config import SETTINGS
 from .log.config import LogConfig
@@ -579,6 +584,55 @@ class AdminManager:
                 continue
             results.append(ScramUserResult(user))
         return results
+
+    # ---- client quotas (ZkAdminManager.describeClientQuotas / alterClientQuotas) -----------------------------------
+    def describe_client_quotas(self, components: list[tuple[str, int, str | None]], strict: bool
+                               ) -> tuple[Errors, str | None, list[tuple[QuotaEntity, dict[str, float]]] | None]:
+        """(error, message, entries): every entity the filter matches with its quota values, sorted (zk.admin's
+        describe_quotas). A filter refused is the error (INVALID_REQUEST, UNSUPPORTED_VERSION), entries None.
+        Znodes or values that do not parse are left out and logged, as nothing a client asked for is wrong."""
+        try:
+            found = self.admin_zk.describe_quotas(components, strict)
+        except (AdminError, ZkError) as e:
+            return *_error_of(e), None
+        for problem in found.problems:
+            log.warning("Left out of DescribeClientQuotas: %s", problem)
+        return Errors.NONE, None, sorted(found.entities.items(), key=lambda item: entity_order(item[0]))
+
+    def alter_client_quotas(self, entries: list[tuple[list[tuple[str, str | None]], list[tuple[str, float, bool]]]],
+                            validate_only: bool) -> list[tuple[list[tuple[str, str | None]], Errors, str | None]]:
+        """AlterClientQuotas of (entity parts as given, ops (key, value, remove)): (parts, error, message) per
+        distinct entity, the last entry of an entity named twice winning (2.8 answers from a map by entity)."""
+        results = {}
+        for parts, ops in entries:
+            key = tuple(sorted(parts, key=lambda p: (p[0], p[1] is not None, p[1] or "")))
+            results[key] = (parts, *self._alter_client_quota(parts, ops, validate_only))
+        return list(results.values())
+
+    def _alter_client_quota(self, parts, ops, validate_only: bool) -> tuple[Errors, str | None]:
+        """One entity's ops applied in order to its stored config, then the whole config validated and (unless
+        validate_only) written with its notification. An unknown key is INVALID_REQUEST whether set or removed
+        (2.8 removes any key named, a user's SCRAM credentials included); removing a key not set is no error."""
+        try:
+            entity = quota_entity(parts)
+            keys = quota_keys(entity)
+            config = self.admin_zk.quota_config(entity)
+            for key, value, remove in ops:
+                if key not in keys:
+                    raise InvalidRequestError(f"Invalid configuration key {key}")
+                if remove:
+                    config.pop(key, None)
+                else:
+                    config[key] = stored_value(key, keys[key], value)
+            self.admin_zk.change_quota_config(entity, config, validate_only)
+            return Errors.NONE, None
+        except InvalidConfigError as e:     # a value already stored that does not parse, an unknown key stored
+            return Errors.INVALID_REQUEST, str(e)
+        except (AdminError, ZkError) as e:
+            log.info("Error encountered while updating client quotas of %s: %s", parts, e)
+            return _error_of(e)
+        except ValueError as e:             # the znode holds data that is not a config's JSON
+            return Errors.UNKNOWN_SERVER_ERROR, str(e)
 
 
 def _items(value: str | None) -> list[str]:

@@ -245,6 +245,43 @@ class TopicPartitionStateZNode:
                             zk_version)
 
 
+def _java_hash(s: str) -> int:
+    """Java's String.hashCode (over UTF-16 code units), as an unsigned 32-bit value."""
+    h, units = 0, s.encode("utf-16-be")
+    for i in range(0, len(units), 2):
+        h = (31 * h + (units[i] << 8 | units[i + 1])) & 0xFFFFFFFF
+    return h
+
+
+def java_properties_order(keys) -> list[str]:
+    """The order a java.util.Properties holding `keys`, put in this order, iterates them on JDK 9+ (Kafka 2.8's
+    JSON of a config is its Properties' order): a ConcurrentHashMap of 16 bins doubled at 3/4 full, keys by
+    bin (spread hash), in insertion order within one, a resize splitting each bin as ConcurrentHashMap.transfer
+    does (the nodes before the last run of one side reversed). Python's dict order is Kafka's insertion order
+    for a config read, changed and written back (the keys read first, new ones after)."""
+    def spread(k: str) -> int:
+        h = _java_hash(k)
+        return (h ^ (h >> 16)) & 0x7FFFFFFF
+    n, bins = 16, [[] for _ in range(16)]
+    for count, key in enumerate(keys, 1):
+        bins[spread(key) & (n - 1)].append(key)
+        if count >= n - (n >> 2):
+            grown = [[] for _ in range(2 * n)]
+            for i, b in enumerate(bins):
+                bits = [spread(k) & n for k in b]
+                last = len(b) - 1
+                while last > 0 and bits[last - 1] == bits[-1]:
+                    last -= 1
+                sides = ([], [])
+                if b:
+                    sides[bits[-1] != 0].extend(b[last:])
+                for k, bit in zip(b[:last], bits[:last]):
+                    sides[bit != 0].insert(0, k)
+                grown[i], grown[i + n] = sides
+            n, bins = 2 * n, grown
+    return [k for b in bins for k in b]
+
+
 class ConfigEntityZNode:
     """/config/<type>/<name> = {"version":1,"config":{...}}; values are strings. Users and clients are named
     by kbroker.common.sanitizer.sanitize(name)."""
@@ -255,12 +292,40 @@ class ConfigEntityZNode:
 
     @staticmethod
     def encode(config: dict[str, str]) -> bytes:
-        return _dump({"version": 1, "config": {k: str(v) for k, v in config.items()}})
+        """Keys in the order Kafka writes them (java_properties_order of the dict's order)."""
+        return _dump({"version": 1, "config": {k: str(config[k]) for k in java_properties_order(config)}})
 
     @staticmethod
     def decode(data: bytes | None) -> dict[str, str]:
-        obj = _load(data)
-        return dict(obj.get("config") or {}) if obj else {}
+        """The config ({} for null data); ValueError for data that is not such JSON (a znode written by hand)."""
+        try:
+            obj = _load(data)
+            config = (obj.get("config") if isinstance(obj, dict) else obj) or {}
+        except ValueError:      # not JSON, or not UTF-8
+            config = None
+        if isinstance(config, dict):
+            return dict(config)
+        raise ValueError(f"not a config znode's JSON: {bytes(data[:100])!r}")
+
+
+class QuotaEntityZNode:
+    """A client quota entity's config znode, in ConfigEntityZNode's JSON, where Kafka's AdminZkClient keeps it:
+    /config/users/<u>, /config/users/<u>/clients/<c>, /config/clients/<c>, /config/ips/<ip>. Names are znode
+    names: users and client ids sanitized (kbroker.common.sanitizer), the default entity `<default>`. Parents made
+    on the way (/config/users/<u>, its clients/) hold null data. The entity path (after /config/) is what the
+    change notification names."""
+    roots = {"user": "users", "client-id": "clients", "ip": "ips"}    # entity type -> /config/<root>
+
+    @staticmethod
+    def entity_path(user: str | None = None, client_id: str | None = None, ip: str | None = None) -> str:
+        """users/<u>, users/<u>/clients/<c>, clients/<c> or ips/<ip>, from znode names."""
+        if user is not None:
+            return f"users/{user}" if client_id is None else f"users/{user}/clients/{client_id}"
+        return f"clients/{client_id}" if client_id is not None else f"ips/{ip}"
+
+    @staticmethod
+    def path(entity_path: str) -> str:
+        return f"/config/{entity_path}"
 
 
 class ConfigChangeNotificationZNode:

@@ -36,6 +36,7 @@ from . import (add_offsets_to_txn, add_partitions_to_txn, alter_configs, alter_p
                sasl_authenticate, sasl_handshake, stop_replica, sync_group, txn_offset_commit, update_metadata,
                write_txn_markers)
 from . import alter_replica_log_dirs, alter_user_scram_credentials, describe_user_scram_credentials
+from . import alter_client_quotas, describe_client_quotas
 from .context import BrokerServices, RequestContext
 
 # Kafka's request log: one DEBUG line per request (kbroker start writes it to kafka-request.log when enabled).
@@ -51,6 +52,7 @@ API_MODULES = (produce, fetch, list_offsets, metadata, leader_and_isr, stop_repl
                describe_configs, alter_configs, incremental_alter_configs, alter_replica_log_dirs, describe_log_dirs,
                describe_cluster,
                txn_offset_commit, write_txn_markers, describe_acls, create_acls, delete_acls,
+               describe_client_quotas, alter_client_quotas,
                describe_user_scram_credentials, alter_user_scram_credentials, describe_producers,
                describe_transactions, list_transactions)   # KIP-664's Kafka 3.0 APIs, served as extensions
 REGISTRY = {m.API_KEY: m for m in API_MODULES}

@@ -37,3 +37,15 @@ class InvalidConfigValueError(InvalidConfigError):
     """A config value that does not parse or is out of range, or a broker config that cannot change
     dynamically (Kafka's ConfigException): CreateTopics answers INVALID_CONFIG, AlterConfigs and
     IncrementalAlterConfigs INVALID_REQUEST, as Kafka 2.8 does."""
+
+
+class InvalidRequestError(AdminError):
+    """A request the admin operation cannot take as given (Kafka's InvalidRequestException): a client quota
+    entity or filter that makes no sense, a value of the wrong kind."""
+    code = 42
+
+
+class UnsupportedVersionError(AdminError):
+    """What the request asks for is not supported (Kafka's UnsupportedVersionException): a custom client quota
+    entity type."""
+    code = 35

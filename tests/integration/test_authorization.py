@@ -30,6 +30,7 @@ from kafka.protocol.admin import (AlterUserScramCredentialsRequest, DescribeUser
                                   DescribeProducersRequest, DescribeTransactionsRequest, ElectLeadersRequest,
                                   IncrementalAlterConfigsRequest, ListPartitionReassignmentsRequest)
 from kafka.protocol.admin import AlterReplicaLogDirsRequest, ListTransactionsRequest
+from kafka.protocol.admin import AlterClientQuotasRequest, DescribeClientQuotasRequest
 from kafka.protocol.admin.groups import DeleteGroupsRequest, DescribeGroupsRequest, ListGroupsRequest
 from kafka.protocol.consumer import (FetchRequest, HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest,
                                      ListOffsetsRequest, OffsetCommitRequest, OffsetDeleteRequest, OffsetFetchRequest,
@@ -322,6 +323,19 @@ def alter_scram_credentials():
     return AlterUserScramCredentialsRequest(version=0, deletions=[D(name="nobody", mechanism=1)], upsertions=[])
 
 
+def describe_client_quotas():
+    C = DescribeClientQuotasRequest.ComponentData
+    return DescribeClientQuotasRequest(version=1, strict=True,
+                                       components=[C(entity_type="client-id", match_type=0, match="matrix")])
+
+
+def alter_client_quotas():
+    E = AlterClientQuotasRequest.EntryData
+    return AlterClientQuotasRequest(version=1, validate_only=True, entries=[E(
+        entity=[E.EntityData(entity_type="client-id", entity_name="matrix")],
+        ops=[E.OpData(key="producer_byte_rate", value=1024.0, remove=False)])])
+
+
 def describe_acls():
     return DescribeAclsRequest(version=1, **acl_filter_fields())
 
@@ -470,6 +484,10 @@ CASES = [
          [("Cluster", "kafka-cluster", "Describe", "LITERAL")]),
     Case("AlterUserScramCredentials", alter_scram_credentials, lambda r: r.results[0].error_code, CLUSTER_DENIED,
          [("Cluster", "kafka-cluster", "Alter", "LITERAL")], Errors.RESOURCE_NOT_FOUND),
+    Case("DescribeClientQuotas", describe_client_quotas, top_error, CLUSTER_DENIED,
+         [("Cluster", "kafka-cluster", "DescribeConfigs", "LITERAL")]),
+    Case("AlterClientQuotas", alter_client_quotas, lambda r: r.entries[0].error_code, CLUSTER_DENIED,
+         [("Cluster", "kafka-cluster", "AlterConfigs", "LITERAL")]),
     Case("ElectLeaders", elect_leaders, top_error, CLUSTER_DENIED, [("Cluster", "kafka-cluster", "Alter", "LITERAL")]),
     Case("AlterReplicaLogDirs", alter_replica_log_dirs, first_partition_error("results", "partitions"),
          CLUSTER_DENIED, [("Cluster", "kafka-cluster", "Alter", "LITERAL")], Errors.LOG_DIR_NOT_FOUND),
