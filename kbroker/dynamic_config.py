@@ -92,7 +92,11 @@ class DynamicConfigManager:
         throttle may name a partition this broker does not host yet, as a reassignment's new replica)."""
         names = self.zk.children("/config/topics")
         for name, (data, _) in zip(names, self.zk.get_many([f"/config/topics/{n}" for n in names])):
-            config = z.ConfigEntityZNode.decode(data)
+            try:
+                config = z.ConfigEntityZNode.decode(data)
+            except (ValueError, TypeError, AttributeError) as e:   # not Kafka's JSON: the broker starts anyway
+                log.error("ignoring the malformed config znode of topic %s: %r", name, e)
+                continue
             if any(key in config for key in REPLICAS_CONFIGS.values()):
                 self._apply_throttles(name, config)
 

@@ -105,7 +105,9 @@ def test_a_follower_out_of_the_isr_is_held_back_live_and_after_a_restart_and_joi
     assert held_back(leader, "held")
     c.zk.set_or_create_entity_config("topics", "held", {LEADER_REPLICAS: "0:1"})
 
-    # At start-up: broker 1 restarted reads the throttles (the notifications in place are not replayed).
+    # At start-up: broker 1 restarted reads the throttles (the notifications in place are not replayed); a znode
+    # that is not Kafka's JSON is logged and passed over.
+    c.zk.create_recursive("/config/topics/junk", b"{not json")
     leader.stop()
     leader.start()
     c.wait_ready([1])
