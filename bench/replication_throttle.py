@@ -20,6 +20,7 @@ LeaderReplication / FollowerReplication byte-rate metrics of brokers 1 and 3 are
 """
 from __future__ import annotations
 
+import itertools
 import os
 import subprocess
 import sys
@@ -78,18 +79,18 @@ def byte_rate(port: int, kind: str) -> float:
     return float("nan")
 
 
-def watch_copy(target_dir: str, topic: str, total: int, timeout: float, on_half=None) -> list[tuple[float, int]]:
-    """(time, bytes) samples of the copy into target_dir, from before it starts until it holds `total` bytes;
-    on_half() is called once half is copied."""
-    samples, deadline, halfway = [], time.monotonic() + timeout, False
+def watch_copy(target_dir: str, topic: str, total: int, timeout: float, on_half, samples: list) -> None:
+    """Append (time, bytes) samples of the copy into target_dir to `samples`, from before it starts until it holds
+    `total` bytes; on_half() is called once half is copied."""
+    deadline, halfway = time.monotonic() + timeout, False
     while True:
         n = segment_bytes(target_dir, topic)
         samples.append((time.monotonic(), n))
-        if not halfway and n >= total / 2 and on_half is not None:
+        if not halfway and n >= total / 2:
             halfway = True
             on_half()
         if n >= total:
-            return samples
+            return
         if time.monotonic() > deadline:
             raise TimeoutError(f"{topic}: {n} of {total} bytes copied after {timeout:g}s")
         time.sleep(0.02)
@@ -104,7 +105,7 @@ def rates(samples: list[tuple[float, int]], total: int) -> tuple[float, float, f
     def at(fraction: float) -> float:
         """When the copy passed fraction x total bytes (interpolated between samples)."""
         goal = fraction * total
-        for (ta, na), (tb, nb) in zip(samples, samples[1:]):
+        for (ta, na), (tb, nb) in itertools.pairwise(samples):
             if na < goal <= nb:
                 return ta + (tb - ta) * (goal - na) / (nb - na)
         return t1
@@ -146,29 +147,28 @@ def main() -> None:
                 def sample_metrics(topic=topic):
                     mid[topic] = (byte_rate(brokers[1]["metrics_port"], "leader"),
                                   byte_rate(brokers[3]["metrics_port"], "follower"))
-                watcher_out: list = []
-                watcher = threading.Thread(target=lambda t=topic: watcher_out.append(
-                    watch_copy(target, t, total, 600, sample_metrics)))
+                samples: list = []
+                watcher = threading.Thread(target=watch_copy, args=(target, topic, total, 600, sample_metrics, samples))
                 watcher.start()
                 extra = ["--throttle", throttle] if throttle else []
                 started = kadmin(connect, "reassign", "--reassignment-json-file", plan, "--no-wait", *extra)
                 if started.returncode:
                     raise RuntimeError(f"kadmin reassign failed: {started.stderr}")
                 watcher.join()
-                seconds, overall, middle = rates(watcher_out[0], total)
+                seconds, overall, middle = rates(samples, total)
                 measured[topic] = middle
                 verified = wait_until(lambda p=plan: (r := kadmin(connect, "reassign", "--reassignment-json-file", p,
                                                                   "--verify")).returncode == 0 and r, 120, 0.5)
-                left = {f"brokers/{b}": k for b in brokers for k in BROKER_KEYS
-                        if k in zk.get_entity_config("brokers", str(b))}
-                left.update({f"topics/{topic}": k for k in TOPIC_KEYS if k in zk.get_entity_config("topics", topic)})
+                left = [f"brokers/{b} {k}" for b in brokers for k in BROKER_KEYS
+                        if k in zk.get_entity_config("brokers", str(b))]
+                left += [f"topics/{topic} {k}" for k in TOPIC_KEYS if k in zk.get_entity_config("topics", topic)]
                 log(verified.stdout.strip().replace("\n", " | "))
                 leader_rate, follower_rate = mid.get(topic, (float("nan"),) * 2)
                 rows.append([topic, f"{throttle / MiB:.2f}" if throttle else "-", f"{total / MiB:.1f}",
                              f"{seconds:.1f}", f"{overall:.2f}", f"{middle:.2f}",
                              f"{middle * MiB / throttle:.2f}" if throttle else "-",
                              f"{leader_rate / MiB:.2f} / {follower_rate / MiB:.2f}",
-                             ", ".join(f"{e} {k}" for e, k in left.items()) or "none"])
+                             ", ".join(left) or "none"])
         finally:
             zk.close()
     print_table(f"Reassigning one replica of {args.mib} MiB (1 KiB records) from broker 2 to broker 3, "

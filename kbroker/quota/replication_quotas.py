@@ -28,7 +28,8 @@ window.num windows measures the same, so kbroker keeps one rate per manager.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from prometheus_client.core import GaugeMetricFamily
 

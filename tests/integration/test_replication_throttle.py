@@ -194,7 +194,7 @@ def test_kadmin_reassign_throttle_writes_kafkas_configs_and_verify_removes_them(
         assert in_force(c, "zk") == {b: {k: 1000000 for k in rate} for b in (1, 2, 3)}
 
         # --verify once the reassignment is done: Kafka's lines, and every throttle key gone.
-        def verified():
+        def verified(mode=mode, f=f):
             r = kadmin(c, mode, "reassign", "--reassignment-json-file", f, "--verify", output="table")
             return r.stdout if r.exit_code == 0 else None
         text = wait_until(verified, 60, 0.5, "the reassignment verified").splitlines()
