@@ -24,6 +24,20 @@ KAFKA_STORAGE_ERROR) stops the command, before the reassignment when possible. W
 the moves (DescribeLogDirs: each replica's current and future log dir), with Kafka's wording. Kafka 2.8's
 `--zookeeper` mode refuses log_dirs; kadmin reaches the brokers through ZooKeeper instead.
 
+Throttles, as kafka-reassign-partitions.sh sets them (KIP-73): with `--throttle N` (bytes/s), before the
+reassignment starts, each planned topic gets `leader.replication.throttled.replicas` = `partition:broker` for every
+current replica of its planned partitions and `follower.replication.throttled.replicas` = `partition:broker` for
+the replicas the plan adds (each list sorted as strings, as Kafka's TreeSet; empty when nothing is added), and
+every broker among the current and target replicas gets `leader.replication.throttled.rate` and
+`follower.replication.throttled.rate` = N; `--replica-alter-log-dirs-throttle N` sets
+`replica.alter.log.dirs.io.max.bytes.per.second` = N on the brokers of the "log_dirs" moves. Existing keys of
+those entities are kept. Once every partition and log dir move of the plan is done, `--verify` (as Kafka's, whether
+or not throttles were set) and the command's own wait after setting them (Kafka's does not wait) remove the three
+broker keys from the live brokers and the plan's target brokers and both topic keys from the plan's topics, unless
+`--preserve-throttles`. With --zookeeper the writes are zk.admin.AdminZkClient's (the entity znode, then its
+/config/changes notification; only entities that had a key are rewritten); with --bootstrap-server,
+IncrementalAlterConfigs SET / DELETE (on the live brokers only: a broker resource is sent to that broker).
+
 The click command `reassign` closes the module: it validates, starts and waits, with progress on stderr.
 """
 from __future__ import annotations
@@ -35,6 +49,7 @@ from dataclasses import dataclass
 import click
 
 from zk import znodes as z
+from zk.admin import AdminZkClient
 from zk.client import KafkaZkClient, ZkNodeExists
 from kbroker.common.admin_errors import AdminError, InvalidReplicaAssignmentError, UnknownTopicError
 from kbroker.protocol.client import Errors, error_name
@@ -42,7 +57,7 @@ from kbroker.protocol.client import Errors, error_name
 from .context import (Failure, Source, output, read_text, registered_brokers, settings, source, wait_for,
                       wait_timeout_option)
 from .errors import EXIT_REFUSED, WaitTimedOut
-from .kafka_client import AdminClient
+from .kafka_client import BROKER_RESOURCE, TOPIC_RESOURCE, AdminClient
 from .output import Output
 
 TopicPartition = tuple[str, int]
@@ -50,6 +65,13 @@ Replica = tuple[str, int, int]       # topic, partition, broker id (Kafka's Topi
 
 EXISTING_REASSIGNMENT = "There is an existing assignment running."
 ANY_LOG_DIR = "any"
+LEADER_RATE, FOLLOWER_RATE = "leader.replication.throttled.rate", "follower.replication.throttled.rate"
+LOG_DIR_RATE = "replica.alter.log.dirs.io.max.bytes.per.second"
+LEADER_REPLICAS, FOLLOWER_REPLICAS = "leader.replication.throttled.replicas", "follower.replication.throttled.replicas"
+BROKER_THROTTLES = (LEADER_RATE, FOLLOWER_RATE, LOG_DIR_RATE)
+TOPIC_THROTTLES = (LEADER_REPLICAS, FOLLOWER_REPLICAS)
+VERIFY_WARNING = ("Warning: You must run --verify periodically, until the reassignment completes, to ensure the "
+                  "throttle is removed.")
 
 
 def tp_name(tp: TopicPartition) -> str:
@@ -214,6 +236,109 @@ def alter_log_dirs(admin: AdminClient, moves: dict[Replica, str]) -> set[Replica
 
 
 @dataclass
+class Throttles:
+    """The configs a throttled reassignment sets: {topic: {key: value}} and {broker id: {key: value}}."""
+    topics: dict[str, dict[str, str]]
+    brokers: dict[int, dict[str, str]]
+    rate: int | None
+    log_dir_rate: int | None
+
+    def render(self, out: Output) -> None:
+        """Kafka's lines."""
+        out.line(VERIFY_WARNING)
+        if self.rate is not None:
+            out.line(f"The inter-broker throttle limit was set to {self.rate} B/s")
+        if self.log_dir_rate is not None:
+            out.line(f"The replica-alter-dir throttle limit was set to {self.log_dir_rate} B/s")
+
+    def to_json(self) -> dict:
+        return {"topics": self.topics, "brokers": {str(b): c for b, c in sorted(self.brokers.items())}}
+
+
+def reassignment_throttles(current: dict[TopicPartition, list[int]], plan: dict[TopicPartition, list[int]],
+                           moves: dict[Replica, str], rate: int | None, log_dir_rate: int | None) -> Throttles:
+    """What kafka-reassign-partitions.sh --throttle / --replica-alter-log-dirs-throttle set for the plan
+    (calculateLeaderThrottles, calculateFollowerThrottles, calculateReassigningBrokers, calculateMovingBrokers)."""
+    topics: dict[str, dict[str, str]] = {}
+    brokers: dict[int, dict[str, str]] = {}
+    if rate is not None:
+        leaders: dict[str, set[str]] = {}
+        followers: dict[str, set[str]] = {}
+        for (topic, p), target in plan.items():
+            sources = current[(topic, p)]
+            leaders.setdefault(topic, set()).update(f"{p}:{b}" for b in sources)
+            followers.setdefault(topic, set()).update(f"{p}:{b}" for b in target if b not in sources)
+            for b in (*sources, *target):
+                brokers.setdefault(b, {}).update({LEADER_RATE: str(rate), FOLLOWER_RATE: str(rate)})
+        topics = {t: {LEADER_REPLICAS: ",".join(sorted(leaders[t])), FOLLOWER_REPLICAS: ",".join(sorted(followers[t]))}
+                  for t in sorted(leaders)}
+    if log_dir_rate is not None:
+        for _, _, b in moves:
+            brokers.setdefault(b, {})[LOG_DIR_RATE] = str(log_dir_rate)
+    return Throttles(topics, brokers, rate, log_dir_rate)
+
+
+def set_throttles_zk(zk: KafkaZkClient, throttles: Throttles) -> None:
+    """The throttle keys over each entity's current config (modifyTopicThrottles, modifyBrokerThrottles)."""
+    admin = AdminZkClient(zk)
+    for topic, values in throttles.topics.items():
+        admin.change_topic_config(topic, {**admin.fetch_entity_config("topics", topic), **values})
+    for broker_id, values in sorted(throttles.brokers.items()):
+        admin.change_broker_config(broker_id, {**admin.fetch_entity_config("brokers", str(broker_id)), **values})
+
+
+def set_throttles_admin(admin: AdminClient, throttles: Throttles) -> None:
+    """The throttle keys SET with IncrementalAlterConfigs."""
+    for topic, values in throttles.topics.items():
+        admin.incremental_alter_configs(TOPIC_RESOURCE, topic, values, [])
+    for broker_id, values in sorted(throttles.brokers.items()):
+        admin.incremental_alter_configs(BROKER_RESOURCE, str(broker_id), values, [])
+
+
+@dataclass
+class ClearedThrottles:
+    """The brokers and topics whose throttle keys were removed (Kafka's clearAllThrottles)."""
+    brokers: list[int]
+    topics: list[str]
+
+    def render(self, out: Output) -> None:
+        out.line(f"Clearing broker-level throttles on broker{'' if len(self.brokers) == 1 else 's'} "
+                 + ",".join(map(str, self.brokers)))
+        out.line(f"Clearing topic-level throttles on topic{'' if len(self.topics) == 1 else 's'} "
+                 + ",".join(self.topics))
+
+    def to_json(self) -> dict:
+        return {"brokers": self.brokers, "topics": self.topics}
+
+
+def clear_throttles_zk(zk: KafkaZkClient, plan) -> ClearedThrottles:
+    """Remove the throttle keys from the registered brokers and the plan's targets, and from the plan's topics;
+    only the entities that had one are rewritten (and notified)."""
+    admin = AdminZkClient(zk)
+    cleared = ClearedThrottles(sorted(set(zk.get_broker_ids()) | {b for r in plan.values() for b in r}),
+                               sorted({t for t, _ in plan}))
+    for broker_id in cleared.brokers:
+        config = admin.fetch_entity_config("brokers", str(broker_id))
+        if any(k in config for k in BROKER_THROTTLES):
+            admin.change_broker_config(broker_id, {k: v for k, v in config.items() if k not in BROKER_THROTTLES})
+    for topic in cleared.topics:
+        config = admin.fetch_entity_config("topics", topic)
+        if any(k in config for k in TOPIC_THROTTLES):
+            admin.change_topic_config(topic, {k: v for k, v in config.items() if k not in TOPIC_THROTTLES})
+    return cleared
+
+
+def clear_throttles_admin(admin: AdminClient, plan) -> ClearedThrottles:
+    """The throttle keys DELETEd with IncrementalAlterConfigs on the live brokers and the plan's topics."""
+    cleared = ClearedThrottles(sorted(admin.brokers()), sorted({t for t, _ in plan}))
+    for broker_id in cleared.brokers:
+        admin.incremental_alter_configs(BROKER_RESOURCE, str(broker_id), {}, list(BROKER_THROTTLES))
+    for topic in cleared.topics:
+        admin.incremental_alter_configs(TOPIC_RESOURCE, topic, {}, list(TOPIC_THROTTLES))
+    return cleared
+
+
+@dataclass
 class LogDirStatus:
     """Where a replica named in log_dirs is: its current and future log dirs (None: not found)."""
     replica: Replica
@@ -337,13 +462,20 @@ def _status_lines(out: Output, statuses: list[PartitionStatus], moves: list[LogD
             out.line(m.describe())
 
 
+def finished(statuses: list[PartitionStatus], moves: list[LogDirStatus]) -> bool:
+    """No partition of the plan is being reassigned and no log dir move is under way (when throttles go)."""
+    return all(st.done for st in statuses) and not any(m.state in ("in-progress", "elsewhere") for m in moves)
+
+
 @dataclass
 class ReassignmentStatus:
     """reassign --verify. JSON: {"status": [{"topic", "partition", "target", "current", "state": "complete" |
     "in-progress" | "different" | "gone"}], "log_dirs": [{"topic", "partition", "broker", "target", "current",
-    "future", "state": "complete" | "in-progress" | "missing" | "elsewhere" | "cancelled"}]}."""
+    "future", "state": "complete" | "in-progress" | "missing" | "elsewhere" | "cancelled"}], "throttles_cleared":
+    {"brokers": [ids], "topics": [names]} or null}."""
     statuses: list[PartitionStatus]
     moves: list[LogDirStatus]
+    cleared: ClearedThrottles | None = None
 
     @property
     def succeeded(self) -> bool:
@@ -351,23 +483,30 @@ class ReassignmentStatus:
 
     def render(self, out: Output) -> None:
         _status_lines(out, self.statuses, self.moves)
+        if self.cleared is not None:
+            self.cleared.render(out)
 
     def to_json(self) -> dict:
-        return {"status": [st.to_json() for st in self.statuses], "log_dirs": [m.to_json() for m in self.moves]}
+        return {"status": [st.to_json() for st in self.statuses], "log_dirs": [m.to_json() for m in self.moves],
+                "throttles_cleared": self.cleared.to_json() if self.cleared is not None else None}
 
 
 @dataclass
 class Reassignment:
-    """reassign --execute. JSON: {"rollback": the current assignment as a plan, "started": ["t-0", ...],
-    "log_dir_moves": ["t-0-2", ...] (replicas whose broker accepted their log dir), "status" and "log_dirs": [as
-    --verify's] once waited for, null with --no-wait}. Text, as kafka-reassign-partitions.sh prints it as it goes:
-    the rollback plan before starting, then the start, the log dir moves started, then (after waiting) the
-    status."""
+    """reassign --execute. JSON: {"rollback": the current assignment as a plan, "throttles": {"topics": {topic:
+    {key: value}}, "brokers": {id: {key: value}}} (the configs set; null without --throttle or
+    --replica-alter-log-dirs-throttle), "started": ["t-0", ...], "log_dir_moves": ["t-0-2", ...] (replicas whose
+    broker accepted their log dir), "status" and "log_dirs": [as --verify's] once waited for, null with --no-wait,
+    "throttles_cleared": as --verify's}. Text, as kafka-reassign-partitions.sh prints it as it goes: the rollback
+    plan before starting, the throttles set, then the start, the log dir moves started, then (after waiting) the
+    status and the throttles cleared."""
     rollback: dict[TopicPartition, list[int]]
     plan: dict[TopicPartition, list[int]]
     statuses: list[PartitionStatus] | None = None
     moved: set[Replica] | None = None
     moves: list[LogDirStatus] | None = None
+    throttles: Throttles | None = None
+    cleared: ClearedThrottles | None = None
 
     def render_rollback(self, out: Output) -> None:
         out.line("Current partition replica assignment\n")
@@ -386,19 +525,25 @@ class Reassignment:
     def render_status(self, out: Output) -> None:
         if self.statuses is not None:
             _status_lines(out, self.statuses, self.moves or [])
+        if self.cleared is not None:
+            self.cleared.render(out)
 
     def render(self, out: Output) -> None:
         self.render_rollback(out)
+        if self.throttles is not None:
+            self.throttles.render(out)
         self.render_started(out)
         self.render_moves_started(out, self.moved or set())
         self.render_status(out)
 
     def to_json(self) -> dict:
         return {"rollback": json.loads(format_plan(self.rollback)),
+                "throttles": self.throttles.to_json() if self.throttles is not None else None,
                 "started": [tp_name(tp) for tp in sorted(self.plan)],
                 "log_dir_moves": [replica_name(r) for r in sorted(self.moved or ())],
                 "status": None if self.statuses is None else [st.to_json() for st in self.statuses],
-                "log_dirs": None if self.moves is None else [m.to_json() for m in self.moves]}
+                "log_dirs": None if self.moves is None else [m.to_json() for m in self.moves],
+                "throttles_cleared": self.cleared.to_json() if self.cleared is not None else None}
 
 
 # ---- commands (click) -----------------------------------------------------------------------------------------
@@ -440,9 +585,16 @@ def _log_dir_admin(ctx: click.Context, src: Source, moves):
 @click.option("--verify", is_flag=True,
               help="Only report whether each partition of the plan has been reassigned (exit 1 if not all).")
 @click.option("--no-wait", is_flag=True, help="Return once the reassignment is started.")
+@click.option("--throttle", type=click.IntRange(min=0), metavar="BYTES",
+              help="Throttle the data moving between brokers to BYTES per second (leader and follower rates on "
+                   "the brokers involved, the moving replicas on the topics), until the reassignment is done.")
+@click.option("--replica-alter-log-dirs-throttle", "log_dir_throttle", type=click.IntRange(min=0), metavar="BYTES",
+              help="Throttle the log dir moves of the plan's \"log_dirs\" to BYTES per second on their brokers.")
+@click.option("--preserve-throttles", is_flag=True,
+              help="Leave the throttles in place when the reassignment is done (waiting or --verify).")
 @wait_timeout_option(600.0, "the reassignment")
 @click.pass_context
-def reassign(ctx, plan_file, execute, verify, no_wait, timeout):
+def reassign(ctx, plan_file, execute, verify, no_wait, throttle, log_dir_throttle, preserve_throttles, timeout):
     """Move partitions to other brokers, and replicas to other log dirs (kafka-reassign-partitions.sh).
 
     Validates the plan (existing partitions, non-empty lists of distinct live brokers, each partition once;
@@ -452,14 +604,23 @@ def reassign(ctx, plan_file, execute, verify, no_wait, timeout):
     (AlterReplicaLogDirs, sent to the brokers before and after the reassignment starts); waiting and --verify
     then also follow those moves.
 
-    JSON: {"rollback": plan, "started": ["t-0", ...], "log_dir_moves": ["t-0-2", ...], "status": [{"topic",
-    "partition", "target", "current", "state": "complete" | "in-progress" | "different" | "gone"}], "log_dirs":
-    [{"topic", "partition", "broker", "target", "current", "future", "state": "complete" | "in-progress" |
-    "missing" | "elsewhere" | "cancelled"}] (both null with --no-wait)}; with --verify {"status": [...],
-    "log_dirs": [...]}.
+    --throttle BYTES sets the replication throttles kafka-reassign-partitions.sh sets (the leader and follower
+    rates on every broker involved, the current replicas as leader-throttled and the added ones as
+    follower-throttled on each topic); --replica-alter-log-dirs-throttle BYTES the log dir move rate on the
+    brokers of the "log_dirs" moves. Once everything is done, waiting or --verify removes every throttle key from
+    the brokers and the plan's topics, unless --preserve-throttles.
+
+    JSON: {"rollback": plan, "throttles": {"topics": {t: {key: value}}, "brokers": {id: {key: value}}} or null,
+    "started": ["t-0", ...], "log_dir_moves": ["t-0-2", ...], "status": [{"topic", "partition", "target",
+    "current", "state": "complete" | "in-progress" | "different" | "gone"}], "log_dirs": [{"topic", "partition",
+    "broker", "target", "current", "future", "state": "complete" | "in-progress" | "missing" | "elsewhere" |
+    "cancelled"}] (both null with --no-wait), "throttles_cleared": {"brokers": [ids], "topics": [names]} or
+    null}; with --verify {"status": [...], "log_dirs": [...], "throttles_cleared": ...}.
     """
     if execute and verify:
         raise click.UsageError("--execute and --verify cannot be combined.")
+    if verify and (throttle is not None or log_dir_throttle is not None):
+        raise click.UsageError("--throttle and --replica-alter-log-dirs-throttle go with --execute, not --verify.")
     out = output(ctx)
     plan, moves = parse_plan(read_text(plan_file))
     if verify:
@@ -468,15 +629,20 @@ def reassign(ctx, plan_file, execute, verify, no_wait, timeout):
             statuses = src.call(reassignment_status, reassignment_status_admin, plan)
             verified = ReassignmentStatus(
                 statuses, log_dir_status(dirs_admin, moves) if moves else [])
+            if not preserve_throttles and finished(verified.statuses, verified.moves):
+                verified.cleared = src.call(clear_throttles_zk, clear_throttles_admin, plan)
         out.emit(verified)
         ctx.exit(0 if verified.succeeded else EXIT_REFUSED)
     with source(ctx) as src, _log_dir_admin(ctx, src, moves) as dirs_admin:
-        result = _start(out, src, dirs_admin, plan, moves, timeout)
+        result = _start(out, src, dirs_admin, plan, moves, timeout, throttle, log_dir_throttle)
         if no_wait:
             if out.json:
                 out.emit(result)
             return
         timed_out = _wait_done(src, dirs_admin, result, moves, timeout)
+        if result.throttles is not None and timed_out is None and not preserve_throttles \
+                and finished(result.statuses, result.moves):
+            result.cleared = src.call(clear_throttles_zk, clear_throttles_admin, plan)
     if out.json:
         out.emit(result)
     else:
@@ -492,9 +658,11 @@ def reassign(ctx, plan_file, execute, verify, no_wait, timeout):
         raise Failure(f"{len(unmoved)} of {len(moves)} replica(s) did not reach their target log dir.")
 
 
-def _start(out: Output, src: Source, dirs_admin, plan, moves, timeout: float) -> Reassignment:
-    """Validate the plan, print the rollback plan, move the log dirs of replicas their brokers already have,
-    start the reassignment, then the log dir moves of the replicas it adds (as their brokers get them)."""
+def _start(out: Output, src: Source, dirs_admin, plan, moves, timeout: float, throttle: int | None,
+           log_dir_throttle: int | None) -> Reassignment:
+    """Validate the plan, print the rollback plan, set the throttles asked for, move the log dirs of replicas their
+    brokers already have, start the reassignment, then the log dir moves of the replicas it adds (as their
+    brokers get them)."""
     if src.zk is not None:
         if reassignment_in_progress(src.zk):
             raise AdminError(EXISTING_REASSIGNMENT)
@@ -504,6 +672,11 @@ def _start(out: Output, src: Source, dirs_admin, plan, moves, timeout: float) ->
     result = Reassignment(current, plan)
     if not out.json:
         result.render_rollback(out)
+    if throttle is not None or log_dir_throttle is not None:
+        result.throttles = reassignment_throttles(current, plan, moves, throttle, log_dir_throttle)
+        src.call(set_throttles_zk, set_throttles_admin, result.throttles)
+        if not out.json:
+            result.throttles.render(out)
     # Before the reassignment: a replica the broker has not got yet gets its dir remembered there.
     result.moved = alter_log_dirs(dirs_admin, moves) if moves else set()
     src.call(start_reassignment, start_reassignment_admin, plan)

@@ -130,6 +130,11 @@ SETTINGS: dict[str, ConfigKey] = {
     "replica.high.watermark.checkpoint.interval.ms": ConfigKey("long", 5000),
     "fetch.max.bytes": ConfigKey("int", 55 * _MB, at_least(1024)),
     "max.incremental.fetch.session.cache.slots": ConfigKey("int", 1000, at_least(0)),
+    # how the replication throttles sample their rates (kbroker.quota.replication_quotas)
+    "replication.quota.window.num": ConfigKey("int", 11, at_least(1)),
+    "replication.quota.window.size.seconds": ConfigKey("int", 1, at_least(1)),
+    "alter.log.dirs.replication.quota.window.num": ConfigKey("int", 11, at_least(1)),
+    "alter.log.dirs.replication.quota.window.size.seconds": ConfigKey("int", 1, at_least(1)),
     "min.incremental.fetch.session.eviction.ms": ConfigKey("int", 120000, at_least(0)),
     # kbroker's own: memory for down-converted entries shared by old consumers (records.convert); 0 turns it off
     "down.conversion.cache.bytes": ConfigKey("long", 64 * _MB, at_least(0)),

@@ -7,13 +7,15 @@ last one it executed (at startup it reads the current configs as they are, so on
 re-reads the entity's config and applies it:
 - topics/<T>: the logs of its partitions take the new LogConfig (retention, segment size, max message size,
   min ISR, message format, ...); turning unclean.leader.election.enable on asks the controller to elect leaders
-  for the topic's offline partitions now.
+  for the topic's offline partitions now; its leader/follower.replication.throttled.replicas go to the
+  replication quotas (kbroker.quota.replication_quotas), which at start-up read every topic's.
 - brokers/<default> and brokers/<this id>: the broker's effective settings are rebuilt (its own dynamic value
   over the cluster default over server.properties, BrokerConfig.apply_dynamic); the logs take the new broker
   defaults of topic configs except what their topic overrides (Kafka's DynamicLogConfig), the log cleaner its
   new settings, and the controller elects offline partitions when unclean election became the default. Other
   brokers' entities are ignored. Settings read where they are used (the controller's, the request path's) need
-  nothing more.
+  nothing more. The replication throttle rates are rebound from this broker's own entity (not <default>, as
+  Kafka 2.8: KAFKA-10190).
 - users/<name>: the SCRAM credential cache rereads that user (security.credentials), so a user added, changed
   or removed takes effect on the next login; user quotas are not applied.
 Notifications older than 15 minutes are purged, as Kafka does. Client entities (quotas) are logged and skipped.
@@ -28,12 +30,15 @@ import time
 import gevent
 import gevent.event
 
+from zk import znodes as z
 from zk.client import ZkError, ZkState
+from .common.admin_errors import AdminError
 from .common.broker_config import DEFAULT_ENTITY
 from .common.sanitizer import desanitize
 from .log.cleaner import CleanerConfig
 from .log.config import LogConfig
 from .log.errors import InvalidConfig
+from .quota.replication_quotas import REPLICAS_CONFIGS, ReplicationQuotas
 
 log = logging.getLogger("kbroker.config")
 
@@ -45,9 +50,11 @@ def _sequence(name: str) -> int:
 
 
 class DynamicConfigManager:
-    def __init__(self, zk, broker_config, broker_id: int, credentials=None):
+    def __init__(self, zk, broker_config, broker_id: int, credentials=None, *,
+                 replication_quotas: ReplicationQuotas):
         self.zk = zk
         self.credentials = credentials   # security.credentials.CredentialCache
+        self.replication_quotas = replication_quotas
         self.config = broker_config
         self.broker_id = broker_id
         self.log_manager = None
@@ -65,6 +72,7 @@ class DynamicConfigManager:
         changed, problems = self.config.apply_dynamic(default, own, running)
         for problem in problems:
             log.error("dynamic broker config %s", problem)
+        self.replication_quotas.update_bounds(self.config)
         return changed
 
     def startup(self, log_manager, controller) -> None:
@@ -74,9 +82,29 @@ class DynamicConfigManager:
         names = self.zk.get_config_change_notifications(watch=self._on_change)
         if names:
             self.last_executed = max(_sequence(n) for n in names)
+        self._load_replication_throttles()
         self._reconfigure(self.load_broker_configs(running=True))
         self._worker = gevent.spawn(self._process_loop)
         self.zk.add_state_listener(self._on_state)
+
+    def _load_replication_throttles(self) -> None:
+        """Every topic's throttled replicas, as they are now (Kafka's startup processes every topic entity; a
+        throttle may name a partition this broker does not host yet, as a reassignment's new replica)."""
+        names = self.zk.children("/config/topics")
+        for name, (data, _) in zip(names, self.zk.get_many([f"/config/topics/{n}" for n in names])):
+            try:
+                config = z.ConfigEntityZNode.decode(data)
+            except (ValueError, TypeError, AttributeError) as e:   # not Kafka's JSON: the broker starts anyway
+                log.error("ignoring the malformed config znode of topic %s: %r", name, e)
+                continue
+            if any(key in config for key in REPLICAS_CONFIGS.values()):
+                self._apply_throttles(name, config)
+
+    def _apply_throttles(self, topic: str, config: dict[str, str]) -> None:
+        try:
+            self.replication_quotas.update_topic(topic, config)
+        except AdminError as e:
+            log.error("ignoring the replication throttles of topic %s: %s", topic, e)
 
     def shutdown(self) -> None:
         if self._worker is not None:
@@ -154,6 +182,7 @@ class DynamicConfigManager:
             return
         # Its logs and the ones created later; partitions derive their produce settings from their log's config.
         self.log_manager.update_topic_config(name, config)
+        self._apply_throttles(name, overrides)
         log.info("applied config change of topic %s: %s", name, overrides)
         if config.unclean_leader_election_enable and self.controller is not None:
             self.controller.unclean_leader_election_enabled(name)

@@ -164,6 +164,7 @@ class BrokerMetrics:
         yield from self._replica_gauges()
         yield from self._controller_gauges()
         yield from self._transaction_gauges()
+        yield from self.server.replication_quotas.metric_families() if self.server else ()
         server = self.server
         if server is not None and server.socket_server is not None:
             yield GaugeMetricFamily("kafka_server_socketservermetrics_connection_count", "Open client and "

@@ -56,6 +56,7 @@ from .security.credentials import CredentialCache
 from .protocol.client import Connection, KafkaError
 from .protocol.errors import Errors
 from .protocol.interbroker import ControlledShutdownRequest
+from .quota.replication_quotas import ReplicationQuotas
 from .replica.manager import ReplicaManager
 from .security.authorizer import AclAuthorizer
 
@@ -109,6 +110,7 @@ class KafkaServer:
     admin_manager: AdminManager
     authorizer: AclAuthorizer | None
     controller: KafkaController
+    replication_quotas: ReplicationQuotas   # the replica manager's, the fetchers' and the log dir mover's
 
     def __init__(self, config: BrokerConfig, clock: Clock | None = None):
         self.config = config
@@ -154,11 +156,13 @@ class KafkaServer:
         self.metadata_cache = MetadataCache(self.broker_id)
         # Dynamic broker configs (/config/brokers/<default>, /config/brokers/<id>) before the logs load.
         self.credentials = CredentialCache(self.zk)
-        self.dynamic_config = DynamicConfigManager(self.zk, cfg, self.broker_id, self.credentials)
+        self.replication_quotas = ReplicationQuotas(cfg, self.clock)
+        self.dynamic_config = DynamicConfigManager(self.zk, cfg, self.broker_id, self.credentials,
+                                                   replication_quotas=self.replication_quotas)
         self.dynamic_config.load_broker_configs()
         self.log_manager = self._load_logs()
         self.replica_manager = ReplicaManager(self.broker_id, cfg, self.log_manager, self.zk, self.clock,
-                                              self.metadata_cache, metrics=self.metrics)
+                                              self.metadata_cache, self.replication_quotas, metrics=self.metrics)
         self.replica_manager.startup()
         self.producer_ids = ProducerIdManager(self.broker_id, self.zk)
         # Before any LeaderAndIsr can arrive: the coordinator loads __consumer_offsets partitions it is given.

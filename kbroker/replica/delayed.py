@@ -12,7 +12,8 @@ from ..purgatory.delayed import DelayedOperation
 
 class DelayedFetch(DelayedOperation):
     """Completes when min_bytes are readable for the fetch, a partition fails, or max_wait_ms is over. The fetch
-    reads again once `done` is set (ReplicaManager.fetch), on its own greenlet."""
+    reads again once `done` is set (ReplicaManager.fetch), on its own greenlet. For a follower, what the leader
+    throttle holds back is not readable (Kafka's DelayedFetch.tryComplete)."""
 
     def __init__(self, params, manager, requests):
         super().__init__(params.max_wait_ms)
@@ -23,6 +24,8 @@ class DelayedFetch(DelayedOperation):
     def try_complete(self) -> bool:
         self.checked = True
         params = self.params
+        follower = params.replica_id
+        throttling = follower >= 0 and bool(self.manager.replication_quotas.leader.throttled)
         available = 0
         for tp, fetch_offset, max_bytes, _ in self.requests:
             partition = self.manager.partitions.get(tp)
@@ -32,7 +35,7 @@ class DelayedFetch(DelayedOperation):
             end = partition.fetchable_end(params.isolation_level, params.replica_id)
             if fetch_offset > end or fetch_offset < log.log_start_offset:
                 return self.force_complete()
-            if fetch_offset < end:
+            if fetch_offset < end and not (throttling and self.manager.leader_throttled(partition, follower)):
                 try:
                     available += log.read(fetch_offset, max_bytes, max_offset=end).records.length
                 except KafkaError:   # the log's dir failed: the read answers the error

@@ -12,6 +12,12 @@ whose fetch offset, log start offset or leader epoch moved, or which joined or l
 truncating, moved to another leader), and the response names only the partitions with news. OFFSET_OUT_OF_RANGE (the leader's log moved
 under it, as after an unclean election or DeleteRecords) truncates to where the leader's log is. Errors and
 lost connections back off replica.fetch.backoff.ms and retry; leadership changes come from the controller.
+
+Follower throttle (KIP-73, kbroker.quota.replication_quotas): while the follower rate is over
+follower.replication.throttled.rate, a partition of follower.replication.throttled.replicas that is behind the
+leader's high watermark as of its last fetch (lag > 0, or not fetched yet) is left out of the fetch (and so of the
+session until it returns); what arrives for such partitions is recorded against the rate. A follower caught up
+with the high watermark is never left out, so an in-sync replica is not throttled out of the ISR.
 """
 from __future__ import annotations
 
@@ -37,6 +43,7 @@ LIST_OFFSETS_VERSION = 5
 class FetchState:
     leader_epoch: int
     failed_until: float = 0.0
+    lag: int | None = None   # the leader's high watermark minus our log end offset after the last fetch
 
 
 class ReplicaFetcher:
@@ -134,11 +141,15 @@ class ReplicaFetcher:
         cfg = self.manager.config
         now = gevent.get_hub().loop.now()
         max_bytes = cfg["replica.fetch.max.bytes"]
+        quota = self.manager.replication_quotas.follower
+        throttling = bool(quota.throttled) and quota.is_quota_exceeded()
         wanted = {}
         for tp, state in self.partitions.items():
             partition = self._partition(tp)
             if partition is None or tp in self.truncating or state.failed_until > now:
                 continue
+            if throttling and state.lag != 0 and quota.is_throttled(tp):
+                continue   # Kafka's shouldFollowerThrottle
             log_ = partition.log
             wanted[tp] = (log_.log_end_offset, log_.log_start_offset, max_bytes, state.leader_epoch)
         if not wanted:
@@ -181,12 +192,17 @@ class ReplicaFetcher:
                 elif p.error_code:
                     self._fail(tp, Errors(p.error_code))
                 else:
+                    records = p.records[0] if p.records else b""
                     try:
-                        partition.append_as_follower(p.records[0] if p.records else b"", p.high_watermark)
+                        partition.append_as_follower(records, p.high_watermark)
                     except KafkaError as e:
                         log.error("fetcher %d: cannot append data of %s-%d from broker %d: %s", self.broker_id,
                                   tp[0], tp[1], self.leader_id, e)
                         self._fail(tp, e.code)
+                        continue
+                    self.partitions[tp].lag = max(0, p.high_watermark - partition.log.log_end_offset)
+                    if records and quota.throttled and quota.is_throttled(tp):
+                        quota.record(len(records))
         return True
 
     def _fail(self, tp, error: Errors) -> None:

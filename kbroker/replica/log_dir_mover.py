@@ -1,13 +1,17 @@
 """LogDirMover: moves replicas between this broker's log dirs (Kafka's ReplicaAlterLogDirsManager and Thread).
 
 One greenlet per moving partition copies the partition's current log into its future log (log/manager.py), as
-a follower copies from its leader: from the future log's end offset, up to replica.fetch.max.bytes at a time
-(and at most replica.alter.log.dirs.io.max.bytes.per.second per second, read live: Kafka's log dir quota), the
+a follower copies from its leader: from the future log's end offset, up to replica.fetch.max.bytes at a time, the
 file reads in gevent's thread pool, each chunk appended with Partition.append_replicated (offsets, leader
 epochs, producer state and aborted transactions follow the batches). The future log takes the current log's
 high watermark (capped by its own end) and log start offset. The partition goes on serving produce and fetch
 from its current log meanwhile; when the future log's end offset equals the current one's, the log manager
 swaps them and the partition switches to the new log, without yielding in between, so no append falls between.
+
+Kafka's log dir quota (AlterLogDirsReplication, kbroker.quota.replication_quotas): every byte copied is recorded
+against replica.alter.log.dirs.io.max.bytes.per.second, and while that rate is over no move copies (each waits a
+second, Kafka's replica.fetch.backoff.ms, and looks again). Beyond Kafka, a chunk is also at most the bound, so
+a bound below replica.fetch.max.bytes holds over a few seconds rather than only over the rate's whole window.
 
 Truncations of the current log (a follower diverging from its leader, OFFSET_OUT_OF_RANGE) are marked by a
 truncation listener and applied to the future log before the next copy (Kafka's markPartitionsForTruncation);
@@ -26,7 +30,7 @@ from ..protocol.errors import KafkaError
 
 log = logging.getLogger("kbroker.replica.log_dir_mover")
 
-RETRY_BACKOFF_S = 1.0
+RETRY_BACKOFF_S = 1.0   # after an error, and while the quota is over
 SHUTDOWN_WAIT_S = 5.0
 
 
@@ -45,9 +49,10 @@ class _Move:
 
 
 class LogDirMover:
-    def __init__(self, replica_manager, chunk_bytes: int):
+    def __init__(self, replica_manager, chunk_bytes: int, quota):
         self.replica_manager = replica_manager
         self.chunk_bytes = chunk_bytes   # replica.fetch.max.bytes
+        self.quota = quota               # the AlterLogDirsReplication ReplicationQuotaManager
         self._moves: dict = {}           # tp -> _Move
 
     @property
@@ -136,13 +141,16 @@ class LogDirMover:
             future.truncate_fully_and_start_at(current.log_start_offset)
             return False
         if start < current.log_end_offset:
-            rate = max(self.replica_manager.config["replica.alter.log.dirs.io.max.bytes.per.second"], 1)
-            chunk = current.read(start, min(self.chunk_bytes, rate)).records
+            quota = self.quota
+            if quota.is_quota_exceeded():
+                gevent.sleep(RETRY_BACKOFF_S)
+                return False
+            chunk = current.read(start, min(self.chunk_bytes, max(quota.bound, 1))).records
             data = gevent.get_hub().threadpool.apply(chunk.read)
             if move.stopped or move.truncated is not None:
                 return False   # the current log was truncated under the read: start again
             move.partition.append_replicated(future, data)
-            gevent.sleep(len(data) / rate)
+            quota.record(len(data))
         future.update_high_watermark(current.high_watermark)
         if future.log_start_offset < current.log_start_offset <= future.high_watermark:
             future.maybe_increment_log_start_offset(current.log_start_offset)

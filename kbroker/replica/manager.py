@@ -33,6 +33,12 @@ A move between log dirs whose current or future log is in the failed dir stops (
 ISR: a task shrinks the ISR of led partitions every replica.lag.time.max.ms / 2; expansions happen on follower
 fetches. Both write the state znode (zkVersion-checked) and, batched, an /isr_change_notification entry.
 
+Replication throttles (kbroker.quota.replication_quotas, KIP-73): a follower not in the ISR gets no records for a
+partition of leader.replication.throttled.replicas while the leader rate is over leader.replication.throttled.rate
+(its fetch still moves its state); the bytes of such partitions sent to any follower are recorded. A delayed
+follower fetch does not count what it would not be sent. The log dir mover copies within
+replica.alter.log.dirs.io.max.bytes.per.second; the fetchers apply the follower throttle.
+
 Metrics (kbroker.metrics): per topic, produce requests, failures, bytes and records in and conversions of the
 appends to partitions led here (coordinator appends included, as Kafka); ISR shrinks and expands; the flush
 time of every hosted log. A topic's series go when its last partition here is deleted.
@@ -52,10 +58,12 @@ from ..common.internal_topics import GROUP_METADATA_TOPIC, INTERNAL_TOPICS
 from ..log.config import LogConfig
 from ..log.errors import KafkaStorageError
 from ..log.log import log_future_dir_name
+from ..log.segment import EMPTY_SLICE
 from ..metrics import BrokerMetrics
 from ..protocol.errors import Errors, KafkaError
 from ..protocol.hotpath import FetchPartitionData
 from ..purgatory.delayed import DelayedOperationPurgatory
+from ..quota.replication_quotas import ReplicationQuotas
 from ..records.convert import ConversionCache
 from ..records.validator import RecordValidationError
 from .delayed import DelayedFetch, DelayedProduce
@@ -87,9 +95,10 @@ class FetchParams:
 
 class ReplicaManager:
     def __init__(self, broker_id: int, config, log_manager, zk, clock, metadata_cache,
-                 metrics: BrokerMetrics | None = None):
+                 replication_quotas: ReplicationQuotas, metrics: BrokerMetrics | None = None):
         self.broker_id = broker_id
         self.config = config
+        self.replication_quotas = replication_quotas
         self.log_manager = log_manager
         self.zk = zk
         self.clock = clock
@@ -108,7 +117,7 @@ class ReplicaManager:
         # timed out resends it on a new connection while the first still runs (10 000 new logs under load):
         # without it both created the same logs at once.
         self.state_change_lock = gevent.lock.RLock()
-        self.log_dir_mover = LogDirMover(self, config["replica.fetch.max.bytes"])
+        self.log_dir_mover = LogDirMover(self, config["replica.fetch.max.bytes"], replication_quotas.alter_log_dirs)
         self.conversion_cache = ConversionCache(config["down.conversion.cache.bytes"])
         self.fetch_sessions = FetchSessionCache(config["max.incremental.fetch.session.cache.slots"],
                                                 config["min.incremental.fetch.session.eviction.ms"])
@@ -581,6 +590,7 @@ class ReplicaManager:
         isolation = params.isolation_level
         read_committed = isolation == READ_COMMITTED and follower < 0
         zstd_refused = params.version < 10 and follower < 0
+        throttling = follower >= 0 and bool(self.replication_quotas.leader.throttled)
         min_one = params.version > 2
         limit = params.max_bytes
         results, total, errored = {}, 0, False
@@ -594,6 +604,8 @@ class ReplicaManager:
                                      "zstd-compressed topics can only be fetched with Fetch v10 or later")
                 piece, data.high_watermark, data.last_stable_offset, data.log_start_offset = partition.read(
                     fetch_offset, min(partition_max, limit), isolation, min_one, follower)
+                if piece.length and throttling and self.leader_throttled(partition, follower):
+                    piece = EMPTY_SLICE
                 if read_committed:
                     upper = min(data.last_stable_offset, partition.log.segment_end_offset(fetch_offset))
                     data.aborted_transactions = partition.aborted_txns(fetch_offset, upper) if piece.length else []
@@ -608,12 +620,28 @@ class ReplicaManager:
             results[tp] = data
         return results, total, errored
 
+    def leader_throttled(self, partition: Partition, follower: int) -> bool:
+        """Whether a follower's fetch gets no records of the partition now (Kafka's shouldLeaderThrottle): the
+        follower is not in the ISR, the partition is leader-throttled here and the leader rate is over."""
+        quota = self.replication_quotas.leader
+        return quota.is_throttled(partition.tp) and follower not in partition.isr and quota.is_quota_exceeded()
+
     def fetch(self, params: FetchParams, requests) -> dict:
         """Kafka's fetchMessages: {tp: FetchPartitionData} of read_from_local_log, answered at once when the wait
         is 0, min_bytes were read, a partition failed or nothing was asked; else after waiting in the fetch
         purgatory (DelayedFetch) until min_bytes are readable or max_wait_ms is over, read again. The read after
         the wait runs here, on the fetch's own greenlet, not on the one that completed the wait (a producer's, or
-        the purgatory's reaper)."""
+        the purgatory's reaper). What a follower is sent of leader-throttled partitions is recorded against the
+        leader rate."""
+        results = self._read_or_wait(params, requests)
+        quota = self.replication_quotas.leader
+        if params.replica_id >= 0 and quota.throttled:
+            sent = sum(data.records_size for tp, data in results.items() if data.records and quota.is_throttled(tp))
+            if sent:
+                quota.record(sent)
+        return results
+
+    def _read_or_wait(self, params: FetchParams, requests) -> dict:
         purgatory = self.fetch_purgatory
         checks = purgatory.checks
         results, size, errored = self.read_from_local_log(params, requests)   # a follower's read may move the HW

@@ -213,6 +213,8 @@ def test_errors_preferred_dir_and_kadmin_reassign(cluster, tmp_path):
     assert kadmin(c, "zk", "reassign", "--verify", "--reassignment-json-file", plan)["log_dirs"] == done["log_dirs"]
     text = CliRunner().invoke(cli, ["--zookeeper", c.zk_connect, "reassign", "--verify", "--reassignment-json-file",
                                     str(plan)], catch_exceptions=False).stdout.splitlines()
-    assert text[-3:] == ["Reassignment of replica log directories:",
+    assert text[-5:] == ["Reassignment of replica log directories:",
                          "Reassignment of replica placed-1-1 completed successfully.",
-                         "Reassignment of replica placed-1-2 completed successfully."]
+                         "Reassignment of replica placed-1-2 completed successfully.",
+                         "Clearing broker-level throttles on brokers 1,2",
+                         "Clearing topic-level throttles on topic placed"]

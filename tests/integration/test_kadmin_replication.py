@@ -151,9 +151,12 @@ def test_reassign_moves_data_and_leadership(cluster_factory, tmp_path):
     assert got == sent
 
     r = ok(kadmin(c.zk_connect, "reassign", "--reassignment-json-file", plan_file, "--verify"))
+    # Done: the throttles go (whether or not any was set), as kafka-reassign-partitions.sh --verify says it.
     assert r.stdout.splitlines() == ["Status of partition reassignment:",
                                      "Reassignment of partition moving-0 is complete.",
-                                     "Reassignment of partition moving-1 is complete."]
+                                     "Reassignment of partition moving-1 is complete.",
+                                     "Clearing broker-level throttles on brokers 1,2,3",
+                                     "Clearing topic-level throttles on topic moving"]
     # The rollback plan is not what the partitions look like now.
     rollback = write_json(tmp_path, json.loads(lines[2]))
     r = kadmin(c.zk_connect, "reassign", "--reassignment-json-file", rollback, "--verify")
