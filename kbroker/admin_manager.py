@@ -32,7 +32,8 @@ from zk.admin import AdminZkClient
 from zk.client import TopicAlreadyMarkedForDeletionError, TopicExistsError, ZkError
 from .admin_delayed import DelayedCreatePartitions, DelayedDeleteTopics
 from .common.admin_errors import AdminError, InvalidConfigValueError, UnknownTopicError
-from .common.broker_config import DYNAMIC_BROKER_CONFIGS, THREAD_COUNTS, entity_name, validate_broker_config
+from .common.broker_config import (DYNAMIC_BROKER_CONFIGS, THREAD_COUNTS, dynamic_broker_key, entity_name,
+                                   validate_broker_config)
 from .common.config_def import format_value
 from .common.internal_topics import INTERNAL_TOPICS
 from .common.topic_config import TOPIC_CONFIGS
@@ -402,7 +403,7 @@ class AdminManager:
 
     def _default_broker_entries(self) -> list[ConfigEntry]:
         """The cluster-wide dynamic defaults this broker applies, each with only its DYNAMIC_DEFAULT synonyms."""
-        return [ConfigEntry(name, value, DYNAMIC_DEFAULT_BROKER_CONFIG, SETTINGS[name].type,
+        return [ConfigEntry(name, value, DYNAMIC_DEFAULT_BROKER_CONFIG, dynamic_broker_key(name).type,
                             synonyms=[s for s in self._broker_synonyms(broker_synonym_names(name))
                                       if s[2] == DYNAMIC_DEFAULT_BROKER_CONFIG])
                 for name, value in sorted(self.config.dynamic_default.items())]
