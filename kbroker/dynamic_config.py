@@ -146,8 +146,9 @@ class DynamicConfigManager:
             if name in (DEFAULT_ENTITY, str(self.broker_id)):
                 changed = self.load_broker_configs(running=True)
                 self._reconfigure(changed)
+                shown = {**self.config.listener_overrides, **self.config.values}   # None: a listener's went
                 log.info("applied dynamic config change of broker entity %s: %s", name,
-                         ", ".join(f"{k}={self.config.values[k]}" for k in sorted(changed)) or "nothing changed")
+                         ", ".join(f"{k}={shown.get(k)}" for k in sorted(changed)) or "nothing changed")
         elif kind == "users" and self.credentials is not None:
             self.credentials.refresh(desanitize(name))
         elif kind == "ips":
