@@ -12,6 +12,7 @@ import time
 
 from kafka.protocol.admin import DescribeConfigsRequest
 
+from admin_cli.configs import Entity, alter_config_zk
 from kbroker.protocol.client import Connection
 from tests.conftest import free_port
 from tests.integration.conftest import wait_until
@@ -79,6 +80,22 @@ def served_count(port: int, n: int, source: str) -> int:
     return sum(results)
 
 
+def two_listener_broker(cluster, internal: int, **settings):
+    """Broker 1 of the cluster, ready, with clients on PLAINTEXT and the brokers' own traffic on INTERNAL (port
+    internal)."""
+    b = cluster.add(1, start=False, **{
+        "listeners": f"PLAINTEXT://127.0.0.1:{{port}},INTERNAL://127.0.0.1:{internal}",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT",
+        "inter.broker.listener.name": "INTERNAL", **settings})
+    with open(b.config_path) as f:
+        text = f.read().replace("{port}", str(b.port))
+    with open(b.config_path, "w") as f:
+        f.write(text)
+    b.start()
+    cluster.wait_ready([1])
+    return b
+
+
 def test_an_idle_connection_is_closed_and_an_active_one_is_not(cluster_factory):
     port = free_port()
     c = cluster_factory(1, **{"connections.max.idle.ms": 1500, "metrics.port": port})
@@ -129,16 +146,7 @@ def test_the_broker_connection_creation_rate_delays_accepts_and_refuses_none(clu
 def test_a_full_listener_holds_new_connections_unserved_until_a_slot_frees_or_its_limit_is_raised(cluster_factory):
     c = cluster_factory()
     internal = free_port()
-    b = c.add(1, start=False, **{
-        "listeners": f"PLAINTEXT://127.0.0.1:{{port}},INTERNAL://127.0.0.1:{internal}",
-        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT",
-        "inter.broker.listener.name": "INTERNAL", "listener.name.plaintext.max.connections": 2})
-    with open(b.config_path) as f:
-        text = f.read().replace("{port}", str(b.port))
-    with open(b.config_path, "w") as f:
-        f.write(text)
-    b.start()
-    c.wait_ready([1])
+    b = two_listener_broker(c, internal, **{"listener.name.plaintext.max.connections": 2})
     first, second, third = (connect(b.port) for _ in range(3))
     assert served(first) and served(second)
     assert served(third, wait=1.5) is None               # accepted by the kernel, not by the broker
@@ -176,3 +184,21 @@ def test_bad_ip_entities_are_logged_and_the_good_ones_apply_live_and_at_start_up
     assert b.log().count("ignoring the config of ip entity 10.0..1") == 2
     assert served_count(b.port, 15, "127.0.0.4") == 10   # read again at start-up (a fresh rate)
     assert served_count(b.port, 15, "127.0.0.2") == 15
+
+
+def test_lowering_max_connections_closes_the_least_recently_active_client_connections(cluster_factory):
+    c = cluster_factory()
+    internal = free_port()
+    b = two_listener_broker(c, internal)
+    socks = [connect(b.port) for _ in range(4)]
+    for s in socks:                        # active in this order: the first is the least recently active
+        assert served(s)
+        time.sleep(0.05)
+    # The inter-broker listener's connections (the controller's) count, but are never the ones closed.
+    alter_config_zk(c.zk, Entity("broker", "1"), {"max.connections": "3"}, [])
+    socks[0].settimeout(10)
+    assert socks[0].recv(1) == b""         # closed by the broker
+    assert served(socks[-1])
+    assert "the broker is over max.connections=3" in b.log()
+    for s in socks:
+        s.close()
