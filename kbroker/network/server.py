@@ -145,7 +145,7 @@ def send_pieces(sock, pieces, zero_copy: bool = True) -> None:
         sock.sendall(pending)
 
 
-def _stamping(dispatch):
+def stamping(dispatch):
     """dispatch marking the connection active when a request arrives and when its answer is made (Kafka's Selector
     counts a channel active on every read and write; the reaper closes the idle ones)."""
     clock = time.monotonic
@@ -249,7 +249,7 @@ class SocketServer:
         self.quotas = quotas
         idle_ms = config["connections.max.idle.ms"]
         self.idle_s = idle_ms / 1000 if idle_ms >= 0 else None
-        self.dispatch = dispatch if self.idle_s is None else _stamping(dispatch)
+        self.dispatch = dispatch if self.idle_s is None else stamping(dispatch)
         self.sasl_settings = {l.name: SaslSettings.for_listener(config, l.name, credentials)
                               for l in listeners if l.security_protocol.startswith("SASL_")}
         # ConfigError when a keystore or truststore does not load

@@ -220,8 +220,11 @@ class ConnectionQuotas:
 
     # ---- rates --------------------------------------------------------------------------------------------
     def _throttle_ms(self, rate: Rate, quota: int, now_ms: int) -> int:
-        """Record one connection; the time its rate needs to come back to quota, at most one window."""
+        """Record one connection; the time its rate needs to come back to quota, at most one window. No rate of
+        connections reaches the default, unlimited, quota: it is not measured against it."""
         rate.record(1, now_ms)
+        if quota >= MAX_INT:
+            return 0
         measured = rate.measure(now_ms)
         if measured <= quota:
             return 0
