@@ -334,13 +334,13 @@ class SocketServer:
         tls_context, mapper = self.tls_contexts.get(listener_name, (None, None))
 
         def handle(sock, address, ip):
-            # As Kafka: no Nagle delay on responses (a response's last partial segment would otherwise wait
-            # for the client's delayed ACK, ~40 ms).
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             session = Session(listener_name, protocol, address, last_active=time.monotonic())
             self.connections[sock] = session
             conn = sock
             try:
+                # As Kafka: no Nagle delay on responses (a response's last partial segment would otherwise wait
+                # for the client's delayed ACK, ~40 ms).
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 if tls_context is not None:
                     # wrapping detaches the plain socket: from here the TLS one is the connection
                     conn = tls.handshake(tls_context, sock, f"{ip}:{address[1]}")
