@@ -1,4 +1,4 @@
-"""The gevent socket server: one StreamServer per listener, one greenlet per connection.
+"""The gevent socket server: one acceptor greenlet per listener, one greenlet per connection.
 
 Per connection, requests are handled and answered strictly in order (Kafka's guarantee); a client may pipeline,
 the kernel buffers what it sent ahead. One overlap goes beyond Kafka, which reads a connection's next request
