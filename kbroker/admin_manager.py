@@ -36,7 +36,8 @@ from zk.client import TopicAlreadyMarkedForDeletionError, TopicExistsError, ZkEr
 from .admin_delayed import DelayedCreatePartitions, DelayedDeleteTopics
 from .common.admin_errors import (AdminError, InvalidConfigError, InvalidConfigValueError, InvalidRequestError,
                                   UnknownTopicError)
-from .common.broker_config import DYNAMIC_BROKER_CONFIGS, THREAD_COUNTS, entity_name, validate_broker_config
+from .common.broker_config import (DYNAMIC_BROKER_CONFIGS, THREAD_COUNTS, dynamic_broker_key, entity_name,
+                                   validate_broker_config)
 from .common.config_def import format_value
 from .common.internal_topics import INTERNAL_TOPICS
 from .common.quota_config import QuotaEntity, entity_order, quota_entity, quota_keys, stored_value
@@ -407,7 +408,7 @@ class AdminManager:
 
     def _default_broker_entries(self) -> list[ConfigEntry]:
         """The cluster-wide dynamic defaults this broker applies, each with only its DYNAMIC_DEFAULT synonyms."""
-        return [ConfigEntry(name, value, DYNAMIC_DEFAULT_BROKER_CONFIG, SETTINGS[name].type,
+        return [ConfigEntry(name, value, DYNAMIC_DEFAULT_BROKER_CONFIG, dynamic_broker_key(name).type,
                             synonyms=[s for s in self._broker_synonyms(broker_synonym_names(name))
                                       if s[2] == DYNAMIC_DEFAULT_BROKER_CONFIG])
                 for name, value in sorted(self.config.dynamic_default.items())]

@@ -16,7 +16,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from .common.broker_config import DYNAMIC_BROKER_CONFIGS, THREAD_COUNTS
+from .common.broker_config import (DYNAMIC_BROKER_CONFIGS, LISTENER_PREFIX, THREAD_COUNTS, dynamic_broker_key,
+                                   listener_config_base)
 from .common.config_def import MAX_INT, MAX_LONG, ConfigKey, at_least, one_of, parse_checked, rule
 from .protocol.client.security import ClientSecurity
 from .protocol.errors import KafkaError
@@ -27,9 +28,6 @@ AUTHORIZER_CLASS_NAMES = ("kafka.security.authorizer.AclAuthorizer", "kafka.secu
 
 class ConfigError(ValueError):
     pass
-
-
-LISTENER_PREFIX = "listener.name."
 
 
 _MB = 1024 * 1024
@@ -56,7 +54,7 @@ SETTINGS: dict[str, ConfigKey] = {
     "socket.request.max.bytes": ConfigKey("int", 100 * _MB, at_least(1)),
     "socket.send.buffer.bytes": ConfigKey("int", 100 * 1024),
     "socket.receive.buffer.bytes": ConfigKey("int", 100 * 1024),
-    "connections.max.idle.ms": ConfigKey("long", 600000),
+    "connections.max.idle.ms": ConfigKey("long", 600000),   # a negative value: idle connections stay open
     "queued.max.requests": ConfigKey("int", 500, at_least(1)),
     # TLS (PEM stores only, KIP-651); each may be given per listener as listener.name.<listener>.<key>
     "ssl.keystore.type": ConfigKey("string", "JKS"),
@@ -92,6 +90,9 @@ SETTINGS: dict[str, ConfigKey] = {
     "metrics.port": ConfigKey("int", -1, rule(lambda v: -1 <= v <= 65535,
                                                    "a port, 0 (any free port) or -1 (off)")),
     "metrics.host": ConfigKey("string", "0.0.0.0"),
+    # quotas: the sampled windows of the client and connection-creation rates
+    "quota.window.num": ConfigKey("int", 11, at_least(1)),
+    "quota.window.size.seconds": ConfigKey("int", 1, at_least(1)),
     # versions
     "inter.broker.protocol.version": ConfigKey("string", "2.8-IV1"),
     "log.message.format.version": ConfigKey("string", "2.8-IV1"),
@@ -208,9 +209,10 @@ def read_properties(path: str) -> dict[str, str]:
 
 
 def _convert(key: str, raw: str):
-    """The typed value of one setting (common.config_def's parsing and checks); ConfigError naming it otherwise."""
+    """The typed value of one setting, or of a listener's override of it (listener.name.<l>.<setting>), by
+    common.config_def's parsing and checks; ConfigError naming it otherwise."""
     try:
-        return parse_checked(SETTINGS[key], raw)
+        return parse_checked(SETTINGS[key if key in SETTINGS else listener_config_base(key)], raw)
     except ValueError as e:
         raise ConfigError(f"Invalid value {raw.strip()!r} for configuration {key}: {e}") from None
 
@@ -256,8 +258,13 @@ class BrokerConfig:
     """Validated broker settings; read with cfg["log.segment.bytes"]."""
 
     def __init__(self, props: dict[str, str]):
-        # listener.name.<listener>.[<mechanism>.]<key>: per-listener overrides, kept as given (listener_value)
+        # listener.name.<listener>.[<mechanism>.]<key>: per-listener overrides, kept as given (listener_value),
+        # those of a broker setting checked as that setting
         self.listener_overrides = {k: v for k, v in props.items() if k.startswith(LISTENER_PREFIX)}
+        for key, raw in self.listener_overrides.items():
+            if listener_config_base(key) in SETTINGS:
+                _convert(key, raw)
+        self.static_listener_overrides = dict(self.listener_overrides)
         props = {k: v for k, v in props.items() if k not in self.listener_overrides}
         unknown = sorted(k for k in props if k not in SETTINGS)
         if unknown:
@@ -310,7 +317,7 @@ class BrokerConfig:
         def usable(layer: dict[str, str], where: str) -> dict[str, str]:
             out = {}
             for key, raw in layer.items():
-                if key not in DYNAMIC_BROKER_CONFIGS:
+                if dynamic_broker_key(key) is None:
                     problems.append(f"{key} in {where} cannot be updated dynamically; ignored")
                     continue
                 try:
@@ -336,11 +343,17 @@ class BrokerConfig:
                         if key in old:
                             new[key] = old[key]
         self.dynamic_default, self.dynamic_broker = new_default, new_broker
-        effective = dict(self.static_values)
+        effective, listener = dict(self.static_values), dict(self.static_listener_overrides)
         for key, raw in {**self.dynamic_default, **self.dynamic_broker}.items():
-            effective[key] = _convert(key, raw)
+            if key in DYNAMIC_BROKER_CONFIGS:
+                effective[key] = _convert(key, raw)
+            else:
+                listener[key] = raw
         changed = {k for k, v in effective.items() if self.values.get(k) != v}
+        changed |= {k for k in listener.keys() | self.listener_overrides.keys()
+                    if listener.get(k) != self.listener_overrides.get(k)}
         self.values.update(effective)
+        self.listener_overrides = listener
         return changed, problems
 
     def __getitem__(self, key: str):

@@ -12,12 +12,16 @@ re-reads the entity's config and applies it:
 - brokers/<default> and brokers/<this id>: the broker's effective settings are rebuilt (its own dynamic value
   over the cluster default over server.properties, BrokerConfig.apply_dynamic); the logs take the new broker
   defaults of topic configs except what their topic overrides (Kafka's DynamicLogConfig), the log cleaner its
-  new settings, and the controller elects offline partitions when unclean election became the default. Other
-  brokers' entities are ignored. Settings read where they are used (the controller's, the request path's) need
-  nothing more. The replication throttle rates are rebound from this broker's own entity (not <default>, as
-  Kafka 2.8: KAFKA-10190).
+  new settings, the connection quotas their limits (max.connections, listener.name.<l>.max.connections, ...),
+  and the controller elects offline partitions when unclean election became the default. Other brokers' entities
+  are ignored. Settings read where they are used (the controller's, the request path's) need nothing more. The
+  replication throttle rates are rebound from this broker's own entity (not <default>, as Kafka 2.8:
+  KAFKA-10190).
 - users/<name>: the SCRAM credential cache rereads that user (security.credentials), so a user added, changed
   or removed takes effect on the next login; user quotas are not applied.
+- ips/<ip> and ips/<default>: the connection quotas take the entity's connection_creation_rate (Kafka's
+  IpConfigHandler); a name that is no address or a bad value is logged, and the entity keeps its previous rate.
+  Every ips entity is read at start-up, before the first connection is accepted.
 Notifications older than 15 minutes are purged, as Kafka does. Client entities (quotas) are logged and skipped.
 One greenlet processes them, woken by the watch and by every reconnection to ZooKeeper (the watch is gone then,
 and notifications may have come meanwhile).
@@ -59,6 +63,7 @@ class DynamicConfigManager:
         self.broker_id = broker_id
         self.log_manager = None
         self.controller = None
+        self.connection_quotas = None
         self.last_executed = -1
         self._wakeup = gevent.event.Event()
         self._worker = None
@@ -75,15 +80,19 @@ class DynamicConfigManager:
         self.replication_quotas.update_bounds(self.config)
         return changed
 
-    def startup(self, log_manager, controller) -> None:
+    def startup(self, log_manager, controller, connection_quotas) -> None:
         """Skip the notifications that exist now (the configs were read when the logs were loaded), then
-        watch for new ones. Broker configs are re-read once more, in case one changed since they were loaded."""
+        watch for new ones. Broker configs are re-read once more, in case one changed since they were loaded; the
+        ips entities are read (after the skip: a change meanwhile is applied again from its notification)."""
         self.log_manager, self.controller = log_manager, controller
+        self.connection_quotas = connection_quotas
         names = self.zk.get_config_change_notifications(watch=self._on_change)
         if names:
             self.last_executed = max(_sequence(n) for n in names)
         self._load_replication_throttles()
         self._reconfigure(self.load_broker_configs(running=True))
+        for name in self.zk.children("/config/ips"):
+            self._apply_ip(name)
         self._worker = gevent.spawn(self._process_loop)
         self.zk.add_state_listener(self._on_state)
 
@@ -166,10 +175,13 @@ class DynamicConfigManager:
             if name in (DEFAULT_ENTITY, str(self.broker_id)):
                 changed = self.load_broker_configs(running=True)
                 self._reconfigure(changed)
+                shown = {**self.config.listener_overrides, **self.config.values}   # None: a listener's went
                 log.info("applied dynamic config change of broker entity %s: %s", name,
-                         ", ".join(f"{k}={self.config.values[k]}" for k in sorted(changed)) or "nothing changed")
+                         ", ".join(f"{k}={shown.get(k)}" for k in sorted(changed)) or "nothing changed")
         elif kind == "users" and self.credentials is not None:
             self.credentials.refresh(desanitize(name))
+        elif kind == "ips":
+            self._apply_ip(name)
         else:
             log.info("config change of %s noted; dynamic %s configs are not applied", entity_path, kind)
 
@@ -187,10 +199,17 @@ class DynamicConfigManager:
         if config.unclean_leader_election_enable and self.controller is not None:
             self.controller.unclean_leader_election_enabled(name)
 
+    def _apply_ip(self, name: str) -> None:
+        try:
+            self.connection_quotas.update_ip_entity(name, self.zk.get_entity_config("ips", name))
+        except (ValueError, TypeError, AttributeError) as e:   # a bad name or value; a malformed znode
+            log.error("ignoring the config of ip entity %s: %s", name, e)
+
     def _reconfigure(self, changed: set[str]) -> None:
         """Hand changed broker settings to the parts that copied them at start-up."""
         if not changed or self.log_manager is None:
             return
+        self.connection_quotas.reconfigure()
         self.log_manager.reconfigure_defaults(self.config.values)
         if any(name.startswith("log.cleaner.") for name in changed):
             self.log_manager.start_cleaner(CleanerConfig.from_broker(self.config.values))

@@ -166,6 +166,8 @@ class BrokerMetrics:
         yield from self._transaction_gauges()
         yield from self.server.replication_quotas.metric_families() if self.server else ()
         server = self.server
+        if getattr(server, "connection_quotas", None) is not None:   # made by startup
+            yield from server.connection_quotas.metric_families()
         if server is not None and server.socket_server is not None:
             yield GaugeMetricFamily("kafka_server_socketservermetrics_connection_count", "Open client and "
                                     "broker connections (connection-count).",

@@ -11,8 +11,8 @@
    (kbroker.security.authorizer); bind the listeners and, with metrics.port set, the Prometheus endpoint (kbroker.metrics); refuse to start if
    another live broker advertises the same endpoint;
 6. register the ephemeral /brokers/ids/<id> (its czxid is the broker epoch);
-7. watch /config/changes for dynamic topic configs, start the controller module (every broker runs it; one
-   is elected);
+7. watch /config/changes for dynamic configs (reading the ips entities' connection rates), start the controller
+   module (every broker runs it; one is elected);
 8. start serving requests, and the periodic log tasks (retention, flush, checkpoints).
 fsync and other long disk work run in gevent's thread pool, never on the hub.
 Shutdown (SIGTERM) starts with a controlled shutdown when controlled.shutdown.enable: the controller moves
@@ -52,6 +52,7 @@ from .log.manager import LogManager
 from .metadata_cache import MetadataCache
 from .metrics import BrokerMetrics
 from .network.server import SocketServer
+from .quota.connection_quotas import ConnectionQuotas
 from .security.credentials import CredentialCache
 from .protocol.client import Connection, KafkaError
 from .protocol.errors import Errors
@@ -160,6 +161,7 @@ class KafkaServer:
         self.dynamic_config = DynamicConfigManager(self.zk, cfg, self.broker_id, self.credentials,
                                                    replication_quotas=self.replication_quotas)
         self.dynamic_config.load_broker_configs()
+        self.connection_quotas = ConnectionQuotas(cfg, self.clock)   # its dynamic settings loaded, its ips later
         self.log_manager = self._load_logs()
         self.replica_manager = ReplicaManager(self.broker_id, cfg, self.log_manager, self.zk, self.clock,
                                               self.metadata_cache, self.replication_quotas, metrics=self.metrics)
@@ -186,7 +188,7 @@ class KafkaServer:
         try:
             self.socket_server = SocketServer(
                 lambda frame, session: api.dispatch(frame, self, session), cfg, cfg.listeners,
-                cfg["socket.request.max.bytes"], self.credentials)
+                cfg["socket.request.max.bytes"], self.connection_quotas, self.credentials)
         except ConfigError as e:
             raise StartupError(str(e)) from None
         try:
@@ -200,7 +202,7 @@ class KafkaServer:
         self._register()
         self.controller = KafkaController(self.broker_id, self.zk, cfg, cfg.inter_broker_listener)
         self.zk.add_state_listener(self._on_zk_state)
-        self.dynamic_config.startup(self.log_manager, self.controller)
+        self.dynamic_config.startup(self.log_manager, self.controller, self.connection_quotas)
         self.credentials.load_all()   # after the notifications in place were skipped: none is missed
         self.controller.startup()
         self.socket_server.start()

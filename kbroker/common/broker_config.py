@@ -9,10 +9,11 @@ its static server.properties, then Kafka's default (DynamicBrokerConfig).
 
 The names are Kafka's DynamicBrokerConfig.AllDynamicConfigs that kbroker can honour: the broker defaults of
 topic configs (DynamicLogConfig: log.retention.ms, message.max.bytes, min.insync.replicas, ...; not
-log.message.format.version, as Kafka), the log cleaner's settings, thread-pool sizes and connection limits (kept
-for compatibility: gevent has no pools to resize) and the replication quota rates. Listener and SSL settings,
-dynamic per broker in Kafka, are refused: kbroker serves plaintext listeners fixed at start-up. Kafka would also
-store unknown ("custom") names; kbroker has no plugins to read them, so an unknown name is refused like a static
+log.message.format.version, as Kafka), the log cleaner's settings, thread-pool sizes (kept for compatibility:
+gevent has no pools to resize), the connection limits (max.connections and max.connection.creation.rate also per
+listener, as listener.name.<listener>.<name>) and the replication quota rates. Listener and SSL settings, dynamic
+per broker in Kafka, are refused: kbroker serves plaintext listeners fixed at start-up. Kafka would also store
+unknown ("custom") names; kbroker has no plugins to read them, so an unknown name is refused like a static
 one — a typo should not be stored silently.
 """
 from __future__ import annotations
@@ -20,11 +21,33 @@ from __future__ import annotations
 import sys
 
 from .admin_errors import InvalidConfigValueError
-from .config_def import MAX_INT, MAX_LONG, ConfigKey, all_of, at_least, checked_value, one_of
+from .config_def import MAX_INT, MAX_LONG, ConfigKey, all_of, at_least, checked_value, one_of, rule
 from .topic_config import COMPRESSION_TYPES
 
 DEFAULT_ENTITY = "<default>"
+LISTENER_PREFIX = "listener.name."
 _MB = 1024 * 1024
+
+
+def parse_ip_overrides(value: str) -> list[tuple[str, int]]:
+    """max.connections.per.ip.overrides "host:count,...", as Kafka's parseCsvMap splits it (at the last colon, so
+    an IPv6 host keeps its own); ValueError for an entry without a count."""
+    out = []
+    for item in value.split(","):
+        if item.strip():
+            host, _, count = item.rpartition(":")
+            if not host.strip() or not count.strip().isdigit():
+                raise ValueError(f"{item.strip()!r} is not host:count")
+            out.append((host.strip(), int(count)))
+    return out
+
+
+def _valid_ip_overrides(value: str) -> bool:
+    try:
+        parse_ip_overrides(value)
+    except ValueError:
+        return False
+    return True
 
 # name -> ConfigKey (type, default, check), the entries of kbroker.config.SETTINGS that may change live
 DYNAMIC_BROKER_CONFIGS: dict[str, ConfigKey] = {
@@ -68,7 +91,8 @@ DYNAMIC_BROKER_CONFIGS: dict[str, ConfigKey] = {
     # SocketServer
     "max.connections": ConfigKey("int", MAX_INT, at_least(0)),
     "max.connections.per.ip": ConfigKey("int", MAX_INT, at_least(0)),
-    "max.connections.per.ip.overrides": ConfigKey("string", ""),
+    "max.connections.per.ip.overrides": ConfigKey("string", "", rule(_valid_ip_overrides,
+                                                                     "a list of host:count, comma-separated")),
     "max.connection.creation.rate": ConfigKey("int", MAX_INT, at_least(0)),
     # DynamicConfig.Broker: replication quotas (only dynamic in Kafka; kbroker also takes them statically)
     "leader.replication.throttled.rate": ConfigKey("long", MAX_LONG, at_least(0)),
@@ -79,6 +103,27 @@ DYNAMIC_BROKER_CONFIGS: dict[str, ConfigKey] = {
 # DynamicThreadPool and LogCleaner validation).
 THREAD_COUNTS = ("num.io.threads", "num.network.threads", "num.replica.fetchers",
                  "num.recovery.threads.per.data.dir", "background.threads", "log.cleaner.threads")
+# The connection limits a listener may also set for itself, as listener.name.<listener>.<name> (Kafka's
+# ListenerReconfigurable connection quotas), dynamically per broker or cluster-wide too; over the broker-wide value.
+LISTENER_CONNECTION_CONFIGS = ("max.connections", "max.connection.creation.rate")
+
+
+def listener_config_base(name: str) -> str | None:
+    """The setting a listener.name.<listener>.<setting> name overrides (None for other names). Listener names hold
+    no dot; a SASL mechanism's prefix stays in the result (listener.name.l.plain.sasl.jaas.config)."""
+    if not name.startswith(LISTENER_PREFIX):
+        return None
+    listener, _, base = name[len(LISTENER_PREFIX):].partition(".")
+    return base if listener and base else None
+
+
+def dynamic_broker_key(name: str) -> ConfigKey | None:
+    """The ConfigKey of a dynamic broker config name, a listener-prefixed connection limit included; None when
+    the name cannot change live."""
+    key = DYNAMIC_BROKER_CONFIGS.get(name)
+    if key is None and listener_config_base(name) in LISTENER_CONNECTION_CONFIGS:
+        key = DYNAMIC_BROKER_CONFIGS[listener_config_base(name)]
+    return key
 
 
 def entity_name(broker_id: int | None) -> str:
@@ -99,7 +144,7 @@ def validate_broker_config(config: dict[str, str]) -> dict:
     """Check every name is dynamic and every value parses and is in range (Kafka's
     DynamicBrokerConfig.validateConfigs); returns the typed values. Every name kbroker accepts may be set both
     per broker and cluster-wide (Kafka's per-broker-only names are the listener/SSL ones, refused here)."""
-    static = sorted(n for n in config if n not in DYNAMIC_BROKER_CONFIGS)
+    static = sorted(n for n in config if dynamic_broker_key(n) is None)
     if static:
         raise InvalidConfigValueError(f"Cannot update these configs dynamically: Set({', '.join(static)})")
-    return {name: checked_value(name, DYNAMIC_BROKER_CONFIGS[name], raw) for name, raw in config.items()}
+    return {name: checked_value(name, dynamic_broker_key(name), raw) for name, raw in config.items()}

@@ -1,4 +1,4 @@
-"""The gevent socket server: one StreamServer per listener, one greenlet per connection.
+"""The gevent socket server: one acceptor greenlet per listener, one greenlet per connection.
 
 Per connection, requests are handled and answered strictly in order (Kafka's guarantee); a client may pipeline,
 the kernel buffers what it sent ahead. One overlap goes beyond Kafka, which reads a connection's next request
@@ -11,10 +11,16 @@ MAX_DEFERRED answers wait per connection. Framing follows Kafka's NetworkReceive
 request; a size below zero or above socket.request.max.bytes closes the connection, as does a request that
 cannot be parsed. A failure on one connection never reaches the others.
 
-Connection limits, read at each accept so dynamic changes apply at once: max.connections.per.ip (with
-max.connections.per.ip.overrides "host:count,...") and max.connections (not counting the inter-broker
-listener, which Kafka protects). A connection over a limit is closed at once; Kafka closes it too for the
-per-IP limit but makes it wait in the accept queue for the broker-wide one.
+Each listener has one acceptor greenlet, as Kafka's Acceptor thread: it accepts a connection, has the connection
+quotas admit it (quota.connection_quotas: creation rates and connection counts, broker-wide, per listener and per
+IP), waiting there while the broker or the listener is throttled or full (the next connections wait in the kernel's
+accept queue meanwhile), then serves it in a greenlet of its own. A connection over its IP's creation rate is closed
+unserved after its throttle time, one over max.connections.per.ip at once. One reaper greenlet closes the
+connections idle for longer than connections.max.idle.ms (no request read and no answer made since: a connection
+whose request is still being handled, a long-poll fetch, counts as idle too, as in Kafka, whose Selector sees no
+activity on a muted channel; negative: never) and, while the broker holds more than max.connections, the least
+recently active connections of the listeners other than the protected inter-broker one (Kafka's
+closeExcessConnections).
 
 The server knows frames, not APIs: the broker hands it the dispatcher (frame, session -> response pieces), so
 nothing under network/ imports api/ (DESIGN.md §5). A Session is the connection's identity as requests see it:
@@ -27,17 +33,19 @@ import logging
 import os
 import socket
 import struct
+import time
 from collections import deque
 from dataclasses import dataclass
 
 import gevent
 import gevent.event
-from gevent.server import StreamServer
+import gevent.socket
 from gevent.socket import wait_write
 
 from ..protocol.deferred import DeferredAnswer
 from ..protocol.header import CloseConnection
 from ..protocol.hotpath import is_file_slice
+from ..quota.connection_quotas import ConnectionThrottled, TooManyConnections
 from . import tls
 from .sasl import SaslAuthenticator, SaslSettings
 
@@ -49,6 +57,9 @@ FAILURE_LINGER = 1.0     # seconds the client gets to close first after a SASL f
 PRODUCE_API_KEY = 0      # the only request read while earlier answers are deferred
 MAX_DEFERRED = 5         # answers waiting per connection before it stops reading (librdkafka's and Java's
                          # idempotent producers keep at most 5 requests in flight)
+ACCEPT_BACKLOG = 1024
+ACCEPT_ERROR_DELAY = 0.1   # seconds an acceptor pauses after accept() failed (out of file descriptors, ...)
+REAP_INTERVAL = 1.0      # seconds between the reaper's looks at idle and excess connections (at most)
 
 
 def read_exact(sock, n: int) -> bytearray | None:
@@ -134,6 +145,19 @@ def send_pieces(sock, pieces, zero_copy: bool = True) -> None:
         sock.sendall(pending)
 
 
+def stamping(dispatch):
+    """dispatch marking the connection active when a request arrives and when its answer is made (Kafka's Selector
+    counts a channel active on every read and write; the reaper closes the idle ones)."""
+    clock = time.monotonic
+
+    def stamped(frame, session):
+        session.last_active = clock()
+        out = dispatch(frame, session)
+        session.last_active = clock()
+        return out
+    return stamped
+
+
 class _Answers:
     """A connection's answers not sent yet, in request order (response pieces, None for no response, or
     DeferredAnswers): every answer leaves through here. Whichever greenlet completes the answer at the head
@@ -209,6 +233,7 @@ class Session:
     client_address: tuple         # (ip, port)
     principal: str = ANONYMOUS    # "User:<name>"
     sasl: object = None           # network.sasl.SaslAuthenticator on a SASL listener
+    last_active: float = 0.0      # time.monotonic() of the last request read or answer made (the idle reaper's)
 
     @property
     def client_host(self) -> str:
@@ -216,12 +241,15 @@ class Session:
 
 
 class SocketServer:
-    def __init__(self, dispatch, config, listeners, max_request_bytes: int, credentials=None):
+    def __init__(self, dispatch, config, listeners, max_request_bytes: int, quotas, credentials=None):
         """dispatch(frame, session) -> the response pieces (or a DeferredAnswer of them), or None when none is due;
-        config: the broker's (live) config, for the connection limits and the listeners' security;
+        config: the broker's (live) config, for the listeners' security; quotas: the broker's ConnectionQuotas;
         credentials: the SCRAM credential cache (security.credentials) for SASL listeners."""
-        self.dispatch = dispatch
         self.config = config
+        self.quotas = quotas
+        idle_ms = config["connections.max.idle.ms"]
+        self.idle_s = idle_ms / 1000 if idle_ms >= 0 else None
+        self.dispatch = dispatch if self.idle_s is None else stamping(dispatch)
         self.sasl_settings = {l.name: SaslSettings.for_listener(config, l.name, credentials)
                               for l in listeners if l.security_protocol.startswith("SASL_")}
         # ConfigError when a keystore or truststore does not load
@@ -229,63 +257,97 @@ class SocketServer:
                                       tls.PrincipalMapper(config.listener_value(l.name, "ssl.principal.mapping.rules")))
                              for l in listeners if l.security_protocol in ("SSL", "SASL_SSL")}
         self.max_request_bytes = max_request_bytes
-        self.servers: dict[str, StreamServer] = {}
+        self.sockets: dict[str, socket.socket] = {}     # listening socket per listener name
         self.bound_ports: dict[str, int] = {}
         self.listeners = listeners
-        self.connections: set = set()
-        self.per_ip: dict[str, int] = {}
-        self.counted = 0   # connections counted against max.connections
+        self.connections: dict = {}                     # socket -> Session, of every admitted connection
+        self._throttled: set = set()                    # sockets waiting to be closed unserved
+        self._greenlets: list = []                      # the acceptors and the reaper
 
     def bind(self) -> None:
         """Bind every listener now (so a clash fails startup before anything is registered)."""
         for listener in self.listeners:
             host = listener.host or "0.0.0.0"
-            server = StreamServer((host, listener.port), self._handler(listener), backlog=1024)
-            server.init_socket()
-            self.servers[listener.name] = server
-            self.bound_ports[listener.name] = server.socket.getsockname()[1]
+            sock = gevent.socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+            try:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                sock.bind((host, listener.port))
+                sock.listen(ACCEPT_BACKLOG)
+            except OSError:
+                sock.close()
+                raise
+            self.sockets[listener.name] = sock
+            self.bound_ports[listener.name] = sock.getsockname()[1]
 
     def start(self) -> None:
-        for server in self.servers.values():
-            server.start()
+        self._greenlets = [gevent.spawn(self._accept, l) for l in self.listeners] + [gevent.spawn(self._reap)]
 
     def stop(self) -> None:
-        for server in self.servers.values():
-            server.stop(timeout=1)
-        for sock in list(self.connections):
+        gevent.killall(self._greenlets)
+        for sock in [*self.sockets.values(), *self.connections, *self._throttled]:
             try:
                 sock.close()
             except OSError:
                 pass
 
+    def _accept(self, listener) -> None:
+        """The listener's acceptor: accept, have the connection admitted (waiting there while the listener or the
+        broker is throttled or full), serve it in a greenlet of its own; close it unserved if its IP is over a
+        limit."""
+        name, server = listener.name, self.sockets[listener.name]
+        handle = self._handler(listener)
+        while True:
+            try:
+                sock, address = server.accept()
+            except OSError as e:
+                log.error("accepting a connection on listener %s failed: %s", name, e)
+                gevent.sleep(ACCEPT_ERROR_DELAY)
+                continue
+            ip = address[0]
+            if ip.startswith("::ffff:") and "." in ip:   # an IPv4 client of a dual-stack listener
+                ip = ip[7:]
+            try:
+                self.quotas.inc(name, ip)
+            except ConnectionThrottled as e:
+                log.debug("closing connection from %s:%s in %d ms, unserved: %s", ip, address[1], e.throttle_ms, e)
+                self._close_later(sock, e.throttle_ms)
+                continue
+            except TooManyConnections as e:
+                log.info("closing connection from %s:%s: %s (max.connections.per.ip)", ip, address[1], e)
+                sock.close()
+                continue
+            except BaseException:
+                sock.close()
+                raise
+            gevent.spawn(handle, sock, address, ip)
+
+    def _close_later(self, sock, delay_ms: int) -> None:
+        self._throttled.add(sock)
+
+        def close():
+            self._throttled.discard(sock)
+            sock.close()
+        gevent.spawn_later(delay_ms / 1000, close)
+
     def _handler(self, listener):
         listener_name, protocol = listener.name, listener.security_protocol
         tls_context, mapper = self.tls_contexts.get(listener_name, (None, None))
 
-        def handle(sock, address):
-            # As Kafka: no Nagle delay on responses (a response's last partial segment would otherwise wait
-            # for the client's delayed ACK, ~40 ms).
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            ip = address[0]
-            counted = listener_name != self.config.inter_broker_listener
-            refusal = self._over_limit(ip, counted)
-            if refusal:
-                log.warning("closing connection from %s:%s: %s", ip, address[1], refusal)
-                sock.close()
-                return
-            self.connections.add(sock)
-            self.per_ip[ip] = self.per_ip.get(ip, 0) + 1
-            self.counted += counted
+        def handle(sock, address, ip):
+            session = Session(listener_name, protocol, address, last_active=time.monotonic())
+            self.connections[sock] = session
             conn = sock
             try:
-                session = Session(listener_name, protocol, address)
+                # As Kafka: no Nagle delay on responses (a response's last partial segment would otherwise wait
+                # for the client's delayed ACK, ~40 ms).
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 if tls_context is not None:
                     # wrapping detaches the plain socket: from here the TLS one is the connection
                     conn = tls.handshake(tls_context, sock, f"{ip}:{address[1]}")
-                    self.connections.discard(sock)
+                    self.connections.pop(sock, None)
                     if conn is None:
                         return
-                    self.connections.add(conn)
+                    self.connections[conn] = session
                     try:
                         session.principal = tls.principal(conn, mapper) or ANONYMOUS
                     except ValueError as e:
@@ -295,28 +357,50 @@ class SocketServer:
                     session.sasl = SaslAuthenticator(self.sasl_settings[listener_name], f"{ip}:{address[1]}")
                 self._serve(conn, address, session)
             finally:
-                self.connections.discard(conn)
-                self.counted -= counted
-                self.per_ip[ip] -= 1
-                if not self.per_ip[ip]:
-                    del self.per_ip[ip]
+                self.connections.pop(conn, None)
+                self.quotas.dec(listener_name, ip)
                 sock.close()
                 if conn is not None:
                     conn.close()
         return handle
 
-    def _over_limit(self, ip: str, counted: bool) -> str | None:
-        cfg = self.config
-        limit = cfg["max.connections.per.ip"]
-        for item in (cfg["max.connections.per.ip.overrides"] or "").split(","):
-            host, _, count = item.strip().rpartition(":")
-            if host == ip and count.strip().isdigit():
-                limit = int(count)
-        if self.per_ip.get(ip, 0) >= limit:
-            return f"too many connections from this address (max.connections.per.ip={limit})"
-        if counted and self.counted >= cfg["max.connections"]:
-            return f"too many connections (max.connections={cfg['max.connections']})"
-        return None
+    def _reap(self) -> None:
+        """Close the connections idle for longer than connections.max.idle.ms, and the excess ones while the broker
+        is over max.connections; looks every REAP_INTERVAL, for idle ones only once the oldest activity may have
+        expired (Kafka's IdleExpiryManager)."""
+        idle = self.idle_s
+        tick = REAP_INTERVAL if idle is None else min(REAP_INTERVAL, max(idle, 0.1))
+        next_idle_check = 0.0
+        while True:
+            gevent.sleep(tick)
+            now = time.monotonic()
+            if idle is not None and now >= next_idle_check:
+                oldest = now
+                for conn, session in list(self.connections.items()):
+                    if now - session.last_active > idle:
+                        self.quotas.closing_idle(session.listener)
+                        self._close(conn, session, f"idle for more than connections.max.idle.ms={idle * 1000:.0f}",
+                                    logging.DEBUG)
+                    else:
+                        oldest = min(oldest, session.last_active)
+                next_idle_check = oldest + idle
+            excess = self.quotas.excess()
+            if excess:
+                closable = [(s.last_active, c, s) for c, s in self.connections.items()
+                            if s.listener != self.quotas.protected]
+                closable.sort(key=lambda entry: entry[0])
+                for _, conn, session in closable[:excess]:
+                    self._close(conn, session, f"the broker is over max.connections={self.quotas.max_connections}",
+                                logging.INFO)
+
+    def _close(self, conn, session: Session, reason: str, level: int) -> None:
+        """Close an admitted connection under its reader (which then ends, and its handler cleans up)."""
+        log.log(level, "closing connection from %s:%s: %s", session.client_host, session.client_address[1], reason)
+        self.connections.pop(conn, None)
+        try:
+            conn.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
 
     def _serve(self, sock, address, session: Session) -> None:
         answers = _Answers(sock, address, session.security_protocol in ("PLAINTEXT", "SASL_PLAINTEXT"))

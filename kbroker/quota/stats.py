@@ -1,5 +1,5 @@
 """The measurements quotas are enforced on, as Kafka 2.8's metrics library computes them (org.apache.kafka.common.
-metrics.stats: SampledStat, Rate, SimpleRate, TokenBucket) and the throttle time Kafka's quota managers derive.
+metrics.stats: SampledStat, Rate, SimpleRate, TokenBucket, Avg) and the throttle time Kafka's quota managers derive.
 
 A Rate keeps at most `samples` buckets of `window_ms` each (quota.window.num=11, quota.window.size.seconds=1 by
 default): a record goes to the current bucket, or starts a new one once the current is a window old, reusing
@@ -101,6 +101,23 @@ class SimpleRate(Rate):
         self._purge(now_ms)
         elapsed = now_ms - min(b.start_ms for b in self._buckets) if self._buckets else 0
         return max(elapsed, self.window.window_ms)
+
+
+class Avg:
+    """Kafka's Avg: the mean of the values recorded in the live buckets, NaN when there are none (the
+    throttle-time metrics). Sum and count are two Rates recorded together, so their buckets roll as one."""
+    __slots__ = ("_count", "_sum")
+
+    def __init__(self, window: QuotaWindow = QuotaWindow()):
+        self._sum, self._count = Rate(window), Rate(window)
+
+    def record(self, value: float, now_ms: int) -> None:
+        self._sum.record(value, now_ms)
+        self._count.record(1, now_ms)
+
+    def measure(self, now_ms: int) -> float:
+        count = self._count.total(now_ms)
+        return self._sum.total(now_ms) / count if count else float("nan")
 
 
 class TokenBucket:

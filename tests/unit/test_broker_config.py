@@ -70,3 +70,40 @@ def test_running_broker_keeps_thread_counts_outside_half_to_double():
     assert len(problems) == 1 and "log.cleaner.threads=100" in problems[0]
     changed, problems = cfg.apply_dynamic({}, {}, running=True)   # back to static 2 and 8: within the range
     assert changed == {"num.io.threads", "log.cleaner.threads"} and not problems
+
+
+def test_listener_connection_limits_are_dynamic_per_listener_and_checked_as_the_broker_wide_setting():
+    assert validate_broker_config({"listener.name.internal.max.connections": "10",
+                                   "listener.name.external.max.connection.creation.rate": "5"}) == {
+        "listener.name.internal.max.connections": 10, "listener.name.external.max.connection.creation.rate": 5}
+    with pytest.raises(InvalidConfigValueError, match="Invalid value -1 for configuration "
+                                                      "listener.name.internal.max.connections"):
+        validate_broker_config({"listener.name.internal.max.connections": "-1"})
+    with pytest.raises(InvalidConfigValueError, match="Cannot update these configs dynamically"):
+        validate_broker_config({"listener.name.internal.ssl.client.auth": "required"})   # a listener's TLS: static
+    with pytest.raises(InvalidConfigValueError, match="max.connections.per.ip.overrides: Value must be a list of"):
+        validate_broker_config({"max.connections.per.ip.overrides": "127.0.0.1:x"})
+    assert validate_broker_config({"max.connections.per.ip.overrides": "127.0.0.1:5, ::1:7"})
+
+
+def test_a_listener_override_beats_the_broker_wide_value_of_any_layer_and_goes_when_removed():
+    cfg = BrokerConfig({"zookeeper.connect": "zk", "broker.id": "1", "max.connections": "100",
+                        "listeners": "PLAINTEXT://:9092,INTERNAL://:9093",
+                        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT",
+                        "listener.name.internal.max.connections": "20"})
+    assert cfg.listener_value("INTERNAL", "max.connections") == 20
+    changed, problems = cfg.apply_dynamic({"listener.name.plaintext.max.connections": "30"},
+                                          {"max.connections": "50", "listener.name.internal.max.connections": "40"})
+    assert problems == []
+    assert changed == {"max.connections", "listener.name.plaintext.max.connections",
+                       "listener.name.internal.max.connections"}
+    assert (cfg["max.connections"], cfg.listener_value("PLAINTEXT", "max.connections"),
+            cfg.listener_value("INTERNAL", "max.connections")) == (50, 30, 40)
+    changed, _ = cfg.apply_dynamic({}, {})
+    assert (cfg["max.connections"], cfg.listener_value("PLAINTEXT", "max.connections"),
+            cfg.listener_value("INTERNAL", "max.connections")) == (100, 100, 20)
+    assert changed == {"max.connections", "listener.name.plaintext.max.connections",
+                       "listener.name.internal.max.connections"}
+    _, problems = cfg.apply_dynamic({"listener.name.internal.max.connections": "many"}, {})
+    assert len(problems) == 1 and "listener.name.internal.max.connections" in problems[0]
+    assert cfg.listener_value("INTERNAL", "max.connections") == 20

@@ -377,3 +377,19 @@ def test_inter_broker_sasl_without_credentials_is_a_config_error():
                      "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-256"})
     with pytest.raises(ConfigError, match="inter-broker listener SASL_PLAINTEXT.*username and a password"):
         cfg.inter_broker_security
+
+
+def test_a_listener_override_of_a_setting_is_checked_as_that_setting_at_start():
+    base = {"zookeeper.connect": "zk"}
+    assert BrokerConfig({**base, "listener.name.plaintext.max.connections": "5"}).listener_value(
+        "PLAINTEXT", "max.connections") == 5
+    with pytest.raises(ConfigError, match="Invalid value 'lots' for configuration "
+                                          "listener.name.plaintext.max.connection.creation.rate"):
+        BrokerConfig({**base, "listener.name.plaintext.max.connection.creation.rate": "lots"})
+
+
+def test_quota_windows_are_settings():
+    cfg = BrokerConfig({"zookeeper.connect": "zk", "quota.window.num": "5", "quota.window.size.seconds": "2"})
+    assert (cfg["quota.window.num"], cfg["quota.window.size.seconds"]) == (5, 2)
+    with pytest.raises(ConfigError, match="quota.window.num"):
+        BrokerConfig({"zookeeper.connect": "zk", "quota.window.num": "0"})
