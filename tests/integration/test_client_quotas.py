@@ -328,8 +328,8 @@ def test_the_filter_matches_entities_as_kafka_28(cluster_factory):
                 ((USER, "alice"), (CLIENT, None)), ((USER, None), (CLIENT, "c1")), ((USER, None), (CLIENT, None)),
                 ((USER, "bob"), (CLIENT, "c2")), ((USER, "dave"), (CLIENT, "c1")), ((CLIENT, "c1"),),
                 ((CLIENT, None),), ((IP, "10.0.0.1"),), ((IP, None),)]
-    results = alter(c, *[(e, {"connection_creation_rate" if e[0][0] == IP else "producer_byte_rate": 1.0})
-                         for e in entities])
+    # IP rates high enough that this test's own connections (from 127.0.0.1, under <default>) are never throttled
+    results = alter(c, *[(e, {"connection_creation_rate": 1000.0} if e[0][0] == IP else q) for e in entities])
     assert all(code == NONE for _, code, _ in results), results
     AdminZkClient(c.zk).alter_user_credentials("carol", {"SCRAM-SHA-256": scram.make_credential(
         "SCRAM-SHA-256", "x").to_config()}, [])
