@@ -200,7 +200,9 @@ class ReplicaFetcher:
                                   tp[0], tp[1], self.leader_id, e)
                         self._fail(tp, e.code)
                         continue
-                    self.partitions[tp].lag = max(0, p.high_watermark - partition.log.log_end_offset)
+                    state = self.partitions.get(tp)   # gone if the append yielded to a StopReplica
+                    if state is not None:
+                        state.lag = max(0, p.high_watermark - partition.log.log_end_offset)
                     if records and quota.throttled and quota.is_throttled(tp):
                         quota.record(len(records))
         return True
