@@ -43,6 +43,7 @@ The click command `reassign` closes the module: it validates, starts and waits, 
 from __future__ import annotations
 
 import json
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -548,15 +549,26 @@ class Reassignment:
 
 # ---- commands (click) -----------------------------------------------------------------------------------------
 
+METADATA_SETTLE_S = 5.0   # how long a partition the controller no longer moves may show other replicas in Metadata
+
+
 def _reassignment_poll(src: Source, plan, dirs_admin, moves):
-    """poll() for _wait: (partitions and log dir moves done, finished) of the plan."""
+    """poll() for _wait: (partitions and log dir moves done, finished) of the plan. Through the brokers, a
+    partition the controller no longer lists as moving is finished once the brokers' Metadata shows its target
+    replicas (their UpdateMetadata may come a moment after ListPartitionReassignments stops naming it), or after
+    METADATA_SETTLE_S showing others (the controller refused or undid it)."""
+    settled_by: dict[TopicPartition, float] = {}
+
     def poll():
         if src.zk is not None:
             statuses = reassignment_status(src.zk, plan)
             finished = all(st.done for st in statuses) and not reassignment_in_progress(src.zk)
         else:
             statuses = reassignment_status_admin(src.admin, plan)
-            finished = all(st.done for st in statuses)
+            now = time.monotonic()
+            finished = all([st.done and (st.current in (None, st.target)
+                                         or now >= settled_by.setdefault(st.tp, now + METADATA_SETTLE_S))
+                            for st in statuses])
         moved = [m for m in log_dir_status(dirs_admin, moves) if m.done] if moves else []
         return sum(1 for st in statuses if st.done) + len(moved), finished and len(moved) == len(moves)
     return poll
