@@ -159,6 +159,14 @@ SETTINGS: dict[str, ConfigKey] = {
     "transactional.id.expiration.ms": ConfigKey("int", 604800000),
     "transaction.max.timeout.ms": ConfigKey("int", 900000),
     "producer.id.expiration.ms": ConfigKey("int", 86400000),
+    # client quotas (kbroker.quota.client_quotas): sampled windows, and the deprecated static default of every
+    # client id without a quota of its own (MAX_LONG: none)
+    "quota.window.num": ConfigKey("int", 11, at_least(1)),
+    "quota.window.size.seconds": ConfigKey("int", 1, at_least(1)),
+    "controller.quota.window.num": ConfigKey("int", 11, at_least(1)),
+    "controller.quota.window.size.seconds": ConfigKey("int", 1, at_least(1)),
+    "quota.producer.default": ConfigKey("long", MAX_LONG, at_least(1)),
+    "quota.consumer.default": ConfigKey("long", MAX_LONG, at_least(1)),
 }
 SETTINGS.update(DYNAMIC_BROKER_CONFIGS)
 
