@@ -14,9 +14,13 @@ re-reads the entity's config and applies it:
   new settings, and the controller elects offline partitions when unclean election became the default. Other
   brokers' entities are ignored. Settings read where they are used (the controller's, the request path's) need
   nothing more.
-- users/<name>: the SCRAM credential cache rereads that user (security.credentials), so a user added, changed
-  or removed takes effect on the next login; user quotas are not applied.
-Notifications older than 15 minutes are purged, as Kafka does. Client entities (quotas) are logged and skipped.
+- clients/<client-id>, users/<user> and users/<user>/clients/<client-id> (each name possibly <default>): the
+  entity's quotas go to the client quota managers (kbroker.quota.client_quotas; Kafka's ClientIdConfigHandler
+  and UserConfigHandler); a plain users/<name> also has the SCRAM credential cache reread that user
+  (security.credentials), so a user added, changed or removed takes effect on the next login. Every quota
+  entity is loaded at start-up, before the first request is served. A malformed entity (not JSON, a quota
+  value that is not a non-negative number of its type) is logged and left out; the others apply.
+Notifications older than 15 minutes are purged, as Kafka does.
 One greenlet processes them, woken by the watch and by every reconnection to ZooKeeper (the watch is gone then,
 and notifications may have come meanwhile).
 """
@@ -28,6 +32,7 @@ import time
 import gevent
 import gevent.event
 
+from zk import znodes as z
 from zk.client import ZkError, ZkState
 from .common.broker_config import DEFAULT_ENTITY
 from .common.sanitizer import desanitize
@@ -45,8 +50,9 @@ def _sequence(name: str) -> int:
 
 
 class DynamicConfigManager:
-    def __init__(self, zk, broker_config, broker_id: int, credentials=None):
+    def __init__(self, zk, broker_config, broker_id: int, client_quotas, credentials=None):
         self.zk = zk
+        self.client_quotas = client_quotas   # quota.client_quotas.ClientQuotaManagers
         self.credentials = credentials   # security.credentials.CredentialCache
         self.config = broker_config
         self.broker_id = broker_id
@@ -74,9 +80,43 @@ class DynamicConfigManager:
         names = self.zk.get_config_change_notifications(watch=self._on_change)
         if names:
             self.last_executed = max(_sequence(n) for n in names)
+        self.load_client_quotas()   # after the notifications were listed: a later change is not missed
         self._reconfigure(self.load_broker_configs(running=True))
         self._worker = gevent.spawn(self._process_loop)
         self.zk.add_state_listener(self._on_state)
+
+    def load_client_quotas(self) -> None:
+        """Apply every client quota entity in ZooKeeper: clients/*, users/* and users/*/clients/* (Kafka's
+        ZkConfigManager.startup), read together."""
+        users = self.zk.children("/config/users")
+        paths = [f"clients/{c}" for c in self.zk.children("/config/clients")] + [f"users/{u}" for u in users]
+        for user, clients in zip(users, self.zk.children_many([f"/config/users/{u}/clients" for u in users])):
+            paths += [f"users/{user}/clients/{c}" for c in clients]
+        for path, (data, _) in zip(paths, self.zk.get_many([f"/config/{p}" for p in paths])):
+            self._apply_client_quota(path, data, announce=False)
+        if paths:
+            log.info("loaded the client quota configs of %d entities", len(paths))
+
+    def _apply_client_quota(self, entity_path: str, data: bytes | None, announce: bool = True) -> None:
+        """Hand one entity's config (its znode's data) to the client quota managers, logging what it sets
+        (announce); a malformed one is logged and left out."""
+        parts = entity_path.split("/")
+        if parts[0] == "clients" and len(parts) == 2:
+            user, client = None, parts[1]
+        elif parts[0] == "users" and len(parts) in (2, 4) and parts[2:3] in ([], ["clients"]):
+            user, client = parts[1], parts[3] if len(parts) == 4 else None
+        else:
+            log.error("ignoring config change of %s: not a client quota entity", entity_path)
+            return
+        try:
+            config = z.ConfigEntityZNode.decode(data)
+            quotas = self.client_quotas.update(user, client, config)
+        except (ValueError, TypeError, AttributeError) as e:
+            log.error("ignoring the malformed client quota config of %s: %s", entity_path, e)
+            return
+        if announce:
+            log.info("applied client quota config of %s: %s", entity_path,
+                     ", ".join(f"{k} {v:g}" for k, v in quotas.items()) or "no quota")
 
     def shutdown(self) -> None:
         if self._worker is not None:
@@ -140,8 +180,11 @@ class DynamicConfigManager:
                 self._reconfigure(changed)
                 log.info("applied dynamic config change of broker entity %s: %s", name,
                          ", ".join(f"{k}={self.config.values[k]}" for k in sorted(changed)) or "nothing changed")
-        elif kind == "users" and self.credentials is not None:
-            self.credentials.refresh(desanitize(name))
+        elif kind in ("clients", "users"):
+            data, _ = self.zk.get(f"/config/{entity_path}")
+            self._apply_client_quota(entity_path, data)
+            if kind == "users" and "/" not in name and name != DEFAULT_ENTITY and self.credentials is not None:
+                self.credentials.refresh(desanitize(name))
         else:
             log.info("config change of %s noted; dynamic %s configs are not applied", entity_path, kind)
 

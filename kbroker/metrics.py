@@ -165,6 +165,8 @@ class BrokerMetrics:
         yield from self._controller_gauges()
         yield from self._transaction_gauges()
         server = self.server
+        if server is not None:
+            yield from server.client_quotas.metrics()
         if server is not None and server.socket_server is not None:
             yield GaugeMetricFamily("kafka_server_socketservermetrics_connection_count", "Open client and "
                                     "broker connections (connection-count).",

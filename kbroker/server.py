@@ -11,9 +11,9 @@
    (kbroker.security.authorizer); bind the listeners and, with metrics.port set, the Prometheus endpoint (kbroker.metrics); refuse to start if
    another live broker advertises the same endpoint;
 6. register the ephemeral /brokers/ids/<id> (its czxid is the broker epoch);
-7. watch /config/changes for dynamic topic configs, start the controller module (every broker runs it; one
-   is elected);
-8. start serving requests, and the periodic log tasks (retention, flush, checkpoints).
+7. load the client quotas of /config/clients and /config/users, watch /config/changes for dynamic configs
+   (topics, brokers, client quotas), start the controller module (every broker runs it; one is elected);
+8. start serving requests, and the periodic tasks (log retention, flush, checkpoints; idle quota sensors dropped).
 fsync and other long disk work run in gevent's thread pool, never on the hub.
 Shutdown (SIGTERM) starts with a controlled shutdown when controlled.shutdown.enable: the controller moves
 this broker's leaders away first, so clients see leadership move rather than errors.
@@ -56,6 +56,7 @@ from .security.credentials import CredentialCache
 from .protocol.client import Connection, KafkaError
 from .protocol.errors import Errors
 from .protocol.interbroker import ControlledShutdownRequest
+from .quota.client_quotas import ClientQuotaManagers
 from .replica.manager import ReplicaManager
 from .security.authorizer import AclAuthorizer
 
@@ -109,6 +110,7 @@ class KafkaServer:
     admin_manager: AdminManager
     authorizer: AclAuthorizer | None
     controller: KafkaController
+    client_quotas: ClientQuotaManagers
 
     def __init__(self, config: BrokerConfig, clock: Clock | None = None):
         self.config = config
@@ -128,6 +130,7 @@ class KafkaServer:
         self._shutting_down = False
         self._stopped = gevent.event.Event()
         self.metrics = BrokerMetrics(self)
+        self.client_quotas = ClientQuotaManagers(config, self.clock)
 
     # ---- startup -----------------------------------------------------------------------------------------
     def startup(self) -> None:
@@ -154,7 +157,7 @@ class KafkaServer:
         self.metadata_cache = MetadataCache(self.broker_id)
         # Dynamic broker configs (/config/brokers/<default>, /config/brokers/<id>) before the logs load.
         self.credentials = CredentialCache(self.zk)
-        self.dynamic_config = DynamicConfigManager(self.zk, cfg, self.broker_id, self.credentials)
+        self.dynamic_config = DynamicConfigManager(self.zk, cfg, self.broker_id, self.client_quotas, self.credentials)
         self.dynamic_config.load_broker_configs()
         self.log_manager = self._load_logs()
         self.replica_manager = ReplicaManager(self.broker_id, cfg, self.log_manager, self.zk, self.clock,
@@ -274,6 +277,7 @@ class KafkaServer:
         every(cfg["log.flush.offset.checkpoint.interval.ms"] / 1000.0, lm.checkpoint_recovery_points)
         every(cfg["log.flush.start.offset.checkpoint.interval.ms"] / 1000.0, lm.checkpoint_log_start_offsets)
         every(cfg["replica.high.watermark.checkpoint.interval.ms"] / 1000.0, lm.checkpoint_high_watermarks)
+        every(30.0, self.client_quotas.expire)    # sensors unused for an hour (Kafka's ExpireSensorTask period)
         from .log.cleaner import CleanerConfig
         cleaner_config = CleanerConfig.from_broker(cfg.values)
         if cfg["log.cleaner.enable"]:

@@ -347,6 +347,16 @@ class KafkaZkClient:
         except NoNodeError:
             return []
 
+    def children_many(self, paths) -> list[list[str]]:
+        """getChildren of many znodes, pipelined, in order ([] where a znode does not exist)."""
+        out = []
+        for result in [self.zk.get_children_async(p) for p in paths]:
+            try:
+                out.append(result.get())
+            except NoNodeError:
+                out.append([])
+        return out
+
     def exists(self, path: str, watch=None):
         return self.zk.exists(path, watch=watch)
 
