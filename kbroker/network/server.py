@@ -11,6 +11,10 @@ MAX_DEFERRED answers wait per connection. Framing follows Kafka's NetworkReceive
 request; a size below zero or above socket.request.max.bytes closes the connection, as does a request that
 cannot be parsed. A failure on one connection never reaches the others.
 
+A client over a quota is answered at once and its connection is then muted (Kafka's KIP-219 channel mute): the
+dispatcher sets the session's muted_until, and nothing more is read from the connection until then; a request
+already read ahead behind a deferred Produce, when its answer brought the throttle, waits unhandled until then.
+
 Connection limits, read at each accept so dynamic changes apply at once: max.connections.per.ip (with
 max.connections.per.ip.overrides "host:count,...") and max.connections (not counting the inter-broker
 listener, which Kafka protects). A connection over a limit is closed at once; Kafka closes it too for the
@@ -27,6 +31,7 @@ import logging
 import os
 import socket
 import struct
+import time
 from collections import deque
 from dataclasses import dataclass
 
@@ -209,10 +214,20 @@ class Session:
     client_address: tuple         # (ip, port)
     principal: str = ANONYMOUS    # "User:<name>"
     sasl: object = None           # network.sasl.SaslAuthenticator on a SASL listener
+    muted_until: float = 0.0      # time.monotonic() before which no request is read (a quota's throttle)
 
     @property
     def client_host(self) -> str:
         return str(self.client_address[0])
+
+    def mute_for(self, ms: int) -> None:
+        """Read no request for ms milliseconds from now (a quota throttled the client, KIP-219)."""
+        self.muted_until = max(self.muted_until, time.monotonic() + ms / 1000.0)
+
+    def wait_unmuted(self) -> None:
+        muted = self.muted_until - time.monotonic()
+        if muted > 0:
+            gevent.sleep(muted)
 
 
 class SocketServer:
@@ -321,6 +336,7 @@ class SocketServer:
     def _serve(self, sock, address, session: Session) -> None:
         answers = _Answers(sock, address, session.security_protocol in ("PLAINTEXT", "SASL_PLAINTEXT"))
         while True:
+            session.wait_unmuted()
             head = read_exact(sock, 4)
             if head is None:
                 return
@@ -341,6 +357,7 @@ class SocketServer:
             if answers.queue:   # deferred answers wait: only a Produce goes ahead of them (the docstring's overlap)
                 api_key = _API_KEY.unpack_from(frame, 0)[0] if len(frame) >= 2 else -1
                 answers.wait_for_room(all_sent=api_key != PRODUCE_API_KEY)
+            session.wait_unmuted()   # a throttle that came with a deferred answer while this request was read
             if answers.broken or not self._answer(answers, address, session, frame):
                 return
 

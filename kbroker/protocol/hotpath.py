@@ -206,12 +206,38 @@ def encode_fetch_response(version: int, throttle_ms: int, error_code: int, sessi
     return pieces
 
 
+def fetch_response_size(version: int, topics: list[tuple[str, list[FetchPartitionData]]]) -> int:
+    """The size of encode_fetch_response's body for these topics, without building it."""
+    flexible = version >= 12
+
+    def sized(n: int, width: int) -> int:      # a length or count prefix
+        return len(uvarint(n + 1)) if flexible else width
+    size = (4 if version >= 1 else 0) + (6 if version >= 7 else 0) + sized(len(topics), 4) + flexible
+    for name, partitions in topics:
+        n = len(name.encode())
+        size += sized(n, 2) + n + sized(len(partitions), 4) + flexible
+        for p in partitions:
+            size += 14 + (4 if version >= 11 else 0) + flexible
+            if version >= 4:
+                aborted = p.aborted_transactions
+                size += 16 if version >= 5 else 8
+                size += sized(-1, 4) if aborted is None else sized(len(aborted), 4) + len(aborted) * (16 + flexible)
+            records = p.records_size
+            size += sized(records, 4) + records
+    return size
+
+
 @dataclass
 class FetchResponseData:
-    throttle_ms: int
+    """A Fetch response body: what a broker's Fetch handler answers (encode() builds its pieces) and what
+    decode_fetch_response reads."""
+    throttle_time_ms: int
     error_code: int
     session_id: int
     topics: list[tuple[str, list[FetchPartitionData]]]
+
+    def encode(self, version: int) -> list:
+        return encode_fetch_response(version, self.throttle_time_ms, self.error_code, self.session_id, self.topics)
 
     def partition(self, topic: str, partition: int) -> FetchPartitionData:
         """One partition's answer; a top-level error, or the partition missing (UNKNOWN_TOPIC_OR_PARTITION),
