@@ -56,6 +56,7 @@ class RequestContext:
     throttle_ms: int = field(default=0, init=False)     # the longest throttle reported: the response's
     throttled_by: ClientQuotaManager | None = field(default=None, init=False)   # the quota that gave it
     request_timer: object = field(default=None, init=False)   # the request quota's timer while it runs
+    _quota_user: str | None = field(default=None, init=False, repr=False)
 
     @property
     def listener(self) -> str:
@@ -74,7 +75,10 @@ class RequestContext:
     @property
     def quota_user(self) -> str:
         """The principal's name as client quotas know it (sanitized, without "User:")."""
-        return self.broker.client_quotas.user(self.session.principal)
+        user = self._quota_user
+        if user is None:
+            user = self._quota_user = self.broker.client_quotas.user(self.session.principal)
+        return user
 
     def throttle(self, ms: int, quota: ClientQuotaManager) -> None:
         """Report a quota's throttle of this request: the response carries the longest (throttle_time_ms), and the

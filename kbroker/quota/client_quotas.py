@@ -189,8 +189,8 @@ class ClientQuotaManager:
         bound = sensor.bound
         if bound == UNLIMITED:
             return 0
-        size = rate.window_size_ms(now)
-        return self._throttle_time(rate.total(now) * 1000.0 / size, bound, size)
+        measured, size = rate.measure_window(now)
+        return 0 if measured <= bound else self._throttle_time(measured, bound, size)
 
     def _throttle_time(self, measured: float, bound: float, window_size_ms: int) -> int:
         return throttle_time_ms(measured, bound, window_size_ms)
