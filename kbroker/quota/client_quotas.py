@@ -76,11 +76,14 @@ class _Average:
 
 class Sensor:
     """One (user, client-id) tag pair of a manager: what it recorded (a Rate, or a TokenBucket for mutations), its
-    bound, when it was last used, and the average of the throttles it got."""
-    __slots__ = ("bound", "last_ms", "rate", "stat", "throttles")
+    bound, when it was last used, and the average of the throttles it got. headroom: how much more may be recorded
+    before the rate could pass the bound, so the check is not needed until then (a rate is taken over at least
+    samples - 1 windows, and what expires only lowers it); 0 forces the next check."""
+    __slots__ = ("bound", "headroom", "last_ms", "rate", "stat", "throttles")
 
     def __init__(self, stat, bound: float, now_ms: int):
         self.stat, self.bound, self.last_ms = stat, bound, now_ms
+        self.headroom = 0.0
         self.throttles: _Average | None = None
         self.rate: Rate | None = None            # ControllerMutation's mutation-rate beside its token bucket
 
@@ -114,7 +117,7 @@ class ClientQuotaManager:
         else:
             self._quotas[(user, client_id)] = quota
         for tags, sensor in self.sensors.items():
-            sensor.bound = self._bound(tags)
+            sensor.bound, sensor.headroom = self._bound(tags), 0.0
 
     def tags(self, user: str, client_id: str | None) -> tuple[str, str]:
         """The (user, client-id) tags of a request's sensor: by the first of the eight levels that exists
@@ -186,11 +189,16 @@ class ClientQuotaManager:
         sensor.last_ms = now
         rate = sensor.stat
         rate.record(value, now)
-        bound = sensor.bound
-        if bound == UNLIMITED:
+        sensor.headroom -= value
+        if sensor.headroom > 0:
             return 0
+        bound = sensor.bound
         measured, size = rate.measure_window(now)
-        return 0 if measured <= bound else self._throttle_time(measured, bound, size)
+        if measured > bound:
+            return self._throttle_time(measured, bound, size)
+        # measured x size is what the window holds; it could pass the bound only over the shortest window
+        sensor.headroom = bound * (self.window.samples - 1) * self.window.window_ms / 1000.0 - measured * size / 1000.0
+        return 0
 
     def _throttle_time(self, measured: float, bound: float, window_size_ms: int) -> int:
         return throttle_time_ms(measured, bound, window_size_ms)
@@ -199,7 +207,9 @@ class ClientQuotaManager:
         """Take back what record() added (a throttled Fetch sends no data)."""
         if self.enabled:
             now = self.clock.monotonic_ms()
-            self._sensor(user, client_id, now).stat.record(-value, now)
+            sensor = self._sensor(user, client_id, now)
+            sensor.stat.record(-value, now)
+            sensor.headroom = 0.0     # the bound on what expiry can do assumes nothing negative was recorded
 
     def max_value_in_window(self, user: str, client_id: str | None) -> float:
         """The most a client may get at once within its quota: bound x (samples - 1) x window seconds (Kafka's

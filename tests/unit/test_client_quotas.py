@@ -2,11 +2,13 @@
 the sensors they share, the throttle and cap arithmetic, controller mutations strict and permissive, and the
 entity configs they accept."""
 import math
+import random
 
 import pytest
 
 from kbroker.clock import MockClock
-from kbroker.quota.client_quotas import (ClientQuotaManagers, ThrottlingQuotaExceeded)
+from kbroker.quota.client_quotas import ClientQuotaManagers, ThrottlingQuotaExceeded
+from kbroker.quota.stats import QuotaWindow, Rate, throttle_time_ms
 
 SETTINGS = {"quota.window.num": 11, "quota.window.size.seconds": 1, "controller.quota.window.num": 11,
             "controller.quota.window.size.seconds": 1, "quota.producer.default": 2 ** 63 - 1,
@@ -87,6 +89,24 @@ def test_quota_changes_apply_to_live_sensors_and_removal_ends_throttling():
     assert q.produce.record("u", "c", 30_000) > 0
     q.update(None, "c", {})
     assert q.produce.record("u", "c", 30_000) == 0
+
+
+def test_checks_skipped_within_a_sensors_headroom_change_no_answer():
+    rng = random.Random(7)
+    q, clock = managers()
+    q.update(None, "c", {"producer_byte_rate": "1000"})
+    reference = Rate(QuotaWindow(11, 1000))
+    throttles = 0
+    for _ in range(3000):
+        clock.advance(rng.choice((0, 1, 50, 400, 1500, 12000)))
+        value = rng.choice((1, 100, 2000, 9000))
+        now = clock.monotonic_ms()
+        reference.record(value, now)
+        rate, window = reference.measure_window(now)
+        expected = throttle_time_ms(rate, 1000, window)
+        assert q.produce.record("u", "c", value) == expected
+        throttles += expected > 0
+    assert 100 < throttles < 2900
 
 
 def test_request_throttles_are_capped_at_one_window():
