@@ -23,7 +23,7 @@ under a quota keep to it while others in the same run are left alone.
     10 s holds one burst or none, a whole period holds one.
 
   .venv/bin/python -m bench.quotas                 # ~2.5 min
-  .venv/bin/python -m bench.quotas --only cost --rounds 5
+  .venv/bin/python -m bench.quotas --only cost --rounds 8
 """
 from __future__ import annotations
 
@@ -139,10 +139,10 @@ def cost(args) -> list[list]:
                 clusters[name] = BenchCluster(args.tmp_dir, args.keep, args.broker_prop, settings={
                     "metrics.port": metrics_ports[name]})
                 clusters[name].start()
-        batch = build_v2_batch(512, 1024)
+        batch = build_v2_batch(64, 1024)     # 64 KiB: one batch per fetch
         for name, c in clusters.items():
             c.create_topic("bench-quota-fetch", 1)
-            RawProducer(c.port, "bench-quota-fetch", 1, batch, 512, 2, 4).fill(
+            RawProducer(c.port, "bench-quota-fetch", 1, batch, 64, 2, 8).fill(
                 max(1, args.fetch_mib * MiB // len(batch)))
         records = high_watermark(clusters["off"].port, "bench-quota-fetch", 0)
         set_quota(clusters["never throttles"], "clients/<default>", NEVER)
@@ -323,15 +323,16 @@ def rates(args) -> list[list]:
 def main(argv=None) -> None:
     parser = bench_parser("quotas", __doc__)
     parser.add_argument("--only", choices=("cost", "rates"), help="run one part only")
-    parser.add_argument("--rounds", type=int, default=3, help="cost rounds through the three brokers (default 3)")
+    parser.add_argument("--rounds", type=int, default=5, help="cost rounds through the three brokers (default 5)")
     parser.add_argument("--seconds", type=float, default=11.0,
                         help="rates: one measured window (default 11: the quota window's period, samples x window)")
     parser.add_argument("--windows", type=int, default=3, help="rates: consecutive windows measured (default 3)")
     parser.add_argument("--cost-seconds", type=float, default=4.0, help="cost: produce window (default 4)")
     parser.add_argument("--warmup", type=float, default=1.0, help="seconds before each produce window (default 1)")
     parser.add_argument("--connections", type=int, default=4, help="produce connections (default 4)")
-    parser.add_argument("--depth", type=int, default=4, help="produce requests in flight each (default 4)")
-    parser.add_argument("--fetch-mib", type=int, default=256, help="MiB fetched per cost round (default 256)")
+    parser.add_argument("--depth", type=int, default=16,
+                        help="produce requests in flight each (default 16: the broker always has work)")
+    parser.add_argument("--fetch-mib", type=int, default=128, help="MiB fetched per cost round (default 128)")
     parser.add_argument("--baseline-rev", help="the code 'off' runs (default: the commit before client quotas)")
     parser.add_argument("--rate", type=int, default=MiB, help="the limited clients' byte rate (default 1 MiB/s)")
     parser.add_argument("--settle", type=float, default=12.0,
