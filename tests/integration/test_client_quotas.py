@@ -221,6 +221,19 @@ def test_a_consumer_over_its_byte_rate_gets_capped_then_empty_throttled_fetches(
     assert produce_throttle(broker.connect("reader one")) == 0          # its producer side has no quota
 
 
+def test_request_time_leaves_out_waits(broker):
+    """A long-polling consumer's request time is what its fetches took on the broker's loop, not their wait: 1 %
+    of a thread would be spent by one 300 ms wait counted."""
+    set_quotas(broker, {"clients/poller": {"request_percentage": "1"}})
+    conn = broker.connect("poller")
+    end = decode_fetch_response(conn.send(fetch_request(11, TOPIC, 0, 0, 1, 1, max_wait_ms=0), decode=False),
+                                11).partition(TOPIC, 0).high_watermark
+    for _ in range(3):
+        body = conn.send(fetch_request(11, TOPIC, 0, end, 1 << 16, 1 << 16, max_wait_ms=300), decode=False)
+        response = decode_fetch_response(body, 11)
+        assert not any(len(r) for r in response.partition(TOPIC, 0).records) and response.throttle_time_ms == 0
+
+
 def test_request_percentage_throttles_a_busy_client(broker):
     set_quotas(broker, {"clients/busy": {"request_percentage": "0.01"}})     # 0.1 ms of loop time per second
     conn = broker.connect("busy")
