@@ -155,7 +155,7 @@ class FetchPartitionData:
 
     @property
     def records_size(self) -> int:
-        return sum(piece_size(r) for r in self.records)
+        return sum(r.length if hasattr(r, "fd") else len(r) for r in self.records)   # (piece_size, inlined)
 
 
 def encode_fetch_response(version: int, throttle_ms: int, error_code: int, session_id: int,
@@ -206,24 +206,28 @@ def encode_fetch_response(version: int, throttle_ms: int, error_code: int, sessi
     return pieces
 
 
-def fetch_response_size(version: int, topics: list[tuple[str, list[FetchPartitionData]]]) -> int:
-    """The size of encode_fetch_response's body for these topics, without building it."""
-    flexible = version >= 12
+def _prefix_size(n: int, flexible: bool, width: int) -> int:
+    """The size of a length or count prefix: a compact uvarint of n + 1, else `width` bytes."""
+    return len(uvarint(n + 1)) if flexible else width
 
-    def sized(n: int, width: int) -> int:      # a length or count prefix
-        return len(uvarint(n + 1)) if flexible else width
-    size = (4 if version >= 1 else 0) + (6 if version >= 7 else 0) + sized(len(topics), 4) + flexible
+
+def fetch_response_size(version: int, topics: list[tuple[str, list[FetchPartitionData]]]) -> int:
+    """The size of encode_fetch_response's body for these topics, without building it (a consumer's quota weighs
+    every response: this is on the fetch path)."""
+    flexible = version >= 12
+    fixed = 14 + (4 if version >= 11 else 0) + flexible + (16 if version >= 5 else 8 if version >= 4 else 0)
+    size = (4 if version >= 1 else 0) + (6 if version >= 7 else 0) + _prefix_size(len(topics), flexible, 4) + flexible
     for name, partitions in topics:
         n = len(name.encode())
-        size += sized(n, 2) + n + sized(len(partitions), 4) + flexible
+        size += _prefix_size(n, flexible, 2) + n + _prefix_size(len(partitions), flexible, 4) + flexible
         for p in partitions:
-            size += 14 + (4 if version >= 11 else 0) + flexible
+            records = p.records_size
+            size += fixed + records + (_prefix_size(records, True, 4) if flexible else 4)
             if version >= 4:
                 aborted = p.aborted_transactions
-                size += 16 if version >= 5 else 8
-                size += sized(-1, 4) if aborted is None else sized(len(aborted), 4) + len(aborted) * (16 + flexible)
-            records = p.records_size
-            size += sized(records, 4) + records
+                size += _prefix_size(-1 if aborted is None else len(aborted), flexible, 4)
+                if aborted:
+                    size += len(aborted) * (16 + flexible)
     return size
 
 
