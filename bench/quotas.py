@@ -15,12 +15,12 @@ under a quota keep to it while others in the same run are left alone.
     of --rate (1 MiB/s) and one with no quota ("free"), each in a process of its own, produce 1 KiB records as fast
     as they can. Kafka's quota allows a fresh client a burst of 10 windows' worth first, so the limited one is
     measured after --settle (12) s, over --windows (3) windows of --seconds (11) s: its delivered bytes/s as a ratio
-    to its quota, per window and over all (target within 0.75-1.25). The free one is measured over the same time
-    and alone before, as a ratio (target ~1: unaffected, never throttled). The same with two confluent-kafka
-    consumers (consumer_byte_rate --rate for "limited"; the free one reads --fill-mib alone, and again from the
-    start of the limited one's measurement). Why windows of 11 s: Kafka's sampled rate lets a client with a backlog
-    through in bursts once its oldest sample expires (samples x window = 11 s; see bench/README.md), so a window of
-    10 s holds one burst or none, a whole period holds one.
+    to its quota, per window and over all (target within 0.75-1.25). The free one is measured over the same
+    windows, and over as long alone before (on a topic of its own, deleted after), as a ratio (target ~1:
+    unaffected, never throttled). The same with two confluent-kafka consumers reading a --fill-mib topic again
+    and again (consumer_byte_rate --rate for "limited"). Why windows of 11 s: Kafka's sampled rate lets a client
+    with a backlog through in bursts once its oldest sample expires (samples x window = 11 s; see bench/README.md),
+    so a window of 10 s may hold one burst or none, a whole period holds one.
 
   .venv/bin/python -m bench.quotas                 # ~2.5 min
   .venv/bin/python -m bench.quotas --only cost --rounds 8
@@ -246,11 +246,13 @@ class Meter:
         self.throttles += 1
 
 
-def run_producer(bootstrap: str, client_id: str, topic: str, windows, results) -> None:
-    """A confluent-kafka producer sending 1 KiB records as fast as it can until the last window ends (in a process
-    of its own, so two do not share a GIL); puts (bytes per window, throttles seen) on `results`."""
+def run_producer(bootstrap: str, client_id: str, topic: str, windows, start_at: float | None, results) -> None:
+    """A confluent-kafka producer sending 1 KiB records as fast as it can from start_at (None: at once) until the
+    last window ends (in a process of its own, so two do not share a GIL); puts (bytes per window, throttles seen)
+    on `results`."""
     from confluent_kafka import Producer
     meter = Meter(windows)
+    time.sleep(max(0.0, (start_at or 0.0) - time.monotonic()))
     value = os.urandom(1024)
 
     def delivered(err, msg):
@@ -271,28 +273,30 @@ def run_producer(bootstrap: str, client_id: str, topic: str, windows, results) -
     results.put((client_id, meter.counts, meter.throttles))
 
 
-def run_consumer(bootstrap: str, client_id: str, topic: str, windows, records: int | None, results) -> None:
-    """A confluent-kafka consumer (librdkafka's fetch sizes: 1 MiB per partition) reading from offset 0 until the
-    last window ends, or, given `records`, from the first window's start until they are in; puts (bytes per
-    window, throttles seen, seconds reading) on `results`."""
+def run_consumer(bootstrap: str, client_id: str, topic: str, windows, start_at: float | None, records: int,
+                 results) -> None:
+    """A confluent-kafka consumer (librdkafka's fetch sizes: 1 MiB per partition) reading the partition's
+    `records` from offset 0, again and again, from start_at (None: at once) until the last window ends; puts
+    (bytes per window, throttles seen) on `results`."""
     from confluent_kafka import Consumer, TopicPartition
     meter = Meter(windows)
+    time.sleep(max(0.0, (start_at or 0.0) - time.monotonic()))
     c = Consumer({"bootstrap.servers": bootstrap, "client.id": client_id, "group.id": f"bench-{client_id}",
                   "enable.auto.commit": False, "queued.min.messages": 1000000,
                   "queued.max.messages.kbytes": 1024 * 1024, "fetch.queue.backoff.ms": 10,
                   "throttle_cb": meter.throttled})
-    if records is not None:
-        time.sleep(max(0.0, windows[0][0] - time.monotonic()))
     c.assign([TopicPartition(topic, 0, 0)])
-    n, t0, until = 0, time.monotonic(), windows[-1][1]
-    while time.monotonic() < until and (records is None or n < records):
+    n, until = 0, windows[-1][1]
+    while time.monotonic() < until:
         for m in c.consume(num_messages=10000, timeout=0.2):
             if m.error() is None:
                 meter.add(len(m.value()))
                 n += 1
-    seconds = time.monotonic() - t0
+        if n >= records:        # at the end: from the start again
+            c.assign([TopicPartition(topic, 0, 0)])
+            n = 0
     c.close()
-    results.put((client_id, meter.counts, meter.throttles, seconds))
+    results.put((client_id, meter.counts, meter.throttles))
 
 
 def run_apart(*jobs) -> dict:
@@ -324,45 +328,48 @@ def rates(args) -> list[list]:
     metrics_port = free_port()
     rows = []
     with BenchCluster(args.tmp_dir, args.keep, args.broker_prop, settings={"metrics.port": metrics_port}) as c:
-        for topic in ("bench-limited", "bench-free"):
-            c.create_topic(topic, 1)
         set_quota(c, "clients/limited", {"producer_byte_rate": str(quota), "consumer_byte_rate": str(quota)})
         await_quota(c, metrics_port, "limited")
-        # producers: the free one alone, then both; the limited one is measured past its burst
+
+        def free_row(kind: str, alone, together) -> list:
+            alone_rate, together_rate = sum(alone[0]) / (seconds * n), sum(together[0]) / (seconds * n)
+            return [f"{kind}, free (with the limited one / alone)", f"{together_rate / 1e6:.1f}",
+                    f"{alone_rate / 1e6:.1f}", f"{together_rate / alone_rate:.2f}", "", alone[1] + together[1]]
+
+        # producers: the free one alone, then beside the limited one (measured past its burst), each time on a topic
+        # of its own deleted afterwards (so the second does not write behind the first's dirty pages), for as long
+        for topic in ("bench-free-alone", "bench-free", "bench-limited"):
+            c.create_topic(topic, 1)
         now = time.monotonic()
-        alone = run_apart((run_producer, (c.bootstrap, "free", "bench-free", windows_of(now + 2, seconds, 1))))
+        alone = run_apart((run_producer, (c.bootstrap, "free", "bench-free-alone", windows_of(now + 3, seconds, n),
+                                          now + 2)))
+        c.delete_topic("bench-free-alone")
         now = time.monotonic()
         windows = windows_of(now + 2 + args.settle, seconds, n)
-        both = run_apart((run_producer, (c.bootstrap, "limited", "bench-limited", windows)),
-                         (run_producer, (c.bootstrap, "free", "bench-free", windows)))
-        free_alone = alone["free"][0][0] / seconds
-        free_together = sum(both["free"][0]) / (seconds * n)
-        rows.append(limited_rows("producer", *both["limited"], seconds, quota))
-        rows.append(["producer, free (with the limited one / alone)", f"{free_together / 1e6:.1f}",
-                     f"{free_alone / 1e6:.1f}", f"{free_together / free_alone:.2f}", "",
-                     both["free"][1] + alone["free"][1]])
+        both = run_apart((run_producer, (c.bootstrap, "limited", "bench-limited", windows, None)),
+                         (run_producer, (c.bootstrap, "free", "bench-free", windows, windows[0][0] - 1)))
+        rows += [limited_rows("producer", *both["limited"], seconds, quota),
+                 free_row("producer", alone["free"], both["free"])]
         log(f"producers: {rows[-2]}, {rows[-1]}")
+        for topic in ("bench-free", "bench-limited"):
+            c.delete_topic(topic)
 
-        # consumers: a topic with enough for both; the free one reads it alone, then while the limited one runs.
-        # Batches of 16 KiB, as producers make them: a fetch's partial last batch counts in the quota but is
-        # dropped by the client (with 512 KiB batches half of each 1 MiB fetch would be).
+        # consumers: a topic they read again and again, the free one alone, then beside the limited one. Batches of
+        # 16 KiB, as producers make them: a fetch's partial last batch counts in the quota but is dropped by the
+        # client (with 512 KiB batches half of each 1 MiB fetch would be).
         batch = build_v2_batch(16, 1024)
         c.create_topic("bench-consume", 1)
         RawProducer(c.port, "bench-consume", 1, batch, 16, 2, 8).fill(max(1, args.fill_mib * MiB // len(batch)))
         records = high_watermark(c.port, "bench-consume", 0)
-        forever = [(0.0, float("inf"))]
-        alone = run_apart((run_consumer, (c.bootstrap, "free", "bench-consume", forever, records)))
+        now = time.monotonic()
+        alone = run_apart((run_consumer, (c.bootstrap, "free", "bench-consume", windows_of(now + 3, seconds, n),
+                                          now + 2, records)))
         now = time.monotonic()
         windows = windows_of(now + 2 + args.settle, seconds, n)
-        both = run_apart((run_consumer, (c.bootstrap, "limited", "bench-consume", windows, None)),
-                         (run_consumer, (c.bootstrap, "free-2", "bench-consume",
-                                         [(windows[0][0], float("inf"))], records)))
-        free_alone = alone["free"][0][0] / alone["free"][2]
-        free_together = both["free-2"][0][0] / both["free-2"][2]
-        rows.append(limited_rows("consumer", *both["limited"][:2], seconds, quota))
-        rows.append(["consumer, free (with the limited one / alone)", f"{free_together / 1e6:.1f}",
-                     f"{free_alone / 1e6:.1f}", f"{free_together / free_alone:.2f}", "",
-                     both["free-2"][1] + alone["free"][1]])
+        both = run_apart((run_consumer, (c.bootstrap, "limited", "bench-consume", windows, None, records)),
+                         (run_consumer, (c.bootstrap, "free", "bench-consume", windows, windows[0][0] - 1, records)))
+        rows += [limited_rows("consumer", *both["limited"], seconds, quota),
+                 free_row("consumer", alone["free"], both["free"])]
         log(f"consumers: {rows[-2]}, {rows[-1]}")
     return rows
 
@@ -384,7 +391,8 @@ def main(argv=None) -> None:
     parser.add_argument("--rate", type=int, default=MiB, help="the limited clients' byte rate (default 1 MiB/s)")
     parser.add_argument("--settle", type=float, default=12.0,
                         help="seconds before the limited clients are measured (default 12: past their burst)")
-    parser.add_argument("--fill-mib", type=int, default=256, help="MiB the consumers read (default 256)")
+    parser.add_argument("--fill-mib", type=int, default=256, help="MiB the consumers read, again and again "
+                                                                   "(default 256)")
     args = parser.parse_args(argv)
     if args.only != "rates":
         rows, produce_us, fetch_us = cost(args)
