@@ -173,7 +173,7 @@ def _throttled(ctx: RequestContext, version: int, context, results: dict) -> boo
     quota = ctx.broker.client_quotas.fetch
     if not quota.enabled:
         return bool(ctx.throttle_ms)
-    size = 4 + fetch_response_size(version, _by_topic(context.would_send(results), results))
+    size = 4 + fetch_response_size(version, [(tp[0], results[tp]) for tp in context.would_send(results)])
     ctx.record_quota(quota, size)
     if ctx.throttle_ms:
         quota.unrecord(ctx.quota_user, ctx.client_id, size)

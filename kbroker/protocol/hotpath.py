@@ -155,7 +155,11 @@ class FetchPartitionData:
 
     @property
     def records_size(self) -> int:
-        return sum(r.length if hasattr(r, "fd") else len(r) for r in self.records)   # (piece_size, inlined)
+        records = self.records
+        if len(records) == 1:       # as a read returns them (on the fetch path: no generator for one piece)
+            r = records[0]
+            return r.length if hasattr(r, "fd") else len(r)
+        return sum(piece_size(r) for r in records)
 
 
 def encode_fetch_response(version: int, throttle_ms: int, error_code: int, session_id: int,
@@ -211,24 +215,31 @@ def _prefix_size(n: int, flexible: bool, width: int) -> int:
     return len(uvarint(n + 1)) if flexible else width
 
 
-def fetch_response_size(version: int, topics: list[tuple[str, list[FetchPartitionData]]]) -> int:
-    """The size of encode_fetch_response's body for these topics, without building it (a consumer's quota weighs
-    every response: this is on the fetch path)."""
+def fetch_response_size(version: int, partitions: list[tuple[str, FetchPartitionData]]) -> int:
+    """The size of encode_fetch_response's body for these (topic, partition) results in response order (a topic's
+    together), without building it (a consumer's quota weighs every response: this is on the fetch path)."""
     flexible = version >= 12
     fixed = 14 + (4 if version >= 11 else 0) + flexible + (16 if version >= 5 else 8 if version >= 4 else 0)
-    size = (4 if version >= 1 else 0) + (6 if version >= 7 else 0) + _prefix_size(len(topics), flexible, 4) + flexible
-    for name, partitions in topics:
-        n = len(name.encode())
-        size += _prefix_size(n, flexible, 2) + n + _prefix_size(len(partitions), flexible, 4) + flexible
-        for p in partitions:
-            records = p.records_size
-            size += fixed + records + (_prefix_size(records, True, 4) if flexible else 4)
-            if version >= 4:
-                aborted = p.aborted_transactions
-                size += _prefix_size(-1 if aborted is None else len(aborted), flexible, 4)
-                if aborted:
-                    size += len(aborted) * (16 + flexible)
-    return size
+    size = (4 if version >= 1 else 0) + (6 if version >= 7 else 0) + flexible
+    topics, topic, count = 0, None, 0
+    for name, p in partitions:
+        if name != topic:
+            if topic is not None:
+                size += _prefix_size(count, flexible, 4)
+            topics, topic, count = topics + 1, name, 0
+            n = len(name.encode())
+            size += _prefix_size(n, flexible, 2) + n + flexible
+        count += 1
+        records = p.records_size
+        size += fixed + records + (_prefix_size(records, True, 4) if flexible else 4)
+        if version >= 4:
+            aborted = p.aborted_transactions
+            size += _prefix_size(-1 if aborted is None else len(aborted), flexible, 4)
+            if aborted:
+                size += len(aborted) * (16 + flexible)
+    if topic is not None:
+        size += _prefix_size(count, flexible, 4)
+    return size + _prefix_size(topics, flexible, 4)
 
 
 @dataclass

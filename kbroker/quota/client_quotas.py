@@ -216,7 +216,8 @@ class ClientQuotaManager:
         getMaxValueInQuotaWindow, the cap of a consumer's Fetch max_bytes); UNLIMITED without a bound."""
         if not self.enabled:
             return UNLIMITED
-        return self.quota(user, client_id) * (self.window.samples - 1) * self.window.window_ms / 1000.0
+        bound = self._sensor(user, client_id, self.clock.monotonic_ms()).bound
+        return bound * (self.window.samples - 1) * self.window.window_ms / 1000.0
 
     def throttled(self, user: str, client_id: str | None, ms: int) -> None:
         """A response of this client carries this throttle and its connection stays muted meanwhile (Kafka's

@@ -84,15 +84,16 @@ def test_fetch_response_matches_the_library(version, tmp_path):
     # The file's bytes are sent as a FileSlice, not copied into the pieces.
     assert any(is_file_slice(p) for p in pieces)
     # What a consumer's quota weighs before the response is built.
-    assert fetch_response_size(version, [("orders", [p0, p1, p2])]) == sum(piece_size(p) for p in pieces)
+    assert fetch_response_size(version, [("orders", p) for p in (p0, p1, p2)]) == sum(piece_size(p) for p in pieces)
 
 
 @pytest.mark.parametrize("version", range(13))
 def test_fetch_response_size_of_many_topics(version):
     topics = [(f"topic-{i}", [FetchPartitionData(p, 0, 9, 9, 0, [(1, 2)] * p or None, -1, [b"x" * 200 * p])
-                              for p in range(i)]) for i in range(4)]
+                              for p in range(i)]) for i in range(1, 5)]
     pieces = encode_fetch_response(version, 0, 0, 0, topics)
-    assert fetch_response_size(version, topics) == sum(piece_size(p) for p in pieces)
+    assert fetch_response_size(version, [(name, p) for name, ps in topics for p in ps]) == \
+        sum(piece_size(p) for p in pieces)
 
 
 def library_fetch_response_of_two_topics(version):
