@@ -90,7 +90,8 @@ class RequestContext:
         """Record value (bytes) in a client quota for this request's user and client id and report its throttle
         (0 within the quota)."""
         ms = quota.record(self.quota_user, self.client_id, value)
-        self.throttle(ms, quota)
+        if ms > self.throttle_ms:
+            self.throttle_ms, self.throttled_by = ms, quota
         return ms
 
     def record_request_time(self, exempt: bool = False) -> None:
@@ -104,7 +105,7 @@ class RequestContext:
         if exempt:
             quota.record_exempt(timer)
         else:
-            self.throttle(quota.record_time(self.quota_user, self.client_id, timer), quota)
+            self.record_quota(quota, quota.stop_timer(timer))
 
     def controller_mutation_quota(self, strict_since: int) -> ControllerMutationQuota:
         """This request's controller mutation quota: strict (THROTTLING_QUOTA_EXCEEDED) from version

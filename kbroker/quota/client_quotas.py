@@ -185,12 +185,12 @@ class ClientQuotaManager:
         if not self.enabled:
             return 0
         now = self.clock.monotonic_ms()
-        sensor = self._sensor(user, client_id, now)
+        sensor = self.sensors.get(self.tags(user, client_id)) or self._sensor(user, client_id, now)
         sensor.last_ms = now
         rate = sensor.stat
         rate.record(value, now)
         sensor.headroom -= value
-        if sensor.headroom > 0:
+        if sensor.headroom > 0:       # (the common case, kept short: this runs for every request)
             return 0
         bound = sensor.bound
         measured, size = rate.measure_window(now)
@@ -322,15 +322,15 @@ class ClientRequestQuotaManager(ClientQuotaManager):
         self.exempt = Rate(METRIC_WINDOW)
 
     def start_timer(self):
-        """Start timing the current greenlet's request (a token for record_time), None while quotas are off."""
+        """Start timing the current greenlet's request (a token for stop_timer), None while quotas are off."""
         return self.loop_time.start() if self.enabled else None
 
-    def record_time(self, user: str, client_id: str | None, timer) -> int:
-        """Record the loop time of a timed request: its throttle time."""
-        return self.record(user, client_id, self.loop_time.stop(timer) * 100.0)
+    def stop_timer(self, timer) -> float:
+        """The loop time of a timed request in Kafka's unit: percent of one thread-second."""
+        return self.loop_time.stop(timer) * 100.0
 
     def record_exempt(self, timer) -> None:
-        self.exempt.record(self.loop_time.stop(timer) * 100.0, self.clock.monotonic_ms())
+        self.exempt.record(self.stop_timer(timer), self.clock.monotonic_ms())
 
     def _throttle_time(self, measured: float, bound: float, window_size_ms: int) -> int:
         return min(throttle_time_ms(measured, bound, window_size_ms), self.window.window_ms)
