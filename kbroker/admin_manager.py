@@ -18,6 +18,11 @@ API modules only decode the request, call one method and encode the answer.
   AlterConfigs (whole set) and IncrementalAlterConfigs (per key) share one path per resource: the new set is
   validated (common.topic_config / common.broker_config, one table each) and written with its change
   notification.
+- Controller mutations (KIP-599): CreateTopics, DeleteTopics and CreatePartitions take the request's
+  ControllerMutationQuota (kbroker.quota.client_quotas) and record each topic's partitions created, added or
+  deleted in it once the topic passed its checks, just before its write, as ZkAdminManager does; a strict quota
+  refuses the topic with THROTTLING_QUOTA_EXCEEDED instead when the client's token bucket is already below zero.
+  validate_only records nothing.
 - SCRAM credentials (KIP-554): DescribeUserScramCredentials and AlterUserScramCredentials read and write
   /config/users/<sanitized user> with ZkAdminManager's checks, per-user errors and messages.
 - Client quotas (KIP-546): DescribeClientQuotas finds the entities a filter matches (zk.admin's describe_quotas),
@@ -48,6 +53,7 @@ from .log.errors import InvalidConfig
 from .protocol.errors import Errors
 from .protocol.sasl import scram
 from .purgatory.delayed import DelayedOperationPurgatory
+from .quota.client_quotas import ControllerMutationQuota, ThrottlingQuotaExceeded
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +86,8 @@ def _error_of(e: Exception) -> tuple[Errors, str | None]:
         return e.code, str(e)
     if isinstance(e, (AdminError, TopicExistsError)):
         return Errors(e.code), str(e)
+    if isinstance(e, ThrottlingQuotaExceeded):
+        return Errors.THROTTLING_QUOTA_EXCEEDED, str(e)
     return Errors.UNKNOWN_SERVER_ERROR, str(e)
 
 
@@ -167,8 +175,10 @@ class AdminManager:
         return self.cache.alive_broker_racks()
 
     # ---- topics --------------------------------------------------------------------------------------------
-    def create_topics(self, topics: list[NewTopic], timeout_ms: int, validate_only: bool) -> list[TopicResult]:
-        """CreateTopics, checked topic by topic; nothing is written for a topic that fails a check."""
+    def create_topics(self, topics: list[NewTopic], timeout_ms: int, validate_only: bool,
+                      quota: ControllerMutationQuota) -> list[TopicResult]:
+        """CreateTopics, checked topic by topic; nothing is written for a topic that fails a check (or that the
+        quota refuses)."""
         results = [TopicResult(t.name) for t in topics]
         if not self.is_active_controller():
             for r in results:
@@ -182,8 +192,8 @@ class AdminManager:
                 r.fail(Errors.INVALID_REQUEST, "Found multiple entries for this topic.")
                 continue
             try:
-                assignment = self._create_topic(t, brokers, validate_only)
-            except (ApiError, AdminError, ZkError) as e:
+                assignment = self._create_topic(t, brokers, validate_only, quota)
+            except (ApiError, AdminError, ZkError, ThrottlingQuotaExceeded) as e:
                 r.fail(*_error_of(e))
                 continue
             r.num_partitions, r.replication_factor = len(assignment), len(assignment[0])
@@ -198,7 +208,8 @@ class AdminManager:
                     r.fail(Errors.REQUEST_TIMED_OUT, None)
         return results
 
-    def _create_topic(self, t: NewTopic, brokers: dict[int, str | None], validate_only: bool) -> dict[int, list[int]]:
+    def _create_topic(self, t: NewTopic, brokers: dict[int, str | None], validate_only: bool,
+                      quota: ControllerMutationQuota) -> dict[int, list[int]]:
         """Kafka's ZkAdminManager.createTopics checks of one topic, then AdminZkClient's; the assignment."""
         if self.cache.topic_partitions(t.name) is not None:
             raise ApiError(Errors.TOPIC_ALREADY_EXISTS, f"Topic '{t.name}' already exists.")
@@ -211,6 +222,7 @@ class AdminManager:
         cfg = self.config
         return self.admin_zk.create_topic(
             t.name, t.configs, assignment=t.assignments or None, brokers=brokers, validate_only=validate_only,
+            before_write=lambda assignment: quota.record(len(assignment)),
             partitions=cfg["num.partitions"] if t.num_partitions == -1 else t.num_partitions,
             replication_factor=(cfg["default.replication.factor"] if t.replication_factor == -1
                                 else t.replication_factor))
@@ -225,7 +237,8 @@ class AdminManager:
             op.done.wait()
         return op.pending
 
-    def delete_topics(self, topics: list[tuple[str | None, object]], timeout_ms: int) -> list[TopicResult]:
+    def delete_topics(self, topics: list[tuple[str | None, object]], timeout_ms: int,
+                      quota: ControllerMutationQuota) -> list[TopicResult]:
         """DeleteTopics of (name, topic id) pairs, one of them given: mark each topic for deletion, wait until
         the controller has deleted it. With delete.topic.enable=false: TOPIC_DELETION_DISABLED for all."""
         results = [TopicResult(name, topic_id=topic_id) for name, topic_id in topics]
@@ -248,17 +261,19 @@ class AdminManager:
                 if r.name is None:
                     r.fail(Errors.UNKNOWN_TOPIC_ID, "This server does not host this topic ID.")
                     continue
-            if r.name is None or self.cache.topic_partitions(r.name) is None:
+            partitions = None if r.name is None else self.cache.topic_partitions(r.name)
+            if partitions is None:
                 r.fail(*_UNKNOWN_TOPIC)
                 continue
             try:
+                quota.record(len(partitions))
                 self.admin_zk.delete_topic(r.name)
             except UnknownTopicError:
                 r.fail(*_UNKNOWN_TOPIC)
                 continue
             except TopicAlreadyMarkedForDeletionError:
                 pass    # still tracked until the controller has deleted it, as Kafka
-            except ZkError as e:
+            except (ZkError, ThrottlingQuotaExceeded) as e:
                 r.fail(*_error_of(e))
                 continue
             marked[r.name] = None
@@ -269,7 +284,7 @@ class AdminManager:
         return results
 
     def create_partitions(self, topics: list[tuple[str, int, list[list[int]] | None]], timeout_ms: int,
-                          validate_only: bool) -> list[TopicResult]:
+                          validate_only: bool, quota: ControllerMutationQuota) -> list[TopicResult]:
         """CreatePartitions of (topic, new count, new partitions' replicas or None), then wait until the new
         partitions have leaders."""
         named = Counter(name for name, _, _ in topics)
@@ -282,8 +297,9 @@ class AdminManager:
                 r.fail(Errors.INVALID_REQUEST, "Duplicate topic in request.")
                 continue
             try:
-                self.admin_zk.add_partitions(name, count, assignments, brokers, validate_only)
-            except (AdminError, ZkError) as e:
+                self.admin_zk.add_partitions(name, count, assignments, brokers, validate_only,
+                                             before_write=lambda new: quota.record(len(new)))
+            except (AdminError, ZkError, ThrottlingQuotaExceeded) as e:
                 r.fail(*_error_of(e))
                 continue
             if not validate_only:

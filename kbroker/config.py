@@ -90,9 +90,6 @@ SETTINGS: dict[str, ConfigKey] = {
     "metrics.port": ConfigKey("int", -1, rule(lambda v: -1 <= v <= 65535,
                                                    "a port, 0 (any free port) or -1 (off)")),
     "metrics.host": ConfigKey("string", "0.0.0.0"),
-    # quotas: the sampled windows of the client and connection-creation rates
-    "quota.window.num": ConfigKey("int", 11, at_least(1)),
-    "quota.window.size.seconds": ConfigKey("int", 1, at_least(1)),
     # versions
     "inter.broker.protocol.version": ConfigKey("string", "2.8-IV1"),
     "log.message.format.version": ConfigKey("string", "2.8-IV1"),
@@ -165,6 +162,15 @@ SETTINGS: dict[str, ConfigKey] = {
     "transactional.id.expiration.ms": ConfigKey("int", 604800000),
     "transaction.max.timeout.ms": ConfigKey("int", 900000),
     "producer.id.expiration.ms": ConfigKey("int", 86400000),
+    # client quotas (kbroker.quota.client_quotas) and the connection creation rates (quota.connection_quotas):
+    # sampled windows, and the deprecated static default of every client id without a quota of its own (MAX_LONG:
+    # none)
+    "quota.window.num": ConfigKey("int", 11, at_least(1)),
+    "quota.window.size.seconds": ConfigKey("int", 1, at_least(1)),
+    "controller.quota.window.num": ConfigKey("int", 11, at_least(1)),
+    "controller.quota.window.size.seconds": ConfigKey("int", 1, at_least(1)),
+    "quota.producer.default": ConfigKey("long", MAX_LONG, at_least(1)),
+    "quota.consumer.default": ConfigKey("long", MAX_LONG, at_least(1)),
 }
 SETTINGS.update(DYNAMIC_BROKER_CONFIGS)
 

@@ -17,12 +17,16 @@ re-reads the entity's config and applies it:
   are ignored. Settings read where they are used (the controller's, the request path's) need nothing more. The
   replication throttle rates are rebound from this broker's own entity (not <default>, as Kafka 2.8:
   KAFKA-10190).
-- users/<name>: the SCRAM credential cache rereads that user (security.credentials), so a user added, changed
-  or removed takes effect on the next login; user quotas are not applied.
+- clients/<client-id>, users/<user> and users/<user>/clients/<client-id> (each name possibly <default>): the
+  entity's quotas go to the client quota managers (kbroker.quota.client_quotas; Kafka's ClientIdConfigHandler
+  and UserConfigHandler); a plain users/<name> also has the SCRAM credential cache reread that user
+  (security.credentials), so a user added, changed or removed takes effect on the next login. Every quota
+  entity is loaded at start-up, before the first request is served. A malformed entity (not JSON, a quota
+  value that is not a non-negative number of its type) is logged and left out; the others apply.
 - ips/<ip> and ips/<default>: the connection quotas take the entity's connection_creation_rate (Kafka's
   IpConfigHandler); a name that is no address or a bad value is logged, and the entity keeps its previous rate.
   Every ips entity is read at start-up, before the first connection is accepted.
-Notifications older than 15 minutes are purged, as Kafka does. Client entities (quotas) are logged and skipped.
+Notifications older than 15 minutes are purged, as Kafka does.
 One greenlet processes them, woken by the watch and by every reconnection to ZooKeeper (the watch is gone then,
 and notifications may have come meanwhile).
 """
@@ -54,9 +58,10 @@ def _sequence(name: str) -> int:
 
 
 class DynamicConfigManager:
-    def __init__(self, zk, broker_config, broker_id: int, credentials=None, *,
+    def __init__(self, zk, broker_config, broker_id: int, client_quotas, credentials=None, *,
                  replication_quotas: ReplicationQuotas):
         self.zk = zk
+        self.client_quotas = client_quotas   # quota.client_quotas.ClientQuotaManagers
         self.credentials = credentials   # security.credentials.CredentialCache
         self.replication_quotas = replication_quotas
         self.config = broker_config
@@ -90,6 +95,7 @@ class DynamicConfigManager:
         if names:
             self.last_executed = max(_sequence(n) for n in names)
         self._load_replication_throttles()
+        self.load_client_quotas()   # after the notifications were listed: a later change is not missed
         self._reconfigure(self.load_broker_configs(running=True))
         for name in self.zk.children("/config/ips"):
             self._apply_ip(name)
@@ -114,6 +120,39 @@ class DynamicConfigManager:
             self.replication_quotas.update_topic(topic, config)
         except AdminError as e:
             log.error("ignoring the replication throttles of topic %s: %s", topic, e)
+
+    def load_client_quotas(self) -> None:
+        """Apply every client quota entity in ZooKeeper: clients/*, users/* and users/*/clients/* (Kafka's
+        ZkConfigManager.startup), read together."""
+        users = self.zk.children("/config/users")
+        paths = [f"clients/{c}" for c in self.zk.children("/config/clients")] + [f"users/{u}" for u in users]
+        for user, clients in zip(users, self.zk.children_many([f"/config/users/{u}/clients" for u in users])):
+            paths += [f"users/{user}/clients/{c}" for c in clients]
+        for path, (data, _) in zip(paths, self.zk.get_many([f"/config/{p}" for p in paths])):
+            self._apply_client_quota(path, data, announce=False)
+        if paths:
+            log.info("loaded the client quota configs of %d entities", len(paths))
+
+    def _apply_client_quota(self, entity_path: str, data: bytes | None, announce: bool = True) -> None:
+        """Hand one entity's config (its znode's data) to the client quota managers, logging what it sets
+        (announce); a malformed one is logged and left out."""
+        parts = entity_path.split("/")
+        if parts[0] == "clients" and len(parts) == 2:
+            user, client = None, parts[1]
+        elif parts[0] == "users" and len(parts) in (2, 4) and parts[2:3] in ([], ["clients"]):
+            user, client = parts[1], parts[3] if len(parts) == 4 else None
+        else:
+            log.error("ignoring config change of %s: not a client quota entity", entity_path)
+            return
+        try:
+            config = z.ConfigEntityZNode.decode(data)
+            quotas = self.client_quotas.update(user, client, config)
+        except (ValueError, TypeError, AttributeError) as e:
+            log.error("ignoring the malformed client quota config of %s: %s", entity_path, e)
+            return
+        if announce:
+            log.info("applied client quota config of %s: %s", entity_path,
+                     ", ".join(f"{k} {v:g}" for k, v in quotas.items()) or "no quota")
 
     def shutdown(self) -> None:
         if self._worker is not None:
@@ -178,8 +217,11 @@ class DynamicConfigManager:
                 shown = {**self.config.listener_overrides, **self.config.values}   # None: a listener's went
                 log.info("applied dynamic config change of broker entity %s: %s", name,
                          ", ".join(f"{k}={shown.get(k)}" for k in sorted(changed)) or "nothing changed")
-        elif kind == "users" and self.credentials is not None:
-            self.credentials.refresh(desanitize(name))
+        elif kind in ("clients", "users"):
+            data, _ = self.zk.get(f"/config/{entity_path}")
+            self._apply_client_quota(entity_path, data)
+            if kind == "users" and "/" not in name and name != DEFAULT_ENTITY and self.credentials is not None:
+                self.credentials.refresh(desanitize(name))
         elif kind == "ips":
             self._apply_ip(name)
         else:

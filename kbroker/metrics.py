@@ -168,6 +168,8 @@ class BrokerMetrics:
         server = self.server
         if getattr(server, "connection_quotas", None) is not None:   # made by startup
             yield from server.connection_quotas.metric_families()
+        if server is not None:
+            yield from server.client_quotas.metric_families()
         if server is not None and server.socket_server is not None:
             yield GaugeMetricFamily("kafka_server_socketservermetrics_connection_count", "Open client and "
                                     "broker connections (connection-count).",

@@ -11,9 +11,10 @@
    (kbroker.security.authorizer); bind the listeners and, with metrics.port set, the Prometheus endpoint (kbroker.metrics); refuse to start if
    another live broker advertises the same endpoint;
 6. register the ephemeral /brokers/ids/<id> (its czxid is the broker epoch);
-7. watch /config/changes for dynamic configs (reading the ips entities' connection rates), start the controller
-   module (every broker runs it; one is elected);
-8. start serving requests, and the periodic log tasks (retention, flush, checkpoints).
+7. load the client quotas of /config/clients and /config/users, watch /config/changes for dynamic configs
+   (topics, brokers, client quotas; the ips entities' connection rates read), start the controller module
+   (every broker runs it; one is elected);
+8. start serving requests, and the periodic tasks (log retention, flush, checkpoints; idle quota sensors dropped).
 fsync and other long disk work run in gevent's thread pool, never on the hub.
 Shutdown (SIGTERM) starts with a controlled shutdown when controlled.shutdown.enable: the controller moves
 this broker's leaders away first, so clients see leadership move rather than errors.
@@ -57,6 +58,7 @@ from .security.credentials import CredentialCache
 from .protocol.client import Connection, KafkaError
 from .protocol.errors import Errors
 from .protocol.interbroker import ControlledShutdownRequest
+from .quota.client_quotas import ClientQuotaManagers
 from .quota.replication_quotas import ReplicationQuotas
 from .replica.manager import ReplicaManager
 from .security.authorizer import AclAuthorizer
@@ -112,6 +114,7 @@ class KafkaServer:
     authorizer: AclAuthorizer | None
     controller: KafkaController
     replication_quotas: ReplicationQuotas   # the replica manager's, the fetchers' and the log dir mover's
+    client_quotas: ClientQuotaManagers
 
     def __init__(self, config: BrokerConfig, clock: Clock | None = None):
         self.config = config
@@ -131,6 +134,7 @@ class KafkaServer:
         self._shutting_down = False
         self._stopped = gevent.event.Event()
         self.metrics = BrokerMetrics(self)
+        self.client_quotas = ClientQuotaManagers(config, self.clock)
 
     # ---- startup -----------------------------------------------------------------------------------------
     def startup(self) -> None:
@@ -158,7 +162,7 @@ class KafkaServer:
         # Dynamic broker configs (/config/brokers/<default>, /config/brokers/<id>) before the logs load.
         self.credentials = CredentialCache(self.zk)
         self.replication_quotas = ReplicationQuotas(cfg, self.clock)
-        self.dynamic_config = DynamicConfigManager(self.zk, cfg, self.broker_id, self.credentials,
+        self.dynamic_config = DynamicConfigManager(self.zk, cfg, self.broker_id, self.client_quotas, self.credentials,
                                                    replication_quotas=self.replication_quotas)
         self.dynamic_config.load_broker_configs()
         self.connection_quotas = ConnectionQuotas(cfg, self.clock)   # its dynamic settings loaded, its ips later
@@ -280,6 +284,7 @@ class KafkaServer:
         every(cfg["log.flush.offset.checkpoint.interval.ms"] / 1000.0, lm.checkpoint_recovery_points)
         every(cfg["log.flush.start.offset.checkpoint.interval.ms"] / 1000.0, lm.checkpoint_log_start_offsets)
         every(cfg["replica.high.watermark.checkpoint.interval.ms"] / 1000.0, lm.checkpoint_high_watermarks)
+        every(30.0, self.client_quotas.expire)    # sensors unused for an hour (Kafka's ExpireSensorTask period)
         from .log.cleaner import CleanerConfig
         cleaner_config = CleanerConfig.from_broker(cfg.values)
         if cfg["log.cleaner.enable"]:

@@ -84,11 +84,13 @@ class AdminZkClient:
     def create_topic(self, name: str, config: dict[str, str] | None = None, *,
                      assignment: dict[int, list[int]] | None = None, partitions: int | None = None,
                      replication_factor: int | None = None, brokers: dict[int, str | None] | None = None,
-                     validate_only: bool = False) -> dict[int, list[int]]:
+                     validate_only: bool = False, before_write=None) -> dict[int, list[int]]:
         """Validate, then (unless validate_only) write a topic: with the given partition -> replicas map
         (createTopicWithAssignment; the brokers named need not be alive), else `partitions` partitions of
         `replication_factor` replicas spread over the brokers (createTopic). Returns the
-        assignment. Raises AdminError, or TopicExistsError for a topic that exists or is queued for deletion."""
+        assignment. Raises AdminError, or TopicExistsError for a topic that exists or is queued for deletion.
+        before_write(assignment) runs once it is valid, before the write (a broker's controller mutation quota,
+        which may refuse it by raising)."""
         config = dict(config or {})
         validate_topic_name(name)
         if name in self.zk.get_topic_deletions():
@@ -101,6 +103,8 @@ class AdminZkClient:
             assignment = assign_replicas(self._brokers(brokers), partitions, replication_factor)
         self._check_topic_free(name)
         if not validate_only:
+            if before_write is not None:
+                before_write(assignment)
             self.zk.set_or_create_entity_config("topics", name, config)
             self.zk.create_topic_assignment(name, z.TopicAssignment(assignment))
         return assignment
@@ -133,11 +137,12 @@ class AdminZkClient:
         return {broker_id: info.rack for broker_id, info in self.zk.get_all_brokers().items()}
 
     def add_partitions(self, name: str, count: int, new_assignments: list[list[int]] | None = None,
-                       brokers: dict[int, str | None] | None = None, validate_only: bool = False
-                       ) -> dict[int, list[int]]:
+                       brokers: dict[int, str | None] | None = None, validate_only: bool = False,
+                       before_write=None) -> dict[int, list[int]]:
         """Grow a topic to `count` partitions (AdminZkClient.addPartitions): new replicas spread like Kafka's
         over the brokers (default: the registered ones), continuing from partition 0's first replica, or as
-        given. Writes the topic znode; the controller reacts. Returns the new partitions' assignment."""
+        given. Writes the topic znode; the controller reacts. Returns the new partitions' assignment.
+        before_write(new assignment) runs once it is valid, before the write (as in create_topic)."""
         assignment = self.zk.get_topic_assignment(name)
         if assignment is None:
             raise UnknownTopicError(f"The topic '{name}' does not exist.")
@@ -164,6 +169,8 @@ class AdminZkClient:
             new = assign_replicas(brokers, adding, rf, start_index=start, shift=start,
                                   start_partition=len(existing))
         if not validate_only:
+            if before_write is not None:
+                before_write(new)
             assignment.partitions.update(new)
             self.zk.set_topic_assignment(name, assignment)
         return new

@@ -3,10 +3,19 @@
 Each API module defines API_KEY, MIN_VERSION, MAX_VERSION (the range Kafka 2.8 serves), REQUEST and RESPONSE
 (message classes) and handle(request, ctx) -> response (or None when no response is sent, as Produce with
 acks=0); ctx is a context.RequestContext, whose `broker` offers the handler the broker services it may use
-(context.BrokerServices). A response is a message object, or a list of pieces (bytes and FileSlices, for Fetch) already in
-wire order, or a protocol.deferred.DeferredAnswer of either that the handler completes later (Produce with acks=-1,
-so the connection reads on while it waits). A module may define decode(body, version) to replace the library decoder (Produce does, to keep
-records as views into the frame). ApiVersions advertises exactly the modules listed in API_MODULES.
+(context.BrokerServices). A response is a message object (Fetch's is protocol.hotpath's FetchResponseData, encoded
+as pieces: bytes and FileSlices in wire order), or a protocol.deferred.DeferredAnswer of one that the handler
+completes later (Produce with acks=-1, so the connection reads on while it waits). A module may define
+decode(body, version) to replace the library decoder (Produce does, to keep records as views into the frame).
+ApiVersions advertises exactly the modules listed in API_MODULES.
+
+Quotas (kbroker.quota.client_quotas; KIP-219 as Kafka 2.8 does it for every version): the loop time of each
+request is recorded in its client's request quota when the handler returns (in exempt-request-time for
+ClusterAction APIs, follower fetches and acks=0 produces; requests of a SASL exchange still under way are not
+counted, as Kafka's network layer answers them), handlers report the throttles of their own quotas (Produce and
+Fetch bytes, controller mutations) through the context, and the longest one is the response's throttle_time_ms,
+set here and nowhere else, in every response whose version has the field. The connection then reads nothing more
+until the throttle ends (network.server: the session's mute), an unanswered acks=0 Produce's included.
 
 What dispatch does with bad input, as Kafka's SocketServer does:
 - an ApiVersions request of a version we do not serve gets a v0 response with UNSUPPORTED_VERSION and the
@@ -56,6 +65,8 @@ API_MODULES = (produce, fetch, list_offsets, metadata, leader_and_isr, stop_repl
                describe_user_scram_credentials, alter_user_scram_credentials, describe_producers,
                describe_transactions, list_transactions)   # KIP-664's Kafka 3.0 APIs, served as extensions
 REGISTRY = {m.API_KEY: m for m in API_MODULES}
+# Kafka's ClusterAction APIs (the brokers' own requests): exempt from request quotas, never throttled
+CLUSTER_ACTIONS = frozenset((leader_and_isr, stop_replica, update_metadata, controlled_shutdown, write_txn_markers))
 
 
 def _frame(header: bytes, body) -> list:
@@ -160,20 +171,32 @@ def dispatch(frame: memoryview, broker: BrokerServices, session) -> list | Defer
     pos = skip_tagged_fields(frame, header.size) if flexible else header.size
     decode = getattr(module, "decode", None)
     request = decode(frame[pos:], version) if decode else decode_body(module.REQUEST, frame[pos:], version)
-    ctx = RequestContext(broker, session, header.client_id, version, header.correlation_id)
-    response = module.handle(request, ctx)
+    ctx = RequestContext(broker, session, header.client_id, version, header.correlation_id, len(frame))
+    if broker.client_quotas.request.enabled and (session.sasl is None or session.sasl.complete):
+        ctx.request_timer = broker.client_quotas.request.start_timer()
+    try:
+        response = module.handle(request, ctx)
+    finally:
+        if ctx.request_timer is not None:
+            ctx.record_request_time(exempt=module in CLUSTER_ACTIONS or (module is fetch and request.replica_id >= 0)
+                                    or (module is produce and request.acks == 0))
     if isinstance(response, DeferredAnswer):   # a Produce waiting for acks=all (network.server's overlap)
-        return response.then(lambda r: _finish(r, module, request, header, flexible, broker, session, started))
-    return _finish(response, module, request, header, flexible, broker, session, started)
+        return response.then(lambda r: _finish(r, module, request, header, flexible, ctx, started))
+    return _finish(response, module, request, header, flexible, ctx, started)
 
 
-def _finish(response, module, request, header, flexible: bool, broker: BrokerServices, session,
-            started: float) -> list | None:
-    """The response frame of a handler's response, counted in the metrics and the request log."""
+def _finish(response, module, request, header, flexible: bool, ctx: RequestContext, started: float) -> list | None:
+    """The response frame of a handler's response, with the request's throttle (the connection muted for it),
+    counted in the metrics and the request log."""
     version = header.api_version
-    body = None
-    if response is not None:
-        body = response if isinstance(response, list) else response.encode(version=version)
+    broker, session = ctx.broker, ctx.session
+    throttle = ctx.throttle_ms
+    if throttle:
+        ctx.throttled_by.throttled(ctx.quota_user, ctx.client_id, throttle)
+        session.mute_for(throttle)
+        if response is not None:
+            response.throttle_time_ms = throttle
+    body = None if response is None else response.encode(version=version)
     elapsed = time.perf_counter() - started
     name = module.REQUEST.name[:-7]   # "ProduceRequest" -> "Produce"
     if module is fetch:

@@ -27,10 +27,10 @@ def handle(request, ctx: RequestContext):
     broker = ctx.broker
     offsets_tp = (GROUP_METADATA_TOPIC, broker.group_coordinator.partition_for(request.group_id or ""))
     if not ctx.authorize("Write", "TransactionalId", request.transactional_id):
-        return RESPONSE(version=version, throttle_time_ms=0, error_code=Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        return RESPONSE(version=version, error_code=Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     if not ctx.authorize("Read", "Group", request.group_id):
-        return RESPONSE(version=version, throttle_time_ms=0, error_code=Errors.GROUP_AUTHORIZATION_FAILED)
+        return RESPONSE(version=version, error_code=Errors.GROUP_AUTHORIZATION_FAILED)
     result = gevent.event.AsyncResult()
     broker.txn_coordinator.handle_add_partitions(request.transactional_id, request.producer_id,
                                                  request.producer_epoch, [offsets_tp], result.set)
-    return RESPONSE(version=version, throttle_time_ms=0, error_code=fenced_for(version, result.get()))
+    return RESPONSE(version=version, error_code=fenced_for(version, result.get()))

@@ -51,6 +51,6 @@ def handle(request, ctx: RequestContext):
     by_topic: dict = {}
     for (topic, partition), error in errors.items():
         by_topic.setdefault(topic, []).append(Partition(partition_index=partition, partition_error_code=error))
-    return RESPONSE(version=version, throttle_time_ms=0,
+    return RESPONSE(version=version,
                     results_by_topic_v3_and_below=[Topic(name=t, results_by_partition=ps)
                                                    for t, ps in by_topic.items()])

@@ -30,7 +30,7 @@ REQUEST, RESPONSE = AlterConfigsRequest, AlterConfigsResponse
 def encode(response_class, request, results, version: int):
     """The answer of AlterConfigs and IncrementalAlterConfigs (same shape): one (error, message) per resource."""
     result = response_class.AlterConfigsResourceResponse
-    return response_class(version=version, throttle_time_ms=0,
+    return response_class(version=version,
                           responses=[result(error_code=error, error_message=message, resource_type=r.resource_type,
                                             resource_name=r.resource_name)
                                      for r, (error, message) in zip(request.resources or [], results)])

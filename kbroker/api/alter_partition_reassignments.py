@@ -24,15 +24,15 @@ def handle(request, ctx: RequestContext):
     plan = {(t.name, p.partition_index): (None if p.replicas is None else list(p.replicas))
             for t in request.topics for p in t.partitions}
     if not ctx.authorize("Alter", "Cluster"):
-        return RESPONSE(version=ctx.api_version, throttle_time_ms=0, error_code=Errors.CLUSTER_AUTHORIZATION_FAILED,
+        return RESPONSE(version=ctx.api_version, error_code=Errors.CLUSTER_AUTHORIZATION_FAILED,
                         error_message=None, responses=[])
     outcome = ctx.broker.controller.alter_reassignments(plan)
     if outcome is None:
-        return RESPONSE(version=ctx.api_version, throttle_time_ms=0, error_code=Errors.NOT_CONTROLLER,
+        return RESPONSE(version=ctx.api_version, error_code=Errors.NOT_CONTROLLER,
                         error_message="This broker is not the controller.", responses=[])
     by_topic: dict = {}
     for (topic, p), (error, message) in outcome.items():
         by_topic.setdefault(topic, []).append(PartitionResponse(partition_index=p, error_code=error,
                                                                 error_message=message))
-    return RESPONSE(version=ctx.api_version, throttle_time_ms=0, error_code=Errors.NONE, error_message=None,
+    return RESPONSE(version=ctx.api_version, error_code=Errors.NONE, error_message=None,
                     responses=[TopicResponse(name=t, partitions=ps) for t, ps in by_topic.items()])

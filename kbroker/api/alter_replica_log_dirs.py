@@ -41,5 +41,5 @@ def handle(request, ctx: RequestContext):
     by_topic: dict[str, list] = {}
     for (topic, partition), error in errors.items():
         by_topic.setdefault(topic, []).append(PartitionResult(partition_index=partition, error_code=error))
-    return RESPONSE(version=ctx.api_version, throttle_time_ms=0,
+    return RESPONSE(version=ctx.api_version,
                     results=[TopicResult(topic_name=t, partitions=ps) for t, ps in by_topic.items()])

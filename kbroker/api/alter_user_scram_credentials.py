@@ -28,7 +28,7 @@ def error_response(request, ctx: RequestContext, code: int, message: str | None)
     """The whole request refused (AlterUserScramCredentialsRequest.getErrorResponse): every user named, sorted,
     with the error."""
     users = sorted({d.name for d in request.deletions} | {u.name for u in request.upsertions})
-    return RESPONSE(version=ctx.api_version, throttle_time_ms=0,
+    return RESPONSE(version=ctx.api_version,
                     results=[Result(user=u, error_code=code, error_message=message) for u in users])
 
 
@@ -41,5 +41,5 @@ def handle(request, ctx: RequestContext):
     results = manager.alter_user_scram_credentials(
         [(u.name, u.mechanism, u.iterations, bytes(u.salt), bytes(u.salted_password)) for u in request.upsertions],
         [(d.name, d.mechanism) for d in request.deletions])
-    return RESPONSE(version=ctx.api_version, throttle_time_ms=0,
+    return RESPONSE(version=ctx.api_version,
                     results=[Result(user=r.user, error_code=r.error, error_message=r.message) for r in results])

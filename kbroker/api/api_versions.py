@@ -32,7 +32,7 @@ def handle(request, ctx: RequestContext):
     if ctx.api_version >= 3 and not (_SOFTWARE.match(request.client_software_name or "")
                                      and _SOFTWARE.match(request.client_software_version or "")):
         error = Errors.INVALID_REQUEST
-    return RESPONSE(version=ctx.api_version, error_code=error, api_keys=_ranges(), throttle_time_ms=0)
+    return RESPONSE(version=ctx.api_version, error_code=error, api_keys=_ranges())
 
 
 def unsupported_version_response() -> bytes:

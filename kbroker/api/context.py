@@ -1,10 +1,10 @@
 """What a handler gets besides the decoded request: the request context (principal, listener, version,
-authorization) and, through `ctx.broker`, the broker services it may call (BrokerServices, which
-kbroker.server.KafkaServer provides), typed so that a reader or a type checker can follow a handler to the code
-it calls."""
+authorization, the quota throttle of its response) and, through `ctx.broker`, the broker services it may call
+(BrokerServices, which kbroker.server.KafkaServer provides), typed so that a reader or a type checker can follow a
+handler to the code it calls."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..protocol.acls import CLUSTER_NAME, OPERATIONS
@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from ..log.manager import LogManager
     from ..metadata_cache import MetadataCache
     from ..metrics import BrokerMetrics
+    from ..quota.client_quotas import ClientQuotaManager, ClientQuotaManagers, ControllerMutationQuota
     from ..replica.manager import ReplicaManager
     from ..security.authorizer import AclAuthorizer
 
@@ -40,6 +41,7 @@ class BrokerServices(Protocol):
     admin_manager: AdminManager                 # topics, partitions, configs, SCRAM credentials (ZooKeeper writes)
     authorizer: AclAuthorizer | None            # None: authorizer.class.name is empty, everything is allowed
     controller: KafkaController                 # this broker's controller module (elections, reassignments)
+    client_quotas: ClientQuotaManagers          # Produce, Fetch, Request and ControllerMutation quotas
 
 
 @dataclass
@@ -50,6 +52,11 @@ class RequestContext:
     client_id: str | None
     api_version: int
     correlation_id: int
+    size: int = 0             # the request's bytes, header and body (what a Produce counts in its quota)
+    throttle_ms: int = field(default=0, init=False)     # the longest throttle reported: the response's
+    throttled_by: ClientQuotaManager | None = field(default=None, init=False)   # the quota that gave it
+    request_timer: object = field(default=None, init=False)   # the request quota's timer while it runs
+    _quota_user: str | None = field(default=None, init=False, repr=False)
 
     @property
     def listener(self) -> str:
@@ -64,6 +71,51 @@ class RequestContext:
     def principal(self) -> str:
         """The authenticated principal, "User:<name>" (User:ANONYMOUS on PLAINTEXT)."""
         return self.session.principal
+
+    @property
+    def quota_user(self) -> str:
+        """The principal's name as client quotas know it (sanitized, without "User:")."""
+        user = self._quota_user
+        if user is None:
+            user = self._quota_user = self.broker.client_quotas.user(self.session.principal)
+        return user
+
+    def throttle(self, ms: int, quota: ClientQuotaManager) -> None:
+        """Report a quota's throttle of this request: the response carries the longest (throttle_time_ms), and the
+        connection reads nothing more until it ends (KIP-219)."""
+        if ms > self.throttle_ms:
+            self.throttle_ms, self.throttled_by = ms, quota
+
+    def record_quota(self, quota: ClientQuotaManager, value: float) -> int:
+        """Record value (bytes) in a client quota for this request's user and client id and report its throttle
+        (0 within the quota)."""
+        ms = quota.record(self.quota_user, self.client_id, value)
+        if ms > self.throttle_ms:
+            self.throttle_ms, self.throttled_by = ms, quota
+        return ms
+
+    def record_request_time(self, exempt: bool = False) -> None:
+        """Record the loop time this request took so far in the request quota (in exempt-request-time for an
+        exempt one) and report its throttle; once per request: the dispatcher does it when the handler returns,
+        Fetch before it weighs its bytes."""
+        timer, self.request_timer = self.request_timer, None
+        if timer is None:
+            return
+        quota = self.broker.client_quotas.request
+        if exempt:
+            quota.record_exempt(timer)
+        else:
+            self.record_quota(quota, quota.stop_timer(timer))
+
+    def controller_mutation_quota(self, strict_since: int) -> ControllerMutationQuota:
+        """This request's controller mutation quota: strict (THROTTLING_QUOTA_EXCEEDED) from version
+        strict_since, permissive before it. Its throttle is reported with report_mutations."""
+        return self.broker.client_quotas.controller_mutation.new_quota(self.quota_user, self.client_id,
+                                                                       self.api_version >= strict_since)
+
+    def report_mutations(self, quota: ControllerMutationQuota) -> None:
+        """Report the throttle a controller mutation quota gave (less the time since it was given)."""
+        self.throttle(quota.throttle_time_ms(), self.broker.client_quotas.controller_mutation)
 
     def authorize(self, operation: str, resource_type: str, name: str = CLUSTER_NAME,
                   log_if_denied: bool = True) -> bool:

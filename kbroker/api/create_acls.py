@@ -44,7 +44,7 @@ def handle(request, ctx: RequestContext):
     creations = list(request.creations or [])
 
     def answer(errors):
-        return RESPONSE(version=version, throttle_time_ms=0, results=[
+        return RESPONSE(version=version, results=[
             Result(error_code=e, error_message=m) for e, m in errors])
     if not ctx.authorize("Alter", "Cluster"):
         return answer([(Errors.CLUSTER_AUTHORIZATION_FAILED, None)] * len(creations))

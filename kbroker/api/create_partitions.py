@@ -7,6 +7,9 @@ timeout_ms (REQUEST_TIMED_OUT after that, as Kafka's DelayedCreatePartitions). v
 writing. Errors per topic: INVALID_PARTITIONS (not an increase), INVALID_REPLICA_ASSIGNMENT,
 UNKNOWN_TOPIC_OR_PARTITION, INVALID_TOPIC_EXCEPTION (queued for deletion), INVALID_REQUEST (a topic named twice).
 Authorization: needs Alter on each topic (else TOPIC_AUTHORIZATION_FAILED).
+controller_mutation_rate (KIP-599): each topic costs the partitions it gains; from v3 the quota is strict
+(THROTTLING_QUOTA_EXCEEDED for a topic met with an empty token bucket, left as it was), before v3 every topic
+grows and the response is throttled.
 """
 from __future__ import annotations
 
@@ -26,10 +29,12 @@ def handle(request, ctx: RequestContext):
     topics = [(t.name, t.count, None if t.assignments is None else [list(a.broker_ids) for a in t.assignments])
               for t in request.topics]
     allowed = ctx.authorized("Alter", "Topic", (name for name, _, _ in topics))
+    quota = ctx.controller_mutation_quota(strict_since=3)
     results = iter(ctx.broker.admin_manager.create_partitions([t for t in topics if t[0] in allowed],
-                                                              request.timeout_ms, request.validate_only))
+                                                              request.timeout_ms, request.validate_only, quota))
+    ctx.report_mutations(quota)
     results = [next(results) if t[0] in allowed else
                TopicResult(t[0], Errors.TOPIC_AUTHORIZATION_FAILED, "The topic authorization is failed.")
                for t in topics]
-    return RESPONSE(version=ctx.api_version, throttle_time_ms=0,
+    return RESPONSE(version=ctx.api_version,
                     results=[Result(name=r.name, error_code=r.error, error_message=r.message) for r in results])

@@ -17,6 +17,9 @@ v5+ results carry num_partitions, replication_factor and the configs given in th
 v7 results carry the topic id once the controller has assigned it (zero otherwise).
 Authorization: needs Create on the cluster or on the topic (else TOPIC_AUTHORIZATION_FAILED); without DescribeConfigs
 on the topic its topic_config_error_code is TOPIC_AUTHORIZATION_FAILED.
+controller_mutation_rate (KIP-599): each topic created costs its partitions; from v6 the quota is strict (a topic
+met with an empty token bucket gets THROTTLING_QUOTA_EXCEEDED and is not created), before v6 every topic is
+created and the response throttled.
 """
 from __future__ import annotations
 
@@ -42,8 +45,10 @@ def handle(request, ctx: RequestContext):
     allowed = set(names) if ctx.authorize("Create", "Cluster", log_if_denied=False) \
         else ctx.authorized("Create", "Topic", names)
     describable = ctx.authorized("DescribeConfigs", "Topic", names, log_if_denied=False)
+    quota = ctx.controller_mutation_quota(strict_since=6)
     results = iter(ctx.broker.admin_manager.create_topics([t for t in topics if t.name in allowed], request.timeout_ms,
-                                                          bool(getattr(request, "validate_only", False))))
+                                                          bool(getattr(request, "validate_only", False)), quota))
+    ctx.report_mutations(quota)
     out = []
     for name in names:
         r = next(results) if name in allowed else TopicResult(name, Errors.TOPIC_AUTHORIZATION_FAILED,
@@ -53,4 +58,4 @@ def handle(request, ctx: RequestContext):
                           num_partitions=r.num_partitions, replication_factor=r.replication_factor,
                           configs=[ConfigEntry(name=k, value=v, read_only=False, config_source=DYNAMIC_TOPIC_CONFIG,
                                                is_sensitive=False) for k, v in r.configs.items()]))
-    return RESPONSE(version=ctx.api_version, throttle_time_ms=0, topics=out)
+    return RESPONSE(version=ctx.api_version, topics=out)

@@ -28,7 +28,7 @@ def handle(request, ctx: RequestContext):
     wire = list(request.filters or [])
 
     def answer(results):
-        return RESPONSE(version=version, throttle_time_ms=0, filter_results=results)
+        return RESPONSE(version=version, filter_results=results)
 
     def failed(error, message=None):
         return FilterResult(error_code=error, error_message=message, matching_acls=[])

@@ -26,5 +26,5 @@ def handle(request, ctx: RequestContext):
     allowed = ctx.authorized("Delete", "Group", names)
     errors = ctx.broker.group_coordinator.handle_delete_groups([g for g in names if g in allowed])
     errors.update({g: Errors.GROUP_AUTHORIZATION_FAILED for g in names if g not in allowed})
-    return RESPONSE(version=version, throttle_time_ms=0, results=[
+    return RESPONSE(version=version, results=[
         Result(group_id=g, error_code=errors[g]) for g in names])

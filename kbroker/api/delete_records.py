@@ -35,4 +35,4 @@ def handle(request, ctx: RequestContext):
                 results.append(PartitionResult(partition_index=p.partition_index, low_watermark=-1,
                                                error_code=e.code))
         topics.append(TopicResult(name=t.name, partitions=results))
-    return RESPONSE(version=ctx.api_version, throttle_time_ms=0, topics=topics)
+    return RESPONSE(version=ctx.api_version, topics=topics)

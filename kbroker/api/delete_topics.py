@@ -9,6 +9,9 @@ fine) and the answer waits, up to timeout_ms (a delayed operation in the topic p
 DelayedDeleteTopics), for the controller to delete the topic; topics still there then get REQUEST_TIMED_OUT.
 timeout_ms <= 0 answers at once with REQUEST_TIMED_OUT for the topics marked (Kafka does the same).
 Authorization: needs Delete on each topic, and Describe for one named by id (else TOPIC_AUTHORIZATION_FAILED).
+controller_mutation_rate (KIP-599): each topic deleted costs its partitions; from v5 the quota is strict
+(THROTTLING_QUOTA_EXCEEDED for a topic met with an empty token bucket, left in place), before v5 every topic is
+deleted and the response throttled.
 """
 from __future__ import annotations
 
@@ -37,12 +40,14 @@ def handle(request, ctx: RequestContext):
     deletable = ctx.authorized("Delete", "Topic", (n for n in named if n is not None))
     denied = [n is not None and (n not in deletable or (name is None and n not in describable))
               for n, (name, _) in zip(named, topics)]
+    quota = ctx.controller_mutation_quota(strict_since=5)
     results = iter(ctx.broker.admin_manager.delete_topics([t for t, d in zip(topics, denied) if not d],
-                                                          request.timeout_ms))
+                                                          request.timeout_ms, quota))
+    ctx.report_mutations(quota)
     results = [TopicResult(name, Errors.TOPIC_AUTHORIZATION_FAILED, None, topic_id) if d else next(results)
                for (name, topic_id), d in zip(topics, denied)]
     disabled = Errors.TOPIC_DELETION_DISABLED if version >= 3 else Errors.INVALID_REQUEST
-    return RESPONSE(version=version, throttle_time_ms=0,
+    return RESPONSE(version=version,
                     responses=[Result(name=r.name, topic_id=r.topic_id, error_message=r.message,
                                       error_code=disabled if r.error == Errors.TOPIC_DELETION_DISABLED else r.error)
                                for r in results])

@@ -22,7 +22,7 @@ Description = Resource.AclDescription
 
 
 def _error(version: int, error: Errors, message: str):
-    return RESPONSE(version=version, throttle_time_ms=0, error_code=error, error_message=message, resources=[])
+    return RESPONSE(version=version, error_code=error, error_message=message, resources=[])
 
 
 def handle(request, ctx: RequestContext):
@@ -49,5 +49,5 @@ def handle(request, ctx: RequestContext):
             pattern_type=first["pattern_type"],
             acls=[Description(principal=w["principal"], host=w["host"], operation=w["operation"],
                               permission_type=w["permission_type"]) for w in wires]))
-    return RESPONSE(version=version, throttle_time_ms=0, error_code=Errors.NONE, error_message=None,
+    return RESPONSE(version=version, error_code=Errors.NONE, error_message=None,
                     resources=resources)

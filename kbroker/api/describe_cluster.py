@@ -33,7 +33,7 @@ def handle(request, ctx: RequestContext):
     if request.include_cluster_authorized_operations:
         ops = ctx.authorized_operations("Cluster", CLUSTER_NAME, CLUSTER_OPERATIONS) \
             if ctx.authorize("Describe", "Cluster") else set()
-    return RESPONSE(version=ctx.api_version, throttle_time_ms=0, error_code=Errors.NONE, error_message=None,
+    return RESPONSE(version=ctx.api_version, error_code=Errors.NONE, error_message=None,
                     cluster_id=ctx.broker.cluster_id,
                     controller_id=cache.controller_id if cache.controller_id is not None else -1,
                     brokers=[Broker(broker_id=i, host=h, port=p, rack=r)

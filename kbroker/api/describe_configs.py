@@ -79,4 +79,4 @@ def handle(request, ctx: RequestContext):
                   resource_name=r.resource_name,
                   configs=[_entry(e, synonyms) for e in entries])
            for r, (error, message, entries) in zip(resources, described)]
-    return RESPONSE(version=version, throttle_time_ms=0, results=out)
+    return RESPONSE(version=version, results=out)

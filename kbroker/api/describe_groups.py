@@ -44,4 +44,4 @@ def handle(request, ctx: RequestContext):
                             member_assignment=a) for m, i, c, h, md, a in members],
             authorized_operations=ctx.authorized_operations("Group", group_id, GROUP_OPERATIONS)
             if include_ops and error == Errors.NONE else None))
-    return RESPONSE(version=version, throttle_time_ms=0, groups=groups)
+    return RESPONSE(version=version, groups=groups)

@@ -41,7 +41,7 @@ def handle(request, ctx: RequestContext):
     hosted = broker.replica_manager.partitions
     wanted = None
     if not ctx.authorize("Describe", "Cluster"):
-        return RESPONSE(version=ctx.api_version, throttle_time_ms=0, results=[])
+        return RESPONSE(version=ctx.api_version, results=[])
     if request.topics is not None:
         wanted = {(t.topic, p) for t in request.topics for p in t.partitions}
     by_dir: dict[str, dict[str, list]] = {}
@@ -63,4 +63,4 @@ def handle(request, ctx: RequestContext):
         topics = by_dir.get(log_dir, {})
         results.append(Result(error_code=Errors.NONE, log_dir=log_dir,
                               topics=[Topic(name=t, partitions=ps) for t, ps in topics.items()]))
-    return RESPONSE(version=ctx.api_version, throttle_time_ms=0, results=results)
+    return RESPONSE(version=ctx.api_version, results=results)

@@ -39,7 +39,7 @@ def handle(request, ctx: RequestContext):
     def denied(index):
         return PartitionResponse(partition_index=index, error_code=Errors.TOPIC_AUTHORIZATION_FAILED,
                                  error_message=None, active_producers=[])
-    return RESPONSE(version=ctx.api_version, throttle_time_ms=0, topics=[
+    return RESPONSE(version=ctx.api_version, topics=[
         TopicResponse(name=t.name, partitions=[_partition(replicas, t.name, p) if t.name in allowed else denied(p)
                                                for p in t.partition_indexes])
         for t in request.topics or []])

@@ -49,4 +49,4 @@ def handle(request, ctx: RequestContext):
         allowed = ctx.authorized("Describe", "Topic", (t.topic for t in state.topics), log_if_denied=False)
         state.topics = [t for t in state.topics if t.topic in allowed]
         states.append(state)
-    return RESPONSE(version=ctx.api_version, throttle_time_ms=0, transaction_states=states)
+    return RESPONSE(version=ctx.api_version, transaction_states=states)

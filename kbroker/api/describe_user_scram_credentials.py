@@ -23,7 +23,7 @@ CredentialInfo = Result.CredentialInfo
 
 def error_response(ctx: RequestContext, code: int, message: str | None):
     """The whole request refused (DescribeUserScramCredentialsRequest.getErrorResponse): a top-level error."""
-    return RESPONSE(version=ctx.api_version, throttle_time_ms=0, error_code=code, error_message=message, results=[])
+    return RESPONSE(version=ctx.api_version, error_code=code, error_message=message, results=[])
 
 
 def handle(request, ctx: RequestContext):
@@ -31,7 +31,7 @@ def handle(request, ctx: RequestContext):
         return error_response(ctx, Errors.CLUSTER_AUTHORIZATION_FAILED, None)
     users = None if request.users is None else [u.name for u in request.users]
     error, message, results = ctx.broker.admin_manager.describe_user_scram_credentials(users)
-    return RESPONSE(version=ctx.api_version, throttle_time_ms=0, error_code=error, error_message=message,
+    return RESPONSE(version=ctx.api_version, error_code=error, error_message=message,
                     results=[Result(user=r.user, error_code=r.error, error_message=r.message,
                                     credential_infos=[CredentialInfo(mechanism=m, iterations=i)
                                                       for m, i in r.credentials])

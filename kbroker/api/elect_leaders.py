@@ -37,5 +37,5 @@ def handle(request, ctx: RequestContext):
     by_topic: dict = {}
     for (topic, p), (error, message) in outcome.items():
         by_topic.setdefault(topic, []).append(PartitionResult(partition_id=p, error_code=error, error_message=message))
-    return RESPONSE(version=version, throttle_time_ms=0, error_code=top, replica_election_results=[
+    return RESPONSE(version=version, error_code=top, replica_election_results=[
         Result(topic=t, partition_result=ps) for t, ps in by_topic.items()])

@@ -26,8 +26,8 @@ REQUEST, RESPONSE = EndTxnRequest, EndTxnResponse
 def handle(request, ctx: RequestContext):
     version = ctx.api_version
     if not ctx.authorize("Write", "TransactionalId", request.transactional_id):
-        return RESPONSE(version=version, throttle_time_ms=0, error_code=Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        return RESPONSE(version=version, error_code=Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     result = gevent.event.AsyncResult()
     ctx.broker.txn_coordinator.handle_end_txn(request.transactional_id, request.producer_id, request.producer_epoch,
                                               request.committed, result.set)
-    return RESPONSE(version=version, throttle_time_ms=0, error_code=fenced_for(version, result.get()))
+    return RESPONSE(version=version, error_code=fenced_for(version, result.get()))

@@ -37,6 +37,13 @@ the others answer TOPIC_AUTHORIZATION_FAILED.
 Follower fetches (replica_id >= 0) read up to the log end offset, never converted, and each moves that
 follower's state on the leader (ISR, high watermark), which may complete waiting acks=all produces.
 
+Client quotas (consumers only; a follower is never client-throttled): with a consumer_byte_rate, max_bytes is
+capped at what the quota allows in its window (bound x (samples - 1) x window). Once read, the request's loop
+time is recorded in its request quota, then the response's size (4 bytes + its body, after down-conversion
+where Kafka weighs it before) in its byte quota; if either throttles, the bytes are taken back and the answer is
+empty (no partitions, error NONE; an incremental fetch keeps its session id, a full one opens no session), with
+the throttle in throttle_time_ms.
+
 Metrics (kbroker.metrics), for what the response carries: per topic, fetched partitions, failed ones, bytes
 out to consumers (after conversion) and records down-converted (those converted for this fetch, not those
 served from the conversion cache); bytes out to followers as replication bytes.
@@ -51,7 +58,7 @@ from kafka.protocol.consumer import FetchRequest, FetchResponse
 
 from ..log.segment import EMPTY_SLICE, FileSlice
 from ..protocol.errors import Errors, KafkaError
-from ..protocol.hotpath import FetchPartitionData, encode_fetch_response
+from ..protocol.hotpath import FetchPartitionData, FetchResponseData, fetch_response_size
 from ..records.convert import down_convert, magic_for_fetch_version
 from ..replica.fetch_session import INVALID_SESSION_ID, FetchContext
 from ..replica.manager import FetchParams
@@ -149,6 +156,30 @@ def _authorized_topics(ctx: RequestContext, follower: int, requests) -> set:
     return ctx.authorized("Read", "Topic", topics)
 
 
+def _by_topic(order: list, results: dict) -> list[tuple[str, list[FetchPartitionData]]]:
+    """The partitions' results in response order, grouped by topic as the response lists them."""
+    topics: list = []
+    for tp in order:
+        if not topics or topics[-1][0] != tp[0]:
+            topics.append((tp[0], []))
+        topics[-1][1].append(results[tp])
+    return topics
+
+
+def _throttled(ctx: RequestContext, version: int, context, results: dict) -> bool:
+    """Record a consumer's fetch in its request and byte quotas; True (the bytes taken back) when either throttles
+    it (Kafka's processResponseCallback)."""
+    ctx.record_request_time()
+    quota = ctx.broker.client_quotas.fetch
+    if not quota.enabled:
+        return bool(ctx.throttle_ms)
+    size = 4 + fetch_response_size(version, [(tp[0], results[tp]) for tp in context.would_send(results)])
+    ctx.record_quota(quota, size)
+    if ctx.throttle_ms:
+        quota.unrecord(ctx.quota_user, ctx.client_id, size)
+    return bool(ctx.throttle_ms)
+
+
 def handle(request, ctx: RequestContext):
     version = ctx.api_version
     follower = request.replica_id
@@ -164,9 +195,12 @@ def handle(request, ctx: RequestContext):
     else:
         context = FetchContext(requests)
     if context.error:
-        return encode_fetch_response(version, 0, context.error, INVALID_SESSION_ID, [])
-    params = FetchParams(version, follower, request.max_wait_ms, request.min_bytes,
-                         max(0, request.max_bytes) if version >= 3 else 2 ** 31 - 1,
+        return FetchResponseData(0, context.error, INVALID_SESSION_ID, [])
+    max_bytes = max(0, request.max_bytes) if version >= 3 else 2 ** 31 - 1
+    quota = ctx.broker.client_quotas.fetch
+    if follower < 0 and quota.enabled:
+        max_bytes = int(min(max_bytes, quota.max_value_in_window(ctx.quota_user, ctx.client_id)))
+    params = FetchParams(version, follower, request.max_wait_ms, min(request.min_bytes, max_bytes), max_bytes,
                          request.isolation_level if version >= 4 else 0)
     allowed = _authorized_topics(ctx, follower, context.requests)
     readable = [r for r in context.requests if r[0][0] in allowed]
@@ -177,6 +211,7 @@ def handle(request, ctx: RequestContext):
         results, conversions = replicas.fetch(params, readable), {}
     results.update({r[0]: FetchPartitionData(r[0][1], error_code=Errors.TOPIC_AUTHORIZATION_FAILED)
                     for r in context.requests if r[0][0] not in allowed})
+    throttled = follower < 0 and _throttled(ctx, version, context, results)
     metrics = ctx.broker.metrics
     stats, stats_topic = None, None
     for tp, data in results.items():
@@ -187,17 +222,14 @@ def handle(request, ctx: RequestContext):
         stats.fetch_requests += 1
         if data.error_code:
             stats.failed_fetch_requests += 1
-        elif not data.records:
+        elif not data.records or throttled:
             continue
         elif follower >= 0:
             metrics.replication_bytes_out += data.records_size
         else:
             stats.bytes_out += data.records_size
             stats.fetch_conversions += conversions.get(tp, 0)
+    if throttled:
+        return FetchResponseData(0, Errors.NONE, context.throttled_session_id(), [])
     error, session_id, order = context.respond(results, replicas.clock.now_ms())
-    topics: list = []
-    for tp in order:
-        if not topics or topics[-1][0] != tp[0]:
-            topics.append((tp[0], []))
-        topics[-1][1].append(results[tp])
-    return encode_fetch_response(version, 0, error, session_id, topics)
+    return FetchResponseData(0, error, session_id, _by_topic(order, results))

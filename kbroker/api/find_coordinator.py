@@ -39,7 +39,7 @@ _MESSAGES = {
 
 def _answer(version: int, error: Errors, node=(-1, "", -1)):
     node_id, host, port = node
-    return RESPONSE(version=version, throttle_time_ms=0, error_code=error,
+    return RESPONSE(version=version, error_code=error,
                     error_message=_MESSAGES.get(error, error.name),
                     node_id=node_id, host=host, port=port)
 

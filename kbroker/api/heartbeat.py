@@ -23,8 +23,8 @@ REQUEST, RESPONSE = HeartbeatRequest, HeartbeatResponse
 def handle(request, ctx: RequestContext):
     version = ctx.api_version
     if not ctx.authorize("Read", "Group", request.group_id):
-        return RESPONSE(version=version, throttle_time_ms=0, error_code=Errors.GROUP_AUTHORIZATION_FAILED)
+        return RESPONSE(version=version, error_code=Errors.GROUP_AUTHORIZATION_FAILED)
     error = ctx.broker.group_coordinator.handle_heartbeat(
         request.group_id, request.member_id, request.group_instance_id if version >= 3 else None,
         request.generation_id)
-    return RESPONSE(version=version, throttle_time_ms=0, error_code=error)
+    return RESPONSE(version=version, error_code=error)

@@ -29,7 +29,7 @@ def handle(request, ctx: RequestContext):
     def answer(error, pid=-1, epoch=-1):
         if error == Errors.PRODUCER_FENCED and version < 4:
             error = Errors.INVALID_PRODUCER_EPOCH
-        return RESPONSE(version=version, throttle_time_ms=0, error_code=error, producer_id=pid, producer_epoch=epoch)
+        return RESPONSE(version=version, error_code=error, producer_id=pid, producer_epoch=epoch)
     if request.transactional_id is not None:
         if not ctx.authorize("Write", "TransactionalId", request.transactional_id):
             return answer(Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)

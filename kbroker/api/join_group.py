@@ -38,7 +38,7 @@ def handle(request, ctx: RequestContext):
     rebalance_timeout = request.rebalance_timeout_ms if version >= 1 else session_timeout
     instance_id = request.group_instance_id if version >= 5 else None
     if not ctx.authorize("Read", "Group", request.group_id):
-        return RESPONSE(version=version, throttle_time_ms=0, error_code=Errors.GROUP_AUTHORIZATION_FAILED,
+        return RESPONSE(version=version, error_code=Errors.GROUP_AUTHORIZATION_FAILED,
                         generation_id=-1, protocol_type=None, protocol_name=None if version >= 7 else "",
                         leader="", member_id="", members=[])
     # A protocol named twice counts once (its first metadata): counted twice, no protocol would be supported by
@@ -53,7 +53,7 @@ def handle(request, ctx: RequestContext):
         list(protocols.items()), result.set)
     r = result.get()
     protocol_name = r.protocol_name if version >= 7 else (r.protocol_name or "")
-    return RESPONSE(version=version, throttle_time_ms=0, error_code=r.error, generation_id=r.generation_id,
+    return RESPONSE(version=version, error_code=r.error, generation_id=r.generation_id,
                     protocol_type=r.protocol_type, protocol_name=protocol_name, leader=r.leader_id,
                     member_id=r.member_id,
                     members=[Member(member_id=m, group_instance_id=i, metadata=md) for m, i, md in (r.members or [])])

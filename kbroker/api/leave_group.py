@@ -26,7 +26,7 @@ MemberResponse = RESPONSE.MemberResponse
 def handle(request, ctx: RequestContext):
     version = ctx.api_version
     if not ctx.authorize("Read", "Group", request.group_id):
-        return RESPONSE(version=version, throttle_time_ms=0, error_code=Errors.GROUP_AUTHORIZATION_FAILED, members=[])
+        return RESPONSE(version=version, error_code=Errors.GROUP_AUTHORIZATION_FAILED, members=[])
     if version >= 3:
         leaving = [(m.member_id, m.group_instance_id) for m in request.members]
     else:
@@ -35,6 +35,6 @@ def handle(request, ctx: RequestContext):
     if version <= 2:
         if error == Errors.NONE:
             error = next((e for _, _, e in results if e != Errors.NONE), Errors.NONE)
-        return RESPONSE(version=version, throttle_time_ms=0, error_code=error)
-    return RESPONSE(version=version, throttle_time_ms=0, error_code=error, members=[
+        return RESPONSE(version=version, error_code=error)
+    return RESPONSE(version=version, error_code=error, members=[
         MemberResponse(member_id=m, group_instance_id=i, error_code=e) for m, i, e in results])

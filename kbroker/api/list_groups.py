@@ -25,5 +25,5 @@ def handle(request, ctx: RequestContext):
     if not ctx.authorize("Describe", "Cluster"):
         allowed = ctx.authorized("Describe", "Group", (g for g, _, _ in groups))
         groups = [g for g in groups if g[0] in allowed]
-    return RESPONSE(version=version, throttle_time_ms=0, error_code=error, groups=[
+    return RESPONSE(version=version, error_code=error, groups=[
         Listed(group_id=g, protocol_type=t, group_state=s) for g, t, s in groups])

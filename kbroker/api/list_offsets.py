@@ -77,4 +77,4 @@ def handle(request, ctx: RequestContext):
                 answers.append(PartitionResponse(partition_index=tp[1], error_code=e.code, old_style_offsets=[],
                                                  timestamp=-1, offset=-1, leader_epoch=-1))
         topics.append(TopicResponse(name=t.name, partitions=answers))
-    return RESPONSE(version=version, throttle_time_ms=0, topics=topics)
+    return RESPONSE(version=version, topics=topics)

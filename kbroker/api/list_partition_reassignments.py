@@ -23,15 +23,15 @@ def handle(request, ctx: RequestContext):
     if request.topics is not None:
         wanted = {(t.name, p) for t in request.topics for p in t.partition_indexes}
     if not ctx.authorize("Describe", "Cluster"):
-        return RESPONSE(version=ctx.api_version, throttle_time_ms=0, error_code=Errors.CLUSTER_AUTHORIZATION_FAILED,
+        return RESPONSE(version=ctx.api_version, error_code=Errors.CLUSTER_AUTHORIZATION_FAILED,
                         error_message=None, topics=[])
     outcome = ctx.broker.controller.list_reassignments(wanted)
     if outcome is None:
-        return RESPONSE(version=ctx.api_version, throttle_time_ms=0, error_code=Errors.NOT_CONTROLLER,
+        return RESPONSE(version=ctx.api_version, error_code=Errors.NOT_CONTROLLER,
                         error_message="This broker is not the controller.", topics=[])
     by_topic: dict = {}
     for (topic, p), (replicas, adding, removing) in sorted(outcome.items()):
         by_topic.setdefault(topic, []).append(Partition(partition_index=p, replicas=replicas, adding_replicas=adding,
                                                         removing_replicas=removing))
-    return RESPONSE(version=ctx.api_version, throttle_time_ms=0, error_code=Errors.NONE, error_message=None,
+    return RESPONSE(version=ctx.api_version, error_code=Errors.NONE, error_message=None,
                     topics=[Topic(name=t, partitions=ps) for t, ps in by_topic.items()])

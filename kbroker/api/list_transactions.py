@@ -25,6 +25,6 @@ def handle(request, ctx: RequestContext):
                                         request.producer_id_filters or [])
     allowed = ctx.authorized("Describe", "TransactionalId", (m.transactional_id for m in found), log_if_denied=False)
     found = [m for m in found if m.transactional_id in allowed]
-    return RESPONSE(version=ctx.api_version, throttle_time_ms=0, error_code=error, unknown_state_filters=unknown,
+    return RESPONSE(version=ctx.api_version, error_code=error, unknown_state_filters=unknown,
                     transaction_states=[State(transactional_id=m.transactional_id, producer_id=m.producer_id,
                                               transaction_state=STATE_NAMES[m.state]) for m in found])

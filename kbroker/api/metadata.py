@@ -108,5 +108,5 @@ def handle(request, ctx: RequestContext):
         elif not all_topics:
             # Without Describe the topic's existence is not revealed; without Create it is not auto-created.
             topics.append(_denied(n, n in not_creatable and n in INTERNAL_TOPICS))
-    return RESPONSE(version=version, throttle_time_ms=0, brokers=brokers, cluster_id=broker.cluster_id,
+    return RESPONSE(version=version, brokers=brokers, cluster_id=broker.cluster_id,
                     controller_id=controller, topics=topics, authorized_operations=cluster_ops)

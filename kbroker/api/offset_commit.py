@@ -111,7 +111,7 @@ def handle(request, ctx: RequestContext):
             request.group_id, request.member_id, request.group_instance_id if version >= 7 else None,
             request.generation_id_or_member_epoch, offsets, result.set)
         errors.update(result.get())
-    return RESPONSE(version=version, throttle_time_ms=0, topics=response_topics(Topic, Partition, order, errors))
+    return RESPONSE(version=version, topics=response_topics(Topic, Partition, order, errors))
 
 
 def _java_long(n: int) -> int:

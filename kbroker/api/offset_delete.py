@@ -28,7 +28,7 @@ def handle(request, ctx: RequestContext):
     errors: dict = {}
     known = []
     if not ctx.authorize("Delete", "Group", request.group_id):
-        return RESPONSE(version=version, error_code=Errors.GROUP_AUTHORIZATION_FAILED, throttle_time_ms=0, topics=[])
+        return RESPONSE(version=version, error_code=Errors.GROUP_AUTHORIZATION_FAILED, topics=[])
     allowed = ctx.authorized("Read", "Topic", (t.name for t in request.topics))
     for t in request.topics:
         for p in t.partitions:
@@ -41,10 +41,10 @@ def handle(request, ctx: RequestContext):
                 known.append(tp)
     group_error, partition_errors = ctx.broker.group_coordinator.handle_delete_offsets(request.group_id, known)
     if group_error != Errors.NONE:
-        return RESPONSE(version=version, error_code=group_error, throttle_time_ms=0, topics=[])
+        return RESPONSE(version=version, error_code=group_error, topics=[])
     errors.update(partition_errors)
     by_topic: dict = {}
     for (topic, partition), error in errors.items():
         by_topic.setdefault(topic, []).append(Partition(partition_index=partition, error_code=error))
-    return RESPONSE(version=version, error_code=Errors.NONE, throttle_time_ms=0,
+    return RESPONSE(version=version, error_code=Errors.NONE,
                     topics=[Topic(name=t, partitions=ps) for t, ps in by_topic.items()])

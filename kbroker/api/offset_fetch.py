@@ -50,7 +50,7 @@ def _response(version: int, error: Errors, data: dict):
         by_topic.setdefault(topic, []).append(Partition(partition_index=partition, committed_offset=offset,
                                                         committed_leader_epoch=epoch, metadata=metadata,
                                                         error_code=perr))
-    return RESPONSE(version=version, throttle_time_ms=0, error_code=error,
+    return RESPONSE(version=version, error_code=error,
                     topics=[Topic(name=t, partitions=ps) for t, ps in by_topic.items()])
 
 

@@ -42,4 +42,4 @@ def handle(request, ctx: RequestContext):
                 results.append(EpochEndOffset(error_code=e.code, partition=p.partition, leader_epoch=-1,
                                               end_offset=-1))
         topics.append(TopicResult(topic=t.topic, partitions=results))
-    return RESPONSE(version=version, throttle_time_ms=0, topics=topics)
+    return RESPONSE(version=version, topics=topics)

@@ -12,6 +12,9 @@ acks must be -1, 0 or 1 (else INVALID_REQUIRED_ACKS for every partition). With a
 and as in Kafka an error closes the connection so the producer notices. v2+ answers the log append time,
 v5+ the log start offset, v8+ an error message and the index of each rejected record. With acks=-1 the
 records are appended at once and the answer is a DeferredAnswer completed once the in-sync replicas have them.
+Client quotas: when answering (or, with acks=0, not answering) the request's size, header and body, is recorded in
+its client's producer_byte_rate quota; the response's throttle is the longer of that quota's and the request
+quota's (the dispatcher's; acks=0 is exempt from the latter).
 """
 from __future__ import annotations
 
@@ -42,6 +45,14 @@ def _transactional(records) -> bool:
             and bool(records[V2_ATTRIBUTES_OFFSET + 1] & TRANSACTIONAL_MASK))
 
 
+def _record_bytes(ctx: RequestContext) -> None:
+    """The request's bytes in its client's produce quota, recorded as the answer is made (as Kafka's
+    sendResponseCallback)."""
+    quota = ctx.broker.client_quotas.produce
+    if quota.enabled:
+        ctx.record_quota(quota, ctx.size)
+
+
 def handle(request, ctx: RequestContext):
     version = ctx.api_version
     entries = {}
@@ -63,6 +74,7 @@ def handle(request, ctx: RequestContext):
 
             def replicated(results):
                 try:
+                    _record_bytes(ctx)
                     response = _response({**results, **denied}, version)
                 except Exception:
                     answer.fail()
@@ -75,6 +87,7 @@ def handle(request, ctx: RequestContext):
         results = ctx.broker.replica_manager.append_records(
             request.acks, request.timeout_ms, {tp: r for tp, r in entries.items() if tp[0] in allowed}, version)
         results.update(denied)
+    _record_bytes(ctx)
     if request.acks == 0:
         failed = [(tp, r[0]) for tp, r in results.items() if r[0]]
         if failed:
@@ -91,5 +104,5 @@ def _response(results: dict, version: int):
             index=partition, error_code=error, base_offset=base_offset, log_append_time_ms=append_time,
             log_start_offset=log_start, error_message=message, record_errors=[
                 RecordError(batch_index=i, batch_index_error_message=m) for i, m in record_errors]))
-    return RESPONSE(version=version, throttle_time_ms=0, responses=[
+    return RESPONSE(version=version, responses=[
         TopicResponse(name=t, partition_responses=ps) for t, ps in by_topic.items()])

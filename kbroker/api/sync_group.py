@@ -40,5 +40,5 @@ def handle(request, ctx: RequestContext):
             request.group_instance_id if version >= 3 else None,
             {a.member_id: bytes(a.assignment) for a in request.assignments}, result.set)
         r = result.get()
-    return RESPONSE(version=version, throttle_time_ms=0, error_code=r.error, protocol_type=r.protocol_type,
+    return RESPONSE(version=version, error_code=r.error, protocol_type=r.protocol_type,
                     protocol_name=r.protocol_name, assignment=r.assignment)

@@ -60,4 +60,4 @@ def handle(request, ctx: RequestContext):
     if version < 2:
         errors = {tp: Errors.COORDINATOR_NOT_AVAILABLE if e == Errors.COORDINATOR_LOAD_IN_PROGRESS else e
                   for tp, e in errors.items()}
-    return RESPONSE(version=version, throttle_time_ms=0, topics=response_topics(Topic, Partition, order, errors))
+    return RESPONSE(version=version, topics=response_topics(Topic, Partition, order, errors))

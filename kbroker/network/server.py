@@ -22,6 +22,10 @@ activity on a muted channel; negative: never) and, while the broker holds more t
 recently active connections of the listeners other than the protected inter-broker one (Kafka's
 closeExcessConnections).
 
+A client over a quota is answered at once and its connection is then muted (Kafka's KIP-219 channel mute): the
+dispatcher sets the session's muted_until, and nothing more is read from the connection until then; a request
+already read ahead behind a deferred Produce, when its answer brought the throttle, waits unhandled until then.
+
 The server knows frames, not APIs: the broker hands it the dispatcher (frame, session -> response pieces), so
 nothing under network/ imports api/ (DESIGN.md §5). A Session is the connection's identity as requests see it:
 the listener it came in on, that listener's security protocol, the peer address and the authenticated principal
@@ -234,10 +238,20 @@ class Session:
     principal: str = ANONYMOUS    # "User:<name>"
     sasl: object = None           # network.sasl.SaslAuthenticator on a SASL listener
     last_active: float = 0.0      # time.monotonic() of the last request read or answer made (the idle reaper's)
+    muted_until: float = 0.0      # time.monotonic() before which no request is read (a quota's throttle)
 
     @property
     def client_host(self) -> str:
         return str(self.client_address[0])
+
+    def mute_for(self, ms: int) -> None:
+        """Read no request for ms milliseconds from now (a quota throttled the client, KIP-219)."""
+        self.muted_until = max(self.muted_until, time.monotonic() + ms / 1000.0)
+
+    def wait_unmuted(self) -> None:
+        muted = self.muted_until - time.monotonic()
+        if muted > 0:
+            gevent.sleep(muted)
 
 
 class SocketServer:
@@ -405,6 +419,7 @@ class SocketServer:
     def _serve(self, sock, address, session: Session) -> None:
         answers = _Answers(sock, address, session.security_protocol in ("PLAINTEXT", "SASL_PLAINTEXT"))
         while True:
+            session.wait_unmuted()
             head = read_exact(sock, 4)
             if head is None:
                 return
@@ -425,6 +440,7 @@ class SocketServer:
             if answers.queue:   # deferred answers wait: only a Produce goes ahead of them (the docstring's overlap)
                 api_key = _API_KEY.unpack_from(frame, 0)[0] if len(frame) >= 2 else -1
                 answers.wait_for_room(all_sent=api_key != PRODUCE_API_KEY)
+            session.wait_unmuted()   # a throttle that came with a deferred answer while this request was read
             if answers.broken or not self._answer(answers, address, session, frame):
                 return
 

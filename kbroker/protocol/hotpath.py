@@ -155,7 +155,11 @@ class FetchPartitionData:
 
     @property
     def records_size(self) -> int:
-        return sum(piece_size(r) for r in self.records)
+        records = self.records
+        if len(records) == 1:       # as a read returns them (on the fetch path: no generator for one piece)
+            r = records[0]
+            return r.length if hasattr(r, "fd") else len(r)
+        return sum(piece_size(r) for r in records)
 
 
 def encode_fetch_response(version: int, throttle_ms: int, error_code: int, session_id: int,
@@ -206,12 +210,49 @@ def encode_fetch_response(version: int, throttle_ms: int, error_code: int, sessi
     return pieces
 
 
+def _prefix_size(n: int, flexible: bool, width: int) -> int:
+    """The size of a length or count prefix: a compact uvarint of n + 1, else `width` bytes."""
+    return len(uvarint(n + 1)) if flexible else width
+
+
+def fetch_response_size(version: int, partitions: list[tuple[str, FetchPartitionData]]) -> int:
+    """The size of encode_fetch_response's body for these (topic, partition) results in response order (a topic's
+    together), without building it (a consumer's quota weighs every response: this is on the fetch path)."""
+    flexible = version >= 12
+    fixed = 14 + (4 if version >= 11 else 0) + flexible + (16 if version >= 5 else 8 if version >= 4 else 0)
+    size = (4 if version >= 1 else 0) + (6 if version >= 7 else 0) + flexible
+    topics, topic, count = 0, None, 0
+    for name, p in partitions:
+        if name != topic:
+            if topic is not None:
+                size += _prefix_size(count, flexible, 4)
+            topics, topic, count = topics + 1, name, 0
+            n = len(name.encode())
+            size += _prefix_size(n, flexible, 2) + n + flexible
+        count += 1
+        records = p.records_size
+        size += fixed + records + (_prefix_size(records, True, 4) if flexible else 4)
+        if version >= 4:
+            aborted = p.aborted_transactions
+            size += _prefix_size(-1 if aborted is None else len(aborted), flexible, 4)
+            if aborted:
+                size += len(aborted) * (16 + flexible)
+    if topic is not None:
+        size += _prefix_size(count, flexible, 4)
+    return size + _prefix_size(topics, flexible, 4)
+
+
 @dataclass
 class FetchResponseData:
-    throttle_ms: int
+    """A Fetch response body: what a broker's Fetch handler answers (encode() builds its pieces) and what
+    decode_fetch_response reads."""
+    throttle_time_ms: int
     error_code: int
     session_id: int
     topics: list[tuple[str, list[FetchPartitionData]]]
+
+    def encode(self, version: int) -> list:
+        return encode_fetch_response(version, self.throttle_time_ms, self.error_code, self.session_id, self.topics)
 
     def partition(self, topic: str, partition: int) -> FetchPartitionData:
         """One partition's answer; a top-level error, or the partition missing (UNKNOWN_TOPIC_OR_PARTITION),

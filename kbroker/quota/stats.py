@@ -66,16 +66,33 @@ class Rate:
             if now_ms - bucket.start_ms >= expire:
                 bucket.start_ms, bucket.value = now_ms, 0.0
 
-    def window_size_ms(self, now_ms: int) -> int:
-        """The time the rate is taken over: since the oldest bucket started, at least samples - 1 full windows
-        plus the current partial one (Rate.windowSize)."""
-        self._purge(now_ms)
-        elapsed = now_ms - min(b.start_ms for b in self._buckets) if self._buckets else 0
+    def _window_size(self, elapsed: int) -> int:
+        """The time the rate is taken over, `elapsed` ms after the oldest bucket started: at least samples - 1
+        full windows plus the current partial one (Rate.windowSize)."""
         window_ms = self.window.window_ms
         full, least = elapsed // window_ms, self.window.samples - 1
         if full < least:
             elapsed += (least - full) * window_ms
         return elapsed
+
+    def measure_window(self, now_ms: int) -> tuple[float, int]:
+        """(the rate per second at now_ms, the window in ms it is taken over), in one pass over the buckets (the
+        quota managers check the one and scale a throttle by the other on every request)."""
+        expire = self.window.samples * self.window.window_ms
+        total, oldest = 0.0, now_ms
+        for bucket in self._buckets:
+            start = bucket.start_ms
+            if now_ms - start >= expire:
+                bucket.start_ms, bucket.value = now_ms, 0.0     # as _purge
+            else:
+                total += bucket.value
+                if start < oldest:
+                    oldest = start
+        size = self._window_size(now_ms - oldest)
+        return (total * 1000.0 / size if size > 0 else 0.0), size
+
+    def window_size_ms(self, now_ms: int) -> int:
+        return self.measure_window(now_ms)[1]
 
     def total(self, now_ms: int) -> float:
         """What the live buckets hold."""
@@ -84,8 +101,7 @@ class Rate:
 
     def measure(self, now_ms: int) -> float:
         """The rate per second at now_ms."""
-        size = self.window_size_ms(now_ms)
-        return self.total(now_ms) * 1000.0 / size if size > 0 else 0.0
+        return self.measure_window(now_ms)[0]
 
     def idle_since_ms(self) -> int | None:
         """When the newest bucket started (None before the first record): sensors unused for long expire."""
@@ -97,9 +113,7 @@ class SimpleRate(Rate):
     least one window, with no padding to samples - 1 windows (so no initial burst)."""
     __slots__ = ()
 
-    def window_size_ms(self, now_ms: int) -> int:
-        self._purge(now_ms)
-        elapsed = now_ms - min(b.start_ms for b in self._buckets) if self._buckets else 0
+    def _window_size(self, elapsed: int) -> int:
         return max(elapsed, self.window.window_ms)
 
 

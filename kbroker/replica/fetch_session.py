@@ -47,20 +47,15 @@ class CachedPartition:
         self.fetch_offset, self.max_bytes, self.leader_epoch = fetch_offset, max_bytes, leader_epoch
         self.high_watermark, self.log_start_offset = high_watermark, log_start_offset
 
-    def must_respond(self, data) -> bool:
-        """Whether the partition's result goes in an incremental response; records what was sent."""
-        must = bool(data.records) and data.records_size > 0
-        if data.high_watermark != self.high_watermark:
-            self.high_watermark = data.high_watermark
-            must = True
-        if data.log_start_offset != self.log_start_offset:
+    def must_respond(self, data, update: bool = True) -> bool:
+        """Whether the partition's result goes in an incremental response; records what was sent (unless not
+        update: the check of a response that may not be sent, as Kafka's getResponseSize)."""
+        must = (bool(data.records) and data.records_size > 0) or data.preferred_read_replica >= 0 \
+            or bool(data.error_code) or data.high_watermark != self.high_watermark \
+            or data.log_start_offset != self.log_start_offset
+        if update:
+            self.high_watermark = -1 if data.error_code else data.high_watermark
             self.log_start_offset = data.log_start_offset
-            must = True
-        if data.preferred_read_replica >= 0:
-            must = True
-        if data.error_code:
-            self.high_watermark = -1
-            must = True
         return must
 
 
@@ -103,6 +98,16 @@ class FetchContext:
         """(top-level error, session id, [tp] to send in order) for the partitions' results {tp: data}."""
         return Errors.NONE, INVALID_SESSION_ID, [r[0] for r in self.requests]
 
+    def would_send(self, results: dict) -> list:
+        """The [tp] respond() would send, in order, changing nothing (the size a consumer's quota weighs before
+        the response is made: Kafka's getResponseSize)."""
+        return [r[0] for r in self.requests]
+
+    def throttled_session_id(self) -> int:
+        """The session id of the empty response to a throttled fetch (Kafka's getThrottledResponse): a full fetch
+        opens no session."""
+        return INVALID_SESSION_ID
+
 
 class SessionErrorContext(FetchContext):
     def __init__(self, error: Errors):
@@ -111,6 +116,9 @@ class SessionErrorContext(FetchContext):
 
     def respond(self, results, now):
         return self.error, INVALID_SESSION_ID, []
+
+    def would_send(self, results):
+        return []
 
 
 class FullFetchContext(FetchContext):
@@ -152,6 +160,14 @@ class IncrementalFetchContext(FetchContext):
                 order.append(tp)
                 partitions[tp] = partitions.pop(tp)
         return Errors.NONE, session.id, order
+
+    def would_send(self, results):
+        partitions = self.session.partitions
+        return [r[0] for r in self.requests
+                if r[0] in partitions and partitions[r[0]].must_respond(results[r[0]], update=False)]
+
+    def throttled_session_id(self) -> int:
+        return self.session.id
 
 
 class FetchSessionCache:

@@ -9,7 +9,7 @@ import os
 
 from kbroker.log.segment import FileSlice
 from kbroker.protocol.hotpath import (FetchPartitionData, decode_fetch_response, decode_produce_request,
-                                     encode_fetch_response, is_file_slice)
+                                     encode_fetch_response, fetch_response_size, is_file_slice, piece_size)
 
 RECORDS_A = b"\x00" * 70 + b"batch-a"
 RECORDS_B = b"\x01" * 61 + b"b"
@@ -83,6 +83,17 @@ def test_fetch_response_matches_the_library(version, tmp_path):
     assert ours == expected
     # The file's bytes are sent as a FileSlice, not copied into the pieces.
     assert any(is_file_slice(p) for p in pieces)
+    # What a consumer's quota weighs before the response is built.
+    assert fetch_response_size(version, [("orders", p) for p in (p0, p1, p2)]) == sum(piece_size(p) for p in pieces)
+
+
+@pytest.mark.parametrize("version", range(13))
+def test_fetch_response_size_of_many_topics(version):
+    topics = [(f"topic-{i}", [FetchPartitionData(p, 0, 9, 9, 0, [(1, 2)] * p or None, -1, [b"x" * 200 * p])
+                              for p in range(i)]) for i in range(1, 5)]
+    pieces = encode_fetch_response(version, 0, 0, 0, topics)
+    assert fetch_response_size(version, [(name, p) for name, ps in topics for p in ps]) == \
+        sum(piece_size(p) for p in pieces)
 
 
 def library_fetch_response_of_two_topics(version):
@@ -109,7 +120,7 @@ def test_fetch_response_decodes_like_the_library(version):
     body = memoryview(bytearray(library.encode(version=version)))
     expected = FetchResponse.decode(bytes(body), version=version)
     ours = decode_fetch_response(body, version)
-    assert (ours.throttle_ms, ours.error_code, ours.session_id) == \
+    assert (ours.throttle_time_ms, ours.error_code, ours.session_id) == \
         (expected.throttle_time_ms, expected.error_code, expected.session_id)
     assert [name for name, _ in ours.topics] == [t.topic for t in expected.responses]
     for (_, partitions), t in zip(ours.topics, expected.responses):
