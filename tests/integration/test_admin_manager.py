@@ -12,6 +12,7 @@ from kbroker.clock import MockClock
 from kbroker.config import BrokerConfig
 from kbroker.metadata_cache import CachedBroker, MetadataCache, PartitionState
 from kbroker.protocol.errors import Errors
+from kbroker.quota.client_quotas import ClientQuotaManagers
 from zk import znodes as z
 
 
@@ -48,6 +49,12 @@ def setup(zk_client):
     return AdminManager(1, config, zk_client, cache, MockClock(), lambda: True), zk_client, cache
 
 
+def no_quota():
+    """A request's controller mutation quota where no client has one (the quota managers record nothing)."""
+    config = BrokerConfig({"zookeeper.connect": "127.0.0.1:1", "broker.id": "1"})
+    return ClientQuotaManagers(config, MockClock()).controller_mutation.new_quota("ANONYMOUS", None, strict=True)
+
+
 def elect(cache, name, partitions):
     """The controller's UpdateMetadata: the topic's partitions have leaders."""
     cache.update(1, [CachedBroker(i, {}) for i in (1, 2, 3)],
@@ -63,7 +70,7 @@ def test_create_topics_checks_each_topic_and_writes_config_before_topic(setup):
         NewTopic("bad", configs={"retention.ms": "-2"}),
         NewTopic("big", 1, 4),
         NewTopic("both", 2, -1, assignments={0: [1]}),
-    ], timeout_ms=0, validate_only=False)
+    ], timeout_ms=0, validate_only=False, quota=no_quota())
     assert [(r.name, r.error) for r in results] == [
         ("ok", Errors.REQUEST_TIMED_OUT), ("twice", Errors.INVALID_REQUEST), ("twice", Errors.INVALID_REQUEST),
         ("nulls", Errors.INVALID_REQUEST), ("bad", Errors.INVALID_CONFIG),
@@ -85,18 +92,18 @@ def test_create_topics_checks_each_topic_and_writes_config_before_topic(setup):
 def test_create_topics_validate_only_and_not_controller(setup):
     manager, zk, _ = setup
     before = tree(zk)
-    (r,) = manager.create_topics([NewTopic("v", 3, 2)], timeout_ms=1000, validate_only=True)
+    (r,) = manager.create_topics([NewTopic("v", 3, 2)], timeout_ms=1000, validate_only=True, quota=no_quota())
     assert (r.error, r.num_partitions, r.replication_factor) == (Errors.NONE, 3, 2)
     assert tree(zk) == before
     manager.is_active_controller = lambda: False
-    (r,) = manager.create_topics([NewTopic("v")], timeout_ms=1000, validate_only=False)
+    (r,) = manager.create_topics([NewTopic("v")], timeout_ms=1000, validate_only=False, quota=no_quota())
     assert r.error == Errors.NOT_CONTROLLER
     assert tree(zk) == before
 
 
 def test_create_topics_waits_for_leaders_in_the_purgatory(setup):
     manager, zk, cache = setup
-    waiting = gevent.spawn(manager.create_topics, [NewTopic("w", 2, 1)], 60_000, False)
+    waiting = gevent.spawn(manager.create_topics, [NewTopic("w", 2, 1)], 60_000, False, no_quota())
     gevent.sleep(0)
     assert not waiting.ready() and manager.topic_purgatory.watched("w") == 1
     assert sorted(read_json(zk, "/brokers/topics/w")["partitions"]) == ["0", "1"]   # written before waiting
@@ -110,7 +117,7 @@ def test_delete_topics(setup):
     manager, zk, cache = setup
     zk.create_topic_assignment("gone", z.TopicAssignment({0: [1]}))
     elect(cache, "gone", 1)
-    results = manager.delete_topics([("gone", None), ("nope", None)], timeout_ms=0)
+    results = manager.delete_topics([("gone", None), ("nope", None)], timeout_ms=0, quota=no_quota())
     assert [(r.name, r.error) for r in results] == [("gone", Errors.REQUEST_TIMED_OUT),
                                                     ("nope", Errors.UNKNOWN_TOPIC_OR_PARTITION)]
     # The marker the controller acts on (null data, as Kafka's); the topic itself is the controller's to delete.
@@ -119,10 +126,10 @@ def test_delete_topics(setup):
     assert zk.children("/brokers/topics") == ["gone"]
     # Asked again while the controller has not deleted it yet: still waited on, nothing written.
     before = tree(zk)
-    (r,) = manager.delete_topics([("gone", None)], timeout_ms=0)
+    (r,) = manager.delete_topics([("gone", None)], timeout_ms=0, quota=no_quota())
     assert r.error == Errors.REQUEST_TIMED_OUT and tree(zk) == before
     manager.config.values["delete.topic.enable"] = False
-    (r,) = manager.delete_topics([("gone", None)], timeout_ms=0)
+    (r,) = manager.delete_topics([("gone", None)], timeout_ms=0, quota=no_quota())
     assert (r.error, r.message) == (Errors.TOPIC_DELETION_DISABLED, "Topic deletion is disabled.")
     assert tree(zk) == before
 
@@ -131,17 +138,17 @@ def test_create_partitions(setup):
     manager, zk, _ = setup
     zk.create_topic_assignment("t", z.TopicAssignment({0: [1, 2]}))
     before = tree(zk)
-    results = manager.create_partitions([("t", 3, None), ("t2", 2, None), ("t", 1, None)], 0, False)
+    results = manager.create_partitions([("t", 3, None), ("t2", 2, None), ("t", 1, None)], 0, False, no_quota())
     assert [r.error for r in results] == [Errors.INVALID_REQUEST, Errors.UNKNOWN_TOPIC_OR_PARTITION,
                                           Errors.INVALID_REQUEST]
     assert tree(zk) == before
-    (r,) = manager.create_partitions([("t", 3, None)], 0, False)
+    (r,) = manager.create_partitions([("t", 3, None)], 0, False, no_quota())
     assert r.error == Errors.NONE
     partitions = read_json(zk, "/brokers/topics/t")["partitions"]
     assert sorted(partitions) == ["0", "1", "2"] and partitions["0"] == [1, 2]
     assert all(len(set(replicas)) == 2 and set(replicas) <= {1, 2, 3} for replicas in partitions.values())
     assert zk.children("/brokers/topics") == ["t"]
-    (r,) = manager.create_partitions([("t", 3, None)], 0, False)
+    (r,) = manager.create_partitions([("t", 3, None)], 0, False, no_quota())
     assert r.error == Errors.INVALID_PARTITIONS
 
 
