@@ -186,6 +186,11 @@ def test_brokers_serve_through_zookeeper_outages_and_sessions_come_back(zookeepe
         time.sleep(OUTAGE_S)
         served_meanwhile(acks_1, down + SESSION_TIMEOUT_MS / 1000 + 5, time.monotonic(), "late in the outage")
         assert len(reader.seen) > seen_before, "the reader read nothing during the outage"
+        # No leader moved during the outage: every acks=1 record is replicated, with ZooKeeper still down (checked
+        # at the end with the others). Stopped before ZooKeeper is back: on a loaded box a session may still expire
+        # while the brokers reconnect, and what a deposed leader acknowledged with acks=1 then is lost, as in Kafka.
+        acks_1.stop()
+        wait_until(lambda: committed_up_to(c.bootstrap, acks_1), 20, 0.2, "the acks=1 records replicated")
         # The brokers' first reading of the config change notifications once reconnected (their watch went with
         # the connection) breaks the connection, as if it broke just then: they read them again once reconnected.
         relay.drop_next(3, ZK_GET_CHILDREN, "/config/changes")
@@ -198,9 +203,6 @@ def test_brokers_serve_through_zookeeper_outages_and_sessions_come_back(zookeepe
         assert partition_states(c.zk, TOPIC, PARTITIONS) == states, "leaders or ISRs changed"
         controller_and_watches_resumed(c, "outage", TOPIC)
         assert relay.left_to_drop == 0, "fewer readings of the config change notifications than expected"
-        # No leader moved: every acks=1 record is replicated (checked at the end with the others).
-        acks_1.stop()
-        wait_until(lambda: committed_up_to(c.bootstrap, acks_1), 20, 0.2, "the acks=1 records replicated")
 
         # 2. ZooKeeper stopped and started again, the brokers kept away until their sessions expired. The
         # controller elected first sees only the brokers registered by then and moves the leadership of the
