@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -117,14 +118,18 @@ def produce_cost(cluster: BenchCluster, args, topic: str) -> tuple[float, float]
     return batches / dt, cpu.seconds() / batches * 1e6
 
 
-def fetch_cost(cluster: BenchCluster, records: int) -> tuple[float, float]:
-    """(requests/s, broker CPU µs per request) of reading the filled partition 64 KiB at a time."""
+def fetch_cost(cluster: BenchCluster, records: int, seconds: float) -> tuple[float, float]:
+    """(requests/s, broker CPU µs per request) of reading the filled partition 64 KiB at a time, from the start
+    again until `seconds` have passed (one pass is too short for the broker's own background work to even out)."""
     conn = Connection("127.0.0.1", cluster.port, "bench-quota-reader", 60.0)
+    requests, elapsed = 0, 0.0
     cpu = CpuMeter(cluster.pid).start()
-    run = fetch_all(conn, 11, "bench-quota-fetch", 0, records, 64 * 1024, 64 * 1024)
-    seconds = cpu.seconds()
+    while elapsed < seconds:
+        run = fetch_all(conn, 11, "bench-quota-fetch", 0, records, 64 * 1024, 64 * 1024)
+        requests, elapsed = requests + run.requests, elapsed + run.seconds
+    cpu_seconds = cpu.seconds()
     conn.close()
-    return run.requests / run.seconds, seconds / run.requests * 1e6
+    return requests / elapsed, cpu_seconds / requests * 1e6
 
 
 def cost(args) -> list[list]:
@@ -148,6 +153,7 @@ def cost(args) -> list[list]:
         set_quota(clusters["never throttles"], "clients/<default>", NEVER)
         await_quota(clusters["never throttles"], metrics_ports["never throttles"], "bench-quota-check")
         best = {name: [0.0, float("inf"), 0.0, float("inf")] for name in CONFIGS}
+        per_round: dict[str, list[tuple[float, float]]] = {name: [] for name in CONFIGS}   # CPU/req: produce, fetch
         for r in range(args.rounds):
             order = CONFIGS[r % 3:] + CONFIGS[:r % 3]
             for name in order:
@@ -155,13 +161,14 @@ def cost(args) -> list[list]:
                 topic = f"bench-quota-produce-{r}"
                 c.create_topic(topic, args.connections)
                 produce = produce_cost(c, args, topic)
-                fetch = fetch_cost(c, records)
+                fetch = fetch_cost(c, records, args.cost_seconds)
                 c.delete_topic(topic)
                 log(f"round {r + 1}, {name}: produce {fmt_rate(produce[0])} req/s, {produce[1]:.1f} µs CPU/req; "
                     f"fetch {fmt_rate(fetch[0])} req/s, {fetch[1]:.1f} µs CPU/req (load {os.getloadavg()[0]:.1f})")
                 b = best[name]
                 b[0], b[1] = max(b[0], produce[0]), min(b[1], produce[1])
                 b[2], b[3] = max(b[2], fetch[0]), min(b[3], fetch[1])
+                per_round[name].append((produce[1], fetch[1]))
         never = scrape(metrics_ports["never throttles"], "kafka_server_produce_byte_rate")
         if not never:
             raise RuntimeError("the 'never throttles' broker recorded no produce bytes")
@@ -171,8 +178,13 @@ def cost(args) -> list[list]:
         if not args.keep:
             subprocess.run(["rm", "-rf", base], check=False)
     off = best["off"]
+
+    def median_ratio(name: str, i: int) -> float:
+        """The median over rounds of the CPU/req ratio to 'off' in the same round (drift between rounds cancels)."""
+        return statistics.median(mine[i] / base[i] for mine, base in zip(per_round[name], per_round["off"]))
     rows = [[name, fmt_rate(b[0]), f"{b[0] / off[0]:.3f}", f"{b[1]:.1f}", f"{b[1] / off[1]:.3f}",
-             fmt_rate(b[2]), f"{b[2] / off[2]:.3f}", f"{b[3]:.1f}", f"{b[3] / off[3]:.3f}"]
+             f"{median_ratio(name, 0):.3f}", fmt_rate(b[2]), f"{b[2] / off[2]:.3f}", f"{b[3]:.1f}",
+             f"{b[3] / off[3]:.3f}", f"{median_ratio(name, 1):.3f}"]
             for name, b in best.items()]
     return rows, off[1], off[3]
 
@@ -381,7 +393,7 @@ def main(argv=None) -> None:
     parser.add_argument("--seconds", type=float, default=11.0,
                         help="rates: one measured window (default 11: the quota window's period, samples x window)")
     parser.add_argument("--windows", type=int, default=3, help="rates: consecutive windows measured (default 3)")
-    parser.add_argument("--cost-seconds", type=float, default=4.0, help="cost: produce window (default 4)")
+    parser.add_argument("--cost-seconds", type=float, default=4.0, help="cost: produce and fetch windows (default 4)")
     parser.add_argument("--warmup", type=float, default=1.0, help="seconds before each produce window (default 1)")
     parser.add_argument("--connections", type=int, default=4, help="produce connections (default 4)")
     parser.add_argument("--depth", type=int, default=16,
@@ -397,9 +409,9 @@ def main(argv=None) -> None:
     if args.only != "rates":
         rows, produce_us, fetch_us = cost(args)
         print_table(f"quota accounting cost: best of {args.rounds} rounds, broker CPU per request as ratios to 'off' "
-                    f"(load average {os.getloadavg()[0]:.1f})",
-                    ["broker", "produce req/s", "ratio", "µs CPU/req", "ratio", "fetch req/s", "ratio",
-                     "µs CPU/req", "ratio"], rows)
+                    f"(and the median of each round's ratio; load average {os.getloadavg()[0]:.1f})",
+                    ["broker", "produce req/s", "ratio", "µs CPU/req", "ratio", "median", "fetch req/s", "ratio",
+                     "µs CPU/req", "ratio", "median"], rows)
         rows = []
         for name, config in (("no quota", None), ("never throttles", NEVER)):
             produce, fetch = accounting_us(config)

@@ -183,3 +183,19 @@ def test_client_ids_are_desanitized_and_users_are_compared_sanitized():
     q.update(None, "%3Cdefault%3E", {"producer_byte_rate": "9"})    # a client named "<default>" is not the default
     assert q.produce.quota("x", "other") == math.inf
     assert q.produce.quota("x", "<default>") == 9
+
+
+def test_requests_are_timed_only_while_some_entity_has_a_request_percentage():
+    import gevent
+    import greenlet
+    q, _ = managers()
+    q.update(None, D, {"producer_byte_rate": "1000"})
+    assert q.request.start_timer() is None            # byte rates alone: no request timing, no switch tracer
+    assert greenlet.gettrace() is None
+    q.update(None, D, {"producer_byte_rate": "1000", "request_percentage": "50"})
+    timer = q.request.start_timer()
+    assert timer is not None and greenlet.gettrace() is not None
+    gevent.sleep(0.02)                                # waiting is left out of the loop time
+    assert 0 <= q.request.stop_timer(timer) < 1.0     # percent of one thread-second: under 10 ms of running
+    q.update(None, D, {"producer_byte_rate": "1000"})
+    assert q.request.start_timer() is None and greenlet.gettrace() is None
