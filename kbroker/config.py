@@ -43,12 +43,28 @@ SETTINGS: dict[str, ConfigKey] = {
     "zookeeper.connection.timeout.ms": ConfigKey("int"),
     "zookeeper.max.in.flight.requests": ConfigKey("int", 10, at_least(1)),
     "zookeeper.set.acl": ConfigKey("boolean", False),
+    # TLS to ZooKeeper (KIP-515); each falls back to its -D system property in KAFKA_OPTS, then to the default
+    "zookeeper.ssl.client.enable": ConfigKey("boolean", False),
+    "zookeeper.clientCnxnSocket": ConfigKey("string"),
+    "zookeeper.ssl.keystore.location": ConfigKey("string"),
+    "zookeeper.ssl.keystore.password": ConfigKey("password"),
+    "zookeeper.ssl.keystore.type": ConfigKey("string"),
+    "zookeeper.ssl.truststore.location": ConfigKey("string"),
+    "zookeeper.ssl.truststore.password": ConfigKey("password"),
+    "zookeeper.ssl.truststore.type": ConfigKey("string"),
+    "zookeeper.ssl.protocol": ConfigKey("string", "TLSv1.2"),
+    "zookeeper.ssl.enabled.protocols": ConfigKey("list"),
+    "zookeeper.ssl.cipher.suites": ConfigKey("list"),
+    "zookeeper.ssl.endpoint.identification.algorithm": ConfigKey("string", "HTTPS"),
+    "zookeeper.ssl.crl.enable": ConfigKey("boolean", False),
+    "zookeeper.ssl.ocsp.enable": ConfigKey("boolean", False),
     # network
     "listeners": ConfigKey("list", ["PLAINTEXT://:9092"]),
     "advertised.listeners": ConfigKey("list"),
     "listener.security.protocol.map": ConfigKey(
         "list", ["PLAINTEXT:PLAINTEXT", "SSL:SSL", "SASL_PLAINTEXT:SASL_PLAINTEXT", "SASL_SSL:SASL_SSL"]),
     "inter.broker.listener.name": ConfigKey("string"),
+    "control.plane.listener.name": ConfigKey("string"),          # KIP-291
     "security.inter.broker.protocol": ConfigKey("string", "PLAINTEXT", one_of("PLAINTEXT", "SSL",
                                                                                 "SASL_PLAINTEXT", "SASL_SSL")),
     "socket.request.max.bytes": ConfigKey("int", 100 * _MB, at_least(1)),
@@ -126,6 +142,7 @@ SETTINGS: dict[str, ConfigKey] = {
     "replica.fetch.backoff.ms": ConfigKey("int", 1000, at_least(0)),
     "replica.socket.timeout.ms": ConfigKey("int", 30000),
     "replica.high.watermark.checkpoint.interval.ms": ConfigKey("long", 5000),
+    "replica.selector.class": ConfigKey("string"),               # KIP-392: None, the leader only
     "fetch.max.bytes": ConfigKey("int", 55 * _MB, at_least(1024)),
     "max.incremental.fetch.session.cache.slots": ConfigKey("int", 1000, at_least(0)),
     # how the replication throttles sample their rates (kbroker.quota.replication_quotas)
