@@ -5,6 +5,11 @@ The same client serves brokers (kazoo's gevent handler, so watches run as greenl
 a version check on /controller_epoch, so a controller that lost its election can change nothing.
 Null znode data is written as null (as Kafka does), not as an empty byte string.
 
+Security (zk.security.ZkClientSecurity): every create carries the znode's ZkData.defaultAcls (creates go through
+one place, _KazooClient, so none is missed); SASL logs in with kazoo's sasl_options; TLS wraps each connection
+in the context built once at start (the kazoo handler's create_connection), so a failed handshake ends start()
+at once with its reason instead of being retried until the connection timeout.
+
 Scale (10K partitions): kazoo costs ~0.2 ms of CPU per request, far more than ZooKeeper's own work, so reads of
 many znodes go as ZooKeeper 3.6+'s multiRead (pipelined getData on older servers) and the controller's
 state znode writes go several per fenced multi (each multi still starts with the /controller_epoch check).
@@ -14,21 +19,22 @@ from __future__ import annotations
 import contextvars
 import functools
 import logging
+import ssl
 import types
 from collections import namedtuple
 
-from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import (EXCEPTIONS, BadVersionError, ConnectionClosedError, ConnectionDropped, ConnectionLoss,
-                              KazooException, NodeExistsError, NoNodeError, OperationTimeoutError,
-                              RequestTimeoutError, RolledBackError, SessionExpiredError, UnimplementedError,
-                              ZookeeperStoppedError)
+from kazoo.client import KazooClient, KazooState, TransactionRequest
+from kazoo.exceptions import (EXCEPTIONS, AuthFailedError, BadVersionError, ConnectionClosedError, ConnectionDropped,
+                              ConnectionLoss, KazooException, NoAuthError, NodeExistsError, NoNodeError,
+                              OperationTimeoutError, RequestTimeoutError, RolledBackError, SessionExpiredError,
+                              UnimplementedError, ZookeeperStoppedError)
 from kazoo.handlers.threading import KazooTimeoutError, SequentialThreadingHandler
 from kazoo.protocol.states import EventType
 from kazoo.protocol.serialization import (Create, GetData, ZnodeStat, int_struct, multiheader_struct, read_buffer,
                                           stat_struct, write_string)
-from kazoo.security import OPEN_ACL_UNSAFE
 
 from . import znodes as z
+from .security import ZkClientSecurity, acl_tuples
 
 log = logging.getLogger(__name__)
 
@@ -89,6 +95,14 @@ class ZkBadVersion(ZkError):
     """A conditional write's expected zkVersion did not match."""
 
 
+class ZkNoAuth(ZkError):
+    """The znode's ACL does not allow this session the operation."""
+
+
+class ZkAuthError(ZkError):
+    """ZooKeeper refused this client's login: the SASL credentials, or the TLS handshake (at start)."""
+
+
 # A request that failed so may or may not have reached ZooKeeper; its session may live on.
 _CONNECTION_LOST = (ConnectionLoss, ConnectionDropped, OperationTimeoutError, RequestTimeoutError, KazooTimeoutError)
 # kazoo's other errors -> ours, first match wins (ConnectionClosedError is a SessionExpiredError in kazoo too).
@@ -98,6 +112,8 @@ _TRANSLATIONS = (
     (NodeExistsError, ZkNodeExists, "znode exists"),
     (NoNodeError, ZkNoNode, "no such znode"),
     (BadVersionError, ZkBadVersion, "znode version mismatch"),
+    (NoAuthError, ZkNoAuth, "not allowed by the znode's ACL"),
+    (AuthFailedError, ZkAuthError, "ZooKeeper refused the login"),
 )
 _KAZOO_ERRORS = (KazooException, KazooTimeoutError)
 # True while a method runs again after a lost connection: what it writes may be there already, from its first run.
@@ -203,7 +219,8 @@ def split_chroot(connect: str) -> tuple[str, str]:
 
 
 class _KazooClient(KazooClient):
-    """kazoo's client, with requests handed to its connection one caller at a time.
+    """kazoo's client, with requests handed to its connection one caller at a time, and every create (create,
+    ensure_path, a transaction's create) given acl_for(path) when its caller gives no ACL.
 
     kazoo's _call queues a request, then writes a wake-up byte on a socket pair, and the connection sends one
     queued request per byte it reads. When a caller pipelines a few hundred requests before yielding (a topic
@@ -212,13 +229,47 @@ class _KazooClient(KazooClient):
     request left queued but its byte never written (kazoo issue #486): from then on the last queued request is
     sent only when another one comes, so the controller waiting on its own last request waited forever."""
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args, acl_for, **kwargs):
         super().__init__(*args, **kwargs)
         self._call_lock = self.handler.lock_object()
+        self.acl_for = acl_for   # path (below the chroot) -> its ACL
 
     def _call(self, request, async_object):
         with self._call_lock:
             return super()._call(request, async_object)
+
+    def create_async(self, path, value=b"", acl=None, **kwargs):
+        return super().create_async(path, value, acl=acl or self.acl_for(path), **kwargs)
+
+    def transaction(self):
+        return _Transaction(self)
+
+
+class _Transaction(TransactionRequest):
+    def create(self, path, value=b"", acl=None, **kwargs):
+        return super().create(path, value, acl=acl or self.client.acl_for(path), **kwargs)
+
+
+def _handler(gevent: bool, tls: ssl.SSLContext | None, on_tls_error):
+    """kazoo's gevent or threading handler; with tls, each connection it makes is wrapped in that context (the
+    handshake at once, its failure passed to on_tls_error before it is raised)."""
+    if gevent:
+        from kazoo.handlers.gevent import SequentialGeventHandler as base
+    else:
+        base = SequentialThreadingHandler
+    if tls is None:
+        return base()
+
+    class TlsHandler(base):
+        def create_connection(self, address, hostname=None, timeout=None, **_ignored):
+            sock = super().create_connection(address, hostname=hostname, timeout=timeout)
+            try:
+                return tls.wrap_socket(sock, server_hostname=hostname)
+            except (ssl.SSLError, ssl.CertificateError) as e:
+                sock.close()
+                on_tls_error(address, e)
+                raise
+    return TlsHandler()
 
 
 @_translating
@@ -227,30 +278,53 @@ class KafkaZkClient:
     are greenlets; otherwise threads (command-line tools). Public methods raise only ZkError and its kinds."""
 
     def __init__(self, connect: str, session_timeout_ms: int = 18000, connection_timeout_ms: int | None = None,
-                 gevent: bool = False):
+                 gevent: bool = False, security: ZkClientSecurity | None = None):
         hosts, self.chroot = split_chroot(connect)
-        if gevent:
-            from kazoo.handlers.gevent import SequentialGeventHandler
-            handler = SequentialGeventHandler()
-        else:
-            handler = SequentialThreadingHandler()
+        self.security = security or ZkClientSecurity()
+        self._tls_failure: str | None = None   # the last failed TLS handshake, for start()'s message
+        self._settled = None                   # start()'s event: connected, or a handshake failed
+        handler = _handler(gevent, self.security.tls, self._on_tls_error)
         self.connect_string = connect
         self.connection_timeout = (connection_timeout_ms or session_timeout_ms) / 1000.0
+        sasl = ({"mechanism": "DIGEST-MD5", "username": self.security.sasl_username,
+                 "password": self.security.sasl_password} if self.security.sasl else None)
         # The retry sleeps as the handler does (gevent's sleep even where time is not monkey-patched).
         self.zk = _KazooClient(hosts=hosts, timeout=session_timeout_ms / 1000.0, handler=handler,
                                connection_retry={"max_tries": -1, "delay": 0.1, "max_delay": 1,
-                                                 "sleep_func": handler.sleep_func})
+                                                 "sleep_func": handler.sleep_func},
+                               sasl_options=sasl, acl_for=self.security.acl_for)
         self._multi_read = True   # until a server (ZooKeeper < 3.6) answers UNIMPLEMENTED
 
     # ---- connection --------------------------------------------------------------------------------------
     def start(self) -> "KafkaZkClient":
-        try:
-            self.zk.start(timeout=self.connection_timeout)
-        except (Exception, self.zk.handler.timeout_exception) as e:   # the gevent handler's is a BaseException
+        """Connect (and log in); ZkConnectionLoss when no server answered within the connection timeout,
+        ZkAuthError at once when a TLS handshake failed or ZooKeeper refused the SASL login."""
+        self._settled = self.zk.handler.event_object()
+
+        def connected(state):
+            if state == KazooState.CONNECTED:
+                self._settled.set()
+                return True
+        self.zk.add_listener(connected)
+        self.zk.start_async()
+        self._settled.wait(self.connection_timeout)
+        self.zk.remove_listener(connected)
+        if not self.zk.connected:
             self.zk.stop()
             self.zk.close()
+            if self._tls_failure:
+                raise ZkAuthError(self._tls_failure)
             raise ZkConnectionLoss(f"could not connect to ZooKeeper at {self.connect_string} "
-                                   f"within {self.connection_timeout:g}s") from e
+                                   f"within {self.connection_timeout:g}s")
+        if self.security.sasl:
+            try:
+                self.zk.exists("/")   # kazoo reports CONNECTED before its SASL exchange: its outcome comes here
+            except (AuthFailedError, *_CONNECTION_LOST, ConnectionClosedError, SessionExpiredError) as e:
+                self.close()
+                raise ZkAuthError(f"ZooKeeper at {self.connect_string} refused the SASL (DIGEST-MD5) login of user "
+                                  f"{self.security.sasl_username!r} from the JAAS section "
+                                  f"{self.security.sasl_context} ({type(e).__name__}): check its username and "
+                                  f"password") from None
         if self.chroot:
             # Kafka creates a missing chroot before using it.
             self.zk.ensure_path(self.chroot)
@@ -285,6 +359,14 @@ class KafkaZkClient:
         if self.zk.state == KazooState.LOST or (session is not None and self.session_id != session):
             raise ZkSessionExpired(f"session expired while the connection was lost ({type(error).__name__})") \
                 from error
+
+    def _on_tls_error(self, address, error: Exception) -> None:
+        reason = getattr(error, "verify_message", None) or getattr(error, "reason", None) or str(error)
+        self._tls_failure = (f"TLS handshake with ZooKeeper at {address[0]}:{address[1]} failed: {reason} "
+                             f"(zookeeper.ssl.truststore.*, zookeeper.ssl.keystore.*, "
+                             f"zookeeper.ssl.endpoint.identification.algorithm)")
+        if self._settled is not None:
+            self._settled.set()
 
     def add_state_listener(self, fn) -> None:
         """fn(state) on each change of the connection's state, a ZkState value."""
@@ -331,6 +413,35 @@ class KafkaZkClient:
                 self.zk.create(cur, None)
             except NodeExistsError:
                 pass
+
+    def ensure_path(self, path: str) -> None:
+        """Create the znode and its missing ancestors (null data, each with its default ACL)."""
+        self._ensure(path)
+
+    def get_acl(self, path: str) -> list[tuple[int, str, str]]:
+        """The znode's ACL as (permissions, scheme, id) tuples, sorted."""
+        return acl_tuples(self.zk.get_acls(path)[0])
+
+    def set_default_acls(self, path: str, recursive: bool) -> int:
+        """Set the znode's ACL (and, recursive, every one below it) to its default ACL (security.acl_for), level
+        by level, each level's requests pipelined; a znode gone meanwhile is passed over (ZkSecurityMigrator).
+        How many ACLs were set."""
+        done, level = 0, [path]
+        while level:
+            listed = [(p, self.zk.get_children_async(p)) for p in level] if recursive else []
+            for result in [self.zk.set_acls_async(p, self.zk.acl_for(p)) for p in level]:
+                try:
+                    result.get()
+                    done += 1
+                except NoNodeError:
+                    pass
+            level = []
+            for parent, result in listed:
+                try:
+                    level += [f"{parent.rstrip('/')}/{child}" for child in result.get()]
+                except NoNodeError:
+                    pass
+        return done
 
     def get(self, path: str, watch=None):
         """(data, stat) or (None, None) if the znode does not exist."""
@@ -404,7 +515,8 @@ class KafkaZkClient:
 
     def _create_op(self, txn, path: str, data: bytes | None, ephemeral=False) -> None:
         # kazoo's transaction.create refuses null data; Kafka writes null, so add the raw op.
-        txn._add(Create(self.chroot + path if self.chroot else path, data, OPEN_ACL_UNSAFE, 1 if ephemeral else 0))
+        txn._add(Create(self.chroot + path if self.chroot else path, data, self.zk.acl_for(path),
+                        1 if ephemeral else 0))
 
     # ---- broker start ------------------------------------------------------------------------------------
     def create_top_level_paths(self) -> None:
