@@ -2,20 +2,28 @@
 cluster they chose (source: ZooKeeper with --zookeeper, the Admin APIs with --bootstrap-server; admin_client for
 the commands that always speak the Kafka protocol, finding the brokers in ZooKeeper if need be), waiting with
 progress on stderr, one-line failures with their exit status, and the options several command groups share.
+
+kadmin's ZooKeeper sessions log in as Kafka's --zookeeper tools do: SASL from the JAAS file named by
+`-Djava.security.auth.login.config` in KAFKA_OPTS (section Client, or -Dzookeeper.sasl.clientconfig), TLS from
+`--zk-tls-config-file` (Kafka's zookeeper.ssl.* key names) or the -D system properties; once logged in, the
+znodes they create carry Kafka's secure ACLs (zk.security).
 """
 from __future__ import annotations
 
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import click
 
-from zk.client import KafkaZkClient, ZkError
+from zk.client import KafkaZkClient, ZkAuthError, ZkError
+from zk.security import ZkClientSecurity, ZkSecurityError, client_security, tls_config_file_settings
+from kbroker.config import ConfigError, read_properties
+from kbroker.common.jvm_options import system_properties
 from kbroker.protocol.client import Unreachable, parse_bootstrap
 from kbroker.protocol.client.security import ClientSecurity
 
-from .errors import EXIT_REFUSED, EXIT_UNREACHABLE, WaitTimedOut, describe_failure
+from .errors import EXIT_REFUSED, EXIT_UNREACHABLE, EXIT_USAGE, WaitTimedOut, describe_failure
 from .kafka_client import AdminClient
 from .output import Output, progress
 
@@ -37,6 +45,7 @@ class Settings:
     request_timeout: float
     out: Output
     security: ClientSecurity | None = None      # --command-config: how to reach the brokers' listener
+    zk_tls: dict[str, str] = field(default_factory=dict)   # --zk-tls-config-file: TLS to ZooKeeper (Kafka's keys)
 
 
 class Source:
@@ -60,16 +69,45 @@ def output(ctx: click.Context) -> Output:
     return settings(ctx).out
 
 
-@contextmanager
-def zookeeper(ctx: click.Context):
-    """A started KafkaZkClient on --zookeeper; not reaching it is exit 3."""
-    s = settings(ctx)
-    timeout_ms = int(s.zk_timeout * 1000)
-    client = KafkaZkClient(s.zookeeper, session_timeout_ms=timeout_ms, connection_timeout_ms=timeout_ms)
+def zk_tls_config(path: str, option: str) -> dict[str, str]:
+    """The ZooKeeper TLS settings of a --zk-tls-config-file; a usage error (exit 2) when it cannot be read."""
     try:
-        client.start()
+        return tls_config_file_settings(read_properties(path))
+    except (OSError, UnicodeDecodeError) as e:
+        message = f"cannot read {path}: {getattr(e, 'strerror', None) or e}"
+    except ConfigError as e:
+        message = str(e)
+    raise click.BadParameter(message, param_hint=option)
+
+
+def zk_security(zk_tls: dict[str, str]) -> ZkClientSecurity:
+    """How kadmin logs in to ZooKeeper (KAFKA_OPTS's JAAS file and -D properties, the TLS settings given); a bad
+    setting is a usage error (exit 2)."""
+    try:
+        return client_security(zk_tls, system_properties())
+    except (ZkSecurityError, ValueError) as e:
+        raise Failure(str(e), EXIT_USAGE) from None
+
+
+def start_zookeeper(connect: str, security: ZkClientSecurity, session_timeout_ms: int,
+                    connection_timeout_ms: int) -> KafkaZkClient:
+    """A started, logged in KafkaZkClient; not reaching ZooKeeper is exit 3, a refused login exit 1."""
+    client = KafkaZkClient(connect, session_timeout_ms=session_timeout_ms, connection_timeout_ms=connection_timeout_ms,
+                           security=security)
+    try:
+        return client.start()
+    except ZkAuthError as e:
+        raise Failure(str(e), EXIT_REFUSED) from None
     except ZkError as e:
         raise Failure(str(e), EXIT_UNREACHABLE) from None
+
+
+@contextmanager
+def zookeeper(ctx: click.Context):
+    """A started KafkaZkClient on --zookeeper, logged in (zk_security); not reaching it is exit 3."""
+    s = settings(ctx)
+    timeout_ms = int(s.zk_timeout * 1000)
+    client = start_zookeeper(s.zookeeper, zk_security(s.zk_tls), timeout_ms, timeout_ms)
     try:
         yield client
     except ZkError as e:

@@ -15,6 +15,9 @@ unreachable or timed out).
 kadmin opens to the brokers reaches a secured listener; with --zookeeper, the brokers registered there are
 reached on their endpoints of that security protocol. A file that cannot be read or holds bad properties is a
 usage error.
+
+With --zookeeper, kadmin logs in to a secured ZooKeeper as Kafka's tools do (admin_cli.context.zk_security):
+KAFKA_OPTS's JAAS file for SASL, `--zk-tls-config-file FILE` (zookeeper.ssl.* keys) for TLS.
 """
 from __future__ import annotations
 
@@ -30,8 +33,8 @@ from kbroker.config import ConfigError, read_properties
 from kbroker.protocol.client import KafkaError
 from kbroker.protocol.client.security import ClientSecurity
 
-from . import acls, cluster, configs, elect, groups, quotas, reassign, topics, transactions, users
-from .context import Settings, settings
+from . import acls, cluster, configs, elect, groups, quotas, reassign, topics, transactions, users, zk_security
+from .context import Settings, settings, zk_tls_config
 from .errors import describe_failure
 from .output import Output
 
@@ -97,8 +100,12 @@ Exit status:
 @click.option("--command-config", envvar="KADMIN_COMMAND_CONFIG", show_envvar=True, metavar="FILE",
               help="Kafka client properties for reaching the brokers' listener (security.protocol, sasl.mechanism, "
                    "sasl.jaas.config, ssl.truststore.location, ...), as Kafka's tools take them.")
+@click.option("--zk-tls-config-file", envvar="KADMIN_ZK_TLS_CONFIG_FILE", show_envvar=True, metavar="FILE",
+              help="TLS to ZooKeeper: a properties file with Kafka's zookeeper.ssl.* and zookeeper.clientCnxnSocket "
+                   "keys (others are ignored). SASL to ZooKeeper comes from the JAAS file named in KAFKA_OPTS "
+                   "(-Djava.security.auth.login.config=FILE).")
 @click.pass_context
-def cli(ctx, zookeeper, bootstrap_server, output, zk_timeout, request_timeout, command_config):
+def cli(ctx, zookeeper, bootstrap_server, output, zk_timeout, request_timeout, command_config, zk_tls_config_file):
     """Administer a kbroker (or Kafka 2.8) cluster, as Kafka's kafka-topics.sh, kafka-configs.sh,
     kafka-reassign-partitions.sh, kafka-leader-election.sh, kafka-consumer-groups.sh and kafka-acls.sh do.
 
@@ -121,7 +128,9 @@ def cli(ctx, zookeeper, bootstrap_server, output, zk_timeout, request_timeout, c
         else:
             raise click.UsageError("Give only one of --zookeeper and --bootstrap-server.")
     security = _command_config(command_config) if command_config else None
-    ctx.obj = Settings(zookeeper, bootstrap_server, zk_timeout, request_timeout, Output(output == "json"), security)
+    zk_tls = zk_tls_config(zk_tls_config_file, "--zk-tls-config-file") if zk_tls_config_file else {}
+    ctx.obj = Settings(zookeeper, bootstrap_server, zk_timeout, request_timeout, Output(output == "json"), security,
+                       zk_tls)
 
 
 def _command_config(path: str) -> ClientSecurity:
@@ -139,7 +148,8 @@ def _command_config(path: str) -> ClientSecurity:
 
 for command in (topics.create_topic, topics.list_topics, topics.describe_topic, topics.delete_topic,
                 configs.alter_config, configs.describe_config, reassign.reassign, elect.elect_leaders,
-                cluster.cluster, acls.acls, groups.groups, transactions.transactions, users.users, quotas.quotas):
+                cluster.cluster, acls.acls, groups.groups, transactions.transactions, users.users, quotas.quotas,
+                zk_security.migration):
     cli.add_command(command)
 
 

@@ -157,7 +157,7 @@ def start(config_file, overrides, log_level, log_dir, logger_levels):
         logging.getLogger("kbroker.server").error("startup failed: %s", e)
         click.echo(f"error: {e}", err=True)
         server.shutdown()
-        sys.exit(1)
+        sys.exit(e.exit_code)
     started.set()
     server.await_shutdown()
 
@@ -183,13 +183,17 @@ _data_dir = click.option("--data-dir", default=DEFAULT_DIR, show_default=True,
 @click.option("--security", type=click.Choice(["ssl", "sasl_ssl", "sasl_plaintext"]),
               help="Secure every listener (inter-broker too): a private CA and broker certificates, an admin super "
                    "user, the client settings written to DATA_DIR/client.properties and DATA_DIR/kcat.conf.")
-def cluster_up(brokers, data_dir, zk_port, base_port, metrics_port, overrides, security):
+@click.option("--secure-zookeeper", is_flag=True,
+              help="ZooKeeper with SASL (DIGEST-MD5) and TLS on ZK_PORT + 1; the brokers log in there (JAAS file in "
+                   "KAFKA_OPTS, a client certificate) with zookeeper.set.acl=true. Its files: "
+                   "DATA_DIR/zookeeper-security.")
+def cluster_up(brokers, data_dir, zk_port, base_port, metrics_port, overrides, security, secure_zookeeper):
     """Start ZooKeeper and the brokers; print the bootstrap servers (and the client settings when secured).
     On a cluster that is partly running, start only the members that are down."""
     from . import cluster as dev_cluster
     try:
         state = dev_cluster.up(data_dir, brokers, zk_port, base_port, overrides=overrides,
-                               metrics_port=metrics_port, security=security)
+                               metrics_port=metrics_port, security=security, secure_zookeeper=secure_zookeeper)
     except dev_cluster.OverrideError as e:
         raise click.BadParameter(str(e), param_hint="--override") from None
     except dev_cluster.ClusterError as e:
@@ -197,6 +201,11 @@ def cluster_up(brokers, data_dir, zk_port, base_port, metrics_port, overrides, s
         sys.exit(1)
     click.echo("started            " + (", ".join(state["started"]) or "nothing (every member was running)"))
     click.echo(f"zookeeper.connect  {state['zookeeper']['connect']}")
+    if state["zookeeper"].get("secure"):
+        files = os.path.join(os.path.abspath(data_dir), "zookeeper-security")
+        click.echo(f"zookeeper TLS      {state['zookeeper']['broker_connect']} (SASL user kafka, znode ACLs; "
+                   f"KAFKA_OPTS=-Djava.security.auth.login.config={files}/kafka-jaas.conf, "
+                   f"--zk-tls-config-file {files}/zk-tls.properties)")
     click.echo("bootstrap.servers  " + ",".join(f"127.0.0.1:{b['port']}" for b in state["brokers"]))
     click.echo(f"logs               {data_dir}/logs")
     if state["brokers"][0]["metrics_port"] is not None:

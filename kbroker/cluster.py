@@ -12,7 +12,10 @@ commands). Its processes run in their own sessions so they outlive the command t
 cluster that is partly running starts what is down and leaves the rest alone (a member is down when its process
 is gone or a zombie: killed, not yet reaped); an `up` that fails stops what it started. Secured
 (`--security`, kbroker.security.preset): security/ holds the CA, keystores and admin password, made once, and
-client.properties / kcat.conf the admin's client settings; readiness checks log in with them.
+client.properties / kcat.conf the admin's client settings; readiness checks log in with them. A secured
+ZooKeeper (`--secure-zookeeper`, kbroker.security.zk_preset): zookeeper-security/ holds its CA, stores and JAAS
+files; it serves TLS on the port after its plain one, and the brokers (and this module's own sessions) log in with
+SASL and a certificate there, zookeeper.set.acl=true, their KAFKA_OPTS recorded per broker in cluster.json.
 """
 from __future__ import annotations
 
@@ -35,6 +38,7 @@ from .config import ConfigError, load
 from .protocol.client import Connection, KafkaError
 from .protocol.client.security import ClientSecurity
 from .security.preset import SecurityPreset
+from .security.zk_preset import SecureZooKeeper
 
 STATE_FILE = "cluster.json"
 # Brokers start in the directory holding this kbroker package, so `python -m kbroker.cli` runs this very code
@@ -131,7 +135,8 @@ class BrokerProcess:
     """One `python -m kbroker.cli start server.properties` process, killed by its pid (never by name)."""
 
     def __init__(self, broker_id: int, config_path: str, port: int, log_path: str, detach: bool = False,
-                 security: ClientSecurity | None = None, host: str = "127.0.0.1", netns: str | None = None):
+                 security: ClientSecurity | None = None, host: str = "127.0.0.1", netns: str | None = None,
+                 environ: dict[str, str] | None = None):
         self.id = broker_id
         self.config_path = config_path
         self.dir = os.path.dirname(config_path)
@@ -141,19 +146,21 @@ class BrokerProcess:
         self.log_path = log_path
         self.detach = detach    # its own session: it outlives the command that started it
         self.security = security    # how clients (wait_ready first) reach its listener on `port`
+        self.environ = environ or {}   # variables set for its process (KAFKA_OPTS)
         self.proc: subprocess.Popen | None = None
 
     @classmethod
     def create(cls, broker_id: int, directory: str, zk_connect: str, settings: dict | None = None,
                port: int | None = None, log_path: str | None = None, detach: bool = False,
                security: SecurityPreset | None = None, host: str = "127.0.0.1",
-               netns: str | None = None) -> "BrokerProcess":
+               netns: str | None = None, environ: dict[str, str] | None = None) -> "BrokerProcess":
         """Write directory/server.properties (broker.id, a PLAINTEXT listener on host:port, a free port by
         default, log.dirs directory/data, zookeeper.connect, then `settings` in order) and return the broker,
         not started. Its output goes to log_path (directory/broker.log by default). security: the listener
         speaks the preset's protocol instead (its settings come before `settings`), and wait_ready logs in
         as the preset's admin. netns: it runs in that network namespace (host is then its address there, and
-        wait_ready must be called from a thread in a namespace that reaches it)."""
+        wait_ready must be called from a thread in a namespace that reaches it). environ: variables for its
+        process (KAFKA_OPTS)."""
         os.makedirs(directory, exist_ok=True)
         port = free_port() if port is None else port
         props = {"broker.id": broker_id, "listeners": f"PLAINTEXT://{host}:{port}",
@@ -167,7 +174,7 @@ class BrokerProcess:
         with open(config_path, "w") as f:
             f.writelines(f"{k}={v}\n" for k, v in props.items())
         return cls(broker_id, config_path, port, log_path or os.path.join(directory, "broker.log"), detach,
-                   security.client_security() if security is not None else None, host, netns)
+                   security.client_security() if security is not None else None, host, netns, environ)
 
     @property
     def bootstrap(self) -> str:
@@ -188,7 +195,8 @@ class BrokerProcess:
             mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
             try:
                 self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                             cwd=_CODE_ROOT, start_new_session=self.detach)
+                                             cwd=_CODE_ROOT, start_new_session=self.detach,
+                                             env={**os.environ, **self.environ} if self.environ else None)
             finally:
                 signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         return self
@@ -361,11 +369,13 @@ def dev_settings(brokers: int) -> dict:
 
 
 def up(data_dir: str, brokers: int, zk_port: int, base_port: int, timeout: float = 60.0,
-       overrides: tuple[str, ...] = (), metrics_port: int | None = None, security: str | None = None) -> dict:
+       overrides: tuple[str, ...] = (), metrics_port: int | None = None, security: str | None = None,
+       secure_zookeeper: bool = False) -> dict:
     """ZooKeeper and `brokers` brokers in the background; returns once wait_ready says they serve. overrides:
     KEY=VALUE settings for every broker; metrics_port: broker N serves Prometheus metrics on metrics_port + N - 1;
     security: ssl, sasl_ssl or sasl_plaintext (kbroker.security.preset, kept in <data dir>/security, the admin's
-    client files written to <data dir>/client.properties and kcat.conf).
+    client files written to <data dir>/client.properties and kcat.conf); secure_zookeeper: ZooKeeper with SASL and
+    TLS on zk_port + 1, the brokers logging in there with zookeeper.set.acl=true (kbroker.security.zk_preset).
 
     A cluster of data_dir with live members is completed instead (_complete): its members that are down start
     again and the live ones are left alone. The returned state's "started" names what this call started. When
@@ -375,12 +385,12 @@ def up(data_dir: str, brokers: int, zk_port: int, base_port: int, timeout: float
     data_dir = os.path.abspath(data_dir)
     state = _read_state(data_dir)
     if state is not None and any(_alive(m["pid"]) for _, m in _members(state)):
-        return _complete(data_dir, state, timeout, overrides, metrics_port, security)
+        return _complete(data_dir, state, timeout, overrides, metrics_port, security, secure_zookeeper)
     logs = os.path.join(data_dir, "logs")
     os.makedirs(logs, exist_ok=True)
     if is_serving("127.0.0.1", zk_port):
         raise ClusterError(f"port {zk_port} already serves a ZooKeeper; stop it or pass --zk-port")
-    state = {"zookeeper": {"port": zk_port}, "brokers": []}
+    state = {"zookeeper": {"port": zk_port, "secure": secure_zookeeper}, "brokers": []}
     _start_zookeeper(data_dir, state)
     try:
         preset = None
@@ -388,7 +398,7 @@ def up(data_dir: str, brokers: int, zk_port: int, base_port: int, timeout: float
             preset = SecurityPreset.init(security, os.path.join(data_dir, "security"))
             properties, kcat = preset.write_client_files(data_dir)
             state["security"] = {"protocol": preset.protocol, "client_properties": properties, "kcat_conf": kcat}
-            _write_admin_credentials(preset, state["zookeeper"]["connect"])
+            _write_admin_credentials(preset, data_dir, state)
         started = [_add_broker(data_dir, state, n, brokers, base_port, settings, metrics_port, preset)
                    for n in range(1, brokers + 1)]
         _write_state(data_dir, state)
@@ -423,16 +433,37 @@ def _abandon(data_dir: str, state: dict, started: list[str]) -> str:
     return f"{text}; left running as before: {', '.join(kept)}" if kept else text
 
 
+def _zk_preset(data_dir: str, state: dict) -> SecureZooKeeper | None:
+    """The secured ZooKeeper preset of a cluster (None: a plain ZooKeeper)."""
+    return SecureZooKeeper.init(os.path.join(data_dir, "zookeeper-security")) if state["zookeeper"].get("secure") \
+        else None
+
+
 def _start_zookeeper(data_dir: str, state: dict) -> None:
-    """Start the cluster's ZooKeeper (detached) on state's port and its data dir; its pid and connect go to state."""
-    zk_port = state["zookeeper"]["port"]
-    zk = ZooKeeperServer(zk_port, os.path.join(data_dir, "zookeeper"), os.path.join(data_dir, "logs",
-                                                                                    "zookeeper.log"))
+    """Start the cluster's ZooKeeper (detached) on state's port and its data dir (secured: TLS on the next port);
+    its pid and connect strings go to state ("broker_connect": where brokers connect)."""
+    zk_port, secure = state["zookeeper"]["port"], state["zookeeper"].get("secure", False)
+    preset = _zk_preset(data_dir, state)
+    zk = ZooKeeperServer(zk_port, os.path.join(data_dir, "zookeeper"), os.path.join(data_dir, "logs", "zookeeper.log"),
+                         security=preset.server_security(zk_port + 1) if preset else None)
     try:
         pid = zk.start(detach=True)
     except (ZooKeeperNotInstalled, RuntimeError) as e:
         raise ClusterError(str(e)) from None
-    state["zookeeper"] = {"pid": pid, "port": zk_port, "connect": zk.connect}
+    state["zookeeper"] = {"pid": pid, "port": zk_port, "connect": zk.connect, "secure": secure,
+                          "broker_connect": zk.secure_connect if secure else zk.connect}
+
+
+def _broker_connect(state: dict) -> str:
+    """Where the brokers connect to the cluster's ZooKeeper (its TLS port when secured)."""
+    return state["zookeeper"].get("broker_connect", state["zookeeper"]["connect"])
+
+
+def _zk_client(data_dir: str, state: dict, session_timeout_ms: int, connection_timeout_ms: int) -> KafkaZkClient:
+    """A started session on the cluster's ZooKeeper, logged in as the brokers are (ZkError otherwise)."""
+    preset = _zk_preset(data_dir, state)
+    return KafkaZkClient(_broker_connect(state), session_timeout_ms, connection_timeout_ms,
+                         security=preset.client_security() if preset else None).start()
 
 
 def _add_broker(data_dir: str, state: dict, n: int, brokers: int, base_port: int, overrides: dict[str, str],
@@ -442,23 +473,28 @@ def _add_broker(data_dir: str, state: dict, n: int, brokers: int, base_port: int
     data, keeps the sessions of brokers killed with it until they expire."""
     directory = os.path.join(data_dir, f"broker-{n}")
     if os.path.exists(os.path.join(directory, "server.properties")):
-        _wait_unregistered(state["zookeeper"]["connect"], n, os.path.join(directory, "server.properties"))
+        _wait_unregistered(data_dir, state, n, os.path.join(directory, "server.properties"))
     settings = dev_settings(brokers)
+    zk_preset = _zk_preset(data_dir, state)
+    if zk_preset:
+        settings.update(zk_preset.broker_settings())
+    environ = {"KAFKA_OPTS": zk_preset.kafka_opts} if zk_preset else {}
     for key, value in overrides.items():
         settings.pop(key, None)
         settings[key] = value
     if metrics_port is not None:
         settings["metrics.port"] = metrics_port + n - 1
-    b = BrokerProcess.create(n, directory, state["zookeeper"]["connect"], settings,
+    b = BrokerProcess.create(n, directory, _broker_connect(state), settings,
                              port=base_port + n - 1, log_path=os.path.join(data_dir, "logs", f"broker-{n}.log"),
-                             detach=True, security=preset).start()
+                             detach=True, security=preset, environ=environ).start()
     state["brokers"].append({"id": n, "pid": b.pid, "port": b.port, "config": b.config_path,
-                             "metrics_port": None if metrics_port is None else metrics_port + n - 1})
+                             "metrics_port": None if metrics_port is None else metrics_port + n - 1,
+                             "environ": environ})
     return b
 
 
 def _complete(data_dir: str, state: dict, timeout: float, overrides: tuple[str, ...],
-              metrics_port: int | None, security: str | None) -> dict:
+              metrics_port: int | None, security: str | None, secure_zookeeper: bool = False) -> dict:
     """`up` on a cluster with live members, as `docker compose up` on a running project: ZooKeeper, if down,
     starts again on its port and data; each broker that is down starts again on the server.properties it was
     made with, once its previous registration has expired; live members are left alone. The cluster keeps its
@@ -468,6 +504,9 @@ def _complete(data_dir: str, state: dict, timeout: float, overrides: tuple[str, 
     if security and security != running:
         raise ClusterError(f"the cluster of {data_dir} runs {running or 'plaintext'}; `kbroker cluster down "
                            f"--data-dir {data_dir}` first to bring it up with --security {security}")
+    if secure_zookeeper and not state["zookeeper"].get("secure"):
+        raise ClusterError(f"the cluster of {data_dir} runs a plain ZooKeeper; `kbroker cluster down --data-dir "
+                           f"{data_dir}` first to bring it up with --secure-zookeeper")
     if overrides or metrics_port is not None:
         raise ClusterError(f"a cluster is running from {data_dir}: --override and --metrics-port apply when it "
                            f"starts whole (`kbroker cluster down --data-dir {data_dir}` first)")
@@ -491,12 +530,13 @@ def _complete(data_dir: str, state: dict, timeout: float, overrides: tuple[str, 
     return state
 
 
-def _write_admin_credentials(preset: SecurityPreset, zk_connect: str) -> None:
+def _write_admin_credentials(preset: SecurityPreset, data_dir: str, state: dict) -> None:
     """The preset's admin SCRAM credentials into a just started ZooKeeper, before any broker starts."""
     try:
-        client = KafkaZkClient(zk_connect, 6000, 10000).start()
+        client = _zk_client(data_dir, state, 6000, 10000)
     except ZkError as e:
-        raise ClusterError(f"cannot write the admin's SCRAM credentials to ZooKeeper {zk_connect}: {e}") from None
+        raise ClusterError(f"cannot write the admin's SCRAM credentials to ZooKeeper "
+                           f"{_broker_connect(state)}: {e}") from None
     try:
         preset.write_admin_credentials(client)
     finally:
@@ -535,7 +575,7 @@ def stop_broker(data_dir: str, broker_id: int, kill: bool = False) -> bool:
     return True
 
 
-def _wait_unregistered(zk_connect: str, broker_id: int, config_path: str) -> None:
+def _wait_unregistered(data_dir: str, state: dict, broker_id: int, config_path: str) -> None:
     """Until /brokers/ids/<broker_id> is gone: a killed broker's registration lasts until its ZooKeeper session
     expires, and a broker starting meanwhile is refused as a duplicate (as Kafka's is, NodeExists). Bounded by
     that session's timeout (the broker's zookeeper.session.timeout.ms) plus ZooKeeper's tick and a margin: a
@@ -545,9 +585,9 @@ def _wait_unregistered(zk_connect: str, broker_id: int, config_path: str) -> Non
     except (OSError, ConfigError) as e:
         raise ClusterError(f"broker {broker_id}: {config_path}: {e}") from None
     try:
-        client = KafkaZkClient(zk_connect, 6000, 10000).start()
+        client = _zk_client(data_dir, state, 6000, 10000)
     except ZkError as e:
-        raise ClusterError(f"ZooKeeper {zk_connect}: {e}") from None
+        raise ClusterError(f"ZooKeeper {_broker_connect(state)}: {e}") from None
     try:
         wait_until(lambda: broker_id not in client.get_broker_ids(), timeout, 0.2,
                    f"the previous registration of broker {broker_id} in ZooKeeper to expire (is another broker "
@@ -561,10 +601,10 @@ def _wait_unregistered(zk_connect: str, broker_id: int, config_path: str) -> Non
 def _restart(data_dir: str, state: dict, entry: dict, security: ClientSecurity | None) -> BrokerProcess:
     """Start a member broker that is down on its server.properties once its old registration is gone; its new
     pid goes to entry (the caller writes the state and waits for it)."""
-    _wait_unregistered(state["zookeeper"]["connect"], entry["id"], entry["config"])
+    _wait_unregistered(data_dir, state, entry["id"], entry["config"])
     b = BrokerProcess(entry["id"], entry["config"], entry["port"],
                       os.path.join(data_dir, "logs", f"broker-{entry['id']}.log"), detach=True,
-                      security=security).start()
+                      security=security, environ=entry.get("environ")).start()
     entry["pid"] = b.pid
     return b
 
@@ -592,7 +632,8 @@ def down(data_dir: str) -> list[str]:
 
 
 def status(data_dir: str) -> list[str] | None:
-    state = _read_state(os.path.abspath(data_dir))
+    data_dir = os.path.abspath(data_dir)
+    state = _read_state(data_dir)
     if state is None:
         return None
     zk = state["zookeeper"]
@@ -600,7 +641,7 @@ def status(data_dir: str) -> list[str] | None:
             f"{'serving' if is_serving('127.0.0.1', zk['port']) else 'DOWN'}"]
     controller, registered = None, set()
     try:
-        client = KafkaZkClient(zk["connect"], 6000, 3000).start()
+        client = _zk_client(data_dir, state, 6000, 3000)
         try:
             controller, registered = client.get_controller_id(), set(client.get_broker_ids())
         finally:
@@ -613,6 +654,9 @@ def status(data_dir: str) -> list[str] | None:
         reg = "registered" if b["id"] in registered else "not registered"
         rows.append(f"broker {b['id']}   pid {b['pid']:<7} 127.0.0.1:{b['port']:<6} "
                     f"{'running' if alive else 'DOWN'}, {reg}{role}")
+    if zk.get("secure"):
+        rows.append(f"zookeeper  secured: TLS on {zk['broker_connect']}, SASL and znode ACLs; its files in "
+                    f"{os.path.join(data_dir, 'zookeeper-security')}")
     if "security" in state:
         rows.append(f"security   {state['security']['protocol']}: client settings in "
                     f"{state['security']['client_properties']}, {state['security']['kcat_conf']}")

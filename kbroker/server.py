@@ -34,11 +34,13 @@ import gevent
 import gevent.event
 
 from zk import znodes as z
-from zk.client import KafkaZkClient, ZkError, ZkState
+from zk.client import KafkaZkClient, ZkAuthError, ZkError, ZkState
+from zk.security import TLS_SETTINGS, ZkSecurityError, client_security
 from . import api
 from .admin_manager import AdminManager
 from .clock import Clock
 from .common.internal_topics import TRANSACTION_STATE_TOPIC
+from .common.jvm_options import system_properties
 from .config import BrokerConfig, ConfigError
 from .controller.controller import KafkaController
 from .coordinator.group_coordinator import GroupCoordinator
@@ -70,6 +72,12 @@ META_PROPERTIES = "meta.properties"
 
 class StartupError(RuntimeError):
     """The broker must not start; the message says why."""
+    exit_code = 1
+
+
+class StartupConfigError(StartupError):
+    """The broker must not start because of its settings (exit 2, as an invalid config)."""
+    exit_code = 2
 
 
 def read_meta_properties(log_dir: str) -> dict[str, str] | None:
@@ -145,9 +153,11 @@ class KafkaServer:
             raise StartupError(str(e)) from None
         timeout = cfg["zookeeper.session.timeout.ms"]
         self.zk = KafkaZkClient(cfg["zookeeper.connect"], timeout, cfg["zookeeper.connection.timeout.ms"],
-                                gevent=True)
+                                gevent=True, security=self._zk_security())
         try:
             self.zk.start()
+        except ZkAuthError as e:
+            raise StartupConfigError(str(e)) from None
         except ZkError as e:
             raise StartupError(str(e)) from None
         self.zk.create_top_level_paths()
@@ -299,6 +309,16 @@ class KafkaServer:
                     except Exception:
                         log.exception("log cleaner round failed")
             self._tasks.append(gevent.spawn(clean_loop))
+
+    def _zk_security(self):
+        """The ZooKeeper login and ACLs (zookeeper.set.acl, the zookeeper.ssl.* keys given, the -D system properties
+        and JAAS file of KAFKA_OPTS), checked before anything is written there as KafkaServer.initZkClient does."""
+        cfg = self.config
+        try:
+            return client_security({k: v for k, v in cfg.originals.items() if k in TLS_SETTINGS},
+                                   system_properties(), set_acl=cfg["zookeeper.set.acl"])
+        except (ZkSecurityError, ValueError) as e:
+            raise StartupConfigError(str(e)) from None
 
     def _load_meta_properties(self) -> dict[str, dict | None]:
         """meta.properties of each log dir; a dir where it cannot be read (an I/O error) is offline from the

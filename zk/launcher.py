@@ -3,6 +3,12 @@
 Used by `kbroker cluster up`, `make up` and the integration tests. The server runs as
 ZooKeeperServerMain with positional arguments (port, data dir, tickTime 1000, so sessions as short as 2 s are
 honoured) and the admin HTTP server off, so several can run side by side.
+
+Secured (ZkServerSecurity: `kbroker cluster up --secure-zookeeper`, the tests of a secured ZooKeeper), it runs on a
+zoo.cfg written into its data dir instead: the plain clientPort, a TLS secureClientPort (Netty's connection
+factory, from Debian's netty jars beside it; client certificates required), the SASL authentication provider with
+the JAAS file's `Server` section (DIGEST-MD5 users), and the x509 provider, so TLS clients are known by their
+certificate's subject too.
 """
 from __future__ import annotations
 
@@ -11,6 +17,7 @@ import shutil
 import socket
 import subprocess
 import time
+from dataclasses import dataclass
 
 ZK_JARS = ("/usr/share/java/zookeeper.jar", "/usr/share/java/zookeeper-jute.jar")
 SLF4J_JARS = ("/usr/share/java/slf4j-api.jar", "/usr/share/java/slf4j-simple.jar")
@@ -19,6 +26,26 @@ ZKCLI = "/usr/share/zookeeper/bin/zkCli.sh"
 
 class ZooKeeperNotInstalled(RuntimeError):
     pass
+
+
+@dataclass(frozen=True)
+class ZkServerSecurity:
+    """A secured server's settings: its TLS port, the JAAS file with the `Server` section, and PEM stores."""
+    secure_port: int
+    jaas_path: str
+    keystore_path: str     # the server's private key and certificate chain (PEM)
+    truststore_path: str   # the CA its TLS clients' certificates are checked against (PEM)
+
+    def zoo_cfg(self, port: int, data_dir: str, tick_time_ms: int) -> str:
+        lines = {"tickTime": tick_time_ms, "dataDir": data_dir, "clientPort": port,
+                 "secureClientPort": self.secure_port,
+                 "serverCnxnFactory": "org.apache.zookeeper.server.NettyServerCnxnFactory",
+                 "authProvider.sasl": "org.apache.zookeeper.server.auth.SASLAuthenticationProvider",
+                 "authProvider.x509": "org.apache.zookeeper.server.auth.X509AuthenticationProvider",
+                 "ssl.keyStore.location": self.keystore_path, "ssl.keyStore.type": "PEM",
+                 "ssl.trustStore.location": self.truststore_path, "ssl.trustStore.type": "PEM",
+                 "ssl.clientAuth": "need", "admin.enableServer": "false"}
+        return "".join(f"{k}={v}\n" for k, v in lines.items())
 
 
 def _classpath() -> str:
@@ -44,6 +71,14 @@ def four_letter(host: str, port: int, cmd: bytes = b"srvr", timeout: float = 1.0
     return b"".join(chunks).decode(errors="replace")
 
 
+def _accepts(host: str, port: int) -> bool:
+    try:
+        socket.create_connection((host, port), timeout=1.0).close()
+        return True
+    except OSError:
+        return False
+
+
 def is_serving(host: str, port: int) -> bool:
     try:
         return "Mode:" in four_letter(host, port)
@@ -57,7 +92,8 @@ class ZooKeeperServer:
     a namespace that reaches host)."""
 
     def __init__(self, port: int, data_dir: str, log_path: str | None = None, tick_time_ms: int = 1000,
-                 heap: str = "64m", host: str = "127.0.0.1", netns: str | None = None):
+                 heap: str = "64m", host: str = "127.0.0.1", netns: str | None = None,
+                 security: ZkServerSecurity | None = None):
         self.port = port
         self.host = host
         self.netns = netns
@@ -65,16 +101,25 @@ class ZooKeeperServer:
         self.log_path = log_path or os.path.join(self.data_dir, "zookeeper.log")
         self.tick_time_ms = tick_time_ms
         self.heap = heap
+        self.security = security
         self.proc: subprocess.Popen | None = None
 
     @property
     def connect(self) -> str:
         return f"{self.host}:{self.port}"
 
+    @property
+    def secure_connect(self) -> str:
+        """host:secureClientPort (TLS), when secured."""
+        return f"{self.host}:{self.security.secure_port}"
+
     def command(self) -> list[str]:
         argv = ["java", f"-Xmx{self.heap}", "-Xms16m", "-Dzookeeper.admin.enableServer=false",
                 "-cp", _classpath(), "org.apache.zookeeper.server.ZooKeeperServerMain",
                 str(self.port), self.data_dir, str(self.tick_time_ms)]
+        if self.security is not None:
+            argv[-3:] = [os.path.join(self.data_dir, "zoo.cfg")]
+            argv.insert(1, f"-Djava.security.auth.login.config={self.security.jaas_path}")
         return ["ip", "netns", "exec", self.netns, *argv] if self.netns else argv
 
     def start(self, timeout: float = 30.0, detach: bool = False) -> int:
@@ -83,6 +128,9 @@ class ZooKeeperServer:
             raise RuntimeError(f"something already serves ZooKeeper on port {self.port}")
         cmd = self.command()
         os.makedirs(self.data_dir, exist_ok=True)
+        if self.security is not None:
+            with open(os.path.join(self.data_dir, "zoo.cfg"), "w") as f:
+                f.write(self.security.zoo_cfg(self.port, self.data_dir, self.tick_time_ms))
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                      cwd=self.data_dir, start_new_session=detach)
@@ -91,7 +139,8 @@ class ZooKeeperServer:
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"ZooKeeper exited with code {self.proc.returncode}; see {self.log_path}")
-            if is_serving(self.host, self.port):
+            if is_serving(self.host, self.port) and (self.security is None or _accepts(self.host,
+                                                                                      self.security.secure_port)):
                 return self.proc.pid
             time.sleep(0.05)
         self.stop()

@@ -1,29 +1,35 @@
 """Real broker processes for integration tests (kbroker.cluster's BrokerProcess and wait_ready, as `make up` and
 the benchmarks use): each test gets its own ZooKeeper chroot, free ports and log dirs; brokers are killed by pid.
 `security="sasl_ssl"` (or ssl, sasl_plaintext) secures them with `kbroker cluster up --security`'s preset; the
-admin's client settings are then `client_properties` (Java names) and `librdkafka_config`."""
+admin's client settings are then `client_properties` (Java names) and `librdkafka_config`. `secure_zookeeper=True`
+puts the cluster (a chroot) on a ZooKeeper with SASL and TLS, set up as `kbroker cluster up --secure-zookeeper`
+sets it up: the brokers log in with KAFKA_OPTS's JAAS file and a certificate, zookeeper.set.acl=true."""
 from __future__ import annotations
 
 import os
 import subprocess
+import uuid
 
 import pytest
 
-from kbroker.cluster import BrokerProcess, wait_ready, wait_until  # noqa: F401  (wait_until re-exported)
+from kbroker.cluster import BrokerProcess, free_port_range, wait_ready, wait_until  # noqa: F401  (re-exported)
 from kbroker.security.preset import SecurityPreset
+from kbroker.security.zk_preset import SecureZooKeeper
 from zk.client import KafkaZkClient
-from zk.launcher import ZKCLI
+from zk.launcher import ZKCLI, ZooKeeperServer
 
 SESSION_TIMEOUT_MS = 4000
 
 
 class Cluster:
-    def __init__(self, zk_connect: str, workdir: str):
+    def __init__(self, zk_connect: str, workdir: str, zk_preset: SecureZooKeeper | None = None):
         self.zk_connect = zk_connect
         self.workdir = workdir
+        self.zk_preset = zk_preset   # a secured ZooKeeper: zk_connect is its TLS port, the brokers log in
         self.brokers: dict[int, BrokerProcess] = {}
         self.processes: list[BrokerProcess] = []   # every process started, for cleanup (ids may repeat)
-        self.zk = KafkaZkClient(zk_connect, 6000).start()
+        self.zk = KafkaZkClient(zk_connect, 6000,
+                                security=zk_preset.client_security() if zk_preset else None).start()
         self.security: SecurityPreset | None = None
 
     def secure(self, security: str) -> "Cluster":
@@ -45,9 +51,10 @@ class Cluster:
 
     def add(self, broker_id: int, start: bool = True, **extra) -> BrokerProcess:
         settings = {"zookeeper.session.timeout.ms": SESSION_TIMEOUT_MS, "controlled.shutdown.retry.backoff.ms": 200,
-                    **extra}
+                    **(self.zk_preset.broker_settings() if self.zk_preset else {}), **extra}
         b = BrokerProcess.create(broker_id, os.path.join(self.workdir, f"broker-{broker_id}"), self.zk_connect,
-                                 settings, security=self.security)
+                                 settings, security=self.security,
+                                 environ={"KAFKA_OPTS": self.zk_preset.kafka_opts} if self.zk_preset else None)
         self.brokers[broker_id] = b
         self.processes.append(b)
         if start:
@@ -87,12 +94,29 @@ def set_znode_acl(zk_connect: str, path: str, acl: str) -> None:
     assert out.returncode == 0 and "Insufficient permission" not in out.stdout + out.stderr, out.stderr
 
 
+@pytest.fixture(scope="session")
+def secure_zookeeper(tmp_path_factory):
+    """A ZooKeeper with SASL and TLS (`kbroker cluster up --secure-zookeeper`'s server and files: `.preset`)."""
+    base = tmp_path_factory.mktemp("secure-zookeeper")
+    preset = SecureZooKeeper.init(str(base / "security"))
+    port = free_port_range(2)
+    server = ZooKeeperServer(port, str(base / "data"), security=preset.server_security(port + 1))
+    server.preset = preset
+    server.start()
+    yield server
+    server.stop()
+
+
 @pytest.fixture
-def cluster_factory(zk_connect, tmp_path):
+def cluster_factory(zk_connect, tmp_path, request):
     clusters = []
 
-    def make(n: int = 0, security: str | None = None, **extra) -> Cluster:
-        c = Cluster(zk_connect, str(tmp_path))
+    def make(n: int = 0, security: str | None = None, secure_zookeeper: bool = False, **extra) -> Cluster:
+        if secure_zookeeper:
+            server = request.getfixturevalue("secure_zookeeper")
+            c = Cluster(f"{server.secure_connect}/t-{uuid.uuid4().hex[:10]}", str(tmp_path), server.preset)
+        else:
+            c = Cluster(zk_connect, str(tmp_path))
         clusters.append(c)
         return c.start_brokers(n, security, **extra)
     yield make

@@ -1,0 +1,240 @@
+"""A secured ZooKeeper (SASL DIGEST-MD5, TLS on its secureClientPort, client certificates; the preset of
+`kbroker cluster up --secure-zookeeper`), as a Kafka 2.8 deployment runs one: brokers with KAFKA_OPTS's JAAS file
+and zookeeper.set.acl=true, kadmin logging in with KAFKA_OPTS and --zk-tls-config-file, every znode's ACL as
+Kafka's ZkData sets it after a busy cluster's life, what an unauthenticated client can and cannot do, the
+migration tool both ways, and the start-up refusals (exit 2, nothing written to ZooKeeper)."""
+from __future__ import annotations
+
+import json
+import os
+import uuid
+
+from click.testing import CliRunner
+from confluent_kafka import Consumer, Producer
+
+from admin_cli.main import cli
+from kbroker.cluster import BrokerProcess
+from kbroker.security.certs import make_ca, make_cert
+from zk.client import KafkaZkClient, ZkNoAuth
+from zk.security import SECURE_ROOT_PATHS
+
+from .conftest import wait_until
+
+OPEN = [(31, "world", "anyone")]
+BROKERS = [(31, "sasl", "kafka"), (31, "x509", "CN=kafka,O=kbroker")]   # `auth` as the brokers' session has it
+SECURE = sorted(BROKERS + [(1, "world", "anyone")])
+SENSITIVE = ("/config/users", "/config/brokers", "/delegation_token/tokens")
+
+
+def expected_acl(path: str) -> list:
+    """ZkData.defaultAcls(isSecure=true) as ZooKeeper stores it for the brokers' identity."""
+    if path == "/consumers":
+        return OPEN
+    return sorted(BROKERS) if path.startswith(SENSITIVE) else SECURE
+
+
+def walk(zk: KafkaZkClient, path: str = "/") -> list[str]:
+    """Every znode at and below path (below the client's chroot)."""
+    out, level = [], [path]
+    while level:
+        out += level
+        level = [f"{p.rstrip('/')}/{c}" for p in level for c in zk.children(p)]
+    return out
+
+
+def acls_of(zk: KafkaZkClient) -> dict[str, list]:
+    return {p: zk.get_acl(p) for p in walk(zk)}
+
+
+def kadmin(cluster, *args, zookeeper: bool = True):
+    """kadmin as an operator runs it against the secured ZooKeeper: KAFKA_OPTS's JAAS file, the TLS file."""
+    preset = cluster.zk_preset
+    where = (["--zookeeper", cluster.zk_connect, "--zk-tls-config-file", preset.path("zk-tls.properties")]
+             if zookeeper else ["--bootstrap-server", cluster.bootstrap])
+    result = CliRunner().invoke(cli, [*where, *map(str, args)], env={"KAFKA_OPTS": preset.kafka_opts},
+                                catch_exceptions=False)
+    assert result.exit_code == 0, result.output + result.stderr
+    return result
+
+
+def anonymous(cluster, server) -> KafkaZkClient:
+    """A client with no login, on the plain client port, in the cluster's chroot."""
+    chroot = cluster.zk_connect.partition("/")[2]
+    return KafkaZkClient(f"{server.connect}/{chroot}", 6000).start()
+
+
+def busy_life(c, tmp_path):
+    """Topics, configs, quotas, SCRAM users, ACLs, a consumer group, transactions, a reassignment, an election
+    and a deletion, through kadmin (ZooKeeper and Admin APIs) and real clients."""
+    kadmin(c, "create-topic", "orders", "--partitions", 3, "--replication-factor", 2, "--config", "retention.ms=600000",
+           "--wait")
+    kadmin(c, "create-topic", "events", "--partitions", 2, "--replication-factor", 3, zookeeper=False)
+    kadmin(c, "alter-config", "--topic", "orders", "--add-config", "segment.ms=60000")
+    kadmin(c, "alter-config", "--broker", 1, "--add-config", "log.cleaner.threads=2")
+    kadmin(c, "alter-config", "--broker-defaults", "--add-config", "log.retention.ms=86400000")
+    kadmin(c, "quotas", "alter", "--user", "alice", "--client-defaults", "--add-config", "producer_byte_rate=1048576")
+    kadmin(c, "quotas", "alter", "--client-id", "app", "--add-config", "consumer_byte_rate=2048")
+    kadmin(c, "users", "add", "bob", "--mechanism", "SCRAM-SHA-256", "--password", "bob-secret")
+    kadmin(c, "acls", "add", "--allow-principal", "User:alice", "--operation", "Read", "--topic", "orders",
+           "--group", "readers")
+    kadmin(c, "acls", "add", "--allow-principal", "User:bob", "--operation", "Write", "--topic", "ord",
+           "--resource-pattern-type", "prefixed")
+    producer = Producer({"bootstrap.servers": c.bootstrap, "transactional.id": "tx-1"})
+    producer.init_transactions()
+    producer.begin_transaction()
+    for i in range(30):
+        producer.produce("orders", key=str(i).encode(), value=b"v%d" % i)
+    producer.commit_transaction()
+    consumer = Consumer({"bootstrap.servers": c.bootstrap, "group.id": "readers", "auto.offset.reset": "earliest",
+                         "isolation.level": "read_committed"})
+    consumer.subscribe(["orders"])
+    got = 0
+    while got < 30:
+        msg = consumer.poll(1.0)
+        if msg is not None and not msg.error():
+            got += 1
+    consumer.commit(asynchronous=False)
+    consumer.close()
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [{"topic": "orders", "partition": 0,
+                                                               "replicas": [3, 2]}]}))
+    kadmin(c, "reassign", "--reassignment-json-file", plan, "--execute")
+    kadmin(c, "elect-leaders", "--preferred", "--all-topic-partitions")
+    kadmin(c, "delete-topic", "events", "--wait")
+
+
+def test_a_secured_cluster_works_and_every_znode_has_kafkas_acl(cluster_factory, secure_zookeeper, tmp_path):
+    c = cluster_factory(3, secure_zookeeper=True, **{"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+                                                     "super.users": "User:ANONYMOUS"})
+    busy_life(c, tmp_path)
+    # The controller moved the reassignment and the deletion through: it reads and writes as the brokers.
+    assert c.zk.get_topic_assignment("orders").partitions[0] == [3, 2]
+    wait_until(lambda: not c.zk.topic_exists("events"), 30, message="events deleted")
+
+    found = acls_of(c.zk)
+    for path in ("/brokers/ids/1", "/config/topics/orders", "/config/users/alice", "/config/users/bob",
+                 "/config/brokers/1", "/config/brokers/<default>", "/config/clients/app", "/kafka-acl/Topic/orders",
+                 "/kafka-acl-extended/prefixed/Topic/ord", "/latest_producer_id_block", "/controller",
+                 "/brokers/topics/__transaction_state", "/brokers/topics/__consumer_offsets", "/consumers"):
+        assert path in found, path
+    wrong = {p: acl for p, acl in found.items() if acl != expected_acl(p)}
+    assert wrong == {}
+
+    anon = anonymous(c, secure_zookeeper)
+    try:
+        assert anon.get_broker_ids() == [1, 2, 3]
+        assert anon.get_topic_assignment("orders") is not None
+        for write in (lambda: anon.create_recursive("/brokers/ids/9", b"{}"),
+                      lambda: anon.set_data("/brokers/topics/orders", b"{}"),
+                      lambda: anon.delete("/controller")):
+            try:
+                write()
+                raise AssertionError("an unauthenticated client changed a znode")
+            except ZkNoAuth:
+                pass
+        for path in ("/config/users/alice", "/config/users/bob", "/config/brokers/1", "/config/brokers/<default>"):
+            try:
+                anon.get(path)
+                raise AssertionError(f"an unauthenticated client read {path}")
+            except ZkNoAuth:
+                pass
+        assert anon.get_entity_config("topics", "orders")["segment.ms"] == "60000"   # not sensitive
+    finally:
+        anon.close()
+
+
+def test_migration_secures_an_open_cluster_and_opens_it_again(cluster_factory, secure_zookeeper):
+    # Kafka's procedure: brokers that log in but still create open znodes (set.acl=false), then the tool.
+    c = cluster_factory(2, secure_zookeeper=True, **{"zookeeper.set.acl": "false"})
+    # Through the brokers (a logged-in kadmin --zookeeper would create secure znodes itself, as Kafka's tools).
+    kadmin(c, "create-topic", "orders", "--partitions", 2, "--replication-factor", 2, "--wait", zookeeper=False)
+    kadmin(c, "quotas", "alter", "--user", "alice", "--add-config", "producer_byte_rate=1024", zookeeper=False)
+    kadmin(c, "alter-config", "--broker", 1, "--add-config", "log.cleaner.threads=2", zookeeper=False)
+    before = acls_of(c.zk)
+    del before["/"]   # the chroot, made by this test's own client (with the brokers' login and secure ACLs)
+    assert {p: a for p, a in before.items() if a != OPEN} == {}
+
+    def migrate(acl):
+        kadmin(c, "zookeeper-security-migration", "--zookeeper.acl", acl, "--zookeeper.connect", c.zk_connect)
+        return acls_of(c.zk)
+
+    def secured(path):
+        return path == "/" or any(path == r or path.startswith(r + "/") for r in SECURE_ROOT_PATHS)
+
+    after = migrate("secure")
+    assert set(after) >= set(before)
+    assert {p: a for p, a in after.items() if a != (expected_acl(p) if secured(p) else OPEN)} == {}
+    assert after["/config/users/alice"] == sorted(BROKERS) and after["/brokers/ids/1"] == SECURE
+    assert after["/consumers"] == OPEN
+
+    anon = anonymous(c, secure_zookeeper)
+    try:
+        try:
+            anon.get("/config/users/alice")
+            raise AssertionError("still readable after the migration")
+        except ZkNoAuth:
+            pass
+    finally:
+        anon.close()
+    kadmin(c, "create-topic", "more", "--partitions", 1, "--replication-factor", 2, "--wait")   # still works
+
+    again = migrate("unsecure")
+    assert {p: a for p, a in again.items() if a != OPEN} == {}
+
+
+def _start_refused(tmp_path, zk_connect, settings, environ):
+    """A broker that must refuse to start: (its exit code, its error lines)."""
+    b = BrokerProcess.create(1, str(tmp_path / f"broker-{uuid.uuid4().hex[:6]}"), zk_connect,
+                             {"zookeeper.connection.timeout.ms": 20000, **settings}, environ=environ).start()
+    code = b.proc.wait(60)
+    return code, [line for line in b.log().splitlines() if line.startswith("error: ")]
+
+
+def test_bad_zookeeper_security_is_refused_at_start_and_writes_nothing(secure_zookeeper, tmp_path):
+    preset = secure_zookeeper.preset
+    tls = preset.tls_settings
+    chroot = f"/t-{uuid.uuid4().hex[:10]}"
+    connect = secure_zookeeper.secure_connect + chroot
+    no_client = tmp_path / "no-client.conf"
+    no_client.write_text('KafkaServer { org.apache.kafka.common.security.plain.PlainLoginModule required '
+                         'username="a" password="b"; };\n')
+    wrong_password = tmp_path / "wrong.conf"
+    wrong_password.write_text('Client { org.apache.zookeeper.server.auth.DigestLoginModule required '
+                              'username="kafka" password="not-it"; };\n')
+    other_ca = tmp_path / "other-ca.pem"
+    other_ca.write_text(make_ca("another CA")[0])
+    jaas = preset.kafka_opts
+    cases = [
+        # (with a TLS client certificate, Kafka would start: that is an identity too)
+        ({"zookeeper.set.acl": "true"}, f"-Djava.security.auth.login.config={no_client}",
+         "zookeeper.set.acl is true, but ZooKeeper client TLS configuration"),
+        ({"zookeeper.set.acl": "true"}, "", "zookeeper.set.acl is true"),
+        ({"zookeeper.set.acl": "true", **tls}, f"-Djava.security.auth.login.config={wrong_password}",
+         "refused the SASL (DIGEST-MD5) login of user 'kafka'"),
+        ({"zookeeper.set.acl": "true", **tls, "zookeeper.ssl.truststore.location": str(other_ca)}, jaas,
+         "TLS handshake with ZooKeeper at"),
+        ({**tls}, f"-Djava.security.auth.login.config={tmp_path / 'missing.conf'}",
+         "Exception while loading Zookeeper JAAS login context"),
+        ({"zookeeper.set.acl": "true", **tls, "zookeeper.ssl.keystore.password": "x",
+          "zookeeper.ssl.keystore.location": str(tmp_path / "missing.pem")}, jaas, "missing.pem: cannot read"),
+    ]
+    for settings, kafka_opts, fragment in cases:
+        code, errors = _start_refused(tmp_path, connect if "zookeeper.ssl.client.enable" in settings
+                                      else secure_zookeeper.connect + chroot, settings, {"KAFKA_OPTS": kafka_opts})
+        assert code == 2 and len(errors) == 1 and fragment in errors[0], (settings, kafka_opts, code, errors)
+    zk = KafkaZkClient(secure_zookeeper.secure_connect, 6000, security=preset.client_security()).start()
+    try:
+        assert zk.exists(chroot) is None   # not even the chroot was created
+    finally:
+        zk.close()
+
+
+def test_kadmin_without_a_login_is_refused_by_the_acls(cluster_factory, secure_zookeeper):
+    c = cluster_factory(1, secure_zookeeper=True)
+    chroot = c.zk_connect.partition("/")[2]
+    result = CliRunner().invoke(cli, ["--zookeeper", f"{secure_zookeeper.connect}/{chroot}", "create-topic",
+                                      "orders", "--partitions", "1", "--replication-factor", "1"],
+                                env={"KAFKA_OPTS": ""}, catch_exceptions=False)
+    assert result.exit_code == 1 and "not allowed by the znode's ACL" in result.stderr, result.stderr
+    assert not c.zk.topic_exists("orders")
+    assert os.path.exists(c.zk_preset.path("zk-tls.properties"))
