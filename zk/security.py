@@ -121,7 +121,7 @@ def tls_settings(settings: dict[str, str], system_properties: dict[str, str]) ->
 
 def _sys_string(system_properties: dict[str, str]) -> str:
     """JaasUtils.zkSecuritySysConfigString."""
-    return (f"[{JAAS_FILE}={system_properties.get(JAAS_FILE)}, "
+    return (f"[{JAAS_FILE}={system_properties.get(JAAS_FILE, 'null')}, "
             f"{SASL_CLIENT}={system_properties.get(SASL_CLIENT, 'default:true')}, "
             f"{SASL_CONTEXT}={system_properties.get(SASL_CONTEXT, 'default:Client')}]")
 
@@ -222,7 +222,9 @@ def client_security(settings: dict[str, str], system_properties: dict[str, str],
         raise ZkSecurityError(
             "zookeeper.set.acl is true, but ZooKeeper client TLS configuration identifying at least "
             "zookeeper.ssl.client.enable, zookeeper.clientCnxnSocket, and zookeeper.ssl.keystore.location was not "
-            f"present and the verification of the JAAS login file failed {_sys_string(system_properties)}")
+            f"present and the verification of the JAAS login file failed {_sys_string(system_properties)}"
+            + (f" (JAAS file {system_properties[JAAS_FILE]} has no section "
+               f"{system_properties.get(SASL_CONTEXT, 'Client')})" if system_properties.get(JAAS_FILE) else ""))
     context = _tls_context(tls) if _flag(tls["zookeeper.ssl.client.enable"]) else None
     secure = bool(set_acl) if set_acl is not None else bool(login or tls_client_auth)
     if login is None:

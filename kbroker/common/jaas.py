@@ -77,7 +77,7 @@ def parse_jaas(text: str, path: str = "<jaas>", properties: dict[str, str] | Non
                 raise JaasError(f"JAAS file {path}, line {tokens[i - 1][2]}: login module {class_name}: control "
                                 f"flag {flag!r} is not one of {', '.join(FLAGS)}")
             options = {}
-            while i < len(tokens) and tokens[i][1] != ";":
+            while i < len(tokens) and tokens[i][0] == "word":
                 key = expect("word")
                 expect("sym", "=")
                 if i >= len(tokens) or tokens[i][0] == "sym":
