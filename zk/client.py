@@ -267,7 +267,7 @@ def _handler(gevent: bool, tls: ssl.SSLContext | None, on_tls_error):
                 return tls.wrap_socket(sock, server_hostname=hostname)
             except (ssl.SSLError, ssl.CertificateError) as e:
                 sock.close()
-                on_tls_error(address, e)
+                on_tls_error(hostname or address[0], address[1], e)
                 raise
     return TlsHandler()
 
@@ -360,9 +360,9 @@ class KafkaZkClient:
             raise ZkSessionExpired(f"session expired while the connection was lost ({type(error).__name__})") \
                 from error
 
-    def _on_tls_error(self, address, error: Exception) -> None:
+    def _on_tls_error(self, host: str, port: int, error: Exception) -> None:
         reason = getattr(error, "verify_message", None) or getattr(error, "reason", None) or str(error)
-        self._tls_failure = (f"TLS handshake with ZooKeeper at {address[0]}:{address[1]} failed: {reason} "
+        self._tls_failure = (f"TLS handshake with ZooKeeper at {host}:{port} failed: {reason} "
                              f"(zookeeper.ssl.truststore.*, zookeeper.ssl.keystore.*, "
                              f"zookeeper.ssl.endpoint.identification.algorithm)")
         if self._settled is not None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import uuid
@@ -185,6 +186,13 @@ def _start_refused(tmp_path, zk_connect, settings, environ):
     return code, [line for line in b.log().splitlines() if line.startswith("error: ")]
 
 
+def _resolves_to_loopback(host: str) -> bool:
+    try:
+        return socket.gethostbyname(host).startswith("127.")
+    except OSError:
+        return False
+
+
 def test_bad_zookeeper_security_is_refused_at_start_and_writes_nothing(secure_zookeeper, tmp_path):
     preset = secure_zookeeper.preset
     tls = preset.tls_settings
@@ -217,6 +225,12 @@ def test_bad_zookeeper_security_is_refused_at_start_and_writes_nothing(secure_zo
         code, errors = _start_refused(tmp_path, connect if "zookeeper.ssl.client.enable" in settings
                                       else secure_zookeeper.connect + chroot, settings, {"KAFKA_OPTS": kafka_opts})
         assert code == 2 and len(errors) == 1 and fragment in errors[0], (settings, kafka_opts, code, errors)
+    host = socket.gethostname()   # a name of this machine its certificate does not give (127.0.0.1, localhost)
+    if host != "localhost" and _resolves_to_loopback(host):
+        code, errors = _start_refused(tmp_path, f"{host}:{secure_zookeeper.security.secure_port}{chroot}",
+                                      {"zookeeper.set.acl": "true", **tls}, {"KAFKA_OPTS": jaas})
+        assert code == 2 and len(errors) == 1 and f"TLS handshake with ZooKeeper at {host}:" in errors[0] \
+            and "Hostname mismatch" in errors[0], errors
     zk = KafkaZkClient(secure_zookeeper.secure_connect, 6000, security=preset.client_security()).start()
     try:
         assert zk.exists(chroot) is None   # not even the chroot was created
