@@ -257,12 +257,15 @@ def security():
                    "(repeatable; 127.0.0.1 and localhost are always in).")
 @click.option("--admin-password", envvar="KBROKER_ADMIN_PASSWORD",
               help="The admin's password [default: a random one, kept in DIRECTORY/admin.password].")
-@click.option("--zookeeper", metavar="HOST:PORT", help="Also write the admin's SCRAM credentials there.")
+@click.option("--zookeeper", metavar="HOST:PORT", help="Also write the admin's SCRAM credentials there (logged in "
+                                                      "with KAFKA_OPTS's JAAS file, as kadmin --zookeeper).")
 def security_init(directory, protocol, brokers, hosts, admin_password, zookeeper):
     """Make a CA, broker keystores, the admin's credentials and client files in DIRECTORY, once (existing ones
     are kept): what `cluster up --security` makes, for brokers started otherwise (docker-compose.secure.yml)."""
     from zk.client import KafkaZkClient, ZkError
+    from zk.security import ZkSecurityError, client_security
 
+    from .common.jvm_options import system_properties
     from .security.preset import SecurityPreset
     preset = SecurityPreset.init(protocol, directory, admin_password)
     for n in range(1, brokers + 1):
@@ -272,12 +275,12 @@ def security_init(directory, protocol, brokers, hosts, admin_password, zookeeper
         click.echo(f"client    {path}")
     if zookeeper and preset.uses_sasl:
         try:
-            client = KafkaZkClient(zookeeper, 6000, 30000).start()
+            client = KafkaZkClient(zookeeper, 6000, 30000, security=client_security({}, system_properties())).start()
             try:
                 preset.write_admin_credentials(client)
             finally:
                 client.close()
-        except ZkError as e:
+        except (ZkError, ZkSecurityError) as e:
             click.echo(f"error: {e}", err=True)
             sys.exit(3)
         click.echo(f"SCRAM credentials of admin written to {zookeeper}")
