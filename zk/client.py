@@ -287,7 +287,8 @@ class KafkaZkClient:
         self.connect_string = connect
         self.connection_timeout = (connection_timeout_ms or session_timeout_ms) / 1000.0
         sasl = ({"mechanism": "DIGEST-MD5", "username": self.security.sasl_username,
-                 "password": self.security.sasl_password} if self.security.sasl else None)
+                 "password": self.security.sasl_password, "service": self.security.sasl_service}
+                if self.security.sasl else None)
         # The retry sleeps as the handler does (gevent's sleep even where time is not monkey-patched).
         self.zk = _KazooClient(hosts=hosts, timeout=session_timeout_ms / 1000.0, handler=handler,
                                connection_retry={"max_tries": -1, "delay": 0.1, "max_delay": 1,

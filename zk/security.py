@@ -5,7 +5,8 @@ Kafka's start-up checks; and ZkSecurityMigrator's walk of the tree.
 Settings: the `zookeeper.ssl.*` and `zookeeper.clientCnxnSocket` keys as given (server.properties or a tool's
 `--zk-tls-config-file`) beat their `-D` system properties (KAFKA_OPTS), which beat the defaults; the TLS keys
 other than the switch apply only when `zookeeper.ssl.client.enable` is (effectively) true. The JAAS file is
-`-Djava.security.auth.login.config`, its section `-Dzookeeper.sasl.clientconfig` (Client); its login module's
+`-Djava.security.auth.login.config`, its section `-Dzookeeper.sasl.clientconfig` (Client), the server's service
+name `-Dzookeeper.sasl.client.username` (zookeeper); its login module's
 `username`/`password` options log in with DIGEST-MD5 (ZooKeeper's DigestLoginModule, or Kafka's PlainLoginModule
 as Bitnami's images write it). Stores are read once, here, through kbroker.common.keystores. What kbroker cannot
 do (Kerberos, CRL and OCSP checks) is refused, naming the setting.
@@ -35,6 +36,7 @@ CONSUMERS_PATH = "/consumers"   # the old consumers' root: left open, they write
 JAAS_FILE = "java.security.auth.login.config"
 SASL_CLIENT = "zookeeper.sasl.client"
 SASL_CONTEXT = "zookeeper.sasl.clientconfig"
+SASL_SERVICE = "zookeeper.sasl.client.username"   # the server's SASL service name
 NETTY_SOCKET = "org.apache.zookeeper.ClientCnxnSocketNetty"
 
 # Kafka key -> (its -D system property, default): KafkaConfig.ZkSslConfigToSystemPropertyMap.
@@ -85,6 +87,7 @@ class ZkClientSecurity:
     sasl_username: str | None = None          # DIGEST-MD5 login from the JAAS section
     sasl_password: str | None = None
     sasl_context: str = "Client"
+    sasl_service: str = "zookeeper"
     tls: ssl.SSLContext | None = None         # TLS to ZooKeeper's secureClientPort
     tls_client_auth: bool = False             # a client certificate too (ZooKeeper's x509 identity)
 
@@ -225,11 +228,13 @@ def client_security(settings: dict[str, str], system_properties: dict[str, str],
             f"present and the verification of the JAAS login file failed {_sys_string(system_properties)}"
             + (f" (JAAS file {system_properties[JAAS_FILE]} has no section "
                f"{system_properties.get(SASL_CONTEXT, 'Client')})" if system_properties.get(JAAS_FILE) else ""))
-    context = _tls_context(tls) if _flag(tls["zookeeper.ssl.client.enable"]) else None
+    tls_context = _tls_context(tls) if _flag(tls["zookeeper.ssl.client.enable"]) else None
     secure = bool(set_acl) if set_acl is not None else bool(login or tls_client_auth)
     if login is None:
-        return ZkClientSecurity(secure, tls=context, tls_client_auth=tls_client_auth)
-    return ZkClientSecurity(secure, login[1], login[2], login[0], context, tls_client_auth)
+        return ZkClientSecurity(secure, tls=tls_context, tls_client_auth=tls_client_auth)
+    return ZkClientSecurity(secure, sasl_username=login[1], sasl_password=login[2], sasl_context=login[0],
+                            sasl_service=system_properties.get(SASL_SERVICE, "zookeeper"), tls=tls_context,
+                            tls_client_auth=tls_client_auth)
 
 
 def tls_config_file_settings(props: dict[str, str]) -> dict[str, str]:

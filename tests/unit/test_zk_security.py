@@ -136,6 +136,8 @@ def test_logins(stores):
     assert not client_security({}, {}).secure_acls
     other = {**jaas, "zookeeper.sasl.clientconfig": "KafkaServer"}
     assert client_security({}, other).sasl_username == "admin"          # Bitnami's PlainLoginModule
+    assert client_security({}, jaas).sasl_service == "zookeeper"
+    assert client_security({}, {**jaas, "zookeeper.sasl.client.username": "zk"}).sasl_service == "zk"
 
 
 def refused(settings, props, set_acl=None):
