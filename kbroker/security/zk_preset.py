@@ -13,25 +13,18 @@ from __future__ import annotations
 import os
 import secrets
 from dataclasses import dataclass
+from functools import partial
 
 from zk.launcher import ZkServerSecurity
 from zk.security import NETTY_SOCKET, ZkClientSecurity, client_security
 
 from .certs import make_ca, make_cert
+from .preset import _write
+
+_write_private = partial(_write, private=True)   # every file here: keys and passwords, mode 0600
 
 USER = "kafka"
 _DIGEST = "org.apache.zookeeper.server.auth.DigestLoginModule"
-
-
-def _write(path: str, text: str) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-
-
-def _read(path: str) -> str:
-    with open(path) as f:
-        return f.read()
 
 
 @dataclass(frozen=True)
@@ -46,17 +39,19 @@ class SecureZooKeeper:
         preset = cls(directory)
         if not os.path.exists(preset.path("kafka-jaas.conf")):
             ca_cert, ca_key = make_ca("kbroker ZooKeeper CA")
-            _write(preset.path("ca.key"), ca_key)
-            _write(preset.path("ca.pem"), ca_cert)
+            _write_private(preset.path("ca.key"), ca_key)
+            _write_private(preset.path("ca.pem"), ca_cert)
             for name, hosts in (("zookeeper", ["127.0.0.1", "localhost"]), (USER, [])):
                 cert, key = make_cert(ca_cert, ca_key, name, hosts)
-                _write(preset.path(f"{name}.pem"), key + cert)
+                _write_private(preset.path(f"{name}.pem"), key + cert)
             password = secrets.token_urlsafe(12)
-            _write(preset.path("zookeeper-jaas.conf"),
-                   f'Server {{\n    {_DIGEST} required\n    user_{USER}="{password}";\n}};\n')
-            _write(preset.path("kafka-jaas.conf"),
-                   f'Client {{\n    {_DIGEST} required\n    username="{USER}"\n    password="{password}";\n}};\n')
-            _write(preset.path("zk-tls.properties"), "".join(f"{k}={v}\n" for k, v in preset.tls_settings.items()))
+            _write_private(preset.path("zookeeper-jaas.conf"),
+                           f'Server {{\n    {_DIGEST} required\n    user_{USER}="{password}";\n}};\n')
+            _write_private(preset.path("kafka-jaas.conf"),
+                           f'Client {{\n    {_DIGEST} required\n    username="{USER}"\n'
+                           f'    password="{password}";\n}};\n')
+            _write_private(preset.path("zk-tls.properties"),
+                           "".join(f"{k}={v}\n" for k, v in preset.tls_settings.items()))
         return preset
 
     def path(self, name: str) -> str:
