@@ -15,6 +15,8 @@ import uuid
 import pytest
 from click.testing import CliRunner
 from confluent_kafka import Consumer, Producer
+from kafka import KafkaConsumer, TopicPartition
+from kafka.structs import OffsetAndMetadata
 
 from admin_cli.main import cli
 from kbroker.cluster import BrokerProcess, free_port_range
@@ -69,8 +71,9 @@ def anonymous(cluster, server) -> KafkaZkClient:
 
 
 def busy_life(c, tmp_path):
-    """Topics, configs, quotas, SCRAM users, ACLs, a consumer group, transactions, a reassignment, an election
-    and a deletion, through kadmin (ZooKeeper and Admin APIs) and real clients."""
+    """Topics, configs, quotas, SCRAM users, ACLs, a consumer group, v0 offset commits (in ZooKeeper),
+    transactions, a reassignment, an election and a deletion, through kadmin (ZooKeeper and Admin APIs) and real
+    clients."""
     kadmin(c, "create-topic", "orders", "--partitions", 3, "--replication-factor", 2, "--config", "retention.ms=600000",
            "--wait")
     kadmin(c, "create-topic", "events", "--partitions", 2, "--replication-factor", 3, zookeeper=False)
@@ -100,6 +103,13 @@ def busy_life(c, tmp_path):
             got += 1
     consumer.commit(asynchronous=False)
     consumer.close()
+    old = KafkaConsumer(bootstrap_servers=c.bootstrap, group_id="old", api_version=(0, 8, 1),
+                        enable_auto_commit=False, request_timeout_ms=15000)   # OffsetCommit v0: /consumers
+    try:
+        old.assign([TopicPartition("orders", 0)])
+        old.commit({TopicPartition("orders", 0): OffsetAndMetadata(17, "", -1)})
+    finally:
+        old.close()
     plan = tmp_path / "plan.json"
     plan.write_text(json.dumps({"version": 1, "partitions": [{"topic": "orders", "partition": 0,
                                                                "replicas": [3, 2]}]}))
@@ -120,7 +130,8 @@ def test_a_secured_cluster_works_and_every_znode_has_kafkas_acl(cluster_factory,
     for path in ("/brokers/ids/1", "/config/topics/orders", "/config/users/alice", "/config/users/bob",
                  "/config/brokers/1", "/config/brokers/<default>", "/config/clients/app", "/kafka-acl/Topic/orders",
                  "/kafka-acl-extended/prefixed/Topic/ord", "/latest_producer_id_block", "/controller",
-                 "/brokers/topics/__transaction_state", "/brokers/topics/__consumer_offsets", "/consumers"):
+                 "/brokers/topics/__transaction_state", "/brokers/topics/__consumer_offsets", "/consumers",
+                 "/consumers/old/offsets/orders/0", "/admin/delete_topics", "/config/changes"):
         assert path in found, path
     wrong = {p: acl for p, acl in found.items() if acl != expected_acl(p)}
     assert wrong == {}
