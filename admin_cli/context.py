@@ -90,10 +90,10 @@ def zk_security(zk_tls: dict[str, str]) -> ZkClientSecurity:
 
 
 def start_zookeeper(connect: str, security: ZkClientSecurity, session_timeout_ms: int,
-                    connection_timeout_ms: int) -> KafkaZkClient:
+                    connection_timeout_ms: int, create_chroot: bool = True) -> KafkaZkClient:
     """A started, logged in KafkaZkClient; not reaching ZooKeeper is exit 3, a refused login exit 1."""
     client = KafkaZkClient(connect, session_timeout_ms=session_timeout_ms, connection_timeout_ms=connection_timeout_ms,
-                           security=security)
+                           security=security, create_chroot=create_chroot)
     try:
         return client.start()
     except ZkAuthError as e:

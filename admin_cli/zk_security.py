@@ -70,7 +70,7 @@ def migration(ctx, acl, connect, session_timeout, connection_timeout, path_check
     if not security.tls_client_auth and not security.sasl:
         raise Failure(f"Security isn't enabled, most likely the file isn't set properly: {jaas_file}")
     security = dataclasses.replace(security, secure_acls=acl == "secure")
-    zk = start_zookeeper(connect, security, session_timeout, connection_timeout)
+    zk = start_zookeeper(connect, security, session_timeout, connection_timeout, create_chroot=False)
     warnings: list[str] = []
     try:
         done = migrate(zk, path_check, warnings.append)

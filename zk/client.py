@@ -278,8 +278,9 @@ class KafkaZkClient:
     are greenlets; otherwise threads (command-line tools). Public methods raise only ZkError and its kinds."""
 
     def __init__(self, connect: str, session_timeout_ms: int = 18000, connection_timeout_ms: int | None = None,
-                 gevent: bool = False, security: ZkClientSecurity | None = None):
+                 gevent: bool = False, security: ZkClientSecurity | None = None, create_chroot: bool = True):
         hosts, self.chroot = split_chroot(connect)
+        self.create_chroot = create_chroot
         self.security = security or ZkClientSecurity()
         self._tls_failure: str | None = None   # the last failed TLS handshake, for start()'s message
         self._settled = None                   # start()'s event: connected, or a handshake failed
@@ -320,15 +321,19 @@ class KafkaZkClient:
         if self.security.sasl:
             try:
                 self.zk.exists("/")   # kazoo reports CONNECTED before its SASL exchange: its outcome comes here
-            except (AuthFailedError, *_CONNECTION_LOST, ConnectionClosedError, SessionExpiredError) as e:
+            except AuthFailedError:
                 self.close()
                 raise ZkAuthError(f"ZooKeeper at {self.connect_string} refused the SASL (DIGEST-MD5) login of user "
                                   f"{self.security.sasl_username!r} from the JAAS section "
-                                  f"{self.security.sasl_context} ({type(e).__name__}): check its username and "
+                                  f"{self.security.sasl_context} (AUTH_FAILED): check its username and "
                                   f"password") from None
+            except (*_CONNECTION_LOST, ConnectionClosedError, SessionExpiredError) as e:
+                self.close()
+                raise ZkConnectionLoss(f"lost the connection to ZooKeeper at {self.connect_string} while logging in "
+                                       f"({type(e).__name__})") from None
         if self.chroot:
-            # Kafka creates a missing chroot before using it.
-            self.zk.ensure_path(self.chroot)
+            if self.create_chroot:   # a broker creates a missing chroot before using it (KafkaServer)
+                self.zk.ensure_path(self.chroot)
             self.zk.chroot = self.chroot
         return self
 

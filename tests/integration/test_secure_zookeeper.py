@@ -224,7 +224,7 @@ def test_bad_zookeeper_security_is_refused_at_start_and_writes_nothing(secure_zo
          "zookeeper.set.acl is true, but ZooKeeper client TLS configuration"),
         ({"zookeeper.set.acl": "true"}, "", "zookeeper.set.acl is true"),
         ({"zookeeper.set.acl": "true", **tls}, f"-Djava.security.auth.login.config={wrong_password}",
-         "refused the SASL (DIGEST-MD5) login of user 'kafka'"),
+         "refused the SASL (DIGEST-MD5) login of user 'kafka' from the JAAS section Client (AUTH_FAILED)"),
         ({"zookeeper.set.acl": "true", **tls, "zookeeper.ssl.truststore.location": str(other_ca)}, jaas,
          "TLS handshake with ZooKeeper at"),
         ({**tls}, f"-Djava.security.auth.login.config={tmp_path / 'missing.conf'}",
@@ -299,3 +299,40 @@ def test_cluster_up_secure_zookeeper(tmp_path):
             anon.close()
     finally:
         run("cluster", "down", "--data-dir", data)
+
+
+def test_kadmin_login_failures_and_migration_refusals(secure_zookeeper, tmp_path):
+    """One line each: a wrong SASL password (exit 1), a TLS file that cannot be read (exit 2); the migration tool
+    without a login, or with --enable.path.check on a chroot without Kafka's znodes (exit 1, nothing changed)."""
+    preset = secure_zookeeper.preset
+    chroot = f"/t-{uuid.uuid4().hex[:10]}"
+    tls_file = preset.path("zk-tls.properties")
+    wrong = tmp_path / "wrong.conf"
+    wrong.write_text('Client { org.apache.zookeeper.server.auth.DigestLoginModule required username="kafka" '
+                     'password="nope"; };\n')
+
+    def run(*args, kafka_opts=preset.kafka_opts):
+        return CliRunner().invoke(cli, list(map(str, args)), env={"KAFKA_OPTS": kafka_opts}, catch_exceptions=False)
+
+    r = run("--zookeeper", secure_zookeeper.secure_connect + chroot, "--zk-tls-config-file", tls_file, "list-topics",
+            kafka_opts=f"-Djava.security.auth.login.config={wrong}")
+    assert r.exit_code == 1 and r.stderr.count("\n") == 1 and "refused the SASL" in r.stderr, r.stderr
+    r = run("--zookeeper", secure_zookeeper.secure_connect + chroot, "--zk-tls-config-file", tmp_path / "no.properties",
+            "list-topics")
+    assert r.exit_code == 2 and "--zk-tls-config-file" in r.stderr and "cannot read" in r.stderr, r.stderr
+
+    migrate = ("zookeeper-security-migration", "--zookeeper.acl", "secure", "--zookeeper.connect",
+               secure_zookeeper.connect + chroot)
+    r = run(*migrate, kafka_opts="")
+    assert r.exit_code == 1 and "No JAAS configuration file has been specified and no TLS client certificate" \
+        in r.stderr, r.stderr
+    r = run(*migrate, kafka_opts=f"-Djava.security.auth.login.config={tmp_path / 'wrong.conf'} "
+                                 "-Dzookeeper.sasl.clientconfig=Other")
+    assert r.exit_code == 1 and "Security isn't enabled, most likely the file isn't set properly" in r.stderr
+    r = run(*migrate, "--enable.path.check")
+    assert r.exit_code == 1 and "do not exist in ZooKeeper: /admin,/brokers" in r.stderr, r.stderr
+    zk = KafkaZkClient(secure_zookeeper.secure_connect, 6000, security=preset.client_security()).start()
+    try:
+        assert zk.exists(chroot) is None   # nothing created
+    finally:
+        zk.close()
