@@ -7,8 +7,9 @@ Null znode data is written as null (as Kafka does), not as an empty byte string.
 
 Security (zk.security.ZkClientSecurity): every create carries the znode's ZkData.defaultAcls (creates go through
 one place, _KazooClient, so none is missed); SASL logs in with kazoo's sasl_options; TLS wraps each connection
-in the context built once at start (the kazoo handler's create_connection), so a failed handshake ends start()
-at once with its reason instead of being retried until the connection timeout.
+in the context built once at start (the kazoo handler's create_connection), so a server certificate that does not
+verify ends start() at once with its reason (other handshake failures are retried until the connection timeout,
+then named).
 
 Scale (10K partitions): kazoo costs ~0.2 ms of CPU per request, far more than ZooKeeper's own work, so reads of
 many znodes go as ZooKeeper 3.6+'s multiRead (pipelined getData on older servers) and the controller's
@@ -300,7 +301,7 @@ class KafkaZkClient:
     # ---- connection --------------------------------------------------------------------------------------
     def start(self) -> "KafkaZkClient":
         """Connect (and log in); ZkConnectionLoss when no server answered within the connection timeout,
-        ZkAuthError at once when a TLS handshake failed or ZooKeeper refused the SASL login."""
+        ZkAuthError when the TLS handshakes failed or ZooKeeper refused the SASL login."""
         self._settled = self.zk.handler.event_object()
 
         def connected(state):
@@ -368,11 +369,13 @@ class KafkaZkClient:
 
     def _on_tls_error(self, host: str, port: int, error: Exception) -> None:
         reason = getattr(error, "verify_message", None) or getattr(error, "reason", None) or str(error)
+        if "_ALERT_" in reason:   # the server ended the handshake, as it does over a client certificate
+            reason = f"ZooKeeper refused it ({reason}: is the client certificate signed by a CA it trusts?)"
         self._tls_failure = (f"TLS handshake with ZooKeeper at {host}:{port} failed: {reason} "
                              f"(zookeeper.ssl.truststore.*, zookeeper.ssl.keystore.*, "
                              f"zookeeper.ssl.endpoint.identification.algorithm)")
-        if self._settled is not None:
-            self._settled.set()
+        if self._settled is not None and isinstance(error, ssl.SSLCertVerificationError):
+            self._settled.set()   # the server's certificate is not trusted: no use trying again
 
     def add_state_listener(self, fn) -> None:
         """fn(state) on each change of the connection's state, a ZkState value."""

@@ -21,7 +21,7 @@ from kafka.structs import OffsetAndMetadata
 from admin_cli.main import cli
 from kbroker.cluster import BrokerProcess, free_port_range
 from kbroker.config import read_properties
-from kbroker.security.certs import make_ca
+from kbroker.security.certs import make_ca, make_cert
 from zk.client import KafkaZkClient, ZkNoAuth
 from zk.security import SECURE_ROOT_PATHS
 
@@ -215,8 +215,11 @@ def test_bad_zookeeper_security_is_refused_at_start_and_writes_nothing(secure_zo
     wrong_password = tmp_path / "wrong.conf"
     wrong_password.write_text('Client { org.apache.zookeeper.server.auth.DigestLoginModule required '
                               'username="kafka" password="not-it"; };\n')
+    other_ca_cert, other_ca_key = make_ca("another CA")
     other_ca = tmp_path / "other-ca.pem"
-    other_ca.write_text(make_ca("another CA")[0])
+    other_ca.write_text(other_ca_cert)
+    stranger = tmp_path / "stranger.pem"    # a client certificate ZooKeeper's CA did not sign
+    stranger.write_text("".join(reversed(make_cert(other_ca_cert, other_ca_key, "kafka"))))
     jaas = preset.kafka_opts
     cases = [
         # (with a TLS client certificate, Kafka would start: that is an identity too)
@@ -227,6 +230,8 @@ def test_bad_zookeeper_security_is_refused_at_start_and_writes_nothing(secure_zo
          "refused the SASL (DIGEST-MD5) login of user 'kafka' from the JAAS section Client (AUTH_FAILED)"),
         ({"zookeeper.set.acl": "true", **tls, "zookeeper.ssl.truststore.location": str(other_ca)}, jaas,
          "TLS handshake with ZooKeeper at"),
+        ({"zookeeper.set.acl": "true", **tls, "zookeeper.ssl.keystore.location": str(stranger),
+          "zookeeper.connection.timeout.ms": 3000}, jaas, "TLS handshake with ZooKeeper at 127.0.0.1:"),
         ({**tls}, f"-Djava.security.auth.login.config={tmp_path / 'missing.conf'}",
          "Exception while loading Zookeeper JAAS login context"),
         ({"zookeeper.set.acl": "true", **tls, "zookeeper.ssl.keystore.password": "x",
