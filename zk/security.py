@@ -142,9 +142,13 @@ def _jaas_login(system_properties: dict[str, str]) -> tuple[str, str, str] | Non
     except JaasError as e:
         raise ZkSecurityError(f"Exception while loading Zookeeper JAAS login context {_sys_string(system_properties)}"
                               f": {e}") from None
+    sasl_client = system_properties.get(SASL_CLIENT, "true").strip().lower() == "true"
     if context not in sections:
+        if SASL_CONTEXT in system_properties and sasl_client:   # ZooKeeperSaslClient: a section asked for by name
+            raise ZkSecurityError(f"Client cannot SASL-authenticate because the specified JAAS configuration section "
+                                  f"'{context}' could not be found (JAAS file {path})")
         return None
-    if system_properties.get(SASL_CLIENT, "true").strip().lower() != "true":
+    if not sasl_client:
         raise ZkSecurityError(f"Exception while determining if ZooKeeper is secure {_sys_string(system_properties)}"
                               f": JAAS configuration is present, but system property {SASL_CLIENT} is set to false, "
                               f"which disables SASL in the ZooKeeper client")

@@ -154,9 +154,14 @@ def test_kafkas_start_up_refusals(stores, tmp_path):
                               "zookeeper.ssl.keystore.location was not present")
     assert message.endswith("[java.security.auth.login.config=null, zookeeper.sasl.client=default:true, "
                             "zookeeper.sasl.clientconfig=default:Client]")
-    no_client = {"java.security.auth.login.config": jaas_file, "zookeeper.sasl.clientconfig": "Missing"}
-    assert "has no section Missing" in refused({}, no_client, set_acl=True)
+    other = tmp_path / "other.conf"
+    other.write_text("KafkaServer { a.B required; };")
+    no_client = {"java.security.auth.login.config": str(other)}
+    assert refused({}, no_client, set_acl=True).endswith(f"(JAAS file {other} has no section Client)")
     assert client_security({}, no_client, set_acl=False).sasl_username is None   # set.acl false: no login
+    named = {"java.security.auth.login.config": jaas_file, "zookeeper.sasl.clientconfig": "Missing"}
+    assert "the specified JAAS configuration section 'Missing' could not be found" in refused({}, named)
+    assert client_security({}, {**named, "zookeeper.sasl.client": "false"}).sasl_username is None
     assert "Exception while loading Zookeeper JAAS login context" in refused(
         {}, {"java.security.auth.login.config": str(tmp_path / "nope")}, set_acl=False)
     assert "zookeeper.sasl.client is set to false" in refused(
