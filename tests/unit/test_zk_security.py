@@ -1,14 +1,11 @@
-"""The pure parts of a secured ZooKeeper: KAFKA_OPTS's -D options, JAAS files, PEM stores, ZkData.defaultAcls,
+"""The pure parts of a secured ZooKeeper: KAFKA_OPTS's -D options, JAAS files, ZkData.defaultAcls,
 and how Kafka's settings, the system properties and the JAAS file become a ZooKeeper login, with Kafka's start-up
 refusals (their messages)."""
 from __future__ import annotations
 
 import pytest
-from cryptography.hazmat.primitives import serialization
-
 from kbroker.common.jaas import JaasError, parse_jaas, read_jaas_file
 from kbroker.common.jvm_options import system_properties
-from kbroker.common.keystores import KeystoreError, load_key_store, load_trust_store
 from kbroker.security.certs import make_ca, make_cert
 from zk.security import NETTY_SOCKET, ZkSecurityError, acl_tuples, client_security, default_acls, tls_settings
 
@@ -94,29 +91,8 @@ def stores(tmp_path):
     cert, key = make_cert(ca_cert, ca_key, "kafka")
     (tmp_path / "ca.pem").write_text(ca_cert)
     (tmp_path / "ks.pem").write_text(key + cert)
-    encrypted = serialization.load_pem_private_key(key.encode(), None).private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-        serialization.BestAvailableEncryption(b"secret")).decode()
-    (tmp_path / "enc.pem").write_text(encrypted + cert)
     (tmp_path / "jaas.conf").write_text(JAAS)
     return tmp_path
-
-
-def test_pem_stores(stores):
-    material = load_key_store(str(stores / "ks.pem"), None, None)
-    assert material.key_pem.startswith("-----BEGIN PRIVATE KEY-----")
-    assert material.chain_pem.count("BEGIN CERTIFICATE") == 1
-    assert load_key_store(str(stores / "enc.pem"), "PEM", "secret").key_pem == material.key_pem
-    assert "BEGIN CERTIFICATE" in load_trust_store(str(stores / "ca.pem"), None, None)
-    for args, fragment in [((str(stores / "enc.pem"), None, "wrong"), "wrong password"),
-                           ((str(stores / "enc.pem"), None, None), "no key password"),
-                           ((str(stores / "ca.pem"), None, None), "no private key"),
-                           ((str(stores / "ks.jks"), None, "pw"), "JKS stores are not supported yet"),
-                           ((str(stores / "ks.pem"), "PKCS12", "pw"), "PKCS12 stores are not supported yet"),
-                           ((str(stores / "ks.store"), None, "pw"), "cannot tell the store type"),
-                           ((str(stores / "missing.pem"), None, None), "missing.pem: cannot read")]:
-        with pytest.raises(KeystoreError, match=fragment):
-            load_key_store(*args)
 
 
 def tls(stores, **more):
