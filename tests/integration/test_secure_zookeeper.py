@@ -23,7 +23,7 @@ from kbroker.cluster import BrokerProcess, free_port_range
 from kbroker.config import read_properties
 from kbroker.security.certs import make_ca, make_cert
 from zk.client import KafkaZkClient, ZkNoAuth
-from zk.security import SECURE_ROOT_PATHS
+from zk.security import NETTY_SOCKET, SECURE_ROOT_PATHS, TLS_SETTINGS, client_security
 
 from .conftest import wait_until
 
@@ -339,5 +339,43 @@ def test_kadmin_login_failures_and_migration_refusals(secure_zookeeper, tmp_path
     zk = KafkaZkClient(secure_zookeeper.secure_connect, 6000, security=preset.client_security()).start()
     try:
         assert zk.exists(chroot) is None   # nothing created
+    finally:
+        zk.close()
+
+
+def _keytool_stores(preset, directory) -> dict[str, str]:
+    """The brokers' ZooKeeper client certificate as a keytool PKCS12 keystore, the CA as a keytool JKS truststore
+    (the key goes through an OpenSSL PKCS12 file first: keytool imports no PEM key)."""
+    pem, p12, jks = preset.path("kafka.pem"), os.path.join(directory, "zk-client.p12"), \
+        os.path.join(directory, "zk-trust.jks")
+    subprocess.run(["openssl", "pkcs12", "-export", "-in", pem, "-inkey", pem, "-name", "kafka", "-out",
+                    os.path.join(directory, "openssl.p12"), "-passout", "pass:store-pw"], check=True,
+                   capture_output=True)
+    subprocess.run(["keytool", "-importkeystore", "-srckeystore", os.path.join(directory, "openssl.p12"),
+                    "-srcstoretype", "PKCS12", "-srcstorepass", "store-pw", "-destkeystore", p12, "-deststoretype",
+                    "PKCS12", "-deststorepass", "store-pw", "-noprompt"], check=True, capture_output=True)
+    subprocess.run(["keytool", "-importcert", "-alias", "ca", "-file", preset.path("ca.pem"), "-keystore", jks,
+                    "-storetype", "JKS", "-storepass", "trust-pw", "-noprompt"], check=True, capture_output=True)
+    return {"zookeeper.ssl.keystore.location": p12, "zookeeper.ssl.keystore.password": "store-pw",
+            "zookeeper.ssl.truststore.location": jks, "zookeeper.ssl.truststore.password": "trust-pw"}
+
+
+def test_zookeeper_tls_with_keytool_stores(secure_zookeeper, tmp_path):
+    """TLS to ZooKeeper with a PKCS12 keystore and a JKS truststore made by keytool (types by file extension, as
+    ZooKeeper's), given as -D system properties: the session logs in with the certificate (its x509 identity in
+    the ACL of what it creates)."""
+    from kbroker.common.keystores import KeystoreError, load_trust_store
+    stores = _keytool_stores(secure_zookeeper.preset, str(tmp_path))
+    try:
+        load_trust_store(stores["zookeeper.ssl.truststore.location"], None, "trust-pw")
+    except KeystoreError as e:
+        pytest.skip(f"this checkout's store reader reads no JKS: {e}")
+    props = {"zookeeper.client.secure": "true", "zookeeper.clientCnxnSocket": NETTY_SOCKET,
+             **{TLS_SETTINGS[k][0]: v for k, v in stores.items()}}
+    zk = KafkaZkClient(f"{secure_zookeeper.secure_connect}/t-{uuid.uuid4().hex[:10]}", 6000,
+                       security=client_security({}, props, set_acl=True)).start()
+    try:
+        zk.create_top_level_paths()
+        assert zk.get_acl("/brokers/ids") == [(1, "world", "anyone"), (31, "x509", "CN=kafka,O=kbroker")]
     finally:
         zk.close()
