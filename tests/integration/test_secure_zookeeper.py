@@ -14,6 +14,7 @@ import uuid
 
 import pytest
 from click.testing import CliRunner
+from cryptography.hazmat.primitives import serialization
 from confluent_kafka import Consumer, Producer
 from kafka import KafkaConsumer, TopicPartition
 from kafka.structs import OffsetAndMetadata
@@ -220,6 +221,13 @@ def test_bad_zookeeper_security_is_refused_at_start_and_writes_nothing(secure_zo
     other_ca.write_text(other_ca_cert)
     stranger = tmp_path / "stranger.pem"    # a client certificate ZooKeeper's CA did not sign
     stranger.write_text("".join(reversed(make_cert(other_ca_cert, other_ca_key, "kafka"))))
+    encrypted = tmp_path / "encrypted.pem"   # the brokers' key, encrypted with the store password "right"
+    with open(preset.path("kafka.pem")) as f:
+        pem = f.read()
+    key = serialization.load_pem_private_key(pem.encode(), None)
+    encrypted.write_text(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                           serialization.BestAvailableEncryption(b"right")).decode()
+                         + pem[pem.index("-----BEGIN CERTIFICATE-----"):])
     jaas = preset.kafka_opts
     cases = [
         # (with a TLS client certificate, Kafka would start: that is an identity too)
@@ -236,6 +244,8 @@ def test_bad_zookeeper_security_is_refused_at_start_and_writes_nothing(secure_zo
          "Exception while loading Zookeeper JAAS login context"),
         ({"zookeeper.set.acl": "true", **tls, "zookeeper.ssl.keystore.password": "x",
           "zookeeper.ssl.keystore.location": str(tmp_path / "missing.pem")}, jaas, "missing.pem"),
+        ({"zookeeper.set.acl": "true", **tls, "zookeeper.ssl.keystore.password": "wrong",
+          "zookeeper.ssl.keystore.location": str(encrypted)}, jaas, "encrypted.pem"),
     ]
     for settings, kafka_opts, fragment in cases:
         code, errors = _start_refused(tmp_path, connect if "zookeeper.ssl.client.enable" in settings
