@@ -341,8 +341,9 @@ def test_kadmin_login_failures_and_migration_refusals(secure_zookeeper, tmp_path
     r = run(*migrate, kafka_opts="")
     assert r.exit_code == 1 and "No JAAS configuration file has been specified and no TLS client certificate" \
         in r.stderr, r.stderr
-    r = run(*migrate, kafka_opts=f"-Djava.security.auth.login.config={tmp_path / 'wrong.conf'} "
-                                 "-Dzookeeper.sasl.clientconfig=Other")
+    server_only = tmp_path / "server-only.conf"
+    server_only.write_text('KafkaServer { org.apache.kafka.common.security.plain.PlainLoginModule required; };\n')
+    r = run(*migrate, kafka_opts=f"-Djava.security.auth.login.config={server_only}")
     assert r.exit_code == 1 and "Security isn't enabled, most likely the file isn't set properly" in r.stderr
     r = run(*migrate, "--enable.path.check")
     assert r.exit_code == 1 and "do not exist in ZooKeeper: /admin,/brokers" in r.stderr, r.stderr
