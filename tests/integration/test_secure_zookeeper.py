@@ -14,7 +14,9 @@ import uuid
 
 import pytest
 from click.testing import CliRunner
+from cryptography import x509
 from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.serialization import pkcs12
 from confluent_kafka import Consumer, Producer
 from kafka import KafkaConsumer, TopicPartition
 from kafka.structs import OffsetAndMetadata
@@ -356,13 +358,15 @@ def test_kadmin_login_failures_and_migration_refusals(secure_zookeeper, tmp_path
 
 def _keytool_stores(preset, directory) -> dict[str, str]:
     """The brokers' ZooKeeper client certificate as a keytool PKCS12 keystore, the CA as a keytool JKS truststore
-    (the key goes through an OpenSSL PKCS12 file first: keytool imports no PEM key)."""
-    pem, p12, jks = preset.path("kafka.pem"), os.path.join(directory, "zk-client.p12"), \
-        os.path.join(directory, "zk-trust.jks")
-    subprocess.run(["openssl", "pkcs12", "-export", "-in", pem, "-inkey", pem, "-name", "kafka", "-out",
-                    os.path.join(directory, "openssl.p12"), "-passout", "pass:store-pw"], check=True,
-                   capture_output=True)
-    subprocess.run(["keytool", "-importkeystore", "-srckeystore", os.path.join(directory, "openssl.p12"),
+    (the key goes through a PKCS12 file `cryptography` writes first: keytool imports no PEM key)."""
+    p12, jks, source = (os.path.join(directory, name) for name in ("zk-client.p12", "zk-trust.jks", "source.p12"))
+    with open(preset.path("kafka.pem"), "rb") as f:
+        pem = f.read()
+    with open(source, "wb") as f:
+        f.write(pkcs12.serialize_key_and_certificates(
+            b"kafka", serialization.load_pem_private_key(pem, None), x509.load_pem_x509_certificate(pem), None,
+            serialization.BestAvailableEncryption(b"store-pw")))
+    subprocess.run(["keytool", "-importkeystore", "-srckeystore", source,
                     "-srcstoretype", "PKCS12", "-srcstorepass", "store-pw", "-destkeystore", p12, "-deststoretype",
                     "PKCS12", "-deststorepass", "store-pw", "-noprompt"], check=True, capture_output=True)
     subprocess.run(["keytool", "-importcert", "-alias", "ca", "-file", preset.path("ca.pem"), "-keystore", jks,
