@@ -29,8 +29,8 @@ class DelayedFetch(DelayedOperation):
         available = 0
         for tp, fetch_offset, max_bytes, _ in self.requests:
             partition = self.manager.partitions.get(tp)
-            if partition is None or not partition.is_leader:
-                return self.force_complete()
+            if partition is None or not partition.is_leader and params.client_rack is None:
+                return self.force_complete()   # (a consumer of Fetch v11+ may wait on a follower: KIP-392)
             log = partition.log
             end = partition.fetchable_end(params.isolation_level, params.replica_id)
             if fetch_offset > end or fetch_offset < log.log_start_offset:
