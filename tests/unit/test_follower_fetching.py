@@ -74,11 +74,11 @@ def test_control_plane_listener_is_where_the_controller_sends():
     ({"control.plane.listener.name": "ADMIN"},
      "Listener with ADMIN defined in control.plane.listener.name not found in listener.security.protocol.map."),
     ({"control.plane.listener.name": "CONTROLLER", "advertised.listeners": "PLAINTEXT://h:9092"},
-     "control.plane.listener.name must be a listener name defined in advertised.listeners. The valid options "
-     "based on currently configured listeners are PLAINTEXT"),
+     ("control.plane.listener.name must be a listener name defined in advertised.listeners. The valid options "
+      "based on currently configured listeners are PLAINTEXT")),
     ({"control.plane.listener.name": "PLAINTEXT"},
-     "control.plane.listener.name, when defined, should have a different value from the inter broker listener "
-     "name. Currently they both have the value PLAINTEXT"),
+     ("control.plane.listener.name, when defined, should have a different value from the inter broker listener "
+      "name. Currently they both have the value PLAINTEXT")),
 ])
 def test_control_plane_listener_refused_as_kafka_refuses_it(extra, message):
     with pytest.raises(ConfigError) as e:
@@ -171,7 +171,7 @@ def test_follower_read_committed_stops_at_its_last_stable_offset(tmp_path):
 
 
 def test_leader_sends_a_rack_aware_consumer_to_the_follower_in_its_rack(tmp_path):
-    rm, p = manager(tmp_path, broker_id=1, leader=1)
+    rm, _ = manager(tmp_path, broker_id=1, leader=1)
     data = read(rm, consumer(rack="b"), 0, epoch=EPOCH)
     assert (data.error_code, data.preferred_read_replica, data.records) == (Errors.NONE, 2, [])
     assert (data.high_watermark, data.last_stable_offset, data.log_start_offset) == (6, 6, 0)

@@ -1,0 +1,183 @@
+"""Follower fetching (KIP-392) as a user of 3 brokers in racks r1, r2, r3 with
+replica.selector.class=org.apache.kafka.common.replica.RackAwareReplicaSelector sees it: a librdkafka consumer with
+client.rack=r2 reads from broker 2 (the follower in its rack: the brokers' BytesOut metrics say which broker sent
+the records) exactly what a consumer reading from the leader gets; kafka-python and aiokafka, which send no rack,
+keep reading from the leader. Bad input on a follower: Fetch v10, an offset above its high watermark, one out of
+range, a leader epoch it does not know yet; and a broker configured with a selector class kbroker cannot load does not start."""
+from __future__ import annotations
+
+import asyncio
+import os
+import urllib.request
+
+import pytest
+from click.testing import CliRunner
+from confluent_kafka import Consumer, Producer, TopicPartition
+from kafka import KafkaConsumer
+from kafka import TopicPartition as KTopicPartition
+from prometheus_client.parser import text_string_to_metric_families
+
+from admin_cli.main import cli
+from kbroker.cluster import BrokerProcess
+from kbroker.protocol.client.requests import fetch_request
+from kbroker.protocol.errors import Errors
+from kbroker.replica.selector import RACK_AWARE_REPLICA_SELECTOR
+from tests.conftest import free_port, fresh_chroot
+from tests.integration.conftest import Cluster, wait_until
+
+from ._util import raw_request, unique
+
+N = 200
+
+
+@pytest.fixture(scope="module")
+def racks(zookeeper, tmp_path_factory):
+    """Brokers 1-3 in racks r1-r3 with the rack-aware selector and a metrics endpoint each."""
+    c = Cluster(fresh_chroot(zookeeper), str(tmp_path_factory.mktemp("racks")))
+    try:
+        for i in (1, 2, 3):
+            port = free_port()
+            b = c.add(i, **{"broker.rack": f"r{i}", "replica.selector.class": RACK_AWARE_REPLICA_SELECTOR,
+                            "metrics.port": port})
+            b.metrics_port = port
+        c.wait_ready([1, 2, 3])
+        yield c
+    finally:
+        c.stop()
+
+
+def bytes_out(broker, topic: str) -> float:
+    """The broker's kafka_server_brokertopicmetrics_bytesout_total for the topic: bytes it sent to consumers."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{broker.metrics_port}/metrics", timeout=5) as r:
+        text = r.read().decode()
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            if s.name == "kafka_server_brokertopicmetrics_bytesout_total" and s.labels.get("topic") == topic:
+                return s.value
+    return 0.0
+
+
+def replicated_topic(c) -> str:
+    """A topic on brokers 1 (leader), 2, 3 holding N records of varied sizes, every replica's high watermark at N."""
+    topic = unique("racks")
+    r = CliRunner().invoke(cli, ["--zookeeper", c.zk_connect, "create-topic", topic, "--replica-assignment", "1:2:3"])
+    assert r.exit_code == 0, r.output
+    wait_until(lambda: (s := c.zk.get_partition_state(topic, 0)) and sorted(s.isr) == [1, 2, 3], message="isr")
+    p = Producer({"bootstrap.servers": c.bootstrap, "acks": "all", "linger.ms": 5, "compression.type": "lz4"})
+    for i in range(N):
+        p.produce(topic, key=b"k%d" % i, value=os.urandom(i % 50) + b"v%d" % i, partition=0,
+                  headers=[("h", b"%d" % i)])
+    assert p.flush(30) == 0
+    wait_until(lambda: all(high_watermark(c.brokers[b], topic) == N for b in (2, 3)), message="followers' HW")
+    return topic
+
+
+def fetch(broker, topic, offset, version=11, rack="", epoch=-1, max_wait_ms=0):
+    request = fetch_request(version, topic, 0, offset, 1 << 20, max_wait_ms=max_wait_ms)
+    if version >= 11:
+        request.rack_id = rack
+    if version >= 9:
+        request.topics[0].partitions[0].current_leader_epoch = epoch
+    response = raw_request(broker.bootstrap, request)
+    return response.responses[0].partitions[0]
+
+
+def high_watermark(broker, topic) -> int:
+    return fetch(broker, topic, 0).high_watermark
+
+
+def librdkafka_read(c, topic, **settings) -> list:
+    consumer = Consumer({"bootstrap.servers": c.bootstrap, "group.id": unique("g"), "enable.auto.commit": False,
+                         "topic.metadata.refresh.interval.ms": 1000, **settings})
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    out = []
+    try:
+        while len(out) < N:
+            m = consumer.poll(10)
+            assert m is not None, f"no record after {len(out)}"
+            assert m.error() is None, m.error()
+            out.append((m.offset(), m.key(), m.value(), m.timestamp(), m.headers()))
+    finally:
+        consumer.close()
+    return out
+
+
+def test_rack_aware_consumer_reads_from_the_follower_in_its_rack(racks):
+    c = racks
+    topic = replicated_topic(c)
+    before = {i: bytes_out(b, topic) for i, b in c.brokers.items()}
+
+    from_follower = librdkafka_read(c, topic, **{"client.rack": "r2"})
+    sent = {i: bytes_out(b, topic) - before[i] for i, b in c.brokers.items()}
+    assert sent[2] > 0 and sent[1] == 0 and sent[3] == 0, sent   # every record came from broker 2
+
+    from_leader = librdkafka_read(c, topic)                      # no client.rack: the leader
+    sent_after = {i: bytes_out(b, topic) - before[i] for i, b in c.brokers.items()}
+    assert sent_after[1] > 0 and sent_after[2] == sent[2] and sent_after[3] == 0
+    assert [r[0] for r in from_follower] == list(range(N))
+    assert from_follower == from_leader                          # the same records, keys, timestamps, headers
+
+    # And the same bytes: the record batches broker 2 serves a consumer are the leader's, byte for byte.
+    assert fetch(c.brokers[2], topic, 0).records == fetch(c.brokers[1], topic, 0).records
+
+
+def test_clients_without_a_rack_read_from_the_leader(racks):
+    c = racks
+    topic = replicated_topic(c)
+    before = {i: bytes_out(b, topic) for i, b in c.brokers.items()}
+
+    consumer = KafkaConsumer(bootstrap_servers=c.bootstrap, enable_auto_commit=False, consumer_timeout_ms=10000)
+    consumer.assign([KTopicPartition(topic, 0)])
+    consumer.seek_to_beginning()
+    kafka_python = [(r.offset, r.key, r.value) for r in consumer]
+    consumer.close()
+
+    async def aiokafka_read():
+        from aiokafka import AIOKafkaConsumer
+        from aiokafka.structs import TopicPartition as ATopicPartition
+        ac = AIOKafkaConsumer(bootstrap_servers=c.bootstrap, enable_auto_commit=False, auto_offset_reset="earliest")
+        await ac.start()
+        try:
+            ac.assign([ATopicPartition(topic, 0)])
+            out = []
+            while len(out) < N:
+                batch = await ac.getmany(timeout_ms=10000)
+                assert batch, f"no record after {len(out)}"
+                out += [(r.offset, r.key, r.value) for records in batch.values() for r in records]
+            return out
+        finally:
+            await ac.stop()
+    aiokafka = asyncio.run(aiokafka_read())
+
+    assert [r[0] for r in kafka_python] == [r[0] for r in aiokafka] == list(range(N))
+    assert kafka_python == aiokafka
+    sent = {i: bytes_out(b, topic) - before[i] for i, b in c.brokers.items()}
+    assert sent[1] > 0 and sent[2] == 0 and sent[3] == 0, sent
+
+
+def test_the_leader_names_the_replica_and_followers_refuse_what_kafka_refuses(racks):
+    c = racks
+    topic = replicated_topic(c)
+    leader, follower = c.brokers[1], c.brokers[2]
+    epoch = c.zk.get_partition_state(topic, 0).leader_epoch
+
+    sent = fetch(leader, topic, 0, rack="r2")   # the leader's answer: no records, broker 2, its own offsets
+    assert (sent.error_code, sent.preferred_read_replica, sent.high_watermark) == (0, 2, N)
+    assert not sent.records
+    assert fetch(leader, topic, 0, rack="r1").preferred_read_replica == -1   # the leader is in the rack
+    assert fetch(leader, topic, 0, rack="r9").preferred_read_replica == -1   # no replica there
+
+    served = fetch(follower, topic, 0, epoch=epoch)
+    assert served.error_code == 0 and served.records and served.high_watermark == N
+    assert fetch(follower, topic, 0, version=10).error_code == Errors.NOT_LEADER_OR_FOLLOWER
+    assert fetch(follower, topic, 0, epoch=epoch + 1).error_code == Errors.UNKNOWN_LEADER_EPOCH   # (FENCED: unit)
+    assert fetch(follower, topic, N + 1).error_code == Errors.OFFSET_OUT_OF_RANGE
+    at_end = fetch(follower, topic, N, max_wait_ms=200)    # nothing above its high watermark yet: an empty answer
+    assert at_end.error_code == 0 and not at_end.records
+
+
+def test_a_selector_class_kbroker_cannot_load_stops_the_start(tmp_path, zk_connect):
+    b = BrokerProcess.create(1, str(tmp_path / "b"), zk_connect, {"replica.selector.class": "com.example.Nearest"})
+    b.start()
+    assert b.proc.wait(60) == 2
+    assert "replica.selector.class" in b.log() and "com.example.Nearest" in b.log()
