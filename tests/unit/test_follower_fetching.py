@@ -70,6 +70,19 @@ def test_control_plane_listener_is_where_the_controller_sends():
     assert cfg.controller_listener == ("CONTROLLER", None)
 
 
+def test_a_secured_control_plane_listener_gets_its_own_client_side():
+    jaas = 'org.apache.kafka.common.security.plain.PlainLoginModule required username="broker" password="pw";'
+    cfg = BrokerConfig({"zookeeper.connect": ZK, "listeners": "PLAINTEXT://:9092,CONTROL://:9090",
+                        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROL:SASL_PLAINTEXT",
+                        "inter.broker.listener.name": "PLAINTEXT", "control.plane.listener.name": "CONTROL",
+                        "sasl.enabled.mechanisms": "PLAIN", "sasl.mechanism.inter.broker.protocol": "PLAIN",
+                        "listener.name.control.plain.sasl.jaas.config": jaas})
+    name, security = cfg.controller_listener
+    assert name == "CONTROL" and cfg.inter_broker_security is None
+    assert (security.protocol, security.sasl_mechanism, security.username, security.password) == (
+        "SASL_PLAINTEXT", "PLAIN", "broker", "pw")
+
+
 @pytest.mark.parametrize("extra, message", [
     ({"control.plane.listener.name": "ADMIN"},
      "Listener with ADMIN defined in control.plane.listener.name not found in listener.security.protocol.map."),
