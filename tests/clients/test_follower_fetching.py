@@ -176,6 +176,34 @@ def test_the_leader_names_the_replica_and_followers_refuse_what_kafka_refuses(ra
     assert at_end.error_code == 0 and not at_end.records
 
 
+def test_a_consumers_fetch_session_on_a_follower(racks):
+    """An incremental fetch session (KIP-227) on a follower works as on a leader: opened by a full fetch, then
+    asking only for what changed, and a long poll there answered with the next record once it is replicated."""
+    c = racks
+    topic = replicated_topic(c)
+    follower = c.brokers[3]
+
+    def session_fetch(session_id, epoch, offset=None, max_wait_ms=0):
+        request = fetch_request(12, topic, 0, 0 if offset is None else offset, 1 << 20, max_wait_ms=max_wait_ms)
+        request.session_id, request.session_epoch = session_id, epoch
+        if offset is None:   # an incremental fetch naming no partition: the session's cached ones
+            request.topics = []
+        return raw_request(follower.bootstrap, request)
+
+    opened = session_fetch(0, 0, offset=0)
+    assert opened.error_code == 0 and opened.session_id != 0
+    assert opened.responses[0].partitions[0].records
+    moved = session_fetch(opened.session_id, 1, offset=N)   # nothing new at N yet: no partition in the answer
+    assert (moved.error_code, moved.session_id, moved.responses) == (0, opened.session_id, [])
+
+    p = Producer({"bootstrap.servers": c.bootstrap, "acks": "all"})
+    p.produce(topic, value=b"one more", partition=0)
+    assert p.flush(30) == 0
+    waited = session_fetch(opened.session_id, 2, max_wait_ms=10000)
+    [partition] = waited.responses[0].partitions
+    assert partition.error_code == 0 and partition.high_watermark == N + 1 and b"one more" in partition.records
+
+
 def test_a_selector_class_kbroker_cannot_load_stops_the_start(tmp_path, zk_connect):
     b = BrokerProcess.create(1, str(tmp_path / "b"), zk_connect, {"replica.selector.class": "com.example.Nearest"})
     b.start()
