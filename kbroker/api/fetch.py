@@ -211,6 +211,10 @@ def handle(request, ctx: RequestContext):
                          request.isolation_level if version >= 4 else 0,
                          request.rack_id or "" if version >= 11 and follower < 0 else None, ctx.listener)
     allowed = _authorized_topics(ctx, follower, context.requests)
+    if follower >= 0 and version >= 5 and replicas.rack_aware:   # for the choice of a replica (KIP-392)
+        replicas.record_follower_log_starts(follower, [((t.topic, p.partition), p.log_start_offset)
+                                                       for t in request.topics if t.topic in allowed
+                                                       for p in t.partitions])
     readable = [r for r in context.requests if r[0][0] in allowed]
     magic = magic_for_fetch_version(version)
     if follower < 0 and magic < 2:

@@ -487,19 +487,29 @@ class ReplicaManager:
         partition.check_leader_epoch(current_leader_epoch)
         return partition
 
+    def record_follower_log_starts(self, follower: int, log_starts) -> None:
+        """The log start offsets a follower's fetch named ([(tp, offset)], Fetch v5+; a session names a partition
+        when its offsets changed), kept for the replica choice of KIP-392 (Kafka's Replica.updateFetchState)."""
+        for tp, log_start in log_starts:
+            partition = self.partitions.get(tp)
+            replica = partition.remote.get(follower) if partition is not None else None
+            if replica is not None:
+                replica.log_start_offset = log_start
+
     def _preferred_read_replica(self, partition: Partition, params: FetchParams, fetch_offset: int) -> int:
         """Where the leader sends a rack-aware consumer (selector.py), -1 to read here. Replicas count with the
         endpoint of their live broker on the consumer's listener (metadata cache)."""
         brokers = self.metadata_cache.brokers
         now = self.clock.now_ms()
 
-        def view(broker_id: int, leo: int, since_ms: int) -> ReplicaView:
+        def view(broker_id: int, leo: int, since_ms: int, log_start: int) -> ReplicaView:
             broker = brokers.get(broker_id)
             if broker is None or params.listener not in broker.endpoints:
-                return ReplicaView(broker_id, None, leo, since_ms, has_endpoint=False)
-            return ReplicaView(broker_id, broker.rack, leo, since_ms)
-        leader = view(self.broker_id, partition.log.log_end_offset, 0)
-        followers = [view(r, replica.log_end_offset, now - replica.last_caught_up_ms)
+                return ReplicaView(broker_id, None, leo, since_ms, False, log_start)
+            return ReplicaView(broker_id, broker.rack, leo, since_ms, True, log_start)
+        own = partition.log
+        leader = view(self.broker_id, own.log_end_offset, 0, own.log_start_offset)
+        followers = [view(r, replica.log_end_offset, now - replica.last_caught_up_ms, replica.log_start_offset)
                      for r, replica in partition.remote.items()]
         return preferred_read_replica(params.client_rack, leader, followers, fetch_offset)
 

@@ -74,6 +74,7 @@ class RemoteReplica:
     last_caught_up_ms: int = 0
     last_fetch_leader_leo: int = -1
     last_fetch_ms: int = 0
+    log_start_offset: int = -1   # as its fetches last said (Fetch v5+); -1 unknown (KIP-392's replica choice)
 
 
 def _track_first_unstable_offset(log) -> None:

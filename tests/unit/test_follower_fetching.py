@@ -24,8 +24,8 @@ BATCHES = v2_batch(0, 6) + v2_batch(6, 4)
 
 # ---- the selector ------------------------------------------------------------------------------------------
 
-def view(broker_id, rack, leo=100, since_ms=0, has_endpoint=True):
-    return ReplicaView(broker_id, rack, leo, since_ms, has_endpoint)
+def view(broker_id, rack, leo=100, since_ms=0, has_endpoint=True, log_start=-1):
+    return ReplicaView(broker_id, rack, leo, since_ms, has_endpoint, log_start)
 
 
 @pytest.mark.parametrize("client_rack, leader, followers, expected", [
@@ -37,6 +37,8 @@ def view(broker_id, rack, leo=100, since_ms=0, has_endpoint=True):
     ("b", view(1, "a"), [view(2, "b", since_ms=50), view(3, "b", since_ms=10)], 3),   # then least lag
     ("b", view(1, "a"), [view(2, "b"), view(3, "b")], 3),                      # then the largest id
     ("b", view(1, "a"), [view(2, "b", leo=40)], -1),                           # does not hold offset 50 yet
+    ("b", view(1, "a"), [view(2, "b", log_start=60)], -1),                     # nor any more
+    ("b", view(1, "a"), [view(2, "b", log_start=50)], 2),
     ("b", view(1, "a"), [view(2, "b", has_endpoint=False)], -1),               # no endpoint on the listener
     ("b", view(1, None, has_endpoint=False), [view(2, "b")], 2),               # leader without one: still sent on
 ])
@@ -194,6 +196,13 @@ def test_leader_sends_a_rack_aware_consumer_to_the_follower_in_its_rack(tmp_path
         data = read(rm, params, 0)
         assert data.preferred_read_replica == -1 and records_in(data) > 0
     assert read(rm, consumer(rack="b"), 0, epoch=EPOCH - 1).error_code == Errors.FENCED_LEADER_EPOCH
+
+
+def test_the_leader_rules_out_a_follower_whose_log_starts_after_the_offset(tmp_path):
+    rm, _ = manager(tmp_path, broker_id=1, leader=1)
+    rm.record_follower_log_starts(2, [(TP, 3), (("unknown", 0), 0)])   # as broker 2's fetch said
+    assert read(rm, consumer(rack="b"), 0).preferred_read_replica == -1
+    assert read(rm, consumer(rack="b"), 3).preferred_read_replica == 2
 
 
 def test_leader_without_a_selector_serves_everyone(tmp_path):
