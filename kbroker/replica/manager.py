@@ -623,12 +623,13 @@ class ReplicaManager:
         return results
 
     def read_from_local_log(self, params: FetchParams, requests) -> tuple[dict, int, bool]:
-        """Kafka's readFromLocalLog: read each partition in request order, as its leader, within the fetch's limits.
+        """Kafka's readFromLocalLog: read each partition in request order, within the fetch's limits.
 
         requests: [(tp, fetch offset, partition max bytes, current leader epoch)]. Returns (results, bytes read,
-        whether a partition failed); results: {tp: FetchPartitionData}, the records as a zero-copy file slice, the
-        high watermark, last stable offset and log start offset, for a READ_COMMITTED consumer the aborted
-        transactions the records overlap; or the partition's error. A partition reads at most min(its max bytes,
+        whether to answer at once: a partition failed, or a consumer is sent to another replica); results: {tp:
+        FetchPartitionData}, the records as a zero-copy file slice, the high watermark, last stable offset and log
+        start offset, for a READ_COMMITTED consumer the aborted transactions the records overlap; or the
+        partition's error. A partition reads at most min(its max bytes,
         what the previous ones left of params.max_bytes); the first with data gets its first batch whole even if
         larger, unless the fetch has a hard limit (v0-v2). A follower's read moves its state on this leader. A
         consumer's v11+ read (params.client_rack set) may be served by a follower; on the leader, with a replica
@@ -658,6 +659,7 @@ class ReplicaManager:
                             data.high_watermark, data.log_start_offset = log_.high_watermark, log_.log_start_offset
                             data.last_stable_offset = log_.last_stable_offset
                             results[tp] = data
+                            errored = True   # answered at once (Kafka's DelayedFetch finds the leader's data)
                             continue
                 if zstd_refused and partition.log.config.compression_type == "zstd":
                     raise KafkaError(Errors.UNSUPPORTED_COMPRESSION_TYPE,

@@ -2,6 +2,7 @@
 config checks of replica.selector.class and control.plane.listener.name (KIP-291), and the replica manager's read
 path over real logs: a follower serving a v11+ consumer up to its high watermark with Kafka's errors, the leader
 answering a rack-aware consumer with preferred_read_replica and no records."""
+import gevent
 import pytest
 
 from kbroker.clock import MockClock
@@ -196,6 +197,16 @@ def test_leader_sends_a_rack_aware_consumer_to_the_follower_in_its_rack(tmp_path
         data = read(rm, params, 0)
         assert data.preferred_read_replica == -1 and records_in(data) > 0
     assert read(rm, consumer(rack="b"), 0, epoch=EPOCH - 1).error_code == Errors.FENCED_LEADER_EPOCH
+
+
+def test_a_consumer_sent_elsewhere_is_answered_without_waiting(tmp_path):
+    """A long poll (max_wait 30 s, min_bytes beyond what is there) sent to another replica is answered by the
+    read itself: the purgatory, not started here, would never answer it (gevent.Timeout only stops a hang)."""
+    rm, _ = manager(tmp_path, broker_id=1, leader=1)
+    params = FetchParams(11, -1, 30000, 10 ** 6, 10 ** 6, READ_UNCOMMITTED, "b", "PLAINTEXT")
+    with gevent.Timeout(10):
+        data = rm.fetch(params, [(TP, 0, 10 ** 6, -1)])[TP]
+    assert data.preferred_read_replica == 2 and not data.records
 
 
 def test_the_leader_rules_out_a_follower_whose_log_starts_after_the_offset(tmp_path):
