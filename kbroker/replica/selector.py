@@ -1,14 +1,14 @@
 """Follower fetching (KIP-392): which replica a consumer should read from, as Kafka 2.8's leader picks it.
 
 replica.selector.class: None (Kafka's default) sends every consumer to the leader;
-org.apache.kafka.common.replica.RackAwareReplicaSelector (the one selector Kafka ships; kbroker cannot load
-another Java class, so the config refuses any other name) picks, for a consumer fetching with Fetch v11+ and a
-rack_id, among the leader and the followers that hold the fetch offset (log start <= offset <= log end offset, as
-their fetches last said; in the ISR or not, as 2.8: the ISR requirement came in 3.4): the leader when the client names no rack, no replica is in its
-rack or the leader is; else the same-rack replica most caught up (largest log end offset, then least time since
-it last caught up, then the largest broker id). A replica counts only with a live broker that has an endpoint on
-the listener the consumer came in on; the leader picked, or a pick with no such endpoint, means no preferred
-replica (ReplicaManager.findPreferredReadReplica).
+org.apache.kafka.common.replica.RackAwareReplicaSelector (the one selector Kafka ships; kbroker cannot load another
+Java class, so the config refuses any other name) picks, for a consumer fetching with Fetch v11+ and a rack_id,
+among the leader and the followers that hold the fetch offset (log start <= offset <= log end offset, as their
+fetches last said; in the ISR or not, as 2.8: the ISR requirement came in 3.4): the leader when the client names no
+rack, no replica is in its rack or the leader is; else the same-rack replica most caught up (largest log end offset,
+then least time since it last caught up, then the largest broker id). A replica counts only with a live broker that
+has an endpoint on the listener the consumer came in on; the leader picked, or a pick with no such endpoint, means
+no preferred replica (ReplicaManager.findPreferredReadReplica).
 
 The leader's answer to a consumer sent elsewhere carries no records, error NONE, the leader's high watermark,
 last stable offset and log start offset, and preferred_read_replica; the follower then serves that consumer up to

@@ -2,8 +2,9 @@
 replica.selector.class=org.apache.kafka.common.replica.RackAwareReplicaSelector sees it: a librdkafka consumer with
 client.rack=r2 reads from broker 2 (the follower in its rack: the brokers' BytesOut metrics say which broker sent
 the records) exactly what a consumer reading from the leader gets; kafka-python and aiokafka, which send no rack,
-keep reading from the leader. Bad input on a follower: Fetch v10, an offset above its high watermark, one out of
-range, a leader epoch it does not know yet; and a broker configured with a selector class kbroker cannot load does not start."""
+keep reading from the leader; a consumer's incremental fetch session works on a follower. Bad input on a follower:
+Fetch v10, an offset at its high watermark (nothing yet), one out of range, a leader epoch it does not know yet;
+and a broker configured with a selector class kbroker cannot load does not start."""
 from __future__ import annotations
 
 import asyncio
