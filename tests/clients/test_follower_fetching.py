@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import urllib.request
 
 import pytest
@@ -38,8 +39,9 @@ def racks(zookeeper, tmp_path_factory):
     try:
         for i in (1, 2, 3):
             port = free_port()
+            # (a session timeout that outlasts a broker paused for a few seconds)
             b = c.add(i, **{"broker.rack": f"r{i}", "replica.selector.class": RACK_AWARE_REPLICA_SELECTOR,
-                            "metrics.port": port})
+                            "metrics.port": port, "zookeeper.session.timeout.ms": 30000})
             b.metrics_port = port
         c.wait_ready([1, 2, 3])
         yield c
@@ -175,6 +177,29 @@ def test_the_leader_names_the_replica_and_followers_refuse_what_kafka_refuses(ra
     assert fetch(follower, topic, N + 1).error_code == Errors.OFFSET_OUT_OF_RANGE
     at_end = fetch(follower, topic, N, max_wait_ms=200)    # nothing above its high watermark yet: an empty answer
     assert at_end.error_code == 0 and not at_end.records
+
+
+def test_a_follower_answers_nothing_above_its_high_watermark_until_it_moves(racks):
+    """Broker 3 paused (still in the ISR): the leader's high watermark stays at N while broker 2 copies 5 more
+    records, so broker 2 holds offsets its high watermark does not cover yet. A consumer asking it for one of them
+    gets no records and no error; past its log end, OFFSET_OUT_OF_RANGE; once broker 3 resumes, the records."""
+    c = racks
+    topic = replicated_topic(c)
+    leader, follower, paused = c.brokers[1], c.brokers[2], c.brokers[3]
+    os.kill(paused.pid, signal.SIGSTOP)
+    try:
+        p = Producer({"bootstrap.servers": leader.bootstrap, "acks": 1})
+        for i in range(5):
+            p.produce(topic, value=b"unreplicated %d" % i, partition=0)
+        assert p.flush(30) == 0
+        wait_until(lambda: fetch(follower, topic, N + 5).error_code == 0, message="broker 2's log end at N + 5")
+        above = fetch(follower, topic, N + 2)
+        assert (above.error_code, above.high_watermark, above.records) == (0, N, b"")
+        assert fetch(follower, topic, N + 6).error_code == Errors.OFFSET_OUT_OF_RANGE
+    finally:
+        os.kill(paused.pid, signal.SIGCONT)
+    wait_until(lambda: fetch(follower, topic, N + 2).records, message="broker 2's high watermark past N + 2")
+    assert fetch(follower, topic, N + 2).high_watermark == N + 5
 
 
 def test_a_consumers_fetch_session_on_a_follower(racks):
