@@ -21,6 +21,7 @@ from .common.broker_config import (DYNAMIC_BROKER_CONFIGS, LISTENER_PREFIX, THRE
 from .common.config_def import MAX_INT, MAX_LONG, ConfigKey, at_least, one_of, parse_checked, rule
 from .protocol.client.security import ClientSecurity
 from .protocol.errors import KafkaError
+from .replica.selector import RACK_AWARE_REPLICA_SELECTOR
 
 # The ACL authorizer's class names Kafka 2.8 accepts (kbroker.security.authorizer implements it).
 AUTHORIZER_CLASS_NAMES = ("kafka.security.authorizer.AclAuthorizer", "kafka.security.auth.SimpleAclAuthorizer")
@@ -142,7 +143,9 @@ SETTINGS: dict[str, ConfigKey] = {
     "replica.fetch.backoff.ms": ConfigKey("int", 1000, at_least(0)),
     "replica.socket.timeout.ms": ConfigKey("int", 30000),
     "replica.high.watermark.checkpoint.interval.ms": ConfigKey("long", 5000),
-    "replica.selector.class": ConfigKey("string"),               # KIP-392: None, the leader only
+    "replica.selector.class": ConfigKey("string", None, rule(   # KIP-392: None, the leader only
+        lambda v: v is None or v == RACK_AWARE_REPLICA_SELECTOR,
+        f"{RACK_AWARE_REPLICA_SELECTOR} or unset (kbroker cannot load another Java class)")),
     "fetch.max.bytes": ConfigKey("int", 55 * _MB, at_least(1024)),
     "max.incremental.fetch.session.cache.slots": ConfigKey("int", 1000, at_least(0)),
     # how the replication throttles sample their rates (kbroker.quota.replication_quotas)
@@ -320,6 +323,7 @@ class BrokerConfig:
         if self.inter_broker_listener not in {l.name for l in self.advertised_listeners}:
             raise ConfigError(f"Invalid value {self.inter_broker_listener!r} for configuration "
                               f"inter.broker.listener.name: not an advertised listener")
+        self.control_plane_listener = self._control_plane_listener(protocol_map)
         for listener in self.listeners:
             self._check_security(listener)
         self.log_dirs = self.values["log.dirs"] or [self.values["log.dir"]]
@@ -382,6 +386,25 @@ class BrokerConfig:
     def __getitem__(self, key: str):
         return self.values[key]
 
+    def _control_plane_listener(self, protocol_map: dict[str, str]) -> str | None:
+        """control.plane.listener.name (KIP-291), upper-cased, checked as Kafka's KafkaConfig checks it: in the
+        protocol map, advertised, and not the inter-broker listener. None when not set."""
+        name = self.values["control.plane.listener.name"]
+        if name is None:
+            return None
+        name = name.upper()
+        if name not in protocol_map:
+            raise ConfigError(f"Listener with {name} defined in control.plane.listener.name not found in "
+                              f"listener.security.protocol.map.")
+        advertised = [l.name for l in self.advertised_listeners]
+        if name not in advertised:
+            raise ConfigError(f"control.plane.listener.name must be a listener name defined in advertised.listeners. "
+                              f"The valid options based on currently configured listeners are {','.join(advertised)}")
+        if name == self.inter_broker_listener:
+            raise ConfigError(f"control.plane.listener.name, when defined, should have a different value from the "
+                              f"inter broker listener name. Currently they both have the value {name}")
+        return name
+
     def _check_security(self, listener: Listener) -> None:
         """What Kafka checks at start-up for a secured listener: SASL mechanisms we serve (and the inter-broker
         one enabled on the inter-broker listener), a PEM keystore for TLS (KIP-651; JKS/PKCS12 are refused)."""
@@ -415,18 +438,28 @@ class BrokerConfig:
         """The ClientSecurity of this broker's connections to the others (None on PLAINTEXT), built once;
         ConfigError when the inter-broker listener's settings do not make a client."""
         if not hasattr(self, "_inter_broker_security"):
-            self._inter_broker_security = self._inter_broker_client()
+            self._inter_broker_security = self._inter_broker_client(self.inter_broker_listener)
         return self._inter_broker_security
 
-    def _inter_broker_client(self) -> ClientSecurity | None:
+    @property
+    def controller_listener(self) -> tuple[str, ClientSecurity | None]:
+        """(listener, ClientSecurity) of the controller's requests to brokers: the control-plane listener when set
+        (KIP-291: the client side built as for the inter-broker one), else the inter-broker listener."""
+        name = self.control_plane_listener
+        if name is None:
+            return self.inter_broker_listener, self.inter_broker_security
+        if not hasattr(self, "_control_plane_security"):
+            self._control_plane_security = self._inter_broker_client(name)
+        return name, self._control_plane_security
+
+    def _inter_broker_client(self, name: str) -> ClientSecurity | None:
         """The client side of the inter-broker listener, as Kafka's inter-broker client builds it (controller
         channel, replica fetchers, transaction marker sender, controlled shutdown): the listener's protocol; the
         SASL mechanism sasl.mechanism.inter.broker.protocol with the username/password options of that listener's
         JAAS line for the mechanism (listener.name.<l>.<mech>.sasl.jaas.config, else sasl.jaas.config); TLS
         trusting the listener's truststore and presenting its keystore (for ssl.client.auth), checking host names
         per ssl.endpoint.identification.algorithm. The principal it logs in as needs ClusterAction on the cluster
-        once ACLs are on (super.users grants it)."""
-        name = self.inter_broker_listener
+        once ACLs are on (super.users grants it). name: the inter-broker or the control-plane listener."""
         protocol = next(listener.security_protocol for listener in self.advertised_listeners
                         if listener.name == name)
         if protocol == "PLAINTEXT":

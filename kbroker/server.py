@@ -148,7 +148,8 @@ class KafkaServer:
     def startup(self) -> None:
         cfg = self.config
         try:
-            cfg.inter_broker_security   # built first: settings that do not make a client stop the start-up
+            # built first: settings that do not make a client stop the start-up
+            cfg.inter_broker_security, cfg.controller_listener   # (the control-plane client, KIP-291)
         except ConfigError as e:
             raise StartupError(str(e)) from None
         timeout = cfg["zookeeper.session.timeout.ms"]

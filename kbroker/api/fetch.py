@@ -1,4 +1,4 @@
-"""Fetch (key 1), v0-v12: consumers read from the partitions this broker leads.
+"""Fetch (key 1), v0-v12: consumers read from the partitions this broker leads, or from v11 follows (KIP-392).
 
 Reads go up to the high watermark; READ_COMMITTED (v4+) ones up to the last stable offset, with the aborted
 transactions (producer id, first offset) overlapping [fetch offset, end of the segment read or the LSO) from
@@ -33,6 +33,13 @@ INVALID_FETCH_SESSION_EPOCH answer requests naming an unknown session or the wro
 
 Authorization: a consumer needs Read on each topic, a follower ClusterAction on the cluster; the partitions of
 the others answer TOPIC_AUTHORIZATION_FAILED.
+
+Follower fetching (KIP-392, v11+): a consumer may read from a follower of the partition, up to that follower's
+high watermark (its LSO for READ_COMMITTED): an offset between its high watermark and log end offset gets no
+records, one outside [log start, log end] OFFSET_OUT_OF_RANGE, a current leader epoch older or newer than the
+replica's FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH; v0-v10 fetches and replicas not hosted here get
+NOT_LEADER_OR_FOLLOWER. With replica.selector.class set (replica.selector), the leader answers a consumer whose
+rack_id puts it nearer a follower with no records and that follower's id in preferred_read_replica.
 
 Follower fetches (replica_id >= 0) read up to the log end offset, never converted, and each moves that
 follower's state on the leader (ISR, high watermark), which may complete waiting acks=all produces.
@@ -201,8 +208,13 @@ def handle(request, ctx: RequestContext):
     if follower < 0 and quota.enabled:
         max_bytes = int(min(max_bytes, quota.max_value_in_window(ctx.quota_user, ctx.client_id)))
     params = FetchParams(version, follower, request.max_wait_ms, min(request.min_bytes, max_bytes), max_bytes,
-                         request.isolation_level if version >= 4 else 0)
+                         request.isolation_level if version >= 4 else 0,
+                         request.rack_id or "" if version >= 11 and follower < 0 else None, ctx.listener)
     allowed = _authorized_topics(ctx, follower, context.requests)
+    if follower >= 0 and version >= 5 and replicas.rack_aware:   # for the choice of a replica (KIP-392)
+        replicas.record_follower_log_starts(follower, [((t.topic, p.partition), p.log_start_offset)
+                                                       for t in request.topics if t.topic in allowed
+                                                       for p in t.partitions])
     readable = [r for r in context.requests if r[0][0] in allowed]
     magic = magic_for_fetch_version(version)
     if follower < 0 and magic < 2:

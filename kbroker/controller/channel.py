@@ -1,8 +1,10 @@
 """The controller's channels to brokers, and the batch that turns state changes into requests.
 
-ControllerChannelManager keeps one queue and one sender greenlet per live broker (Kafka's RequestSendThread):
-requests to a broker go out in order, each retried until it is answered or the broker leaves the channel.
-A response callback, if any, gets the decoded response; it must only enqueue a controller event.
+ControllerChannelManager keeps one queue and one sender greenlet per live broker (Kafka's RequestSendThread),
+connected to the broker's endpoint on control.plane.listener.name (KIP-291), else on the inter-broker listener
+(ControlledShutdown, fetches and markers stay on the inter-broker one, as Kafka): requests to a broker go out
+in order, each retried until it is answered or the broker leaves the channel. A response callback, if any, gets
+the decoded response; it must only enqueue a controller event.
 
 RequestBatch collects what one controller event decided (Kafka's ControllerBrokerRequestBatch) and sends it
 as at most one LeaderAndIsr, one UpdateMetadata and one StopReplica per broker, in the 2.8 versions
@@ -67,8 +69,9 @@ class _BrokerChannel:
 
 
 class ControllerChannelManager:
-    def __init__(self, controller_id: int, listener: str, timeout_ms: int, security=None):
-        """security: the broker's inter-broker ClientSecurity (None on a PLAINTEXT inter-broker listener)."""
+    def __init__(self, controller_id: int, listener: str, security=None, timeout_ms: int = 30000):
+        """listener: the brokers' listener the requests go to (the control-plane one, else the inter-broker one);
+        security: this broker's ClientSecurity for it (None on PLAINTEXT)."""
         self.security = security
         self.controller_id = controller_id
         self.listener = listener
@@ -79,7 +82,8 @@ class ControllerChannelManager:
         self.remove_broker(info.id)
         ep = info.endpoint(self.listener)
         if ep is None:
-            log.error("broker %d has no endpoint on inter-broker listener %s", info.id, self.listener)
+            log.error("broker %d has no endpoint on listener %s: no controller requests sent to it", info.id,
+                      self.listener)
             return
         self.channels[info.id] = _BrokerChannel(info.id, ep.host, ep.port, self.controller_id, self.timeout_s,
                                                 self.security)

@@ -65,8 +65,10 @@ class KafkaController:
         self.zk = zk
         self.config = config
         self.ctx = ControllerContext(broker_id, inter_broker_listener)
-        self.channels = ControllerChannelManager(broker_id, inter_broker_listener,
-                                                 config["controller.socket.timeout.ms"], config.inter_broker_security)
+        # KIP-291: LeaderAndIsr, UpdateMetadata and StopReplica go to each broker's control-plane endpoint when
+        # control.plane.listener.name is set
+        self.channels = ControllerChannelManager(broker_id, *config.controller_listener,
+                                                 timeout_ms=config["controller.socket.timeout.ms"])
         self.batch = RequestBatch(self.ctx, self.channels, self._on_stop_replica_response,
                                   self._on_leader_and_isr_response)
         self.writer = writer = PartitionStateWriter(self.ctx, zk)

@@ -11,9 +11,9 @@ from ..purgatory.delayed import DelayedOperation
 
 
 class DelayedFetch(DelayedOperation):
-    """Completes when min_bytes are readable for the fetch, a partition fails, or max_wait_ms is over. The fetch
-    reads again once `done` is set (ReplicaManager.fetch), on its own greenlet. For a follower, what the leader
-    throttle holds back is not readable (Kafka's DelayedFetch.tryComplete)."""
+    """Completes when min_bytes are readable for the fetch, a partition fails or its offset is out of range, or
+    max_wait_ms is over. The fetch reads again once `done` is set (ReplicaManager.fetch), on its own greenlet. For
+    a follower, what the leader throttle holds back is not readable (Kafka's DelayedFetch.tryComplete)."""
 
     def __init__(self, params, manager, requests):
         super().__init__(params.max_wait_ms)
@@ -29,12 +29,14 @@ class DelayedFetch(DelayedOperation):
         available = 0
         for tp, fetch_offset, max_bytes, _ in self.requests:
             partition = self.manager.partitions.get(tp)
-            if partition is None or not partition.is_leader:
-                return self.force_complete()
+            if partition is None or not partition.is_leader and params.client_rack is None:
+                return self.force_complete()   # (a consumer of Fetch v11+ may wait on a follower: KIP-392)
             log = partition.log
             end = partition.fetchable_end(params.isolation_level, params.replica_id)
-            if fetch_offset > end or fetch_offset < log.log_start_offset:
-                return self.force_complete()
+            if fetch_offset > log.log_end_offset or fetch_offset < log.log_start_offset:
+                return self.force_complete()   # out of range: the read answers it
+            # (an offset between the high watermark and the log end waits for the high watermark, as a consumer
+            # sent to a follower whose high watermark is behind the leader's does)
             if fetch_offset < end and not (throttling and self.manager.leader_throttled(partition, follower)):
                 try:
                     available += log.read(fetch_offset, max_bytes, max_offset=end).records.length

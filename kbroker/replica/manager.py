@@ -19,7 +19,10 @@ hook for __consumer_offsets partitions), append_records (Produce; acks=-1 waits 
 until every in-sync replica has the records, or REQUEST_TIMED_OUT), read_from_local_log and fetch (Kafka's
 readFromLocalLog and fetchMessages: consumers up to the high watermark or, READ_COMMITTED, the last stable
 offset with the aborted transactions; followers up to the log end offset; both long-polling in the fetch
-purgatory), offsets by timestamp and delete_records. A follower's fetch moves its state on the leader, which
+purgatory), offsets by timestamp and delete_records. Follower fetching (KIP-392): a consumer's Fetch v11+ may read
+a partition this broker follows, within the same bounds (readable_partition); with replica.selector.class set, the
+leader sends a rack-aware consumer to a replica in its rack (selector.py) with preferred_read_replica and no
+records. A follower's fetch moves its state on the leader, which
 may advance the high watermark and complete waiting produces and fetches. The delayed operations are in
 delayed.py. fetch_sessions is the leader's cache of incremental fetch sessions (fetch_session.py) and
 conversion_cache the old consumers' down-converted records: the Fetch API uses both.
@@ -71,6 +74,7 @@ from .fetch_session import FetchSessionCache
 from .fetcher import ReplicaFetcherManager
 from .log_dir_mover import LogDirMover
 from .partition import READ_COMMITTED, Partition
+from .selector import ReplicaView, preferred_read_replica
 
 state_change = logging.getLogger("state-change")
 log = logging.getLogger("kbroker.replica")
@@ -91,6 +95,10 @@ class FetchParams:
     min_bytes: int
     max_bytes: int         # for the whole response
     isolation_level: int   # READ_UNCOMMITTED or READ_COMMITTED (consumers only)
+    # KIP-392, a consumer's Fetch v11+: its rack_id ("" for none) and the listener it came in on. None (a follower,
+    # or Fetch v0-v10): only the leader serves the fetch (Kafka's fetchOnlyFromLeader).
+    client_rack: str | None = None
+    listener: str = ""
 
 
 class ReplicaManager:
@@ -119,6 +127,7 @@ class ReplicaManager:
         self.state_change_lock = gevent.lock.RLock()
         self.log_dir_mover = LogDirMover(self, config["replica.fetch.max.bytes"], replication_quotas.alter_log_dirs)
         self.conversion_cache = ConversionCache(config["down.conversion.cache.bytes"])
+        self.rack_aware = config["replica.selector.class"] is not None   # RackAwareReplicaSelector (KIP-392)
         self.fetch_sessions = FetchSessionCache(config["max.incremental.fetch.session.cache.slots"],
                                                 config["min.incremental.fetch.session.eviction.ms"])
         # (producer id, __consumer_offsets partition, committed) after a marker there is replicated: the group
@@ -468,6 +477,42 @@ class ReplicaManager:
                                                             f"{tp[0]}-{tp[1]}")
         return partition
 
+    def readable_partition(self, tp, current_leader_epoch: int) -> Partition:
+        """The partition, led or followed here, for a consumer that may read from a follower (Fetch v11+, Kafka's
+        getPartitionOrException then localLogWithEpochOrException without requireLeader): its leader epoch checked
+        first (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH); NOT_LEADER_OR_FOLLOWER when not hosted here."""
+        partition = self.partitions.get(tp)
+        if partition is None or partition.log.dir_failed or tp in self.offline_partitions:
+            return self.leader_partition(tp)   # raises the error of a partition not hosted or offline
+        partition.check_leader_epoch(current_leader_epoch)
+        return partition
+
+    def record_follower_log_starts(self, follower: int, log_starts) -> None:
+        """The log start offsets a follower's fetch named ([(tp, offset)], Fetch v5+; a session names a partition
+        when its offsets changed), kept for the replica choice of KIP-392 (Kafka's Replica.updateFetchState)."""
+        for tp, log_start in log_starts:
+            partition = self.partitions.get(tp)
+            replica = partition.remote.get(follower) if partition is not None else None
+            if replica is not None:
+                replica.log_start_offset = log_start
+
+    def _preferred_read_replica(self, partition: Partition, params: FetchParams, fetch_offset: int) -> int:
+        """Where the leader sends a rack-aware consumer (selector.py), -1 to read here. Replicas count with the
+        endpoint of their live broker on the consumer's listener (metadata cache)."""
+        brokers = self.metadata_cache.brokers
+        now = self.clock.now_ms()
+
+        def view(broker_id: int, leo: int, since_ms: int, log_start: int) -> ReplicaView:
+            broker = brokers.get(broker_id)
+            if broker is None or params.listener not in broker.endpoints:
+                return ReplicaView(broker_id, None, leo, since_ms, False, log_start)
+            return ReplicaView(broker_id, broker.rack, leo, since_ms, True, log_start)
+        own = partition.log
+        leader = view(self.broker_id, own.log_end_offset, 0, own.log_start_offset)
+        followers = [view(r, replica.log_end_offset, now - replica.last_caught_up_ms, replica.log_start_offset)
+                     for r, replica in partition.remote.items()]
+        return preferred_read_replica(params.client_rack, leader, followers, fetch_offset)
+
     def append_records(self, acks: int, timeout_ms: int, entries: dict, produce_version: int | None,
                        internal: bool = False, callback=None) -> dict | None:
         """{tp: (error, base offset, log append time, log start offset, error message, record errors)}.
@@ -578,17 +623,22 @@ class ReplicaManager:
         return results
 
     def read_from_local_log(self, params: FetchParams, requests) -> tuple[dict, int, bool]:
-        """Kafka's readFromLocalLog: read each partition in request order, as its leader, within the fetch's limits.
+        """Kafka's readFromLocalLog: read each partition in request order, within the fetch's limits.
 
         requests: [(tp, fetch offset, partition max bytes, current leader epoch)]. Returns (results, bytes read,
-        whether a partition failed); results: {tp: FetchPartitionData}, the records as a zero-copy file slice, the
-        high watermark, last stable offset and log start offset, for a READ_COMMITTED consumer the aborted
-        transactions the records overlap; or the partition's error. A partition reads at most min(its max bytes,
+        whether to answer at once: a partition failed, or a consumer is sent to another replica); results: {tp:
+        FetchPartitionData}, the records as a zero-copy file slice, the high watermark, last stable offset and log
+        start offset, for a READ_COMMITTED consumer the aborted transactions the records overlap; or the
+        partition's error. A partition reads at most min(its max bytes,
         what the previous ones left of params.max_bytes); the first with data gets its first batch whole even if
-        larger, unless the fetch has a hard limit (v0-v2). A follower's read moves its state on this leader."""
+        larger, unless the fetch has a hard limit (v0-v2). A follower's read moves its state on this leader. A
+        consumer's v11+ read (params.client_rack set) may be served by a follower; on the leader, with a replica
+        selector, one sent to another replica reads nothing and gets its preferred_read_replica."""
         follower = params.replica_id
         isolation = params.isolation_level
         read_committed = isolation == READ_COMMITTED and follower < 0
+        leader_only = params.client_rack is None
+        rack_aware = self.rack_aware and bool(params.client_rack)
         zstd_refused = params.version < 10 and follower < 0
         throttling = follower >= 0 and bool(self.replication_quotas.leader.throttled)
         min_one = params.version > 2
@@ -597,8 +647,20 @@ class ReplicaManager:
         for tp, fetch_offset, partition_max, leader_epoch in requests:
             data = FetchPartitionData(tp[1])
             try:
-                partition = self.leader_partition(tp)
-                partition.check_leader_epoch(leader_epoch)
+                if leader_only:
+                    partition = self.leader_partition(tp)
+                    partition.check_leader_epoch(leader_epoch)
+                else:
+                    partition = self.readable_partition(tp, leader_epoch)
+                    if rack_aware and partition.is_leader:
+                        data.preferred_read_replica = self._preferred_read_replica(partition, params, fetch_offset)
+                        if data.preferred_read_replica >= 0:   # no read: the leader's offsets and the replica
+                            log_ = partition.log
+                            data.high_watermark, data.log_start_offset = log_.high_watermark, log_.log_start_offset
+                            data.last_stable_offset = log_.last_stable_offset
+                            results[tp] = data
+                            errored = True   # answered at once (Kafka's DelayedFetch finds the leader's data)
+                            continue
                 if zstd_refused and partition.log.config.compression_type == "zstd":
                     raise KafkaError(Errors.UNSUPPORTED_COMPRESSION_TYPE,
                                      "zstd-compressed topics can only be fetched with Fetch v10 or later")

@@ -15,7 +15,8 @@ and markers to the producer state (open transactions, the last stable offset) an
 in the log's `.txnindex`. Consumers reading READ_COMMITTED stop at the last stable offset.
 
 Follower: appends what its fetcher copies from the leader (CRC-checked, offsets kept), takes the leader's
-high watermark capped by its own log end offset, and truncates where its log diverges from the leader's.
+high watermark capped by its own log end offset (waking the consumers that read from it, KIP-392, when it
+moves), and truncates where its log diverges from the leader's.
 
 Moving between log dirs: the mover (log_dir_mover.py) copies into the partition's future log with
 append_replicated, as a follower appends, and switches the partition to it with replace_log.
@@ -73,6 +74,7 @@ class RemoteReplica:
     last_caught_up_ms: int = 0
     last_fetch_leader_leo: int = -1
     last_fetch_ms: int = 0
+    log_start_offset: int = -1   # as its fetches last said (Fetch v5+); -1 unknown (KIP-392's replica choice)
 
 
 def _track_first_unstable_offset(log) -> None:
@@ -318,7 +320,9 @@ class Partition:
         """Append what the fetcher copied from the leader (whole, CRC-valid entries; offsets kept)."""
         log = self.log
         self.append_replicated(log, data)
-        log.update_high_watermark(min(leader_hw, log.log_end_offset))
+        previous = log.high_watermark
+        if log.update_high_watermark(min(leader_hw, log.log_end_offset)) > previous:
+            self.on_high_watermark_moved(self.tp)   # consumers reading from this follower (KIP-392) may be waiting
 
     @staticmethod
     def append_replicated(log, data) -> None:

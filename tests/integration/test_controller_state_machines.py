@@ -49,6 +49,7 @@ class FakeChannels:
 class PlaintextConfig(dict):
     """The settings the controller reads, on a PLAINTEXT inter-broker listener (no client security)."""
     inter_broker_security = None
+    controller_listener = ("PLAINTEXT", None)   # no control.plane.listener.name
 
 def record_zk_requests(zk: KafkaZkClient, before=None) -> list[str]:
     """The kinds of the requests the client sends to ZooKeeper from now on (kazoo's request classes:

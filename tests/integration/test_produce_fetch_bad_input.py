@@ -845,9 +845,11 @@ def test_produce_and_fetch_to_a_partition_led_elsewhere(three, topic):
     for version, records in ((2, legacy_set([b"x"], magic=1)), (7, v2_batch([b"x"])), (9, v2_batch([b"x"]))):
         p = produce(b1, topic, records, version)
         assert (p.error_code, p.base_offset) == (NOT_LEADER_OR_FOLLOWER, -1)
-    for version in (0, 11):
+    for version in (0, 10):
         error, _, data = fetch(b1, topic, 0, version)
         assert error == NOT_LEADER_OR_FOLLOWER and data == b""
+    error, _, _ = fetch(b1, topic, 0, 11)   # from v11 a follower serves consumers too (KIP-392)
+    assert error == (NONE if topic == "follow" else NOT_LEADER_OR_FOLLOWER)
     [(_, p)] = list_offsets(b1, [(topic, 0, -1, -1)])
     assert p.error_code == NOT_LEADER_OR_FOLLOWER
     assert latest_offset(b3, topic) == before
