@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from .common.broker_config import (DYNAMIC_BROKER_CONFIGS, LISTENER_PREFIX, THREAD_COUNTS, dynamic_broker_key,
                                    listener_config_base)
 from .common.config_def import MAX_INT, MAX_LONG, ConfigKey, at_least, one_of, parse_checked, rule
+from .common.keystores import (KeyMaterial, KeystoreError, load_key_store, load_trust_store, pem_certificates,
+                               pem_key_material)
 from .protocol.client.security import ClientSecurity
 from .protocol.errors import KafkaError
 
@@ -72,7 +74,7 @@ SETTINGS: dict[str, ConfigKey] = {
     "socket.receive.buffer.bytes": ConfigKey("int", 100 * 1024),
     "connections.max.idle.ms": ConfigKey("long", 600000),   # a negative value: idle connections stay open
     "queued.max.requests": ConfigKey("int", 500, at_least(1)),
-    # TLS (PEM stores only, KIP-651); each may be given per listener as listener.name.<listener>.<key>
+    # TLS (JKS, PKCS12, JCEKS or PEM stores); each may be given per listener as listener.name.<listener>.<key>
     "ssl.keystore.type": ConfigKey("string", "JKS"),
     "ssl.keystore.location": ConfigKey("string"),
     "ssl.keystore.password": ConfigKey("password"),
@@ -242,9 +244,14 @@ def _convert(key: str, raw: str):
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
-# The TLS settings of a listener its inter-broker client takes too.
-_CLIENT_TLS_KEYS = ("ssl.truststore.certificates", "ssl.truststore.location", "ssl.keystore.key",
-                    "ssl.keystore.certificate.chain", "ssl.keystore.location", "ssl.key.password")
+
+
+@dataclass(frozen=True)
+class ListenerStores:
+    """A TLS listener's stores, read once at load: its key and certificate chain, the certificates it trusts
+    (None: the system's)."""
+    keys: KeyMaterial
+    trusted_pem: str | None
 
 
 @dataclass(frozen=True)
@@ -320,6 +327,7 @@ class BrokerConfig:
         if self.inter_broker_listener not in {l.name for l in self.advertised_listeners}:
             raise ConfigError(f"Invalid value {self.inter_broker_listener!r} for configuration "
                               f"inter.broker.listener.name: not an advertised listener")
+        self.tls_stores: dict[str, ListenerStores] = {}   # per TLS listener name
         for listener in self.listeners:
             self._check_security(listener)
         self.log_dirs = self.values["log.dirs"] or [self.values["log.dir"]]
@@ -384,7 +392,7 @@ class BrokerConfig:
 
     def _check_security(self, listener: Listener) -> None:
         """What Kafka checks at start-up for a secured listener: SASL mechanisms we serve (and the inter-broker
-        one enabled on the inter-broker listener), a PEM keystore for TLS (KIP-651; JKS/PKCS12 are refused)."""
+        one enabled on the inter-broker listener), a keystore that loads for TLS (read here, once)."""
         name, protocol = listener.name, listener.security_protocol
         if protocol.startswith("SASL_"):
             enabled = self.sasl_mechanisms(name)
@@ -397,18 +405,36 @@ class BrokerConfig:
                 raise ConfigError("sasl.mechanism.inter.broker.protocol must be included in sasl.enabled.mechanisms "
                                   "when SASL is used for inter-broker communication")
         if protocol in ("SSL", "SASL_SSL"):
-            truststore = (self.listener_value(name, "ssl.truststore.location") or
-                          self.listener_value(name, "ssl.truststore.certificates"))
-            for kind, given in (("ssl.keystore.type", True), ("ssl.truststore.type", truststore)):
-                value = str(self.listener_value(name, kind)).upper()
-                if given and value != "PEM":
-                    raise ConfigError(f"Invalid value {value} for configuration {kind} of listener {name}: only PEM "
-                                      f"stores are supported (KIP-651); convert the store to PEM")
-            if not (self.listener_value(name, "ssl.keystore.location") or
-                    (self.listener_value(name, "ssl.keystore.key") and
-                     self.listener_value(name, "ssl.keystore.certificate.chain"))):
-                raise ConfigError(f"Listener {name} ({protocol}) needs a keystore: ssl.keystore.key and "
-                                  f"ssl.keystore.certificate.chain, or a PEM ssl.keystore.location")
+            try:
+                self.tls_stores[name] = self._read_stores(name, protocol)
+            except KeystoreError as e:
+                raise ConfigError(f"Listener {name} ({protocol}): {e}") from None
+
+    def _read_stores(self, name: str, protocol: str) -> ListenerStores:
+        """A TLS listener's keystore (ssl.keystore.location with its type and passwords, or the PEM text of
+        ssl.keystore.key + ssl.keystore.certificate.chain) and truststore (ssl.truststore.location, or
+        ssl.truststore.certificates), as Kafka's DefaultSslEngineFactory takes them."""
+        value = lambda key: self.listener_value(name, key)   # noqa: E731
+        if value("ssl.keystore.key") or value("ssl.keystore.certificate.chain"):
+            if str(value("ssl.keystore.type")).upper() != "PEM":
+                raise ConfigError(f"Listener {name} ({protocol}): SSL private key can be specified only for PEM, "
+                                  f"but key store type is {value('ssl.keystore.type')}.")
+            keys = pem_key_material(value("ssl.keystore.key") or "", value("ssl.keystore.certificate.chain") or "",
+                                    value("ssl.key.password"), "ssl.keystore.key")
+        elif value("ssl.keystore.location"):
+            keys = load_key_store(value("ssl.keystore.location"), value("ssl.keystore.type"),
+                                  value("ssl.keystore.password"), value("ssl.key.password"))
+        else:
+            raise ConfigError(f"Listener {name} ({protocol}) needs a keystore: ssl.keystore.location, or "
+                              f"ssl.keystore.key and ssl.keystore.certificate.chain")
+        if value("ssl.truststore.certificates"):
+            trusted = pem_certificates(value("ssl.truststore.certificates"), "ssl.truststore.certificates")
+        elif value("ssl.truststore.location"):
+            trusted = load_trust_store(value("ssl.truststore.location"), value("ssl.truststore.type"),
+                                       value("ssl.truststore.password"))
+        else:
+            trusted = None
+        return ListenerStores(keys, trusted)
 
     @property
     def inter_broker_security(self) -> ClientSecurity | None:
@@ -423,8 +449,8 @@ class BrokerConfig:
         channel, replica fetchers, transaction marker sender, controlled shutdown): the listener's protocol; the
         SASL mechanism sasl.mechanism.inter.broker.protocol with the username/password options of that listener's
         JAAS line for the mechanism (listener.name.<l>.<mech>.sasl.jaas.config, else sasl.jaas.config); TLS
-        trusting the listener's truststore and presenting its keystore (for ssl.client.auth), checking host names
-        per ssl.endpoint.identification.algorithm. The principal it logs in as needs ClusterAction on the cluster
+        trusting the listener's truststore and presenting its keystore (for ssl.client.auth; both as read at
+        load), checking host names per ssl.endpoint.identification.algorithm. The principal it logs in as needs ClusterAction on the cluster
         once ACLs are on (super.users grants it)."""
         name = self.inter_broker_listener
         protocol = next(listener.security_protocol for listener in self.advertised_listeners
@@ -439,9 +465,9 @@ class BrokerConfig:
             props.update({"sasl.mechanism": mechanism,
                           "sasl.jaas.config": self.listener_value(name, "sasl.jaas.config", mechanism) or ""})
         if protocol.endswith("SSL"):
-            props.update({key: self.listener_value(name, key) for key in _CLIENT_TLS_KEYS
-                          if self.listener_value(name, key)})
-            props.update({"ssl.truststore.type": "PEM", "ssl.keystore.type": "PEM"})
+            stores = self.tls_stores[name]
+            props.update({"ssl.keystore.key": stores.keys.key_pem, "ssl.keystore.certificate.chain":
+                          stores.keys.chain_pem, "ssl.truststore.certificates": stores.trusted_pem or ""})
         try:
             return ClientSecurity.from_properties(props)
         except KafkaError as e:
