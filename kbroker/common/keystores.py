@@ -32,11 +32,9 @@ import os
 import re
 from dataclasses import dataclass
 
-import jks
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.serialization import pkcs12
-from pyasn1.error import PyAsn1Error
 
 TYPES = ("JKS", "PKCS12", "JCEKS", "PEM")
 _EXTENSIONS = {".jks": "JKS", ".p12": "PKCS12", ".pfx": "PKCS12", ".pem": "PEM"}
@@ -101,12 +99,8 @@ def load_key_store(location: str, store_type: str | None, password: str | None,
         if len(store.private_keys) > 1:
             raise KeystoreError(f"{what} holds {len(store.private_keys)} private keys "
                                 f"({', '.join(store.private_keys)}): keep the one to serve")
-        alias, entry = next(iter(store.private_keys.items()))
-        try:
-            entry.decrypt(key_password)
-        except jks.DecryptionFailureException:
-            raise KeystoreError(f"{what}: the key password does not decrypt its private key {alias!r}") from None
-        key = serialization.load_der_private_key(entry.pkey_pkcs8, None)
+        entry = next(iter(store.private_keys.values()))
+        key = serialization.load_der_private_key(_decrypt(entry, key_password, what), None)
         chain = [x509.load_der_x509_certificate(der) for _, der in entry.cert_chain]
     return _material(key, chain, what)
 
@@ -206,12 +200,24 @@ def _sniff(data: bytes) -> str | None:
 
 def _jks(data: bytes, password: str | None, what: str, kind: str):
     """A JKS/JCEKS store, checked against its password when one is given, keys left encrypted."""
+    import jks  # here: most processes that import this module (clients, the image's healthcheck) read no JKS
+    from pyasn1.error import PyAsn1Error
     try:
         return jks.KeyStore.loads(data, password, try_decrypt_keys=False)
     except jks.KeystoreSignatureException:
         raise KeystoreError(f"{what}: wrong store password (the {kind} integrity check fails)") from None
     except (jks.KeystoreException, PyAsn1Error, ValueError) as e:   # a damaged or truncated file
         raise KeystoreError(f"{what} is not a valid {kind} store: {e}") from None
+
+
+def _decrypt(entry, key_password: str, what: str) -> bytes:
+    """The PKCS#8 DER of a JKS/JCEKS private key entry."""
+    import jks
+    try:
+        entry.decrypt(key_password)
+    except jks.DecryptionFailureException:
+        raise KeystoreError(f"{what}: the key password does not decrypt its private key {entry.alias!r}") from None
+    return entry.pkey_pkcs8
 
 
 def _pkcs12(data: bytes, password: str | None, what: str) -> pkcs12.PKCS12KeyAndCertificates:
