@@ -114,10 +114,11 @@ def load_trust_store(location: str, store_type: str | None, password: str | None
     if kind == "PKCS12":
         store = _pkcs12(data, password, what)
         certs = ([store.cert.certificate] if store.cert else []) + [c.certificate for c in store.additional_certs]
-    else:
+    else:   # as Java's trust managers read a key store: its certificate entries and each key's own certificate
+        store = _jks(data, password, what, kind)
+        ders = [e.cert for e in store.certs.values()] + [e.cert_chain[0][1] for e in store.private_keys.values()]
         try:
-            certs = [x509.load_der_x509_certificate(entry.cert)
-                     for entry in _jks(data, password, what, kind).certs.values()]
+            certs = [x509.load_der_x509_certificate(der) for der in ders]
         except ValueError as e:   # read without a password: no integrity check caught the damage
             raise KeystoreError(f"{what}: a certificate does not parse: {e}") from None
     if not certs:

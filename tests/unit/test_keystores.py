@@ -84,6 +84,12 @@ def test_trust_stores_give_the_ca(pki, store, declared):
         assert x509.load_pem_x509_certificate(f.read().encode()) == x509.load_pem_x509_certificate(pem.encode())
 
 
+def test_a_key_store_as_trust_store_trusts_its_certificates_and_its_keys_own(pki):
+    """As Java's trust managers read a store: certificate entries, and the first certificate of each key entry."""
+    assert sorted(subjects(load_trust_store(pki.keystore_jks["broker"], "JKS", PW))) == \
+        ["CN=broker,O=kbroker", "CN=keytool ca,O=kbroker"]
+
+
 def test_trust_store_password_is_optional_for_jks_only(pki):
     """Without its password a JKS trust store is read without its integrity check; keytool's PKCS12 encrypts
     its certificates (Java would then trust nothing): refused, saying why."""
