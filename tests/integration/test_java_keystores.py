@@ -19,6 +19,7 @@ from admin_cli.main import cli
 from kbroker.cluster import BrokerProcess, free_port, wait_until
 from tests.conftest import fresh_chroot
 from tests.integration.conftest import Cluster
+from tests.integration.test_sasl_tls import ck_roundtrip, unique
 from tests.keytool import KEY_PASSWORD, STORE_PASSWORD, make_ca, make_pki, trust_store
 
 PW = STORE_PASSWORD
@@ -78,33 +79,12 @@ def bootstrap(c: Cluster, listener: str) -> str:
     return ",".join(f"127.0.0.1:{c.ports[i][listener]}" for i in (1, 2))
 
 
-def unique(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:8]}"
-
-
 def roundtrip(conf: dict, topic: str, n: int = 20) -> list[bytes]:
-    from confluent_kafka import Consumer, Producer
+    """n records through a topic with replication factor 2 (librdkafka's acks=all: both brokers have them)."""
     from confluent_kafka.admin import AdminClient, NewTopic
     admin = AdminClient(conf)
     admin.create_topics([NewTopic(topic, 1, 2)])[topic].result(30)
-    p = Producer({**conf, "acks": "all", "linger.ms": 5})
-    for i in range(n):
-        p.produce(topic, value=f"v{i}".encode())
-    assert p.flush(30) == 0
-    c = Consumer({**conf, "group.id": unique("g"), "auto.offset.reset": "earliest"})
-    c.subscribe([topic])
-    got = []
-    try:
-        for _ in range(120):
-            m = c.poll(0.5)
-            if m is not None:
-                assert m.error() is None, m.error()
-                got.append(m.value())
-            if len(got) >= n:
-                break
-    finally:
-        c.close()
-    return got
+    return ck_roundtrip(conf, topic, n)
 
 
 def test_confluent_kafka_round_trips_with_the_ca_keytool_exported(cluster, pki):
@@ -228,8 +208,7 @@ def garbage(pki) -> str:
     ({"ssl.truststore.location": "{dir}/missing.p12"}, r"trust store \S+missing\.p12 cannot be read"),
     ({"ssl.keystore.location": "{garbage}"}, r"garbage\.jks is not a JKS store \(not a key store file\)"),
     ({"ssl.keystore.location": "{truststore_jks}"}, r"truststore\.jks holds no private key"),
-    ({"listener.name.mtls.ssl.keystore.password": "wrong"}, r"Listener MTLS \(SSL\): key store \S+broker1\.p12: "
-                                                            r"wrong store password"),
+    ({"listener.name.mtls.ssl.keystore.password": "wrong"}, r"Listener MTLS \(SSL\): key store \S+broker1\.p12: wrong"),
 ])
 def test_a_bad_store_stops_the_broker_at_start(zookeeper, pki, tmp_path, change, message):
     values = {"dir": pki.directory, "garbage": garbage(pki), "truststore_jks": pki.truststore_jks}
