@@ -9,6 +9,7 @@ with --command-config naming JKS stores, the shared client. Bad stores stop a br
 line naming the listener and the file, and nothing written to ZooKeeper; kadmin refuses them as usage errors."""
 from __future__ import annotations
 
+import json
 import re
 import uuid
 
@@ -138,10 +139,14 @@ def test_kadmin_command_config_with_jks_stores(cluster, pki, tmp_path):
     assert r.exit_code == 0, r.stderr
     mutual = {**trust, "ssl.keystore.location": pki.keystore_jks["client"], "ssl.keystore.password": PW,
               "ssl.key.password": KEY_PASSWORD}   # no ssl.*store.type: Kafka's default, JKS
-    r = kadmin("--bootstrap-server", bootstrap(cluster, "MTLS"), "--command-config",
-               command_config(tmp_path, **mutual), "-o", "json", "list-topics")
-    assert r.exit_code == 0, r.stderr
-    assert topic in r.stdout
+    path = command_config(tmp_path, **mutual)
+
+    def listed() -> bool:   # once the broker that answers has the topic in its metadata
+        r = kadmin("--bootstrap-server", bootstrap(cluster, "MTLS"), "--command-config", path, "-o", "json",
+                   "list-topics")
+        assert r.exit_code == 0, r.stderr
+        return topic in [t["name"] for t in json.loads(r.stdout)["topics"]]
+    wait_until(listed, message="kadmin over MTLS lists the topic")
 
 
 @pytest.mark.parametrize("props, fragment", [
@@ -226,3 +231,11 @@ def test_a_bad_store_stops_the_broker_at_start(zookeeper, pki, tmp_path, change,
     finally:
         c.stop()
 
+
+
+def test_kadmin_with_a_trust_store_without_the_ca(cluster, pki, tmp_path):
+    path = command_config(tmp_path, **{"security.protocol": "SSL", "ssl.truststore.location": pki.other_truststore,
+                                       "ssl.truststore.password": PW})
+    r = kadmin("--bootstrap-server", bootstrap(cluster, "SSL"), "--command-config", path, "list-topics")
+    assert r.exit_code == 1, (r.exit_code, r.stderr)
+    assert re.fullmatch(r"Error: SSL handshake with 127\.0\.0\.1:\d+ failed: certificate verify failed: .*\n", r.stderr)
