@@ -450,8 +450,8 @@ class BrokerConfig:
         SASL mechanism sasl.mechanism.inter.broker.protocol with the username/password options of that listener's
         JAAS line for the mechanism (listener.name.<l>.<mech>.sasl.jaas.config, else sasl.jaas.config); TLS
         trusting the listener's truststore and presenting its keystore (for ssl.client.auth; both as read at
-        load), checking host names per ssl.endpoint.identification.algorithm. The principal it logs in as needs ClusterAction on the cluster
-        once ACLs are on (super.users grants it)."""
+        load), checking host names per ssl.endpoint.identification.algorithm. The principal it logs in as needs
+        ClusterAction on the cluster once ACLs are on (super.users grants it)."""
         name = self.inter_broker_listener
         protocol = next(listener.security_protocol for listener in self.advertised_listeners
                         if listener.name == name)

@@ -3,8 +3,9 @@
 The context comes from the listener's settings (cfg.listener_value, so listener.name.<l>.ssl.* overrides the
 broker-wide ones): its keystore and truststore as the config read them at load (cfg.tls_stores: JKS, PKCS12,
 JCEKS or PEM files, or inline PEM; kbroker.common.keystores), the system's roots when it has no truststore;
-ssl.client.auth required|requested|none; ssl.enabled.protocols bound the TLS versions. Accepted sockets are wrapped by gevent's
-ssl and the handshake runs in the connection's greenlet: a failed one just closes the connection.
+ssl.client.auth required|requested|none; ssl.enabled.protocols bound the TLS versions. Accepted sockets are
+wrapped by gevent's ssl and the handshake runs in the connection's greenlet: a failed one just closes the
+connection.
 
 A client certificate's principal is User:<subject DN in RFC 2253 form>, mapped by ssl.principal.mapping.rules
 (Kafka's SslPrincipalMapper: `RULE:<pattern>/<replacement>/[L|U]` entries and DEFAULT, comma-separated, the
