@@ -87,8 +87,8 @@ def load_key_store(location: str, store_type: str | None, password: str | None,
         if store.key is None or store.cert is None:
             raise KeystoreError(f"{what} holds no private key" + (" with its certificate" if store.key else ""))
         if key_password != password:
-            raise KeystoreError(f"{what}: the key password does not decrypt its private key (a PKCS12 store's key "
-                                f"password is its store password)")
+            raise KeystoreError(f"{what}: wrong password for its private key (a PKCS12 store's key password is its "
+                                f"store password)")
         key = store.key
         chain = _chain(store.cert.certificate, [c.certificate for c in store.additional_certs])
     else:
@@ -147,7 +147,7 @@ def pem_key_material(key_text: str, chain_text: str, key_password: str | None, w
     try:
         key = serialization.load_pem_private_key(block.encode(), key_password.encode() if encrypted else None)
     except ValueError:
-        raise KeystoreError(f"{what}: " + ("the key password does not decrypt its private key" if encrypted else
+        raise KeystoreError(f"{what}: " + ("wrong password for its private key" if encrypted else
                                            "its private key does not parse")) from None
     return _material(key, _certificates(chain, what), what)
 
@@ -172,13 +172,13 @@ def _open(location: str, store_type: str | None, what: str) -> tuple[str, bytes]
         with open(location, "rb") as f:
             data = f.read()
     except OSError as e:
-        raise KeystoreError(f"{what} cannot be read: {e.strerror or e}") from None
+        raise KeystoreError(f"{what}: cannot read it: {e.strerror or e}") from None
     found = _sniff(data)
     if not declared:
         declared = _EXTENSIONS.get(os.path.splitext(location)[1].lower()) or found
         if declared is None:
-            raise KeystoreError(f"{what}: its type is not given, and neither its name (.jks, .p12, .pfx, .pem) nor "
-                                f"its content tells it")
+            raise KeystoreError(f"{what}: cannot tell the store type from its name (.jks, .p12, .pfx, .pem) or its "
+                                f"content; give its type")
     if declared == "PEM":
         return "PEM", data
     if found not in _OPENS[declared]:
@@ -217,7 +217,7 @@ def _decrypt(entry, key_password: str, what: str) -> bytes:
     try:
         entry.decrypt(key_password)
     except jks.DecryptionFailureException:
-        raise KeystoreError(f"{what}: the key password does not decrypt its private key {entry.alias!r}") from None
+        raise KeystoreError(f"{what}: wrong password for its private key {entry.alias!r}") from None
     return entry.pkey_pkcs8
 
 

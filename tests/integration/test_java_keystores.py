@@ -153,10 +153,10 @@ def test_kadmin_command_config_with_jks_stores(cluster, pki, tmp_path):
     ({"ssl.truststore.location": "{truststore_jks}", "ssl.truststore.password": "wrong"},
      r"truststore\.jks: wrong store password"),
     ({"ssl.truststore.location": "{dir}/missing.jks", "ssl.truststore.password": PW},
-     r"missing\.jks cannot be read: No such file"),
+     r"missing\.jks: cannot read it: No such file"),
     ({"ssl.truststore.location": "{truststore_p12}"}, r"truststore\.p12 \(PKCS12\) needs its store password"),
     ({"ssl.keystore.location": "{client_jks}", "ssl.keystore.password": PW, "ssl.key.password": "wrong"},
-     r"client\.jks: the key password does not decrypt its private key 'client'"),
+     r"client\.jks: wrong password for its private key 'client'"),
     ({"ssl.keystore.location": "{truststore_jks}", "ssl.keystore.password": PW},
      r"truststore\.jks holds no private key"),
 ])
@@ -209,8 +209,8 @@ def garbage(pki) -> str:
 
 @pytest.mark.parametrize("change, message", [
     ({"ssl.keystore.password": "wrong"}, r"key store \S+broker1\.jks: wrong store password"),
-    ({"ssl.key.password": "wrong"}, r"broker1\.jks: the key password does not decrypt its private key 'broker1'"),
-    ({"ssl.truststore.location": "{dir}/missing.p12"}, r"trust store \S+missing\.p12 cannot be read"),
+    ({"ssl.key.password": "wrong"}, r"broker1\.jks: wrong password for its private key 'broker1'"),
+    ({"ssl.truststore.location": "{dir}/missing.p12"}, r"trust store \S+missing\.p12: cannot read it"),
     ({"ssl.keystore.location": "{garbage}"}, r"garbage\.jks is not a JKS store \(not a key store file\)"),
     ({"ssl.keystore.location": "{truststore_jks}"}, r"truststore\.jks holds no private key"),
     ({"listener.name.mtls.ssl.keystore.password": "wrong"}, r"Listener MTLS \(SSL\): key store \S+broker1\.p12: wrong"),

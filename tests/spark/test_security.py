@@ -80,6 +80,6 @@ def test_security_options_are_checked_when_the_query_is_defined(tmp_path):
     with pytest.raises(OptionError, match="needs a username and a password"):
         source_options({"kafka.bootstrap.servers": "b:9092", "subscribe": "t",
                         "kafka.security.protocol": "SASL_PLAINTEXT", "kafka.sasl.mechanism": "PLAIN"}, False)
-    with pytest.raises(OptionError, match=r"trust store /x\.jks cannot be read"):
+    with pytest.raises(OptionError, match=r"trust store /x\.jks: cannot read it"):
         source_options({"kafka.bootstrap.servers": "b:9092", "subscribe": "t", "kafka.security.protocol": "SSL",
                         "kafka.ssl.truststore.type": "JKS", "kafka.ssl.truststore.location": "/x.jks"}, False)

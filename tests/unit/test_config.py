@@ -318,7 +318,7 @@ def test_secured_listeners_are_accepted_with_what_they_need():
 @pytest.mark.parametrize("props, message", [
     ({"listeners": "PLAINTEXT://:9092,SSL://:9093"}, "Listener SSL \\(SSL\\) needs a keystore"),
     ({"listeners": "PLAINTEXT://:9092,SSL://:9093", "listener.name.ssl.ssl.keystore.location": "/none/k.jks",
-      "ssl.keystore.password": "pw"}, r"Listener SSL \(SSL\): key store /none/k\.jks cannot be read"),
+      "ssl.keystore.password": "pw"}, r"Listener SSL \(SSL\): key store /none/k\.jks: cannot read it"),
     ({"listeners": "PLAINTEXT://:9092,SSL://:9093", "ssl.keystore.key": "k", "ssl.keystore.certificate.chain": "c"},
      "SSL private key can be specified only for PEM, but key store type is JKS"),
     ({"listeners": "PLAINTEXT://:9092,SASL_PLAINTEXT://:9094"}, "sasl.enabled.mechanisms of listener SASL_PLAINTEXT"),  # GSSAPI

@@ -126,7 +126,7 @@ def _read_pem(path: str | None) -> str | None:
         with open(path, encoding="ascii") as f:
             return f.read()
     except (OSError, UnicodeDecodeError) as e:
-        raise KeystoreError(f"{path} cannot be read: {getattr(e, 'strerror', None) or e}") from None
+        raise KeystoreError(f"{path}: cannot read it: {getattr(e, 'strerror', None) or e}") from None
 
 
 def load_cert_chain(ctx: ssl.SSLContext, chain_pem: str, key_pem: str) -> None:
