@@ -21,10 +21,10 @@ client asks for; kbroker serves one key, so a JKS/JCEKS store with several is re
 a PKCS12 store the first key is taken, with its certificate: the PKCS12 parser reports no other). A PKCS12
 chain is rebuilt from the key's certificate up through the store's other certificates, by issuer.
 
-JKS/JCEKS: purejks (pinned; the JKS reader of pyjks 20.0.0, whose `jks` module it ships unchanged in use, with
-the compiled `twofish` dependency replaced by pure Python: twofish has no wheel, and the image and its offline
-build install wheels only; twofish only serves the BKS/UBER formats Kafka never reads). PKCS12 and PEM:
-`cryptography`. Errors are KeystoreError, naming the file and what is wrong.
+JKS/JCEKS: purejks, pinned: pyjks 20.0.0's `jks` module (the reader Python projects use), only reformatted, with
+its compiled `twofish` dependency replaced by pure Python. pyjks itself needs twofish built from source, which
+has no wheel: the image and its offline build install wheels only (twofish serves the BKS/UBER formats, which
+Kafka never reads). PKCS12 and PEM: `cryptography`. Errors are KeystoreError, naming the file and the fault.
 """
 from __future__ import annotations
 
