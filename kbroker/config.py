@@ -14,6 +14,7 @@ this table.
 from __future__ import annotations
 
 import os
+import ssl
 from dataclasses import dataclass
 
 from .common.broker_config import (DYNAMIC_BROKER_CONFIGS, LISTENER_PREFIX, THREAD_COUNTS, dynamic_broker_key,
@@ -21,7 +22,7 @@ from .common.broker_config import (DYNAMIC_BROKER_CONFIGS, LISTENER_PREFIX, THRE
 from .common.config_def import MAX_INT, MAX_LONG, ConfigKey, at_least, one_of, parse_checked, rule
 from .common.keystores import (KeyMaterial, KeystoreError, load_key_store, load_trust_store, pem_certificates,
                                pem_key_material)
-from .protocol.client.security import ClientSecurity
+from .protocol.client.security import ClientSecurity, handshake_error, load_cert_chain
 from .protocol.errors import KafkaError
 
 # The ACL authorizer's class names Kafka 2.8 accepts (kbroker.security.authorizer implements it).
@@ -392,7 +393,8 @@ class BrokerConfig:
 
     def _check_security(self, listener: Listener) -> None:
         """What Kafka checks at start-up for a secured listener: SASL mechanisms we serve (and the inter-broker
-        one enabled on the inter-broker listener), a keystore that loads for TLS (read here, once)."""
+        one enabled on the inter-broker listener), a keystore that loads for TLS (read here, once) and, on the
+        inter-broker listener, stores that trust each other."""
         name, protocol = listener.name, listener.security_protocol
         if protocol.startswith("SASL_"):
             enabled = self.sasl_mechanisms(name)
@@ -409,12 +411,15 @@ class BrokerConfig:
                 self.tls_stores[name] = self._read_stores(name, protocol)
             except KeystoreError as e:
                 raise ConfigError(f"Listener {name} ({protocol}): {e}") from None
+            if name == self.inter_broker_listener:
+                self._check_stores_trusted(name, protocol)
 
     def _read_stores(self, name: str, protocol: str) -> ListenerStores:
         """A TLS listener's keystore (ssl.keystore.location with its type and passwords, or the PEM text of
         ssl.keystore.key + ssl.keystore.certificate.chain) and truststore (ssl.truststore.location, or
         ssl.truststore.certificates), as Kafka's DefaultSslEngineFactory takes them."""
-        value = lambda key: self.listener_value(name, key)   # noqa: E731
+        def value(key: str):
+            return self.listener_value(name, key)
         if value("ssl.keystore.key") or value("ssl.keystore.certificate.chain"):
             if str(value("ssl.keystore.type")).upper() != "PEM":
                 raise ConfigError(f"Listener {name} ({protocol}): SSL private key can be specified only for PEM, "
@@ -435,6 +440,27 @@ class BrokerConfig:
         else:
             trusted = None
         return ListenerStores(keys, trusted)
+
+    def _check_stores_trusted(self, name: str, protocol: str) -> None:
+        """Kafka's start-up check of the inter-broker listener's stores (SslFactory's keystore verifiable using the
+        truststore): a client made from them completes a TLS handshake with a server made from them, host names
+        unchecked, the client presenting the keystore (ssl.client.auth=required asks for it)."""
+        stores = self.tls_stores[name]
+        server, client = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER), ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        client.check_hostname = False
+        for ctx, purpose in ((server, ssl.Purpose.CLIENT_AUTH), (client, ssl.Purpose.SERVER_AUTH)):
+            load_cert_chain(ctx, stores.keys.chain_pem, stores.keys.key_pem)
+            if stores.trusted_pem:
+                ctx.load_verify_locations(cadata=stores.trusted_pem)
+            else:
+                ctx.load_default_certs(purpose)
+        server.verify_mode = {"required": ssl.CERT_REQUIRED, "requested": ssl.CERT_OPTIONAL}.get(
+            self.listener_value(name, "ssl.client.auth"), ssl.CERT_NONE)
+        error = handshake_error(server, client)
+        if error:
+            raise ConfigError(f"Listener {name} ({protocol}), the inter-broker listener: a client made from its "
+                              f"settings cannot complete a TLS handshake with a server made from them ({error}); "
+                              f"its truststore must hold the CA of its keystore's certificate")
 
     @property
     def inter_broker_security(self) -> ClientSecurity | None:

@@ -3,7 +3,8 @@
 Two brokers, each with four listeners: PLAINTEXT (readiness); SSL with a JKS key store (its own key password)
 and a PKCS12 trust store; MTLS (ssl.client.auth=required) whose listener.name.mtls.* key store is the PKCS12
 copy declared JKS (JDK 9+ keystore.type.compat opens it); INTERNAL, the inter-broker listener, SSL with client
-authentication and a JKS trust store: the controller's requests and the replica fetchers go over it. Clients:
+authentication and a JKS trust store: the controller's requests and the replica fetchers go over it (its stores must trust each other, checked at
+start as Kafka does). Clients:
 confluent-kafka trusting the CA exported by keytool (and presenting a PKCS12 client key store on MTLS), kadmin
 with --command-config naming JKS stores, the shared client. Bad stores stop a broker at start with exit 2, one
 line naming the listener and the file, and nothing written to ZooKeeper; kadmin refuses them as usage errors."""
@@ -213,10 +214,13 @@ def garbage(pki) -> str:
     ({"ssl.truststore.location": "{dir}/missing.p12"}, r"trust store \S+missing\.p12: cannot read it"),
     ({"ssl.keystore.location": "{garbage}"}, r"garbage\.jks is not a JKS store \(not a key store file\)"),
     ({"ssl.keystore.location": "{truststore_jks}"}, r"truststore\.jks holds no private key"),
+    ({"listener.name.internal.ssl.truststore.location": "{other}"},      # Kafka's inter-broker handshake check
+     r"Listener INTERNAL \(SSL\), the inter-broker listener: .*cannot complete a TLS handshake"),
     ({"listener.name.mtls.ssl.keystore.password": "wrong"}, r"Listener MTLS \(SSL\): key store \S+broker1\.p12: wrong"),
 ])
 def test_a_bad_store_stops_the_broker_at_start(zookeeper, pki, tmp_path, change, message):
-    values = {"dir": pki.directory, "garbage": garbage(pki), "truststore_jks": pki.truststore_jks}
+    values = {"dir": pki.directory, "garbage": garbage(pki), "truststore_jks": pki.truststore_jks,
+              "other": pki.other_truststore}
     c = Cluster(fresh_chroot(zookeeper), str(tmp_path))
     try:
         settings = {**broker_settings(pki, 1, {name: free_port() for name in LISTENERS}),

@@ -296,11 +296,13 @@ def test_bad_port_in_advertised_listeners_names_that_key():
 
 
 def pem_keystore() -> dict[str, str]:
-    """An inline PEM keystore, as test_sasl_tls gives it (one line per PEM value)."""
+    """An inline PEM keystore and a truststore of its CA, as test_sasl_tls gives them (one line per PEM value)."""
     from kbroker.security.certs import make_ca, make_cert
-    cert, key = make_cert(*make_ca(), "broker")
+    ca = make_ca()
+    cert, key = make_cert(*ca, "broker")
     return {"ssl.keystore.type": "PEM", "ssl.keystore.key": key.replace("\n", ""),
-            "ssl.keystore.certificate.chain": cert.replace("\n", "")}
+            "ssl.keystore.certificate.chain": cert.replace("\n", ""),
+            "ssl.truststore.type": "PEM", "ssl.truststore.certificates": ca[0].replace("\n", "")}
 
 
 def test_secured_listeners_are_accepted_with_what_they_need():
@@ -363,21 +365,38 @@ def test_start_refuses_bad_config_before_writing_anything(tmp_path, line, key):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["server.properties"]
 
 
+INTER_BROKER_SASL_SSL = {
+    "listeners": "PLAINTEXT://:9092,SASL_SSL://:9093", "inter.broker.listener.name": "SASL_SSL",
+    "sasl.enabled.mechanisms": "PLAIN", "sasl.mechanism.inter.broker.protocol": "PLAIN",
+    "listener.name.sasl_ssl.plain.sasl.jaas.config":
+        'org.apache.kafka.common.security.plain.PlainLoginModule required username="broker" password="pw" '
+        'user_broker="pw";'}
+
+
 def test_inter_broker_client_security_from_the_inter_broker_listener():
-    from kbroker.security.certs import make_ca
-    ca = make_ca()[0]
-    cfg = config_of({"listeners": "PLAINTEXT://:9092,SASL_SSL://:9093", "inter.broker.listener.name": "SASL_SSL",
-                     "sasl.enabled.mechanisms": "PLAIN", "sasl.mechanism.inter.broker.protocol": "PLAIN",
-                     "listener.name.sasl_ssl.plain.sasl.jaas.config":
-                         'org.apache.kafka.common.security.plain.PlainLoginModule required username="broker" '
-                         'password="pw" user_broker="pw";',
-                     **pem_keystore(),
-                     "ssl.truststore.type": "PEM", "ssl.truststore.certificates": ca.replace("\n", "")})
+    cfg = config_of({**INTER_BROKER_SASL_SSL, **pem_keystore(), "listener.name.sasl_ssl.ssl.client.auth": "required"})
     s = cfg.inter_broker_security
     assert (s.protocol, s.sasl_mechanism, s.username, s.password) == ("SASL_SSL", "PLAIN", "broker", "pw")
     stores = cfg.tls_stores["SASL_SSL"]
-    assert s.check_hostname and (s.ca_pem, s.cert_pem, s.key_pem) == (ca, stores.keys.chain_pem, stores.keys.key_pem)
+    assert s.check_hostname and (s.ca_pem, s.cert_pem, s.key_pem) == (stores.trusted_pem, stores.keys.chain_pem,
+                                                                      stores.keys.key_pem)
     assert config_of({"listeners": "PLAINTEXT://:9092"}).inter_broker_security is None
+
+
+def test_inter_broker_truststore_must_trust_the_keystore():
+    """Kafka's start-up handshake between a client and a server made from the inter-broker listener's stores;
+    other listeners' truststores only matter to the clients they authenticate."""
+    from kbroker.security.certs import make_ca
+    other_ca = make_ca("another CA")[0].replace("\n", "")
+    with pytest.raises(ConfigError, match=r"Listener SASL_SSL \(SASL_SSL\), the inter-broker listener: a client made "
+                                          r"from its settings cannot complete a TLS handshake .*the client side: "
+                                          r"(self-signed|unable to get local issuer)"):
+        config_of({**INTER_BROKER_SASL_SSL, **pem_keystore(), "ssl.truststore.certificates": other_ca})
+    with pytest.raises(ConfigError, match="cannot complete a TLS handshake"):   # no truststore: the system's CAs
+        config_of({**INTER_BROKER_SASL_SSL, **pem_keystore(), "ssl.truststore.certificates": ""})
+    client_facing = {"listeners": "PLAINTEXT://:9092,SSL://:9093", **pem_keystore(),
+                     "ssl.truststore.certificates": other_ca}
+    assert config_of(client_facing).tls_stores["SSL"].trusted_pem
 
 
 def test_inter_broker_sasl_without_credentials_is_a_config_error():

@@ -129,6 +129,29 @@ def _read_pem(path: str | None) -> str | None:
         raise KeystoreError(f"{path}: cannot read it: {getattr(e, 'strerror', None) or e}") from None
 
 
+def handshake_error(server: ssl.SSLContext, client: ssl.SSLContext) -> str | None:
+    """Why a TLS handshake between a client and a server made from these contexts fails, run in memory; None when
+    it completes (what Kafka's SslEngineValidator checks). The client context must not check host names."""
+    c_in, c_out, s_in, s_out = (ssl.MemoryBIO() for _ in range(4))
+    ends = [("client", client.wrap_bio(c_in, c_out, server_side=False), c_out, s_in),
+            ("server", server.wrap_bio(s_in, s_out, server_side=True), s_out, c_in)]
+    done: set[str] = set()
+    for _ in range(16):     # a TLS 1.2 or 1.3 handshake takes a few flights
+        for side, end, out, peer_in in ends:
+            if side not in done:
+                try:
+                    end.do_handshake()
+                    done.add(side)
+                except ssl.SSLWantReadError:
+                    pass
+                except ssl.SSLError as e:
+                    return f"the {side} side: {getattr(e, 'verify_message', None) or e.reason or e}"
+            peer_in.write(out.read())
+        if len(done) == 2:
+            return None
+    return "the handshake did not complete"
+
+
 def load_cert_chain(ctx: ssl.SSLContext, chain_pem: str, key_pem: str) -> None:
     """ssl.SSLContext.load_cert_chain from PEM text, the key unencrypted (it only reads files: a private temporary
     file, removed at once)."""
