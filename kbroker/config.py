@@ -255,6 +255,23 @@ class ListenerStores:
     trusted_pem: str | None
 
 
+def _tls_contexts(stores: ListenerStores, client_auth: str) -> tuple[ssl.SSLContext, ssl.SSLContext]:
+    """A server and a client TLS context from a listener's stores, both presenting its keystore and trusting its
+    truststore (the system's CAs without one), the client checking no host name: what Kafka's start-up check of
+    the inter-broker listener shakes hands between. ssl.SSLError when OpenSSL refuses the material."""
+    server, client = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER), ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    client.check_hostname = False
+    for ctx, purpose in ((server, ssl.Purpose.CLIENT_AUTH), (client, ssl.Purpose.SERVER_AUTH)):
+        load_cert_chain(ctx, stores.keys.chain_pem, stores.keys.key_pem)
+        if stores.trusted_pem:
+            ctx.load_verify_locations(cadata=stores.trusted_pem)
+        else:
+            ctx.load_default_certs(purpose)
+    server.verify_mode = {"required": ssl.CERT_REQUIRED, "requested": ssl.CERT_OPTIONAL}.get(client_auth,
+                                                                                            ssl.CERT_NONE)
+    return server, client
+
+
 @dataclass(frozen=True)
 class Listener:
     name: str
@@ -393,8 +410,8 @@ class BrokerConfig:
 
     def _check_security(self, listener: Listener) -> None:
         """What Kafka checks at start-up for a secured listener: SASL mechanisms we serve (and the inter-broker
-        one enabled on the inter-broker listener), a keystore that loads for TLS (read here, once) and, on the
-        inter-broker listener, stores that trust each other."""
+        one enabled on the inter-broker listener), TLS stores that load (read here, once) and, on the inter-broker
+        listener, trust each other."""
         name, protocol = listener.name, listener.security_protocol
         if protocol.startswith("SASL_"):
             enabled = self.sasl_mechanisms(name)
@@ -408,11 +425,18 @@ class BrokerConfig:
                                   "when SASL is used for inter-broker communication")
         if protocol in ("SSL", "SASL_SSL"):
             try:
-                self.tls_stores[name] = self._read_stores(name, protocol)
+                stores = self._read_stores(name, protocol)
+                server, client = _tls_contexts(stores, self.listener_value(name, "ssl.client.auth"))
             except KeystoreError as e:
                 raise ConfigError(f"Listener {name} ({protocol}): {e}") from None
-            if name == self.inter_broker_listener:
-                self._check_stores_trusted(name, protocol)
+            except ssl.SSLError as e:   # e.g. a key OpenSSL's security level refuses (RSA below 2048 bits)
+                raise ConfigError(f"Listener {name} ({protocol}): its stores do not load into TLS: {e}") from None
+            self.tls_stores[name] = stores
+            error = handshake_error(server, client) if name == self.inter_broker_listener else None
+            if error:   # Kafka's check of the inter-broker listener (SslFactory, keystore verifiable by truststore)
+                raise ConfigError(f"Listener {name} ({protocol}), the inter-broker listener: a client made from its "
+                                  f"settings cannot complete a TLS handshake with a server made from them ({error}); "
+                                  f"its truststore must hold the CA of its keystore's certificate")
 
     def _read_stores(self, name: str, protocol: str) -> ListenerStores:
         """A TLS listener's keystore (ssl.keystore.location with its type and passwords, or the PEM text of
@@ -440,27 +464,6 @@ class BrokerConfig:
         else:
             trusted = None
         return ListenerStores(keys, trusted)
-
-    def _check_stores_trusted(self, name: str, protocol: str) -> None:
-        """Kafka's start-up check of the inter-broker listener's stores (SslFactory's keystore verifiable using the
-        truststore): a client made from them completes a TLS handshake with a server made from them, host names
-        unchecked, the client presenting the keystore (ssl.client.auth=required asks for it)."""
-        stores = self.tls_stores[name]
-        server, client = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER), ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-        client.check_hostname = False
-        for ctx, purpose in ((server, ssl.Purpose.CLIENT_AUTH), (client, ssl.Purpose.SERVER_AUTH)):
-            load_cert_chain(ctx, stores.keys.chain_pem, stores.keys.key_pem)
-            if stores.trusted_pem:
-                ctx.load_verify_locations(cadata=stores.trusted_pem)
-            else:
-                ctx.load_default_certs(purpose)
-        server.verify_mode = {"required": ssl.CERT_REQUIRED, "requested": ssl.CERT_OPTIONAL}.get(
-            self.listener_value(name, "ssl.client.auth"), ssl.CERT_NONE)
-        error = handshake_error(server, client)
-        if error:
-            raise ConfigError(f"Listener {name} ({protocol}), the inter-broker listener: a client made from its "
-                              f"settings cannot complete a TLS handshake with a server made from them ({error}); "
-                              f"its truststore must hold the CA of its keystore's certificate")
 
     @property
     def inter_broker_security(self) -> ClientSecurity | None:

@@ -383,6 +383,26 @@ def test_inter_broker_client_security_from_the_inter_broker_listener():
     assert config_of({"listeners": "PLAINTEXT://:9092"}).inter_broker_security is None
 
 
+def test_a_key_openssl_refuses_is_a_config_error():
+    """RSA below 2048 bits (old keytool defaults; JDK 17 still takes 1024): OpenSSL's security level refuses it."""
+    import datetime
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+    key = rsa.generate_private_key(65537, 1024)
+    name = x509.Name([x509.NameAttribute(x509.NameOID.COMMON_NAME, "small")])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key()) \
+        .serial_number(1).not_valid_before(now).not_valid_after(now + datetime.timedelta(days=1)) \
+        .sign(key, hashes.SHA256())
+    pem = {"ssl.keystore.type": "PEM", "ssl.keystore.certificate.chain": cert.public_bytes(
+        serialization.Encoding.PEM).decode(), "ssl.keystore.key": key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()).decode()}
+    with pytest.raises(ConfigError, match=r"Listener SSL \(SSL\): its stores do not load into TLS: .*key too small"):
+        config_of({"listeners": "PLAINTEXT://:9092,SSL://:9093", **pem})
+
+
 def test_inter_broker_truststore_must_trust_the_keystore():
     """Kafka's start-up handshake between a client and a server made from the inter-broker listener's stores;
     other listeners' truststores only matter to the clients they authenticate."""
