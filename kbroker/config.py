@@ -14,12 +14,15 @@ this table.
 from __future__ import annotations
 
 import os
+import ssl
 from dataclasses import dataclass
 
 from .common.broker_config import (DYNAMIC_BROKER_CONFIGS, LISTENER_PREFIX, THREAD_COUNTS, dynamic_broker_key,
                                    listener_config_base)
 from .common.config_def import MAX_INT, MAX_LONG, ConfigKey, at_least, one_of, parse_checked, rule
-from .protocol.client.security import ClientSecurity
+from .common.keystores import (KeyMaterial, KeystoreError, load_key_store, load_trust_store, pem_certificates,
+                               pem_key_material)
+from .protocol.client.security import ClientSecurity, handshake_error, load_cert_chain
 from .protocol.errors import KafkaError
 from .replica.selector import RACK_AWARE_REPLICA_SELECTOR
 
@@ -73,7 +76,7 @@ SETTINGS: dict[str, ConfigKey] = {
     "socket.receive.buffer.bytes": ConfigKey("int", 100 * 1024),
     "connections.max.idle.ms": ConfigKey("long", 600000),   # a negative value: idle connections stay open
     "queued.max.requests": ConfigKey("int", 500, at_least(1)),
-    # TLS (PEM stores only, KIP-651); each may be given per listener as listener.name.<listener>.<key>
+    # TLS (JKS, PKCS12, JCEKS or PEM stores); each may be given per listener as listener.name.<listener>.<key>
     "ssl.keystore.type": ConfigKey("string", "JKS"),
     "ssl.keystore.location": ConfigKey("string"),
     "ssl.keystore.password": ConfigKey("password"),
@@ -245,9 +248,31 @@ def _convert(key: str, raw: str):
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
-# The TLS settings of a listener its inter-broker client takes too.
-_CLIENT_TLS_KEYS = ("ssl.truststore.certificates", "ssl.truststore.location", "ssl.keystore.key",
-                    "ssl.keystore.certificate.chain", "ssl.keystore.location", "ssl.key.password")
+
+
+@dataclass(frozen=True)
+class ListenerStores:
+    """A TLS listener's stores, read once at load: its key and certificate chain, the certificates it trusts
+    (None: the system's)."""
+    keys: KeyMaterial
+    trusted_pem: str | None
+
+
+def _tls_contexts(stores: ListenerStores, client_auth: str) -> tuple[ssl.SSLContext, ssl.SSLContext]:
+    """A server and a client TLS context from a listener's stores, both presenting its keystore and trusting its
+    truststore (the system's CAs without one), the client checking no host name: what Kafka's start-up check of
+    the inter-broker listener shakes hands between. ssl.SSLError when OpenSSL refuses the material."""
+    server, client = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER), ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    client.check_hostname = False
+    for ctx, purpose in ((server, ssl.Purpose.CLIENT_AUTH), (client, ssl.Purpose.SERVER_AUTH)):
+        load_cert_chain(ctx, stores.keys.chain_pem, stores.keys.key_pem)
+        if stores.trusted_pem:
+            ctx.load_verify_locations(cadata=stores.trusted_pem)
+        else:
+            ctx.load_default_certs(purpose)
+    server.verify_mode = {"required": ssl.CERT_REQUIRED, "requested": ssl.CERT_OPTIONAL}.get(client_auth,
+                                                                                            ssl.CERT_NONE)
+    return server, client
 
 
 @dataclass(frozen=True)
@@ -324,6 +349,7 @@ class BrokerConfig:
             raise ConfigError(f"Invalid value {self.inter_broker_listener!r} for configuration "
                               f"inter.broker.listener.name: not an advertised listener")
         self.control_plane_listener = self._control_plane_listener(protocol_map)
+        self.tls_stores: dict[str, ListenerStores] = {}   # per TLS listener name
         for listener in self.listeners:
             self._check_security(listener)
         self.log_dirs = self.values["log.dirs"] or [self.values["log.dir"]]
@@ -407,7 +433,8 @@ class BrokerConfig:
 
     def _check_security(self, listener: Listener) -> None:
         """What Kafka checks at start-up for a secured listener: SASL mechanisms we serve (and the inter-broker
-        one enabled on the inter-broker listener), a PEM keystore for TLS (KIP-651; JKS/PKCS12 are refused)."""
+        one enabled on the inter-broker listener), TLS stores that load (read here, once) and, on the inter-broker
+        listener, trust each other."""
         name, protocol = listener.name, listener.security_protocol
         if protocol.startswith("SASL_"):
             enabled = self.sasl_mechanisms(name)
@@ -420,18 +447,46 @@ class BrokerConfig:
                 raise ConfigError("sasl.mechanism.inter.broker.protocol must be included in sasl.enabled.mechanisms "
                                   "when SASL is used for inter-broker communication")
         if protocol in ("SSL", "SASL_SSL"):
-            truststore = (self.listener_value(name, "ssl.truststore.location") or
-                          self.listener_value(name, "ssl.truststore.certificates"))
-            for kind, given in (("ssl.keystore.type", True), ("ssl.truststore.type", truststore)):
-                value = str(self.listener_value(name, kind)).upper()
-                if given and value != "PEM":
-                    raise ConfigError(f"Invalid value {value} for configuration {kind} of listener {name}: only PEM "
-                                      f"stores are supported (KIP-651); convert the store to PEM")
-            if not (self.listener_value(name, "ssl.keystore.location") or
-                    (self.listener_value(name, "ssl.keystore.key") and
-                     self.listener_value(name, "ssl.keystore.certificate.chain"))):
-                raise ConfigError(f"Listener {name} ({protocol}) needs a keystore: ssl.keystore.key and "
-                                  f"ssl.keystore.certificate.chain, or a PEM ssl.keystore.location")
+            try:
+                stores = self._read_stores(name, protocol)
+                server, client = _tls_contexts(stores, self.listener_value(name, "ssl.client.auth"))
+            except KeystoreError as e:
+                raise ConfigError(f"Listener {name} ({protocol}): {e}") from None
+            except ssl.SSLError as e:   # e.g. a key OpenSSL's security level refuses (RSA below 2048 bits)
+                raise ConfigError(f"Listener {name} ({protocol}): its stores do not load into TLS: {e}") from None
+            self.tls_stores[name] = stores
+            error = handshake_error(server, client) if name == self.inter_broker_listener else None
+            if error:   # Kafka's check of the inter-broker listener (SslFactory, keystore verifiable by truststore)
+                raise ConfigError(f"Listener {name} ({protocol}), the inter-broker listener: a client made from its "
+                                  f"settings cannot complete a TLS handshake with a server made from them ({error}); "
+                                  f"its truststore must hold the CA of its keystore's certificate")
+
+    def _read_stores(self, name: str, protocol: str) -> ListenerStores:
+        """A TLS listener's keystore (ssl.keystore.location with its type and passwords, or the PEM text of
+        ssl.keystore.key + ssl.keystore.certificate.chain) and truststore (ssl.truststore.location, or
+        ssl.truststore.certificates), as Kafka's DefaultSslEngineFactory takes them."""
+        def value(key: str):
+            return self.listener_value(name, key)
+        if value("ssl.keystore.key") or value("ssl.keystore.certificate.chain"):
+            if str(value("ssl.keystore.type")).upper() != "PEM":
+                raise ConfigError(f"Listener {name} ({protocol}): SSL private key can be specified only for PEM, "
+                                  f"but key store type is {value('ssl.keystore.type')}.")
+            keys = pem_key_material(value("ssl.keystore.key") or "", value("ssl.keystore.certificate.chain") or "",
+                                    value("ssl.key.password"), "ssl.keystore.key")
+        elif value("ssl.keystore.location"):
+            keys = load_key_store(value("ssl.keystore.location"), value("ssl.keystore.type"),
+                                  value("ssl.keystore.password"), value("ssl.key.password"))
+        else:
+            raise ConfigError(f"Listener {name} ({protocol}) needs a keystore: ssl.keystore.location, or "
+                              f"ssl.keystore.key and ssl.keystore.certificate.chain")
+        if value("ssl.truststore.certificates"):
+            trusted = pem_certificates(value("ssl.truststore.certificates"), "ssl.truststore.certificates")
+        elif value("ssl.truststore.location"):
+            trusted = load_trust_store(value("ssl.truststore.location"), value("ssl.truststore.type"),
+                                       value("ssl.truststore.password"))
+        else:
+            trusted = None
+        return ListenerStores(keys, trusted)
 
     @property
     def inter_broker_security(self) -> ClientSecurity | None:
@@ -457,9 +512,10 @@ class BrokerConfig:
         channel, replica fetchers, transaction marker sender, controlled shutdown): the listener's protocol; the
         SASL mechanism sasl.mechanism.inter.broker.protocol with the username/password options of that listener's
         JAAS line for the mechanism (listener.name.<l>.<mech>.sasl.jaas.config, else sasl.jaas.config); TLS
-        trusting the listener's truststore and presenting its keystore (for ssl.client.auth), checking host names
-        per ssl.endpoint.identification.algorithm. The principal it logs in as needs ClusterAction on the cluster
-        once ACLs are on (super.users grants it). name: the inter-broker or the control-plane listener."""
+        trusting the listener's truststore and presenting its keystore (for ssl.client.auth; both as read at
+        load), checking host names per ssl.endpoint.identification.algorithm. The principal it logs in as needs
+        ClusterAction on the cluster once ACLs are on (super.users grants it). name: the inter-broker or the
+        control-plane listener."""
         protocol = next(listener.security_protocol for listener in self.advertised_listeners
                         if listener.name == name)
         if protocol == "PLAINTEXT":
@@ -472,9 +528,9 @@ class BrokerConfig:
             props.update({"sasl.mechanism": mechanism,
                           "sasl.jaas.config": self.listener_value(name, "sasl.jaas.config", mechanism) or ""})
         if protocol.endswith("SSL"):
-            props.update({key: self.listener_value(name, key) for key in _CLIENT_TLS_KEYS
-                          if self.listener_value(name, key)})
-            props.update({"ssl.truststore.type": "PEM", "ssl.keystore.type": "PEM"})
+            stores = self.tls_stores[name]
+            props.update({"ssl.keystore.key": stores.keys.key_pem, "ssl.keystore.certificate.chain":
+                          stores.keys.chain_pem, "ssl.truststore.certificates": stores.trusted_pem or ""})
         try:
             return ClientSecurity.from_properties(props)
         except KafkaError as e:

@@ -207,7 +207,7 @@ def _tls_context(tls: dict[str, str | None]) -> ssl.SSLContext:
             password = tls["zookeeper.ssl.keystore.password"]
             key = load_key_store(tls["zookeeper.ssl.keystore.location"], tls["zookeeper.ssl.keystore.type"],
                                  password, password)
-            load_cert_chain(ctx, key.chain_pem, key.key_pem, None)
+            load_cert_chain(ctx, key.chain_pem, key.key_pem)
     except KeystoreError as e:
         raise ZkSecurityError(f"ZooKeeper TLS: {e}") from None
     except ssl.SSLError as e:

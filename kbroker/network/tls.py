@@ -1,12 +1,11 @@
 """TLS for SSL and SASL_SSL listeners: a server context per listener, handshakes and client principals.
 
 The context comes from the listener's settings (cfg.listener_value, so listener.name.<l>.ssl.* overrides the
-broker-wide ones), PEM only (KIP-651): ssl.keystore.key + ssl.keystore.certificate.chain (PEM text; the
-one-line form of a properties file is accepted, as Kafka's PemStore reads it), or a PEM ssl.keystore.location
-file holding key and chain (ssl.key.password decrypts the key); trusted client CAs from
-ssl.truststore.certificates or a PEM ssl.truststore.location (the system's roots otherwise); ssl.client.auth
-required|requested|none; ssl.enabled.protocols bound the TLS versions. Accepted sockets are wrapped by gevent's
-ssl and the handshake runs in the connection's greenlet: a failed one just closes the connection.
+broker-wide ones): its keystore and truststore as the config read them at load (cfg.tls_stores: JKS, PKCS12,
+JCEKS or PEM files, or inline PEM; kbroker.common.keystores), the system's roots when it has no truststore;
+ssl.client.auth required|requested|none; ssl.enabled.protocols bound the TLS versions. Accepted sockets are
+wrapped by gevent's ssl and the handshake runs in the connection's greenlet: a failed one just closes the
+connection.
 
 A client certificate's principal is User:<subject DN in RFC 2253 form>, mapped by ssl.principal.mapping.rules
 (Kafka's SslPrincipalMapper: `RULE:<pattern>/<replacement>/[L|U]` entries and DEFAULT, comma-separated, the
@@ -22,21 +21,13 @@ import gevent.ssl as gssl
 from cryptography import x509
 
 from ..config import ConfigError
-from ..protocol.client.security import load_cert_chain, normalize_pem
+from ..protocol.client.security import load_cert_chain
 
 log = logging.getLogger("kbroker.network")
 
 HANDSHAKE_TIMEOUT = 30.0   # seconds a peer may take to complete the handshake
 _CLIENT_AUTH = {"required": gssl.CERT_REQUIRED, "requested": gssl.CERT_OPTIONAL, "none": gssl.CERT_NONE}
 _VERSIONS = {"TLSv1.2": gssl.TLSVersion.TLSv1_2, "TLSv1.3": gssl.TLSVersion.TLSv1_3}
-
-
-def _read(path: str) -> str:
-    try:
-        with open(path, encoding="ascii") as f:
-            return f.read()
-    except OSError as e:
-        raise ConfigError(f"cannot read {path}: {e.strerror or e}") from None
 
 
 def server_context(config, listener: str) -> gssl.SSLContext:
@@ -48,19 +39,14 @@ def server_context(config, listener: str) -> gssl.SSLContext:
         raise ConfigError(f"ssl.enabled.protocols of listener {listener} names no supported version (TLSv1.2, "
                           f"TLSv1.3)")
     ctx.minimum_version, ctx.maximum_version = versions[0], versions[-1]
-    if value("ssl.keystore.key"):
-        chain, key = value("ssl.keystore.certificate.chain"), value("ssl.keystore.key")
-    else:
-        chain = key = _read(value("ssl.keystore.location"))
+    stores = config.tls_stores[listener]
     try:
-        load_cert_chain(ctx, normalize_pem(chain), normalize_pem(key), value("ssl.key.password"))
+        load_cert_chain(ctx, stores.keys.chain_pem, stores.keys.key_pem)
     except (gssl.SSLError, ValueError) as e:
         raise ConfigError(f"the keystore of listener {listener} does not load: {e}") from None
-    trusted = value("ssl.truststore.certificates") or (value("ssl.truststore.location") and
-                                                        _read(value("ssl.truststore.location")))
     try:
-        if trusted:
-            ctx.load_verify_locations(cadata=normalize_pem(trusted))
+        if stores.trusted_pem:
+            ctx.load_verify_locations(cadata=stores.trusted_pem)
         else:
             ctx.load_default_certs(gssl.Purpose.CLIENT_AUTH)
     except (gssl.SSLError, ValueError) as e:

@@ -332,7 +332,8 @@ def test_kadmin_users_usage_errors(zk_connect, args, fragment):
     ("security.protocol=BOGUS\n", "security.protocol='BOGUS' is not one of"),
     ("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-512\n", "needs a username and a password"),
     ("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=GSSAPI\n", "sasl.mechanism='GSSAPI' is not supported"),
-    ("security.protocol=SSL\nssl.truststore.type=JKS\n", "PEM only"),
+    ("security.protocol=SSL\nssl.truststore.type=JKS\nssl.truststore.location=/none/t.jks\n",
+     "trust store /none/t.jks: cannot read it"),
     ("no separator here\n", "cannot parse line"),
 ])
 def test_command_config_bad_file_is_a_usage_error(tmp_path, content, fragment):

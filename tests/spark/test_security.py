@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import pytest
 
+from kbroker.security.certs import make_ca
 from kbroker.spark.options import OptionError, source_options
 from tests.conftest import fresh_chroot
 from tests.integration.conftest import Cluster
+from tests.keytool import STORE_PASSWORD, keytool
 from tests.spark.conftest import unique
 from zk.admin import AdminZkClient
 
@@ -46,9 +48,27 @@ def test_batch_write_and_read_over_sasl_ssl_scram(spark, secured):
         spark.read.format("kbroker").options(**wrong).option("subscribe", topic).load().collect()
 
 
+def test_batch_read_trusting_a_jks_trust_store(spark, secured, tmp_path):
+    """kafka.ssl.truststore.* naming a JKS store (the cluster's CA imported by keytool): read on the driver, its
+    certificates reach the executors."""
+    jks = str(tmp_path / "truststore.jks")
+    keytool("-importcert", "-noprompt", "-alias", "CARoot", "-file", secured.security.ca_path, "-keystore", jks,
+            "-storetype", "JKS", "-storepass", STORE_PASSWORD)
+    topic = unique("jks")
+    AdminZkClient(secured.zk).create_topic(topic, None, assignment={0: [1]})
+    options = kafka_options(secured, **{"ssl.truststore.type": "JKS", "ssl.truststore.location": jks,
+                                        "ssl.truststore.password": STORE_PASSWORD})
+    rows = [(f"k{i}", f"v{i}") for i in range(10)]
+    spark.createDataFrame(rows, "key string, value string").write.format("kbroker").options(**options) \
+        .option("topic", topic).mode("append").save()
+    got = spark.read.format("kbroker").options(**options).option("subscribe", topic).load() \
+        .selectExpr("CAST(key AS STRING) k", "CAST(value AS STRING) v").collect()
+    assert sorted((r.k, r.v) for r in got) == rows
+
+
 def test_security_options_are_checked_when_the_query_is_defined(tmp_path):
     ca = tmp_path / "ca.pem"
-    ca.write_text("-----BEGIN CERTIFICATE-----\n")
+    ca.write_text(make_ca()[0])
     options = source_options({"kafka.bootstrap.servers": "b:9092", "subscribe": "t",
                               "kafka.security.protocol": "SASL_SSL", "kafka.sasl.mechanism": "SCRAM-SHA-256",
                               "kafka.sasl.username": "alice", "kafka.sasl.password": "pw",
@@ -60,6 +80,6 @@ def test_security_options_are_checked_when_the_query_is_defined(tmp_path):
     with pytest.raises(OptionError, match="needs a username and a password"):
         source_options({"kafka.bootstrap.servers": "b:9092", "subscribe": "t",
                         "kafka.security.protocol": "SASL_PLAINTEXT", "kafka.sasl.mechanism": "PLAIN"}, False)
-    with pytest.raises(OptionError, match="PEM only"):
+    with pytest.raises(OptionError, match=r"trust store /x\.jks: cannot read it"):
         source_options({"kafka.bootstrap.servers": "b:9092", "subscribe": "t", "kafka.security.protocol": "SSL",
                         "kafka.ssl.truststore.type": "JKS", "kafka.ssl.truststore.location": "/x.jks"}, False)

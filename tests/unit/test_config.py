@@ -295,13 +295,22 @@ def test_bad_port_in_advertised_listeners_names_that_key():
         config_of({"listeners": "PLAINTEXT://:9092", "advertised.listeners": "PLAINTEXT://h:99999"})
 
 
+def pem_keystore() -> dict[str, str]:
+    """An inline PEM keystore and a truststore of its CA, as test_sasl_tls gives them (one line per PEM value)."""
+    from kbroker.security.certs import make_ca, make_cert
+    ca = make_ca()
+    cert, key = make_cert(*ca, "broker")
+    return {"ssl.keystore.type": "PEM", "ssl.keystore.key": key.replace("\n", ""),
+            "ssl.keystore.certificate.chain": cert.replace("\n", ""),
+            "ssl.truststore.type": "PEM", "ssl.truststore.certificates": ca[0].replace("\n", "")}
+
+
 def test_secured_listeners_are_accepted_with_what_they_need():
     cfg = config_of({"listeners": "PLAINTEXT://:9092,SASL_SSL://:9093,SASL_PLAINTEXT://:9094",
                      "security.inter.broker.protocol": "SASL_SSL",
                      "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-512",
                      "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512",
-                     "listener.name.sasl_plaintext.sasl.enabled.mechanisms": "PLAIN",
-                     "ssl.keystore.type": "PEM", "ssl.keystore.key": "k", "ssl.keystore.certificate.chain": "c"})
+                     "listener.name.sasl_plaintext.sasl.enabled.mechanisms": "PLAIN", **pem_keystore()})
     assert [l.security_protocol for l in cfg.listeners] == ["PLAINTEXT", "SASL_SSL", "SASL_PLAINTEXT"]
     assert cfg.inter_broker_listener == "SASL_SSL"
     assert cfg.sasl_mechanisms("SASL_PLAINTEXT") == ["PLAIN"]
@@ -309,10 +318,11 @@ def test_secured_listeners_are_accepted_with_what_they_need():
 
 
 @pytest.mark.parametrize("props, message", [
-    ({"listeners": "PLAINTEXT://:9092,SSL://:9093"}, r"ssl\.keystore\.type of listener SSL.*PEM"),          # JKS default
-    ({"listeners": "PLAINTEXT://:9092,SSL://:9093", "ssl.keystore.type": "PEM"}, "needs a keystore"),
-    ({"listeners": "PLAINTEXT://:9092,SSL://:9093", "listener.name.ssl.ssl.keystore.type": "PEM", "ssl.keystore.location": "/k",
-      "ssl.truststore.type": "PKCS12", "ssl.truststore.location": "/t"}, r"ssl\.truststore\.type"),
+    ({"listeners": "PLAINTEXT://:9092,SSL://:9093"}, "Listener SSL \\(SSL\\) needs a keystore"),
+    ({"listeners": "PLAINTEXT://:9092,SSL://:9093", "listener.name.ssl.ssl.keystore.location": "/none/k.jks",
+      "ssl.keystore.password": "pw"}, r"Listener SSL \(SSL\): key store /none/k\.jks: cannot read it"),
+    ({"listeners": "PLAINTEXT://:9092,SSL://:9093", "ssl.keystore.key": "k", "ssl.keystore.certificate.chain": "c"},
+     "SSL private key can be specified only for PEM, but key store type is JKS"),
     ({"listeners": "PLAINTEXT://:9092,SASL_PLAINTEXT://:9094"}, "sasl.enabled.mechanisms of listener SASL_PLAINTEXT"),  # GSSAPI
     ({"listeners": "PLAINTEXT://:9092,SASL_PLAINTEXT://:9094", "sasl.enabled.mechanisms": "PLAIN",
       "inter.broker.listener.name": "SASL_PLAINTEXT"}, "sasl.mechanism.inter.broker.protocol must be included"),
@@ -355,20 +365,58 @@ def test_start_refuses_bad_config_before_writing_anything(tmp_path, line, key):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["server.properties"]
 
 
+INTER_BROKER_SASL_SSL = {
+    "listeners": "PLAINTEXT://:9092,SASL_SSL://:9093", "inter.broker.listener.name": "SASL_SSL",
+    "sasl.enabled.mechanisms": "PLAIN", "sasl.mechanism.inter.broker.protocol": "PLAIN",
+    "listener.name.sasl_ssl.plain.sasl.jaas.config":
+        'org.apache.kafka.common.security.plain.PlainLoginModule required username="broker" password="pw" '
+        'user_broker="pw";'}
+
+
 def test_inter_broker_client_security_from_the_inter_broker_listener():
-    from kbroker.security.certs import make_ca
-    ca = make_ca()[0]
-    cfg = config_of({"listeners": "PLAINTEXT://:9092,SASL_SSL://:9093", "inter.broker.listener.name": "SASL_SSL",
-                     "sasl.enabled.mechanisms": "PLAIN", "sasl.mechanism.inter.broker.protocol": "PLAIN",
-                     "listener.name.sasl_ssl.plain.sasl.jaas.config":
-                         'org.apache.kafka.common.security.plain.PlainLoginModule required username="broker" '
-                         'password="pw" user_broker="pw";',
-                     "ssl.keystore.type": "PEM", "ssl.keystore.key": "k", "ssl.keystore.certificate.chain": "c",
-                     "ssl.truststore.type": "PEM", "ssl.truststore.certificates": ca.replace("\n", "")})
+    cfg = config_of({**INTER_BROKER_SASL_SSL, **pem_keystore(), "listener.name.sasl_ssl.ssl.client.auth": "required"})
     s = cfg.inter_broker_security
     assert (s.protocol, s.sasl_mechanism, s.username, s.password) == ("SASL_SSL", "PLAIN", "broker", "pw")
-    assert s.ca_pem and s.check_hostname and s.key_pem == "k"
+    stores = cfg.tls_stores["SASL_SSL"]
+    assert s.check_hostname and (s.ca_pem, s.cert_pem, s.key_pem) == (stores.trusted_pem, stores.keys.chain_pem,
+                                                                      stores.keys.key_pem)
     assert config_of({"listeners": "PLAINTEXT://:9092"}).inter_broker_security is None
+
+
+def test_a_key_openssl_refuses_is_a_config_error():
+    """RSA below 2048 bits (old keytool defaults; JDK 17 still takes 1024): OpenSSL's security level refuses it."""
+    import datetime
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+    key = rsa.generate_private_key(65537, 1024)
+    name = x509.Name([x509.NameAttribute(x509.NameOID.COMMON_NAME, "small")])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key()) \
+        .serial_number(1).not_valid_before(now).not_valid_after(now + datetime.timedelta(days=1)) \
+        .sign(key, hashes.SHA256())
+    pem = {"ssl.keystore.type": "PEM", "ssl.keystore.certificate.chain": cert.public_bytes(
+        serialization.Encoding.PEM).decode(), "ssl.keystore.key": key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()).decode()}
+    with pytest.raises(ConfigError, match=r"Listener SSL \(SSL\): its stores do not load into TLS: .*key too small"):
+        config_of({"listeners": "PLAINTEXT://:9092,SSL://:9093", **pem})
+
+
+def test_inter_broker_truststore_must_trust_the_keystore():
+    """Kafka's start-up handshake between a client and a server made from the inter-broker listener's stores;
+    other listeners' truststores only matter to the clients they authenticate."""
+    from kbroker.security.certs import make_ca
+    other_ca = make_ca("another CA")[0].replace("\n", "")
+    with pytest.raises(ConfigError, match=r"Listener SASL_SSL \(SASL_SSL\), the inter-broker listener: a client made "
+                                          r"from its settings cannot complete a TLS handshake .*the client side: "
+                                          r"(self-signed|unable to get local issuer)"):
+        config_of({**INTER_BROKER_SASL_SSL, **pem_keystore(), "ssl.truststore.certificates": other_ca})
+    with pytest.raises(ConfigError, match="cannot complete a TLS handshake"):   # no truststore: the system's CAs
+        config_of({**INTER_BROKER_SASL_SSL, **pem_keystore(), "ssl.truststore.certificates": ""})
+    client_facing = {"listeners": "PLAINTEXT://:9092,SSL://:9093", **pem_keystore(),
+                     "ssl.truststore.certificates": other_ca}
+    assert config_of(client_facing).tls_stores["SSL"].trusted_pem
 
 
 def test_inter_broker_sasl_without_credentials_is_a_config_error():

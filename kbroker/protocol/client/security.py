@@ -2,9 +2,12 @@
 
 One object for every outgoing connection (kadmin's --command-config, Spark's kafka.* options, the benchmarks,
 and the broker's own inter-broker clients built from its config). Both spellings users bring are read: the Java
-client's (`sasl.mechanism`, `sasl.jaas.config`, `ssl.truststore.location` with type PEM, `ssl.keystore.*`) and
+client's (`sasl.mechanism`, `sasl.jaas.config`, `ssl.truststore.*`, `ssl.keystore.*`, `ssl.key.password`) and
 librdkafka's (`sasl.mechanisms`, `sasl.username`/`sasl.password`, `ssl.ca.location`, `ssl.certificate.location`,
-`ssl.key.location`). Keystores and truststores are PEM only (KIP-651); JKS/PKCS12 files are refused by name.
+`ssl.key.location`, `ssl.key.password`). Stores are read here, once, by kbroker.common.keystores: JKS, PKCS12,
+JCEKS or PEM files (`ssl.*store.type`; without one, by the file's name or content), or inline PEM
+(`ssl.truststore.certificates`, `ssl.keystore.key` + `ssl.keystore.certificate.chain`); the object holds their
+PEM text, keys decrypted, so it pickles to Spark's executors and makes contexts without touching files.
 """
 from __future__ import annotations
 
@@ -13,30 +16,13 @@ import ssl
 import tempfile
 from dataclasses import dataclass
 
+from ...common.keystores import (KeyMaterial, KeystoreError, load_key_store, load_trust_store, pem_certificates,
+                                 pem_key_material)
 from ..errors import Errors, KafkaError
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 _JAAS_OPTION = re.compile(r'(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"')
-_PEM_BLOCK = re.compile(r"-----BEGIN ([A-Z0-9 ]+)-----(.*?)-----END \1-----", re.S)
-
-
-def normalize_pem(text: str | None) -> str | None:
-    """PEM text with each block re-wrapped in 64-column lines: a properties file's one-line form (continuation
-    lines join without their line breaks) reads as Kafka's PemStore reads it."""
-    if not text:
-        return text
-    blocks = []
-    for label, body in _PEM_BLOCK.findall(text):
-        if "\n" in body.strip():        # already line-wrapped (and may carry headers): as it is
-            blocks.append(f"-----BEGIN {label}-----{body}-----END {label}-----\n")
-            continue
-        b64 = "".join(body.split())
-        lines = "\n".join(b64[i:i + 64] for i in range(0, len(b64), 64))
-        blocks.append(f"-----BEGIN {label}-----\n{lines}\n-----END {label}-----\n")
-    if not blocks:
-        raise ValueError("no PEM block found")
-    return "".join(blocks)
 
 
 def jaas_options(text: str) -> dict[str, str]:
@@ -56,8 +42,7 @@ class ClientSecurity:
     password: str | None = None
     ca_pem: str | None = None            # trusted certificates (PEM text); None: the system's
     cert_pem: str | None = None          # client certificate chain (PEM text), for ssl.client.auth
-    key_pem: str | None = None           # its private key (PEM text)
-    key_password: str | None = None
+    key_pem: str | None = None           # its private key (unencrypted PKCS#8 PEM text)
     check_hostname: bool = True          # ssl.endpoint.identification.algorithm=https (Kafka's default)
 
     @property
@@ -86,48 +71,91 @@ class ClientSecurity:
             if username is None or password is None:
                 raise _bad(f"{mechanism} needs a username and a password (sasl.jaas.config, or sasl.username and "
                            f"sasl.password)")
-        ca = cert = key = None
+        ca = keys = None
         if protocol in ("SSL", "SASL_SSL"):
-            for kind in ("ssl.truststore.type", "ssl.keystore.type"):
-                if props.get(kind, "PEM").upper() != "PEM":
-                    raise _bad(f"{kind}={props[kind]} is not supported: PEM only (KIP-651)")
-            ca = props.get("ssl.truststore.certificates") or _read(props.get("ssl.truststore.location")
-                                                                  or props.get("ssl.ca.location"))
-            cert = props.get("ssl.keystore.certificate.chain") or _read(props.get("ssl.certificate.location"))
-            key = props.get("ssl.keystore.key") or _read(props.get("ssl.key.location"))
-            if props.get("ssl.keystore.location"):     # one PEM file holding the key and the chain
-                both = _read(props["ssl.keystore.location"])
-                cert, key = cert or both, key or both
+            try:
+                ca, keys = _truststore(props), _keystore(props)
+            except KeystoreError as e:
+                raise _bad(str(e)) from None
         algorithm = props.get("ssl.endpoint.identification.algorithm", "https").lower()
-        return cls(protocol, mechanism, username, password, ca, cert, key,
-                   props.get("ssl.key.password") or props.get("ssl.key.location.password") or None,
+        return cls(protocol, mechanism, username, password, ca, keys and keys.chain_pem, keys and keys.key_pem,
                    algorithm in ("https",))
 
     def ssl_context(self) -> ssl.SSLContext:
         """A client TLS context: verifies the broker against ca_pem (or the system's roots), presents
         cert_pem/key_pem when given."""
-        ctx = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cadata=normalize_pem(self.ca_pem) or None)
+        ctx = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cadata=self.ca_pem)
         ctx.check_hostname = self.check_hostname
         if self.cert_pem:
-            load_cert_chain(ctx, normalize_pem(self.cert_pem), normalize_pem(self.key_pem or self.cert_pem),
-                            self.key_password)
+            load_cert_chain(ctx, self.cert_pem, self.key_pem)
         return ctx
 
 
-def _read(path: str | None) -> str | None:
+def _truststore(props: dict[str, str]) -> str | None:
+    """The trusted certificates (PEM) the properties name; None: the system's."""
+    if props.get("ssl.truststore.certificates"):
+        return pem_certificates(props["ssl.truststore.certificates"], "ssl.truststore.certificates")
+    if props.get("ssl.truststore.location"):
+        return load_trust_store(props["ssl.truststore.location"], props.get("ssl.truststore.type"),
+                                props.get("ssl.truststore.password"))
+    if props.get("ssl.ca.location"):
+        return load_trust_store(props["ssl.ca.location"], "PEM", None)
+    return None
+
+
+def _keystore(props: dict[str, str]) -> KeyMaterial | None:
+    """The client's own key and certificate chain (for ssl.client.auth), if the properties give one."""
+    key_password = props.get("ssl.key.password") or props.get("ssl.key.location.password") or None
+    if props.get("ssl.keystore.key"):
+        return pem_key_material(props["ssl.keystore.key"], props.get("ssl.keystore.certificate.chain") or "",
+                                key_password, "ssl.keystore.key")
+    if props.get("ssl.keystore.location"):
+        return load_key_store(props["ssl.keystore.location"], props.get("ssl.keystore.type"),
+                              props.get("ssl.keystore.password"), key_password)
+    if props.get("ssl.certificate.location"):      # librdkafka's: the chain and the key, each a PEM file
+        chain, key = (_read_pem(props[k]) for k in ("ssl.certificate.location", "ssl.key.location"))
+        return pem_key_material(key or chain, chain, key_password, props.get("ssl.key.location") or
+                                props["ssl.certificate.location"])
+    return None
+
+
+def _read_pem(path: str | None) -> str | None:
     if not path:
         return None
     try:
         with open(path, encoding="ascii") as f:
             return f.read()
-    except OSError as e:
-        raise _bad(f"cannot read {path}: {e.strerror or e}") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise KeystoreError(f"{path}: cannot read it: {getattr(e, 'strerror', None) or e}") from None
 
 
-def load_cert_chain(ctx: ssl.SSLContext, cert_pem: str, key_pem: str, password: str | None) -> None:
-    """ssl.SSLContext.load_cert_chain from PEM text (it only reads files: a private temporary file, removed at
-    once)."""
+def handshake_error(server: ssl.SSLContext, client: ssl.SSLContext) -> str | None:
+    """Why a TLS handshake between a client and a server made from these contexts fails, run in memory; None when
+    it completes (what Kafka's SslEngineValidator checks). The client context must not check host names."""
+    c_in, c_out, s_in, s_out = (ssl.MemoryBIO() for _ in range(4))
+    ends = [("client", client.wrap_bio(c_in, c_out, server_side=False), c_out, s_in),
+            ("server", server.wrap_bio(s_in, s_out, server_side=True), s_out, c_in)]
+    done: set[str] = set()
+    for _ in range(16):     # a TLS 1.2 or 1.3 handshake takes a few flights
+        for side, end, out, peer_in in ends:
+            if side not in done:
+                try:
+                    end.do_handshake()
+                    done.add(side)
+                except ssl.SSLWantReadError:
+                    pass
+                except ssl.SSLError as e:
+                    return f"the {side} side: {getattr(e, 'verify_message', None) or e.reason or e}"
+            peer_in.write(out.read())
+        if len(done) == 2:
+            return None
+    return "the handshake did not complete"
+
+
+def load_cert_chain(ctx: ssl.SSLContext, chain_pem: str, key_pem: str) -> None:
+    """ssl.SSLContext.load_cert_chain from PEM text, the key unencrypted (it only reads files: a private temporary
+    file, removed at once)."""
     with tempfile.NamedTemporaryFile("w", suffix=".pem") as f:
-        f.write(cert_pem.rstrip() + "\n" + (key_pem.rstrip() + "\n" if key_pem != cert_pem else ""))
+        f.write(chain_pem.rstrip() + "\n" + key_pem.rstrip() + "\n")
         f.flush()
-        ctx.load_cert_chain(f.name, password=password)
+        ctx.load_cert_chain(f.name)
