@@ -458,8 +458,8 @@ class AdminManager:
             elif kind == BROKER:
                 broker_id = self._own_broker_id(name, str(self.broker_id)) if name else None
                 config = change(self.admin_zk.fetch_entity_config("brokers", entity_name(broker_id)), entries, kind)
-                self._check_thread_counts(validate_broker_config(config), broker_id is not None)
-                self.admin_zk.change_broker_config(broker_id, config, validate_only)
+                self._check_thread_counts(validate_broker_config(config, SETTINGS.__contains__), broker_id is not None)
+                self.admin_zk.change_broker_config(broker_id, config, validate_only, SETTINGS.__contains__)
             else:
                 raise ApiError(Errors.INVALID_REQUEST, "AlterConfigs is only supported for topics and brokers, but "
                                                        f"resource type is {RESOURCE_TYPE_NAMES.get(kind, kind)}")

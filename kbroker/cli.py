@@ -9,6 +9,8 @@
   kbroker healthcheck [PORT ...]                   the image's HEALTHCHECK: every listener answers ApiVersions
 
 Exit codes of `start`: 2 for an invalid configuration (nothing written), 1 when the broker refuses to start.
+Keys kbroker does not know are kept and named by one warning, as Kafka 2.8 keeps them; `--strict-config` (or
+KBROKER_STRICT_CONFIG=true) refuses them with exit 2.
 
 Logs of `start`, as Kafka's log4j set-up: the server log on stderr (at --log-level); the `state-change` logger
 (elections, ISR changes, LeaderAndIsr handling) at INFO also into <log dir>/state-change.log; Kafka's request
@@ -116,7 +118,9 @@ def main():
               help="Where state-change.log and kafka-request.log go [default: $LOG_DIR, else logs/ next to CONFIG].")
 @click.option("--logger", "logger_levels", multiple=True, metavar="NAME=LEVEL",
               help="Set one logger's level, e.g. kafka.request.logger=DEBUG (repeatable; also $KAFKA_LOG4J_LOGGERS).")
-def start(config_file, overrides, log_level, log_dir, logger_levels):
+@click.option("--strict-config", "strict", flag_value=True, default=None,
+              help="Refuse unknown keys (exit 2) instead of warning [default: $KBROKER_STRICT_CONFIG].")
+def start(config_file, overrides, log_level, log_dir, logger_levels, strict):
     """Start one broker in the foreground (SIGTERM or Ctrl-C stops it cleanly)."""
     loggers = parse_logger_levels([os.environ.get("KAFKA_LOG4J_LOGGERS", ""), *logger_levels])
     # gevent must patch the standard library before anything opens sockets.
@@ -141,7 +145,7 @@ def start(config_file, overrides, log_level, log_dir, logger_levels):
     from .server import KafkaServer, StartupError
 
     try:
-        config = load(config_file, overrides)
+        config = load(config_file, overrides, strict=strict)
     except FileNotFoundError:
         click.echo(f"error: config file {config_file} not found", err=True)
         sys.exit(2)
@@ -150,6 +154,10 @@ def start(config_file, overrides, log_level, log_dir, logger_levels):
         sys.exit(2)
     _configure_logging(log_level, log_dir or os.path.join(os.path.dirname(os.path.abspath(config_file)), "logs"),
                        loggers)
+    if config.unknown:
+        logging.getLogger("kbroker.config").warning(
+            "Unknown configurations kept and ignored (Kafka 2.8 keeps them silently; --strict-config refuses "
+            "them): %s", ", ".join(config.unknown))
     server = KafkaServer(config)
     try:
         server.startup()

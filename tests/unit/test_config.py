@@ -18,8 +18,8 @@ def write(tmp_path, text: str, name: str = "server.properties") -> str:
     return str(path)
 
 
-def config_of(props: dict) -> BrokerConfig:
-    return BrokerConfig({"zookeeper.connect": ZK, **props})
+def config_of(props: dict, strict: bool = False) -> BrokerConfig:
+    return BrokerConfig({"zookeeper.connect": ZK, **props}, strict=strict)
 
 
 # ---- properties files --------------------------------------------------------------------------------------
@@ -141,9 +141,11 @@ def test_env_sets_settings_and_launcher_variables_are_ignored(tmp_path):
     assert c["auto.create.topics.enable"] is False
 
 
-def test_unknown_env_key_is_named():
+def test_unknown_env_key_is_kept_and_named():
+    c = load(None, environ={"KAFKA_ZOOKEEPER_CONNECT": ZK, "KAFKA_FOO__BAR": "1"})
+    assert c.unknown == ["foo_bar"] and c.originals["foo_bar"] == "1"
     with pytest.raises(ConfigError, match="foo_bar"):
-        load(None, environ={"KAFKA_ZOOKEEPER_CONNECT": ZK, "KAFKA_FOO__BAR": "1"})
+        load(None, environ={"KAFKA_ZOOKEEPER_CONNECT": ZK, "KAFKA_FOO__BAR": "1", "KBROKER_STRICT_CONFIG": "true"})
 
 
 # ---- precedence --------------------------------------------------------------------------------------------
@@ -172,20 +174,19 @@ def test_malformed_override_is_refused(item):
 
 # ---- validation --------------------------------------------------------------------------------------------
 
-def test_unknown_key_is_named(tmp_path):
+def test_unknown_keys_are_kept_and_listed_once(tmp_path):
+    path = write(tmp_path, "zookeeper.connect=zk:2181\nlog.retention.hourz=5\nzzz.one=1\n")
+    c = load(path, ["nmu.partitions=3"], environ={})
+    assert c.unknown == ["log.retention.hourz", "nmu.partitions", "zzz.one"]
+    assert c["num.partitions"] == 1 and c.originals["zzz.one"] == "1"
+
+
+def test_strict_mode_refuses_unknown_keys_naming_them_all(tmp_path):
     path = write(tmp_path, "zookeeper.connect=zk:2181\nlog.retention.hourz=5\n")
-    with pytest.raises(ConfigError, match=r"log\.retention\.hourz"):
-        load(path, environ={})
-
-
-def test_unknown_override_key_is_named():
-    with pytest.raises(ConfigError, match=r"nmu\.partitions"):
-        load(None, ["zookeeper.connect=zk:2181", "nmu.partitions=3"], environ={})
-
-
-def test_several_unknown_keys_are_all_named():
+    with pytest.raises(ConfigError, match=r"Unknown configuration 'log\.retention\.hourz'"):
+        load(path, environ={}, strict=True)
     with pytest.raises(ConfigError) as e:
-        config_of({"zzz.one": "1", "aaa.two": "2"})
+        config_of({"zzz.one": "1", "aaa.two": "2"}, strict=True)
     assert "aaa.two" in str(e.value) and "zzz.one" in str(e.value)
 
 
@@ -339,18 +340,21 @@ def test_listener_without_scheme_and_duplicates():
 
 # ---- `kbroker start` with a bad file -----------------------------------------------------------------------
 
-@pytest.mark.parametrize("line, key", [("log.retention.hourz=5", "log.retention.hourz"),
-                                       ("num.partitions=many", "num.partitions")])
-def test_start_refuses_bad_config_before_writing_anything(tmp_path, line, key):
+@pytest.mark.parametrize("line, key, strict", [
+    ("log.retention.hourz=5", "log.retention.hourz", True),
+    ("num.partitions=many", "num.partitions", False),
+    ("principal.builder.class=com.acme.Builder", "principal.builder.class", False),
+    ("process.roles=broker", "process.roles", False)])
+def test_start_refuses_bad_config_before_writing_anything(tmp_path, line, key, strict):
     data = tmp_path / "data"
     path = write(tmp_path, f"broker.id=1\nlisteners=PLAINTEXT://127.0.0.1:0\nlog.dirs={data}\n"
                            f"zookeeper.connect=127.0.0.1:1/never\n{line}\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith("KAFKA_")}
-    r = subprocess.run([sys.executable, "-m", "kbroker.cli", "start", path], cwd=REPO, env=env,
-                       capture_output=True, text=True, timeout=60)
+    r = subprocess.run([sys.executable, "-m", "kbroker.cli", "start", path, *(["--strict-config"] if strict else [])],
+                       cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
     assert r.returncode == 2, (r.stdout, r.stderr)
-    assert key in r.stderr
-    assert "Traceback" not in r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and key in lines[0], r.stderr
     assert not data.exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["server.properties"]
 
