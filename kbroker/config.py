@@ -449,7 +449,8 @@ class BrokerConfig:
         if self.values["advertised.listeners"] is None and \
                 {"advertised.host.name", "advertised.port"} & props.keys():
             host = self.values["advertised.host.name"] or self.values["host.name"]
-            self.values["advertised.listeners"] = [f"PLAINTEXT://{host}:{self.values['advertised.port'] or self.values['port']}"]
+            port = self.values["advertised.port"] or self.values["port"]
+            self.values["advertised.listeners"] = [f"PLAINTEXT://{host}:{port}"]
         if not self.values["zookeeper.connect"]:
             raise ConfigError("Missing required configuration zookeeper.connect")
         protocol_map = {}
