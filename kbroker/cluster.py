@@ -177,8 +177,9 @@ class BrokerProcess:
     def pid(self) -> int:
         return self.proc.pid
 
-    def start(self, *args: str) -> "BrokerProcess":
-        """Start it (args: more `kbroker start` options); returns at once (wait_ready waits)."""
+    def start(self, *args: str, env: dict[str, str] | None = None) -> "BrokerProcess":
+        """Start it (args: more `kbroker start` options; env: its environment instead of ours); returns at once
+        (wait_ready waits)."""
         with open(self.log_path, "ab") as log:
             argv = [sys.executable, "-m", "kbroker.cli", "start", self.config_path, *args]
             if self.netns:
@@ -188,7 +189,7 @@ class BrokerProcess:
             mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
             try:
                 self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                             cwd=_CODE_ROOT, start_new_session=self.detach)
+                                             cwd=_CODE_ROOT, start_new_session=self.detach, env=env)
             finally:
                 signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         return self

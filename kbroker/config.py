@@ -366,7 +366,7 @@ def read_properties(path: str) -> dict[str, str]:
     return out
 
 
-def _setting_of(key: str) -> str | None:
+def setting_of(key: str) -> str | None:
     """The setting a name sets: itself, or the one a listener's override names (listener.name.<l>.<setting> or
     listener.name.<l>.<mechanism>.<setting>); None for a name kbroker does not know."""
     if key in SETTINGS:
@@ -381,7 +381,7 @@ def _convert(key: str, raw: str):
     """The typed value of one setting, or of a listener's override of it, by common.config_def's parsing and
     checks; ConfigError naming it otherwise."""
     try:
-        return parse_checked(SETTINGS[_setting_of(key)], raw)
+        return parse_checked(SETTINGS[setting_of(key)], raw)
     except ValueError as e:
         raise ConfigError(f"Invalid value {raw.strip()!r} for configuration {key}: {e}") from None
 
@@ -431,7 +431,7 @@ class BrokerConfig:
         # those of a broker setting checked as that setting
         self.listener_overrides = {k: v for k, v in props.items() if k.startswith(LISTENER_PREFIX)}
         for key, raw in self.listener_overrides.items():
-            if _setting_of(key):
+            if setting_of(key):
                 _convert(key, raw)
         self.static_listener_overrides = dict(self.listener_overrides)
         props = {k: v for k, v in props.items() if k not in self.listener_overrides}
@@ -497,7 +497,7 @@ class BrokerConfig:
             out = {}
             for key, raw in layer.items():
                 if dynamic_broker_key(key) is None:
-                    if _setting_of(key):    # a custom config (unknown to Kafka) is kept there for plugins
+                    if setting_of(key):    # a custom config (unknown to Kafka) is kept there for plugins
                         problems.append(f"{key} in {where} cannot be updated dynamically; ignored")
                     continue
                 try:

@@ -40,11 +40,12 @@ Entry = Result.DescribeConfigsResourceResult
 Synonym = Entry.DescribeConfigsSynonym
 
 # Kafka's ConfigType ids
-CONFIG_TYPES = {"boolean": 1, "string": 2, "int": 3, "short": 4, "long": 5, "double": 6, "list": 7, "password": 9}
+CONFIG_TYPES = {"boolean": 1, "string": 2, "int": 3, "short": 4, "long": 5, "double": 6, "list": 7, "class": 8,
+                "password": 9}
 
 
 def _entry(e, synonyms: bool):
-    sensitive = e.type == "password"
+    sensitive = e.type in ("password", None)
     return Entry(name=e.name, value=None if sensitive else e.value, read_only=e.read_only, config_source=e.source,
                  is_default=e.source == DEFAULT_CONFIG, is_sensitive=sensitive,
                  synonyms=[Synonym(name=n, value=None if sensitive else v, source=s) for n, v, s in e.synonyms]
