@@ -121,6 +121,10 @@ group.initial.rebalance.delay.ms=0
     ("KAFKA_FOO__BAR", "foo_bar"),
     ("KAFKA_FOO___BAR", "foo-bar"),
     ("KAFKA_A_B__C___D", "a.b_c-d"),
+    ("KAFKA_ZOOKEEPER_CLIENT_CNXN_SOCKET", "zookeeper.clientCnxnSocket"),     # cp-kafka's exception
+    ("KAFKA_CFG_LOG_DIRS", "log.dirs"),                                       # Bitnami
+    ("KAFKA_CFG_FOO__BAR", "foo..bar"),                                       # Bitnami has no `__` rule
+    ("KAFKA_CFG_ZOOKEEPER_CLIENTCNXNSOCKET", "zookeeper.clientCnxnSocket"),   # Bitnami's exception
 ])
 def test_env_to_key(name, key):
     assert env_to_key(name) == key
@@ -139,6 +143,49 @@ def test_env_sets_settings_and_launcher_variables_are_ignored(tmp_path):
     })
     assert c.log_dirs == ["/data/one", "/data/two"]
     assert c["auto.create.topics.enable"] is False
+
+
+def test_cp_kafka_image_variables_are_not_settings():
+    c = load(None, environ={"KAFKA_ZOOKEEPER_CONNECT": ZK, "KAFKA_JMX_PORT": "9999", "KAFKA_JMX_HOSTNAME": "h",
+                            "KAFKA_HEAP_OPTS": "-Xmx1G", "KAFKA_OPTS": "-Dx=y", "KAFKA_LOG4J_ROOT_LOGLEVEL": "WARN",
+                            "KAFKA_LOG4J_LOGGERS": "kafka=WARN", "KAFKA_LOG4J_OPTS": "-D", "KAFKA_GC_LOG_OPTS": " ",
+                            "KAFKA_JVM_PERFORMANCE_OPTS": "-server", "KAFKA_TOOLS_LOG4J_LOGLEVEL": "ERROR",
+                            "KAFKA_JMX_OPTS": "-D", "KAFKA_VERSION": "6.2.0", "KAFKA_DEBUG": "y"})
+    assert c.unknown == [] and c.jmx_port == 9999
+
+
+def test_cp_kafka_listeners_default_to_the_advertised_ones_on_every_interface(tmp_path):
+    env = {"KAFKA_ZOOKEEPER_CONNECT": ZK, "KAFKA_ADVERTISED_LISTENERS": "PLAINTEXT://kafka-1:9092,EXT://[::1]:19092",
+           "KAFKA_LISTENER_SECURITY_PROTOCOL_MAP": "PLAINTEXT:PLAINTEXT,EXT:PLAINTEXT"}
+    assert [(x.name, x.host, x.port) for x in load(None, environ=env).listeners] == [
+        ("PLAINTEXT", "0.0.0.0", 9092), ("EXT", "0.0.0.0", 19092)]
+    given = write(tmp_path, "listeners=PLAINTEXT://:9092,EXT://127.0.0.1:19092\n")     # a file's listeners stay
+    assert [x.host for x in load(given, environ=env).listeners] == ["", "127.0.0.1"]
+
+
+def test_bitnami_environment_only_its_cfg_variables_are_settings():
+    c = load(None, environ={"KAFKA_CFG_ZOOKEEPER_CONNECT": ZK, "KAFKA_CFG_NUM_PARTITIONS": "4",
+                            "KAFKA_TLS_TYPE": "JKS", "KAFKA_ZOOKEEPER_USER": "kafka", "KAFKA_HEAP_OPTS": "-Xmx1G",
+                            "KAFKA_CFG_SASL_MECHANISM_INTER_BROKER_PROTOCOL": "", "ALLOW_PLAINTEXT_LISTENER": "yes",
+                            "KAFKA_CFG_MAX_REQUEST_SIZE": "1048576"})
+    assert c["num.partitions"] == 4 and c["sasl.mechanism.inter.broker.protocol"] == ""
+    assert c.unknown == ["max.request.size"]
+
+
+@pytest.mark.parametrize("env, message", [
+    ({"KAFKA_CFG_ZOOKEEPER_CONNECT": ZK, "KAFKA_CFG_NUM_PARTITIONS": "zero"}, "num.partitions"),
+    ({"JMX_PORT": "jmx"}, "JMX_PORT"),
+    ({"KAFKA_JMX_PORT": "70000"}, "KAFKA_JMX_PORT"),
+    ({"KAFKA_PRINCIPAL_BUILDER_CLASS": "com.acme.B"}, "principal.builder.class"),
+])
+def test_bad_environment_values_are_refused_naming_them(env, message):
+    with pytest.raises(ConfigError, match=message):
+        load(None, environ={"KAFKA_ZOOKEEPER_CONNECT": ZK, **env})
+
+
+def test_jmx_port_from_the_launch_script_variable():
+    assert load(None, environ={"KAFKA_ZOOKEEPER_CONNECT": ZK, "JMX_PORT": "9010"}).jmx_port == 9010
+    assert load(None, environ={"KAFKA_ZOOKEEPER_CONNECT": ZK}).jmx_port == -1
 
 
 def test_unknown_env_key_is_kept_and_named():
