@@ -296,6 +296,17 @@ _SPECIAL_ENV = {"KAFKA_ZOOKEEPER_CLIENT_CNXN_SOCKET": "zookeeper.clientCnxnSocke
                 "KAFKA_CFG_ZOOKEEPER_CLIENTCNXNSOCKET": "zookeeper.clientCnxnSocket"}    # Bitnami
 BITNAMI_PREFIX = "KAFKA_CFG_"
 STRICT_ENV = "KBROKER_STRICT_CONFIG"   # true: unknown keys are refused, as `kbroker start --strict-config`
+# Set by the kbroker image: with no properties file of the user's, the settings each image starts from.
+IMAGE_ENV = "KBROKER_IMAGE"
+# Kafka 2.8's config/server.properties, which Bitnami's image edits in place from its KAFKA_CFG_* variables
+SHIPPED_SERVER_PROPERTIES = {
+    "broker.id": "0", "num.network.threads": "3", "num.io.threads": "8", "socket.send.buffer.bytes": "102400",
+    "socket.receive.buffer.bytes": "102400", "socket.request.max.bytes": "104857600", "num.partitions": "1",
+    "num.recovery.threads.per.data.dir": "1", "offsets.topic.replication.factor": "1",
+    "transaction.state.log.replication.factor": "1", "transaction.state.log.min.isr": "1",
+    "log.retention.hours": "168", "log.segment.bytes": "1073741824", "log.retention.check.interval.ms": "300000",
+    "zookeeper.connect": "localhost:2181", "zookeeper.connection.timeout.ms": "18000",
+    "group.initial.rebalance.delay.ms": "0"}
 
 
 def env_to_key(name: str) -> str:
@@ -309,11 +320,24 @@ def env_to_key(name: str) -> str:
     return s.replace("___", "\0").replace("__", "\1").replace("_", ".").replace("\0", "-").replace("\1", "_")
 
 
+def bitnami_style(environ) -> bool:
+    """Whether an environment follows Bitnami's convention (any KAFKA_CFG_* variable) rather than Confluent's."""
+    return any(name.startswith(BITNAMI_PREFIX) for name in environ)
+
+
+def image_defaults(environ) -> dict[str, str]:
+    """What the image whose convention environ follows configures before its variables: cp-kafka only its data
+    directory; Bitnami Kafka's shipped server.properties with its own data directory."""
+    if bitnami_style(environ):
+        return {**SHIPPED_SERVER_PROPERTIES, "log.dirs": "/bitnami/kafka/data"}
+    return {"log.dirs": "/var/lib/kafka/data"}
+
+
 def env_properties(environ) -> dict[str, str]:
     """The broker settings an image's environment gives. Bitnami's convention when any KAFKA_CFG_* variable is set
     (only those are settings: its other KAFKA_* variables configure the image), else Confluent's: every KAFKA_*
     variable but the launch scripts' and image's own (NON_CONFIG_ENV, KAFKA_LOG4J_*)."""
-    bitnami = any(name.startswith(BITNAMI_PREFIX) for name in environ)
+    bitnami = bitnami_style(environ)
     props = {env_to_key(name): value for name, value in environ.items()
              if (name.startswith(BITNAMI_PREFIX) if bitnami else
                  name.startswith("KAFKA_") and name not in NON_CONFIG_ENV and not name.startswith("KAFKA_LOG4J_"))}
@@ -644,9 +668,13 @@ class BrokerConfig:
 def load(path: str | None, overrides: list[str] | tuple[str, ...] = (), environ=None,
          strict: bool | None = None) -> BrokerConfig:
     """The broker's settings: the properties file, then the image's environment variables (env_properties), then
-    overrides. strict (default: the KBROKER_STRICT_CONFIG variable) refuses unknown keys."""
+    overrides; in the kbroker image (KBROKER_IMAGE set) with an empty properties file, the image_defaults of the
+    convention the environment follows come first. strict (default: the KBROKER_STRICT_CONFIG variable) refuses
+    unknown keys."""
     props: dict[str, str] = read_properties(path) if path else {}
     environ = os.environ if environ is None else environ
+    if environ.get(IMAGE_ENV) and not props:
+        props = image_defaults(environ)
     props.update(env_properties(environ))
     if "listeners" not in props and "KAFKA_ADVERTISED_LISTENERS" in environ:
         # cp-kafka: listeners unset -> the advertised listeners bound on every interface

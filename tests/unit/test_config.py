@@ -183,6 +183,19 @@ def test_bad_environment_values_are_refused_naming_them(env, message):
         load(None, environ={"KAFKA_ZOOKEEPER_CONNECT": ZK, **env})
 
 
+def test_image_defaults_of_each_convention_under_an_empty_file(tmp_path):
+    empty = write(tmp_path, "# written by the entrypoint\n")
+    cp = load(empty, environ={"KBROKER_IMAGE": "1", "KAFKA_ZOOKEEPER_CONNECT": ZK})
+    assert cp.log_dirs == ["/var/lib/kafka/data"] and cp["offsets.topic.replication.factor"] == 3
+    bitnami = load(empty, environ={"KBROKER_IMAGE": "1", "KAFKA_CFG_ZOOKEEPER_CONNECT": ZK})
+    assert bitnami.log_dirs == ["/bitnami/kafka/data"] and bitnami["offsets.topic.replication.factor"] == 1
+    assert (bitnami.broker_id, bitnami["zookeeper.connect"], bitnami.unknown) == (0, ZK, [])
+    assert load(empty, environ={"KAFKA_ZOOKEEPER_CONNECT": ZK}).log_dirs == ["/tmp/kafka-logs"]   # no image
+    mounted = write(tmp_path, "log.dirs=/data\nzookeeper.connect=zk:2181\n")       # a user's file: as it is
+    c = load(mounted, environ={"KBROKER_IMAGE": "1", "KAFKA_CFG_NUM_PARTITIONS": "2"})
+    assert c.log_dirs == ["/data"] and c["offsets.topic.replication.factor"] == 3 and c["num.partitions"] == 2
+
+
 def test_jmx_port_from_the_launch_script_variable():
     assert load(None, environ={"KAFKA_ZOOKEEPER_CONNECT": ZK, "JMX_PORT": "9010"}).jmx_port == 9010
     assert load(None, environ={"KAFKA_ZOOKEEPER_CONNECT": ZK}).jmx_port == -1
