@@ -335,12 +335,14 @@ def image_defaults(environ) -> dict[str, str]:
 
 def env_properties(environ) -> dict[str, str]:
     """The broker settings an image's environment gives. Bitnami's convention when any KAFKA_CFG_* variable is set
-    (only those are settings: its other KAFKA_* variables configure the image), else Confluent's: every KAFKA_*
-    variable but the launch scripts' and image's own (NON_CONFIG_ENV, KAFKA_LOG4J_*)."""
+    (only those are settings, and its KAFKA_BROKER_ID: its other KAFKA_* variables configure the image), else
+    Confluent's: every KAFKA_* variable but the launch scripts' and image's own (NON_CONFIG_ENV, KAFKA_LOG4J_*)."""
     bitnami = bitnami_style(environ)
     props = {env_to_key(name): value for name, value in environ.items()
              if (name.startswith(BITNAMI_PREFIX) if bitnami else
                  name.startswith("KAFKA_") and name not in NON_CONFIG_ENV and not name.startswith("KAFKA_LOG4J_"))}
+    if bitnami and "KAFKA_BROKER_ID" in environ:    # Bitnami's own variable for it, under KAFKA_CFG_BROKER_ID
+        props.setdefault("broker.id", environ["KAFKA_BROKER_ID"])
     return props
 
 

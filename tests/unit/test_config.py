@@ -170,6 +170,23 @@ def test_bitnami_environment_only_its_cfg_variables_are_settings():
                             "KAFKA_CFG_MAX_REQUEST_SIZE": "1048576"})
     assert c["num.partitions"] == 4 and c["sasl.mechanism.inter.broker.protocol"] == ""
     assert c.unknown == ["max.request.size"]
+    assert load(None, environ={"KAFKA_CFG_ZOOKEEPER_CONNECT": ZK, "KAFKA_BROKER_ID": "3"}).broker_id == 3
+
+
+def test_the_example_compose_services_load(tmp_path):
+    """README's cp-kafka and Bitnami services (examples/compose), their environment as the image sees it."""
+    import yaml
+    empty = write(tmp_path, "")
+    for name, service, listeners in (("cp-kafka", "broker", {"PLAINTEXT": ("0.0.0.0", 29092),
+                                                                "PLAINTEXT_HOST": ("0.0.0.0", 9092)}),
+                                     ("bitnami", "kafka", {"CLIENT": ("", 9093), "EXTERNAL": ("", 9092)})):
+        with open(os.path.join(REPO, "examples", "compose", f"{name}.yml")) as f:
+            env = yaml.safe_load(f)["services"][service]["environment"]
+        env = dict(e.split("=", 1) for e in env) if isinstance(env, list) else {k: str(v) for k, v in env.items()}
+        c = load(empty, environ={**env, "KBROKER_IMAGE": "1"})
+        assert c.broker_id == 1 and c["zookeeper.connect"] == "zookeeper:2181" and c.unknown == [], name
+        assert {x.name: (x.host, x.port) for x in c.listeners} == listeners, name
+        assert c["offsets.topic.replication.factor"] == 1, name
 
 
 @pytest.mark.parametrize("env, message", [
