@@ -462,7 +462,8 @@ class BrokerConfig:
         self.static_listener_overrides = dict(self.listener_overrides)
         props = {k: v for k, v in props.items() if k not in self.listener_overrides}
         # keys Kafka does not know: kept (plugins read theirs), named by one warning at start; refused when strict
-        self.unknown = sorted(k for k in props if k not in SETTINGS)
+        self.unknown = sorted([k for k in props if k not in SETTINGS] +
+                              [k for k in self.listener_overrides if not setting_of(k)])
         if self.unknown and strict:
             raise ConfigError(f"Unknown configuration {self.unknown[0]!r}" +
                               (f" (and {len(self.unknown) - 1} more: {', '.join(self.unknown[1:])})"

@@ -253,8 +253,8 @@ def test_malformed_override_is_refused(item):
 
 def test_unknown_keys_are_kept_and_listed_once(tmp_path):
     path = write(tmp_path, "zookeeper.connect=zk:2181\nlog.retention.hourz=5\nzzz.one=1\n")
-    c = load(path, ["nmu.partitions=3"], environ={})
-    assert c.unknown == ["log.retention.hourz", "nmu.partitions", "zzz.one"]
+    c = load(path, ["nmu.partitions=3", "listener.name.plaintext.max.conections=5"], environ={})
+    assert c.unknown == ["listener.name.plaintext.max.conections", "log.retention.hourz", "nmu.partitions", "zzz.one"]
     assert c["num.partitions"] == 1 and c.originals["zzz.one"] == "1"
 
 
