@@ -26,6 +26,7 @@ from .common.broker_config import (DYNAMIC_BROKER_CONFIGS, LISTENER_PREFIX, THRE
                                    listener_config_base)
 from .common.config_def import (MAX_INT, MAX_LONG, ConfigKey, at_least, kafka_classes, one_of, parse_checked,
                                 rule, unset)
+from .common.topic_config import valid_api_version
 from .protocol.client.security import ClientSecurity
 from .protocol.errors import KafkaError
 
@@ -114,8 +115,8 @@ SETTINGS: dict[str, ConfigKey] = {
                                                    "a port, 0 (any free port) or -1 (off)")),
     "metrics.host": ConfigKey("string", "0.0.0.0"),
     # versions
-    "inter.broker.protocol.version": ConfigKey("string", "2.8-IV1"),
-    "log.message.format.version": ConfigKey("string", "2.8-IV1"),
+    "inter.broker.protocol.version": ConfigKey("string", "2.8-IV1", valid_api_version),
+    "log.message.format.version": ConfigKey("string", "2.8-IV1", valid_api_version),
     # logs
     "log.dirs": ConfigKey("list"),
     "log.dir": ConfigKey("string", "/tmp/kafka-logs"),
