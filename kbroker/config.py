@@ -24,8 +24,8 @@ from dataclasses import dataclass
 
 from .common.broker_config import (DYNAMIC_BROKER_CONFIGS, LISTENER_PREFIX, THREAD_COUNTS, dynamic_broker_key,
                                    listener_config_base)
-from .common.config_def import (MAX_INT, MAX_LONG, ConfigKey, at_least, kafka_classes, one_of, parse_checked,
-                                rule, unset)
+from .common.config_def import (MAX_INT, MAX_LONG, ConfigKey, at_least, between, kafka_classes, one_of,
+                                parse_checked, rule, unset)
 from .common.topic_config import valid_api_version
 from .protocol.client.security import ClientSecurity
 from .protocol.errors import KafkaError
@@ -225,10 +225,10 @@ SETTINGS: dict[str, ConfigKey] = {
     "sasl.kerberos.service.name": ConfigKey("string"),
     "sasl.kerberos.ticket.renew.jitter": ConfigKey("double", 0.05),
     "sasl.kerberos.ticket.renew.window.factor": ConfigKey("double", 0.8),
-    "sasl.login.refresh.buffer.seconds": ConfigKey("short", 300),
-    "sasl.login.refresh.min.period.seconds": ConfigKey("short", 60),
-    "sasl.login.refresh.window.factor": ConfigKey("double", 0.8),
-    "sasl.login.refresh.window.jitter": ConfigKey("double", 0.05),
+    "sasl.login.refresh.buffer.seconds": ConfigKey("short", 300, between(0, 3600)),
+    "sasl.login.refresh.min.period.seconds": ConfigKey("short", 60, between(0, 900)),
+    "sasl.login.refresh.window.factor": ConfigKey("double", 0.8, between(0.5, 1.0)),
+    "sasl.login.refresh.window.jitter": ConfigKey("double", 0.05, between(0.0, 0.25)),
     "security.providers": ConfigKey("string", None, unset("kbroker's TLS is OpenSSL (Python's ssl); it loads no "
                                                           "JCA security providers")),
     "ssl.provider": ConfigKey("string", None, kafka_classes("SunJSSE", what="a JCA security provider (its TLS is "

@@ -338,7 +338,8 @@ def test_what_kbroker_cannot_do_is_refused_naming_key_and_reason(name, value, wh
 
 
 @pytest.mark.parametrize("name, value", [("metrics.recording.level", "LOUD"), ("password.encoder.iterations", "10"),
-                                         ("sasl.login.refresh.buffer.seconds", "40000"), ("port", "x"),
+                                         ("sasl.login.refresh.buffer.seconds", "3601"), ("port", "x"),
+                                         ("sasl.login.refresh.window.factor", "0.4"),
                                          ("inter.broker.protocol.version", "9.9"),
                                          ("log.message.format.version", "bogus")])
 def test_invalid_values_of_new_keys_are_refused(name, value):
