@@ -328,23 +328,24 @@ def listener_ports(listeners: str) -> list[int]:
 def healthcheck(ports, host, timeout, command_config):
     """Exit 0 when every listener answers ApiVersions with NONE and lists ApiVersions itself, else 1.
 
-    PORTS default to those of $KAFKA_LISTENERS (the image's HEALTHCHECK runs it so). Only the protocol client
-    is imported: it runs every few seconds in each container.
+    PORTS default to those of the listeners the environment sets (KAFKA_LISTENERS, Bitnami's KAFKA_CFG_LISTENERS,
+    or cp-kafka's from KAFKA_ADVERTISED_LISTENERS; the image's HEALTHCHECK runs it so). Only the protocol client
+    and the environment mapping are imported: it runs every few seconds in each container.
     """
     from kafka.protocol.metadata import ApiVersionsRequest
 
+    from .config import env_listeners, read_properties
     from .protocol.client import Connection, KafkaError, error_text
     from .protocol.client.security import ClientSecurity
 
     security = None
     if command_config:
-        from .config import read_properties
         try:
             security = ClientSecurity.from_properties(read_properties(command_config))
         except (OSError, KafkaError) as e:
             click.echo(f"unhealthy: {command_config}: {e}", err=True)
             sys.exit(1)
-    ports = ports or listener_ports(os.environ.get("KAFKA_LISTENERS", "PLAINTEXT://:9092"))
+    ports = ports or listener_ports(env_listeners(os.environ) or "PLAINTEXT://:9092")
     if not ports:
         click.echo("unhealthy: no listener port to probe", err=True)
         sys.exit(1)

@@ -347,6 +347,17 @@ def env_properties(environ) -> dict[str, str]:
     return props
 
 
+def env_listeners(environ) -> str | None:
+    """The listeners an image's environment sets: its listeners variable, else (cp-kafka) the advertised listeners
+    bound on every interface; None when it sets neither."""
+    props = env_properties(environ)
+    if "listeners" in props:
+        return props["listeners"]
+    if not bitnami_style(environ) and "KAFKA_ADVERTISED_LISTENERS" in environ:
+        return ",".join(_any_host(entry) for entry in environ["KAFKA_ADVERTISED_LISTENERS"].split(","))
+    return None
+
+
 def _any_host(listener: str) -> str:
     """NAME://host:port -> NAME://0.0.0.0:port (cp-kafka's default listeners from its advertised ones)."""
     name, sep, rest = listener.strip().partition("://")
@@ -680,9 +691,8 @@ def load(path: str | None, overrides: list[str] | tuple[str, ...] = (), environ=
     if environ.get(IMAGE_ENV) and not props:
         props = image_defaults(environ)
     props.update(env_properties(environ))
-    if "listeners" not in props and "KAFKA_ADVERTISED_LISTENERS" in environ:
-        # cp-kafka: listeners unset -> the advertised listeners bound on every interface
-        props["listeners"] = ",".join(_any_host(entry) for entry in environ["KAFKA_ADVERTISED_LISTENERS"].split(","))
+    if "listeners" not in props and env_listeners(environ):
+        props["listeners"] = env_listeners(environ)
     for item in overrides:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():

@@ -163,6 +163,14 @@ def test_cp_kafka_listeners_default_to_the_advertised_ones_on_every_interface(tm
     assert [x.host for x in load(given, environ=env).listeners] == ["", "127.0.0.1"]
 
 
+def test_env_listeners_as_the_healthcheck_probes_them():
+    from kbroker.config import env_listeners
+    assert env_listeners({"KAFKA_LISTENERS": "A://:1"}) == "A://:1"
+    assert env_listeners({"KAFKA_ADVERTISED_LISTENERS": "A://h:1,B://h:2"}) == "A://0.0.0.0:1,B://0.0.0.0:2"
+    assert env_listeners({"KAFKA_CFG_LISTENERS": "C://:9093", "KAFKA_LISTENERS": "A://:1"}) == "C://:9093"
+    assert env_listeners({"KAFKA_CFG_ZOOKEEPER_CONNECT": ZK, "KAFKA_ADVERTISED_LISTENERS": "A://h:1"}) is None
+
+
 def test_bitnami_environment_only_its_cfg_variables_are_settings():
     c = load(None, environ={"KAFKA_CFG_ZOOKEEPER_CONNECT": ZK, "KAFKA_CFG_NUM_PARTITIONS": "4",
                             "KAFKA_TLS_TYPE": "JKS", "KAFKA_ZOOKEEPER_USER": "kafka", "KAFKA_HEAP_OPTS": "-Xmx1G",
