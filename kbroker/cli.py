@@ -43,7 +43,7 @@ import click  # noqa: E402
 
 from zk import LIBRARY_LOGGER as ZK_LIBRARY_LOGGER  # noqa: E402
 
-from .config import ConfigError, load  # noqa: E402
+from .config import IMAGE_ENV, ConfigError, load  # noqa: E402
 
 DEFAULT_DIR = os.environ.get("KBROKER_HOME", ".kbroker")
 STATE_CHANGE_LOGGER = "state-change"
@@ -154,6 +154,8 @@ def start(config_file, overrides, log_level, log_dir, logger_levels, strict):
         sys.exit(2)
     _configure_logging(log_level, log_dir or os.path.join(os.path.dirname(os.path.abspath(config_file)), "logs"),
                        loggers)
+    if os.environ.get(IMAGE_ENV):
+        _wait_for_zookeeper(config["zookeeper.connect"], float(os.environ.get("KAFKA_CUB_ZK_TIMEOUT") or 40))
     if config.unknown:
         logging.getLogger("kbroker.config").warning(
             "Unknown configurations kept and ignored (Kafka 2.8 keeps them silently; --strict-config refuses "
@@ -168,6 +170,25 @@ def start(config_file, overrides, log_level, log_dir, logger_levels, strict):
         sys.exit(1)
     started.set()
     server.await_shutdown()
+
+
+def _wait_for_zookeeper(connect: str, timeout: float) -> None:
+    """In the image, wait (up to timeout seconds) until one ZooKeeper server of connect accepts a connection, as
+    cp-kafka's `cub zk-ready` does before it starts the broker (compose starts both at once); then the broker's
+    own zookeeper.connection.timeout.ms applies."""
+    import socket
+    import time
+    servers = [s.rpartition(":") for s in connect.partition("/")[0].split(",") if s.strip()]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for host, _, port in servers:
+            try:
+                socket.create_connection((host.strip("[] "), int(port or 2181)), timeout=2).close()
+                return
+            except (OSError, ValueError):
+                pass
+        time.sleep(1)
+    logging.getLogger("kbroker.config").warning("no ZooKeeper server of %s answered within %gs", connect, timeout)
 
 
 @main.group()

@@ -287,11 +287,12 @@ SETTINGS.update(KRAFT_SETTINGS)
 SETTINGS.update(DYNAMIC_BROKER_CONFIGS)
 
 # KAFKA_* variables of the JVM launch scripts and of Confluent's cp-kafka image, not broker settings (the image's
-# exclusions; KAFKA_JMX_PORT and KAFKA_JMX_HOSTNAME, which cp-kafka leaks as jmx.port/jmx.hostname, too).
+# exclusions; KAFKA_JMX_PORT, KAFKA_JMX_HOSTNAME and KAFKA_CUB_ZK_TIMEOUT, which cp-kafka leaks as jmx.port,
+# jmx.hostname and cub.zk.timeout, too).
 NON_CONFIG_ENV = {"KAFKA_HEAP_OPTS", "KAFKA_OPTS", "KAFKA_JVM_PERFORMANCE_OPTS", "KAFKA_LOG4J_OPTS",
                   "KAFKA_JMX_OPTS", "KAFKA_JMX_PORT", "KAFKA_JMX_HOSTNAME", "KAFKA_GC_LOG_OPTS", "KAFKA_DEBUG",
                   "KAFKA_VERSION", "KAFKA_HOME", "KAFKA_LOG4J_ROOT_LOGLEVEL", "KAFKA_LOG4J_LOGGERS",
-                  "KAFKA_TOOLS_LOG4J_LOGLEVEL"}
+                  "KAFKA_TOOLS_LOG4J_LOGLEVEL", "KAFKA_CUB_ZK_TIMEOUT"}
 # Variables the images map to a mixed-case key rather than by their rule.
 _SPECIAL_ENV = {"KAFKA_ZOOKEEPER_CLIENT_CNXN_SOCKET": "zookeeper.clientCnxnSocket",      # cp-kafka
                 "KAFKA_CFG_ZOOKEEPER_CLIENTCNXNSOCKET": "zookeeper.clientCnxnSocket"}    # Bitnami

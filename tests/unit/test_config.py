@@ -150,7 +150,8 @@ def test_cp_kafka_image_variables_are_not_settings():
                             "KAFKA_HEAP_OPTS": "-Xmx1G", "KAFKA_OPTS": "-Dx=y", "KAFKA_LOG4J_ROOT_LOGLEVEL": "WARN",
                             "KAFKA_LOG4J_LOGGERS": "kafka=WARN", "KAFKA_LOG4J_OPTS": "-D", "KAFKA_GC_LOG_OPTS": " ",
                             "KAFKA_JVM_PERFORMANCE_OPTS": "-server", "KAFKA_TOOLS_LOG4J_LOGLEVEL": "ERROR",
-                            "KAFKA_JMX_OPTS": "-D", "KAFKA_VERSION": "6.2.0", "KAFKA_DEBUG": "y"})
+                            "KAFKA_JMX_OPTS": "-D", "KAFKA_VERSION": "6.2.0", "KAFKA_DEBUG": "y",
+                            "KAFKA_CUB_ZK_TIMEOUT": "60"})
     assert c.unknown == [] and c.jmx_port == 9999
 
 
