@@ -690,6 +690,11 @@ def load(path: str | None, overrides: list[str] | tuple[str, ...] = (), environ=
     props: dict[str, str] = read_properties(path) if path else {}
     environ = os.environ if environ is None else environ
     if environ.get(IMAGE_ENV) and not props:
+        if not bitnami_style(environ):
+            missing = [v for v in ("KAFKA_ZOOKEEPER_CONNECT", "KAFKA_ADVERTISED_LISTENERS") if v not in environ]
+            if missing:
+                raise ConfigError(f"{' and '.join(missing)} must be set (Confluent's image requires "
+                                  f"{'them' if len(missing) > 1 else 'it'}), or a properties file mounted")
         props = image_defaults(environ)
     props.update(env_properties(environ))
     if "listeners" not in props and env_listeners(environ):

@@ -211,7 +211,10 @@ def test_bad_environment_values_are_refused_naming_them(env, message):
 
 def test_image_defaults_of_each_convention_under_an_empty_file(tmp_path):
     empty = write(tmp_path, "# written by the entrypoint\n")
-    cp = load(empty, environ={"KBROKER_IMAGE": "1", "KAFKA_ZOOKEEPER_CONNECT": ZK})
+    with pytest.raises(ConfigError, match="^KAFKA_ADVERTISED_LISTENERS must be set"):
+        load(empty, environ={"KBROKER_IMAGE": "1", "KAFKA_ZOOKEEPER_CONNECT": ZK})
+    cp = load(empty, environ={"KBROKER_IMAGE": "1", "KAFKA_ZOOKEEPER_CONNECT": ZK,
+                              "KAFKA_ADVERTISED_LISTENERS": "PLAINTEXT://kafka:9092"})
     assert cp.log_dirs == ["/var/lib/kafka/data"] and cp["offsets.topic.replication.factor"] == 3
     bitnami = load(empty, environ={"KBROKER_IMAGE": "1", "KAFKA_CFG_ZOOKEEPER_CONNECT": ZK})
     assert bitnami.log_dirs == ["/bitnami/kafka/data"] and bitnami["offsets.topic.replication.factor"] == 1
