@@ -1,13 +1,13 @@
 # kbroker broker image: one broker per container, configured through KAFKA_* environment variables
-# (Confluent's convention), e.g. KAFKA_BROKER_ID=1 KAFKA_ZOOKEEPER_CONNECT=zookeeper:2181. No Java needed:
-# ZooKeeper runs in its own container (see docker-compose.yml).
+# (Confluent's convention), e.g. KAFKA_BROKER_ID=1 KAFKA_ZOOKEEPER_CONNECT=zookeeper:2181, or Bitnami's KAFKA_CFG_*
+# ones. No Java needed: ZooKeeper runs in its own container (see docker-compose.yml).
 FROM python:3.11-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
-    KAFKA_LOG_DIRS=/var/lib/kbroker/data \
+    KBROKER_IMAGE=1 \
     LOG_DIR=/var/lib/kbroker/logs
 
 RUN groupadd --system --gid 1000 kbroker \
@@ -25,10 +25,13 @@ RUN pip install . \
 COPY docker/entrypoint.sh /usr/local/bin/kbroker-entrypoint
 
 # Named volumes mounted here start with this ownership, so the non-root broker can write its logs (and
-# docker-compose.secure.yml's `kbroker security init` its certificates into /etc/kbroker/secrets).
+# docker-compose.secure.yml's `kbroker security init` its certificates into /etc/kbroker/secrets). Without
+# KAFKA_LOG_DIRS the data goes where Confluent's image (/var/lib/kafka/data) or, with KAFKA_CFG_* variables,
+# Bitnami's (/bitnami/kafka/data) keeps it, so their compose files' volumes work unchanged.
 RUN chmod 0755 /usr/local/bin/kbroker-entrypoint \
- && mkdir -p /var/lib/kbroker/data /var/lib/kbroker/logs /etc/kbroker/secrets \
- && chown -R kbroker:kbroker /var/lib/kbroker /etc/kbroker/secrets
+ && mkdir -p /var/lib/kbroker/data /var/lib/kbroker/logs /etc/kbroker/secrets /var/lib/kafka/data \
+        /bitnami/kafka/data \
+ && chown -R kbroker:kbroker /var/lib/kbroker /etc/kbroker/secrets /var/lib/kafka /bitnami
 
 USER kbroker
 WORKDIR /home/kbroker

@@ -1,9 +1,10 @@
 #!/bin/sh
-# kbroker image entrypoint: configure the broker from KAFKA_* environment variables (Confluent's convention:
-# KAFKA_BROKER_ID -> broker.id, KAFKA_ZOOKEEPER_CONNECT -> zookeeper.connect, ...), like Confluent's images.
+# kbroker image entrypoint: configure the broker from KAFKA_* environment variables, as Confluent's cp-kafka
+# (KAFKA_BROKER_ID -> broker.id, ...) or Bitnami's image (KAFKA_CFG_BROKER_ID -> broker.id, ...) do. The mapping
+# is `kbroker start`'s own (kbroker/config.py: env_properties); this script only calls it.
 #
 # `kbroker start` takes a properties file; with none mounted at $KBROKER_CONFIG, an empty one is written and
-# the KAFKA_* variables do all the configuration. Arguments starting with `-` are passed to `kbroker start`
+# the environment does all the configuration. Arguments starting with `-` are passed to `kbroker start`
 # (e.g. `--override num.partitions=6`); any other command is run as given (e.g. `kadmin ...`, `sh`).
 set -eu
 

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
+from itertools import dropwhile
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -42,12 +43,12 @@ from .admin_delayed import DelayedCreatePartitions, DelayedDeleteTopics
 from .common.admin_errors import (AdminError, InvalidConfigError, InvalidConfigValueError, InvalidRequestError,
                                   UnknownTopicError)
 from .common.broker_config import (DYNAMIC_BROKER_CONFIGS, THREAD_COUNTS, dynamic_broker_key, entity_name,
-                                   validate_broker_config)
+                                   update_mode, validate_broker_config)
 from .common.config_def import format_value
 from .common.internal_topics import INTERNAL_TOPICS
 from .common.quota_config import QuotaEntity, entity_order, quota_entity, quota_keys, stored_value
 from .common.topic_config import TOPIC_CONFIGS
-from .config import SETTINGS
+from .config import KRAFT_SETTINGS, SETTINGS, setting_of
 from .log.config import LogConfig
 from .log.errors import InvalidConfig
 from .protocol.errors import Errors
@@ -135,17 +136,19 @@ class ConfigEntry:
     name: str
     value: str | None
     source: int
-    type: str
+    type: str | None   # None: a name kbroker does not know (Kafka's UNKNOWN, shown as sensitive)
     read_only: bool = False
     synonyms: list[tuple[str, str | None, int]] = field(default_factory=list)
 
 
 def broker_synonym_names(name: str) -> list[str]:
-    """A broker setting's names, in Kafka's order of precedence."""
+    """A broker setting's names, in Kafka's order of precedence (DynamicBrokerConfig.brokerConfigSynonyms): a
+    group's, or a listener's override followed by the setting it overrides."""
     for group in _BROKER_SYNONYM_GROUPS:
         if name in group:
             return list(group) if name != "log.flush.scheduler.interval.ms" else [name]
-    return [name]
+    base = setting_of(name)
+    return [name, base] if base and base != name else [name]
 
 
 class AdminManager:
@@ -386,17 +389,25 @@ class AdminManager:
             raise ApiError(Errors.INVALID_REQUEST, f"Unexpected broker id, expected {expected}, but received {name}")
         return broker_id
 
-    def _broker_synonyms(self, names: list[str]) -> list[tuple[str, str | None, int]]:
-        """Kafka's configSynonyms: per layer (dynamic per-broker, dynamic default, static, default), each name
-        that has a value there."""
+    def _broker_synonyms(self, name: str) -> list[tuple[str, str | None, int]]:
+        """Kafka's configSynonyms of a broker setting's name: per layer (dynamic per-broker, dynamic default, static,
+        default), each of its synonyms that has a value there; those before the first entry of name itself
+        dropped (log.retention.ms's when describing log.retention.hours, a listener's override when describing the
+        setting it overrides)."""
         cfg = self.config
-        layers = ((lambda n: cfg.dynamic_broker.get(n), DYNAMIC_BROKER_CONFIG),
-                  (lambda n: cfg.dynamic_default.get(n), DYNAMIC_DEFAULT_BROKER_CONFIG),
-                  (lambda n: format_value(cfg.static_values[n]) if n in cfg.originals else None,
-                   STATIC_BROKER_CONFIG),
-                  (lambda n: format_value(SETTINGS[n].default), DEFAULT_CONFIG))
-        return [(name, value, source) for value_of, source in layers for name in names
-                if name in SETTINGS and (value := value_of(name)) is not None]
+
+        def static(n: str) -> str | None:
+            if n in cfg.static_listener_overrides:
+                return cfg.static_listener_overrides[n]
+            if n not in cfg.originals:
+                return None
+            return format_value(cfg.static_values[n]) if n in SETTINGS else cfg.originals[n]
+        layers = ((cfg.dynamic_broker.get, DYNAMIC_BROKER_CONFIG),
+                  (cfg.dynamic_default.get, DYNAMIC_DEFAULT_BROKER_CONFIG), (static, STATIC_BROKER_CONFIG),
+                  (lambda n: format_value(SETTINGS[n].default) if n in SETTINGS else None, DEFAULT_CONFIG))
+        synonyms = [(n, value, source) for value_of, source in layers for n in broker_synonym_names(name)
+                    if (value := value_of(n)) is not None]
+        return list(dropwhile(lambda synonym: synonym[0] != name, synonyms))
 
     def _topic_entries(self, overrides: dict[str, str]) -> list[ConfigEntry]:
         """Every topic config: the topic's override, else the broker setting it falls back to, else LogConfig's
@@ -406,27 +417,32 @@ class AdminManager:
         for name, key in TOPIC_CONFIGS.items():
             synonyms = [(name, overrides[name], DYNAMIC_TOPIC_CONFIG)] if name in overrides else []
             if key.synonyms:
-                synonyms += self._broker_synonyms(broker_synonym_names(key.synonyms[0][0]))
+                synonyms += self._broker_synonyms(key.synonyms[0][0])
             value = effective.get(name, synonyms[0][1] if synonyms else format_value(key.default))
             out.append(ConfigEntry(name, value, synonyms[0][2] if synonyms else DEFAULT_CONFIG, key.type,
                                    synonyms=synonyms))
         return out
 
     def _broker_entries(self) -> list[ConfigEntry]:
-        """Every broker setting with its effective value; read-only unless it is a dynamic broker config."""
+        """Every broker setting (the internal KRaft ones only when given) and every other name given (a listener's
+        override: typed as the setting it overrides; a key kbroker does not know: no type, its value hidden), as
+        Kafka describes its originals and values; read-only unless Kafka can update it dynamically."""
+        cfg = self.config
+        given = [n for n in {**cfg.originals, **cfg.listener_overrides} if n not in SETTINGS or n in KRAFT_SETTINGS]
         out = []
-        for name, key in SETTINGS.items():
-            synonyms = self._broker_synonyms(broker_synonym_names(name))
-            out.append(ConfigEntry(name, format_value(self.config.values.get(name)),
-                                   synonyms[0][2] if synonyms else DEFAULT_CONFIG, key.type,
-                                   read_only=name not in DYNAMIC_BROKER_CONFIGS, synonyms=synonyms))
+        for name in [n for n in SETTINGS if n not in KRAFT_SETTINGS] + given:
+            base = setting_of(name)
+            value = cfg.values.get(name) if name in SETTINGS else cfg.listener_overrides.get(name) if base else None
+            synonyms = self._broker_synonyms(name)
+            out.append(ConfigEntry(name, format_value(value), synonyms[0][2] if synonyms else DEFAULT_CONFIG,
+                                   SETTINGS[base].type if base else None, read_only=update_mode(name) == "read-only",
+                                   synonyms=synonyms))
         return out
 
     def _default_broker_entries(self) -> list[ConfigEntry]:
         """The cluster-wide dynamic defaults this broker applies, each with only its DYNAMIC_DEFAULT synonyms."""
         return [ConfigEntry(name, value, DYNAMIC_DEFAULT_BROKER_CONFIG, dynamic_broker_key(name).type,
-                            synonyms=[s for s in self._broker_synonyms(broker_synonym_names(name))
-                                      if s[2] == DYNAMIC_DEFAULT_BROKER_CONFIG])
+                            synonyms=[s for s in self._broker_synonyms(name) if s[2] == DYNAMIC_DEFAULT_BROKER_CONFIG])
                 for name, value in sorted(self.config.dynamic_default.items())]
 
     # ---- configs: alter ------------------------------------------------------------------------------------
@@ -458,8 +474,8 @@ class AdminManager:
             elif kind == BROKER:
                 broker_id = self._own_broker_id(name, str(self.broker_id)) if name else None
                 config = change(self.admin_zk.fetch_entity_config("brokers", entity_name(broker_id)), entries, kind)
-                self._check_thread_counts(validate_broker_config(config), broker_id is not None)
-                self.admin_zk.change_broker_config(broker_id, config, validate_only)
+                self._check_thread_counts(validate_broker_config(config, SETTINGS.__contains__), broker_id is not None)
+                self.admin_zk.change_broker_config(broker_id, config, validate_only, SETTINGS.__contains__)
             else:
                 raise ApiError(Errors.INVALID_REQUEST, "AlterConfigs is only supported for topics and brokers, but "
                                                        f"resource type is {RESOURCE_TYPE_NAMES.get(kind, kind)}")

@@ -9,6 +9,8 @@
   kbroker healthcheck [PORT ...]                   the image's HEALTHCHECK: every listener answers ApiVersions
 
 Exit codes of `start`: 2 for an invalid configuration (nothing written), 1 when the broker refuses to start.
+Keys kbroker does not know are kept and named by one warning, as Kafka 2.8 keeps them; `--strict-config` (or
+KBROKER_STRICT_CONFIG=true) refuses them with exit 2.
 
 Logs of `start`, as Kafka's log4j set-up: the server log on stderr (at --log-level); the `state-change` logger
 (elections, ISR changes, LeaderAndIsr handling) at INFO also into <log dir>/state-change.log; Kafka's request
@@ -41,7 +43,7 @@ import click  # noqa: E402
 
 from zk import LIBRARY_LOGGER as ZK_LIBRARY_LOGGER  # noqa: E402
 
-from .config import ConfigError, load  # noqa: E402
+from .config import IMAGE_ENV, ConfigError, load  # noqa: E402
 
 DEFAULT_DIR = os.environ.get("KBROKER_HOME", ".kbroker")
 STATE_CHANGE_LOGGER = "state-change"
@@ -116,7 +118,9 @@ def main():
               help="Where state-change.log and kafka-request.log go [default: $LOG_DIR, else logs/ next to CONFIG].")
 @click.option("--logger", "logger_levels", multiple=True, metavar="NAME=LEVEL",
               help="Set one logger's level, e.g. kafka.request.logger=DEBUG (repeatable; also $KAFKA_LOG4J_LOGGERS).")
-def start(config_file, overrides, log_level, log_dir, logger_levels):
+@click.option("--strict-config", "strict", flag_value=True, default=None,
+              help="Refuse unknown keys (exit 2) instead of warning [default: $KBROKER_STRICT_CONFIG].")
+def start(config_file, overrides, log_level, log_dir, logger_levels, strict):
     """Start one broker in the foreground (SIGTERM or Ctrl-C stops it cleanly)."""
     loggers = parse_logger_levels([os.environ.get("KAFKA_LOG4J_LOGGERS", ""), *logger_levels])
     # gevent must patch the standard library before anything opens sockets.
@@ -141,7 +145,7 @@ def start(config_file, overrides, log_level, log_dir, logger_levels):
     from .server import KafkaServer, StartupError
 
     try:
-        config = load(config_file, overrides)
+        config = load(config_file, overrides, strict=strict)
     except FileNotFoundError:
         click.echo(f"error: config file {config_file} not found", err=True)
         sys.exit(2)
@@ -150,6 +154,12 @@ def start(config_file, overrides, log_level, log_dir, logger_levels):
         sys.exit(2)
     _configure_logging(log_level, log_dir or os.path.join(os.path.dirname(os.path.abspath(config_file)), "logs"),
                        loggers)
+    if os.environ.get(IMAGE_ENV):
+        _wait_for_zookeeper(config["zookeeper.connect"], float(os.environ.get("KAFKA_CUB_ZK_TIMEOUT") or 40))
+    if config.unknown:
+        logging.getLogger("kbroker.config").warning(
+            "Unknown configurations kept and ignored (Kafka 2.8 keeps them silently; --strict-config refuses "
+            "them): %s", ", ".join(config.unknown))
     server = KafkaServer(config)
     try:
         server.startup()
@@ -160,6 +170,25 @@ def start(config_file, overrides, log_level, log_dir, logger_levels):
         sys.exit(e.exit_code)
     started.set()
     server.await_shutdown()
+
+
+def _wait_for_zookeeper(connect: str, timeout: float) -> None:
+    """In the image, wait (up to timeout seconds) until one ZooKeeper server of connect accepts a connection, as
+    cp-kafka's `cub zk-ready` does before it starts the broker (compose starts both at once); then the broker's
+    own zookeeper.connection.timeout.ms applies."""
+    import socket
+    import time
+    servers = [s.rpartition(":") for s in connect.partition("/")[0].split(",") if s.strip()]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for host, _, port in servers:
+            try:
+                socket.create_connection((host.strip("[] "), int(port or 2181)), timeout=2).close()
+                return
+            except (OSError, ValueError):
+                pass
+        time.sleep(1)
+    logging.getLogger("kbroker.config").warning("no ZooKeeper server of %s answered within %gs", connect, timeout)
 
 
 @main.group()
@@ -332,23 +361,24 @@ def listener_ports(listeners: str) -> list[int]:
 def healthcheck(ports, host, timeout, command_config):
     """Exit 0 when every listener answers ApiVersions with NONE and lists ApiVersions itself, else 1.
 
-    PORTS default to those of $KAFKA_LISTENERS (the image's HEALTHCHECK runs it so). Only the protocol client
-    is imported: it runs every few seconds in each container.
+    PORTS default to those of the listeners the environment sets (KAFKA_LISTENERS, Bitnami's KAFKA_CFG_LISTENERS,
+    or cp-kafka's from KAFKA_ADVERTISED_LISTENERS; the image's HEALTHCHECK runs it so). Only the protocol client
+    and the environment mapping are imported: it runs every few seconds in each container.
     """
     from kafka.protocol.metadata import ApiVersionsRequest
 
+    from .config import env_listeners, read_properties
     from .protocol.client import Connection, KafkaError, error_text
     from .protocol.client.security import ClientSecurity
 
     security = None
     if command_config:
-        from .config import read_properties
         try:
             security = ClientSecurity.from_properties(read_properties(command_config))
         except (OSError, KafkaError) as e:
             click.echo(f"unhealthy: {command_config}: {e}", err=True)
             sys.exit(1)
-    ports = ports or listener_ports(os.environ.get("KAFKA_LISTENERS", "PLAINTEXT://:9092"))
+    ports = ports or listener_ports(env_listeners(os.environ) or "PLAINTEXT://:9092")
     if not ports:
         click.echo("unhealthy: no listener port to probe", err=True)
         sys.exit(1)

@@ -184,8 +184,15 @@ class BrokerProcess:
     def pid(self) -> int:
         return self.proc.pid
 
-    def start(self, *args: str) -> "BrokerProcess":
-        """Start it (args: more `kbroker start` options); returns at once (wait_ready waits)."""
+    def _environment(self, env: dict[str, str] | None) -> dict[str, str] | None:
+        """Its process's variables: env (or ours) with its own (self.environ) over them; None: ours as they are."""
+        if env is None and not self.environ:
+            return None
+        return {**(os.environ if env is None else env), **self.environ}
+
+    def start(self, *args: str, env: dict[str, str] | None = None) -> "BrokerProcess":
+        """Start it (args: more `kbroker start` options; env: its environment instead of ours); returns at once
+        (wait_ready waits)."""
         with open(self.log_path, "ab") as log:
             argv = [sys.executable, "-m", "kbroker.cli", "start", self.config_path, *args]
             if self.netns:
@@ -196,7 +203,7 @@ class BrokerProcess:
             try:
                 self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                              cwd=_CODE_ROOT, start_new_session=self.detach,
-                                             env={**os.environ, **self.environ} if self.environ else None)
+                                             env=self._environment(env))
             finally:
                 signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         return self

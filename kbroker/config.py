@@ -1,10 +1,16 @@
 """Broker configuration: Kafka's property names, from server.properties, KAFKA_* variables and overrides.
 
-Precedence, lowest first: defaults, the properties file, KAFKA_* environment variables (Confluent image
-convention: KAFKA_LOG_DIRS -> log.dirs, `__` -> `_`, `___` -> `-`), then `--override k=v`. Unknown keys and
-invalid values are refused with a message naming the key (ConfigError), before anything is written.
-Settings that tune the JVM broker's thread pools or buffers are accepted so a Kafka server.properties works
-unchanged; gevent has no use for them.
+Precedence, lowest first: defaults, the properties file, the images' environment variables (Confluent's
+cp-kafka KAFKA_LOG_DIRS -> log.dirs, `__` -> `_`, `___` -> `-`; Bitnami's KAFKA_CFG_LOG_DIRS -> log.dirs), then
+`--override k=v`. Invalid values of known keys are refused with a message naming the key (ConfigError), before
+anything is written; unknown keys are kept and named by one warning (Kafka 2.8 keeps them silently), or refused in
+strict mode.
+
+SETTINGS holds every Kafka 2.8 broker setting (the 218 documented and the 15 internal KRaft ones) with Kafka's
+type, default and checks, and kbroker's own few (metrics.port, ...). A value asking for what kbroker cannot do
+(a Java class of the user's, a JCA provider, KRaft, delegation tokens) is refused by its check, naming the key and
+why; JVM-only tuning (thread pools, buffers, metrics sampling) is accepted with no effect (README: Kafka 2.8
+settings).
 
 The table is one design with the topic configs': typed common.config_def.ConfigKey entries parsed and checked
 by the same code. The settings that may change live are common.broker_config's entries (kadmin validates them
@@ -19,9 +25,11 @@ from dataclasses import dataclass
 
 from .common.broker_config import (DYNAMIC_BROKER_CONFIGS, LISTENER_PREFIX, THREAD_COUNTS, dynamic_broker_key,
                                    listener_config_base)
-from .common.config_def import MAX_INT, MAX_LONG, ConfigKey, at_least, one_of, parse_checked, rule
+from .common.config_def import (MAX_INT, MAX_LONG, ConfigKey, at_least, between, kafka_classes, one_of,
+                                parse_checked, rule, unset)
 from .common.keystores import (KeyMaterial, KeystoreError, load_key_store, load_trust_store, pem_certificates,
                                pem_key_material)
+from .common.topic_config import valid_api_version
 from .protocol.client.security import ClientSecurity, handshake_error, load_cert_chain
 from .protocol.errors import KafkaError
 from .replica.selector import RACK_AWARE_REPLICA_SELECTOR
@@ -63,7 +71,7 @@ SETTINGS: dict[str, ConfigKey] = {
     "zookeeper.ssl.crl.enable": ConfigKey("boolean", False),
     "zookeeper.ssl.ocsp.enable": ConfigKey("boolean", False),
     # network
-    "listeners": ConfigKey("list", ["PLAINTEXT://:9092"]),
+    "listeners": ConfigKey("list"),                 # unset: PLAINTEXT://<host.name>:<port>, as Kafka 2.8
     "advertised.listeners": ConfigKey("list"),
     "listener.security.protocol.map": ConfigKey(
         "list", ["PLAINTEXT:PLAINTEXT", "SSL:SSL", "SASL_PLAINTEXT:SASL_PLAINTEXT", "SASL_SSL:SASL_SSL"]),
@@ -111,8 +119,8 @@ SETTINGS: dict[str, ConfigKey] = {
                                                    "a port, 0 (any free port) or -1 (off)")),
     "metrics.host": ConfigKey("string", "0.0.0.0"),
     # versions
-    "inter.broker.protocol.version": ConfigKey("string", "2.8-IV1"),
-    "log.message.format.version": ConfigKey("string", "2.8-IV1"),
+    "inter.broker.protocol.version": ConfigKey("string", "2.8-IV1", valid_api_version),
+    "log.message.format.version": ConfigKey("string", "2.8-IV1", valid_api_version),
     # logs
     "log.dirs": ConfigKey("list"),
     "log.dir": ConfigKey("string", "/tmp/kafka-logs"),
@@ -164,18 +172,18 @@ SETTINGS: dict[str, ConfigKey] = {
     "group.min.session.timeout.ms": ConfigKey("int", 6000),
     "group.max.session.timeout.ms": ConfigKey("int", 1800000),
     "group.max.size": ConfigKey("int", MAX_INT, at_least(1)),
-    "offsets.topic.replication.factor": ConfigKey("int", 3, at_least(1)),
+    "offsets.topic.replication.factor": ConfigKey("short", 3, at_least(1)),
     "offsets.topic.num.partitions": ConfigKey("int", 50, at_least(1)),
     "offsets.topic.segment.bytes": ConfigKey("int", 100 * _MB, at_least(1)),
     "offsets.retention.minutes": ConfigKey("int", 10080, at_least(1)),
     "offsets.retention.check.interval.ms": ConfigKey("long", 600000, at_least(1)),
     "offsets.commit.timeout.ms": ConfigKey("int", 5000, at_least(1)),
-    "offsets.commit.required.acks": ConfigKey("int", -1, rule(lambda v: v in (-1, 0, 1), "one of -1, 0, 1")),
+    "offsets.commit.required.acks": ConfigKey("short", -1, rule(lambda v: v in (-1, 0, 1), "one of -1, 0, 1")),
     "offsets.topic.compression.codec": ConfigKey("int", 0, rule(lambda v: v in (0, 1, 2, 3, 4),
                                                              "a codec id: 0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd")),
     "offsets.load.buffer.size": ConfigKey("int", 5 * _MB, at_least(1)),
     "offset.metadata.max.bytes": ConfigKey("int", 4096),
-    "transaction.state.log.replication.factor": ConfigKey("int", 3, at_least(1)),
+    "transaction.state.log.replication.factor": ConfigKey("short", 3, at_least(1)),
     "transaction.state.log.min.isr": ConfigKey("int", 2, at_least(1)),
     "transaction.state.log.num.partitions": ConfigKey("int", 50, at_least(1)),
     "transaction.state.log.segment.bytes": ConfigKey("int", 100 * _MB, at_least(1)),
@@ -194,19 +202,185 @@ SETTINGS: dict[str, ConfigKey] = {
     "controller.quota.window.size.seconds": ConfigKey("int", 1, at_least(1)),
     "quota.producer.default": ConfigKey("long", MAX_LONG, at_least(1)),
     "quota.consumer.default": ConfigKey("long", MAX_LONG, at_least(1)),
+    # The rest of Kafka 2.8's settings: accepted with Kafka's types, defaults and checks. Those asking for something
+    # kbroker cannot do (a Java class of the user's, a JCA provider, a feature kbroker lacks) are refused unless
+    # unset or Kafka's own; JVM-only tuning is accepted with no effect (README: Kafka 2.8 settings).
+    "host.name": ConfigKey("string", ""),
+    "port": ConfigKey("int", 9092),
+    "advertised.host.name": ConfigKey("string"),
+    "advertised.port": ConfigKey("int"),
+    "principal.builder.class": ConfigKey("class", None, kafka_classes(
+        "org.apache.kafka.common.security.authenticator.DefaultKafkaPrincipalBuilder")),
+    "create.topic.policy.class.name": ConfigKey("class", None, kafka_classes()),
+    "alter.config.policy.class.name": ConfigKey("class", None, kafka_classes()),
+    "client.quota.callback.class": ConfigKey("class", None, kafka_classes()),
+    "kafka.metrics.reporters": ConfigKey("list", [], kafka_classes(what="a Yammer metrics reporter (metrics are "
+                                                                     "served to Prometheus on metrics.port)")),
+    "kafka.metrics.polling.interval.secs": ConfigKey("int", 10, at_least(1)),
+    "metrics.num.samples": ConfigKey("int", 2, at_least(1)),
+    "metrics.recording.level": ConfigKey("string", "INFO", one_of("INFO", "DEBUG", "TRACE")),
+    "metrics.sample.window.ms": ConfigKey("long", 30000, at_least(1)),
+    "sasl.client.callback.handler.class": ConfigKey("class", None, kafka_classes()),
+    "sasl.server.callback.handler.class": ConfigKey("class", None, kafka_classes()),
+    "sasl.login.callback.handler.class": ConfigKey("class", None, kafka_classes()),
+    "sasl.login.class": ConfigKey("class", None, kafka_classes()),
+    "sasl.server.max.receive.size": ConfigKey("int", 512 * 1024),
+    "sasl.kerberos.kinit.cmd": ConfigKey("string", "/usr/bin/kinit"),
+    "sasl.kerberos.min.time.before.relogin": ConfigKey("long", 60000),
+    "sasl.kerberos.principal.to.local.rules": ConfigKey("list", ["DEFAULT"]),
+    "sasl.kerberos.service.name": ConfigKey("string"),
+    "sasl.kerberos.ticket.renew.jitter": ConfigKey("double", 0.05),
+    "sasl.kerberos.ticket.renew.window.factor": ConfigKey("double", 0.8),
+    "sasl.login.refresh.buffer.seconds": ConfigKey("short", 300, between(0, 3600)),
+    "sasl.login.refresh.min.period.seconds": ConfigKey("short", 60, between(0, 900)),
+    "sasl.login.refresh.window.factor": ConfigKey("double", 0.8, between(0.5, 1.0)),
+    "sasl.login.refresh.window.jitter": ConfigKey("double", 0.05, between(0.0, 0.25)),
+    "security.providers": ConfigKey("string", None, unset("kbroker's TLS is OpenSSL (Python's ssl); it loads no "
+                                                          "JCA security providers")),
+    "ssl.provider": ConfigKey("string", None, kafka_classes("SunJSSE", what="a JCA security provider (its TLS is "
+                                                                            "OpenSSL)")),
+    "ssl.engine.factory.class": ConfigKey("class", None, kafka_classes(
+        "org.apache.kafka.common.security.ssl.DefaultSslEngineFactory")),
+    "ssl.keymanager.algorithm": ConfigKey("string", "SunX509", kafka_classes(
+        "SunX509", "NewSunX509", "PKIX", what="another JCA key manager (its TLS is OpenSSL)")),
+    "ssl.trustmanager.algorithm": ConfigKey("string", "PKIX", kafka_classes(
+        "PKIX", "SunPKIX", "X509", "X.509", what="another JCA trust manager (its TLS is OpenSSL)")),
+    "ssl.secure.random.implementation": ConfigKey("string", None, kafka_classes(
+        "SHA1PRNG", "NativePRNG", "NativePRNGBlocking", "NativePRNGNonBlocking", "DRBG", "Windows-PRNG",
+        what="another SecureRandom algorithm than the JDK's (OpenSSL seeds itself from the OS)")),
+    "socket.connection.setup.timeout.ms": ConfigKey("long", 10000),
+    "socket.connection.setup.timeout.max.ms": ConfigKey("long", 30000),
+    "replica.socket.receive.buffer.bytes": ConfigKey("int", 64 * 1024),
+    "queued.max.request.bytes": ConfigKey("long", -1),
+    "num.replica.alter.log.dirs.threads": ConfigKey("int"),
+    "fetch.purgatory.purge.interval.requests": ConfigKey("int", 1000),
+    "producer.purgatory.purge.interval.requests": ConfigKey("int", 1000),
+    "delete.records.purgatory.purge.interval.requests": ConfigKey("int", 1),
+    "zookeeper.sync.time.ms": ConfigKey("int", 2000),
+    "delegation.token.master.key": ConfigKey("password", None, unset("kbroker has no delegation tokens")),
+    "delegation.token.secret.key": ConfigKey("password", None, unset("kbroker has no delegation tokens")),
+    "delegation.token.expiry.check.interval.ms": ConfigKey("long", 3600000, at_least(1)),
+    "delegation.token.expiry.time.ms": ConfigKey("long", 86400000, at_least(1)),
+    "delegation.token.max.lifetime.ms": ConfigKey("long", 604800000, at_least(1)),
+    # encrypt the passwords of dynamic per-broker SSL/SASL configs in ZooKeeper; kbroker takes those statically only
+    "password.encoder.secret": ConfigKey("password"),
+    "password.encoder.old.secret": ConfigKey("password"),
+    "password.encoder.cipher.algorithm": ConfigKey("string", "AES/CBC/PKCS5Padding"),
+    "password.encoder.keyfactory.algorithm": ConfigKey("string"),
+    "password.encoder.iterations": ConfigKey("int", 4096, at_least(1024)),
+    "password.encoder.key.length": ConfigKey("int", 128, at_least(8)),
 }
+# Kafka 2.8's internal KRaft settings (KIP-500 early access): ZooKeeper mode ignores them; process.roles asks for
+# KRaft mode, which kbroker does not run.
+KRAFT_SETTINGS: dict[str, ConfigKey] = {
+    "process.roles": ConfigKey("list", [], unset("kbroker runs in ZooKeeper mode only (KRaft is not supported)")),
+    "node.id": ConfigKey("int", -1),
+    "controller.listener.names": ConfigKey("string"),
+    "controller.quorum.voters": ConfigKey("list", []),
+    "controller.quorum.election.timeout.ms": ConfigKey("int", 1000),
+    "controller.quorum.fetch.timeout.ms": ConfigKey("int", 2000),
+    "controller.quorum.election.backoff.max.ms": ConfigKey("int", 1000),
+    "controller.quorum.append.linger.ms": ConfigKey("int", 25),
+    "controller.quorum.request.timeout.ms": ConfigKey("int", 2000),
+    "controller.quorum.retry.backoff.ms": ConfigKey("int", 20),
+    "metadata.log.dir": ConfigKey("string"),
+    "broker.heartbeat.interval.ms": ConfigKey("int", 2000),
+    "broker.session.timeout.ms": ConfigKey("int", 9000),
+    "initial.broker.registration.timeout.ms": ConfigKey("int", 60000),
+    "sasl.mechanism.controller.protocol": ConfigKey("string", "GSSAPI"),
+}
+SETTINGS.update(KRAFT_SETTINGS)
 SETTINGS.update(DYNAMIC_BROKER_CONFIGS)
 
-# KAFKA_* variables of the JVM launch scripts and images, not broker settings.
+# KAFKA_* variables of the JVM launch scripts and of Confluent's cp-kafka image, not broker settings (the image's
+# exclusions; KAFKA_JMX_PORT, KAFKA_JMX_HOSTNAME and KAFKA_CUB_ZK_TIMEOUT, which cp-kafka leaks as jmx.port,
+# jmx.hostname and cub.zk.timeout, too).
 NON_CONFIG_ENV = {"KAFKA_HEAP_OPTS", "KAFKA_OPTS", "KAFKA_JVM_PERFORMANCE_OPTS", "KAFKA_LOG4J_OPTS",
-                  "KAFKA_JMX_OPTS", "KAFKA_GC_LOG_OPTS", "KAFKA_DEBUG", "KAFKA_VERSION", "KAFKA_HOME",
-                  "KAFKA_LOG4J_ROOT_LOGLEVEL", "KAFKA_LOG4J_LOGGERS", "KAFKA_TOOLS_LOG4J_LOGLEVEL"}
+                  "KAFKA_JMX_OPTS", "KAFKA_JMX_PORT", "KAFKA_JMX_HOSTNAME", "KAFKA_GC_LOG_OPTS", "KAFKA_DEBUG",
+                  "KAFKA_VERSION", "KAFKA_HOME", "KAFKA_LOG4J_ROOT_LOGLEVEL", "KAFKA_LOG4J_LOGGERS",
+                  "KAFKA_TOOLS_LOG4J_LOGLEVEL", "KAFKA_CUB_ZK_TIMEOUT"}
+# Variables the images map to a mixed-case key rather than by their rule.
+_SPECIAL_ENV = {"KAFKA_ZOOKEEPER_CLIENT_CNXN_SOCKET": "zookeeper.clientCnxnSocket",      # cp-kafka
+                "KAFKA_CFG_ZOOKEEPER_CLIENTCNXNSOCKET": "zookeeper.clientCnxnSocket"}    # Bitnami
+BITNAMI_PREFIX = "KAFKA_CFG_"
+STRICT_ENV = "KBROKER_STRICT_CONFIG"   # true: unknown keys are refused, as `kbroker start --strict-config`
+# Set by the kbroker image: with no properties file of the user's, the settings each image starts from.
+IMAGE_ENV = "KBROKER_IMAGE"
+# Kafka 2.8's config/server.properties, which Bitnami's image edits in place from its KAFKA_CFG_* variables
+SHIPPED_SERVER_PROPERTIES = {
+    "broker.id": "0", "num.network.threads": "3", "num.io.threads": "8", "socket.send.buffer.bytes": "102400",
+    "socket.receive.buffer.bytes": "102400", "socket.request.max.bytes": "104857600", "num.partitions": "1",
+    "num.recovery.threads.per.data.dir": "1", "offsets.topic.replication.factor": "1",
+    "transaction.state.log.replication.factor": "1", "transaction.state.log.min.isr": "1",
+    "log.retention.hours": "168", "log.segment.bytes": "1073741824", "log.retention.check.interval.ms": "300000",
+    "zookeeper.connect": "localhost:2181", "zookeeper.connection.timeout.ms": "18000",
+    "group.initial.rebalance.delay.ms": "0"}
 
 
 def env_to_key(name: str) -> str:
-    """KAFKA_LOG_DIRS -> log.dirs; `___` -> `-`, `__` -> `_`, `_` -> `.` (Confluent's convention)."""
+    """KAFKA_LOG_DIRS -> log.dirs; `___` -> `-`, `__` -> `_`, `_` -> `.` (Confluent's convention); Bitnami's
+    KAFKA_CFG_LOG_DIRS -> log.dirs (lower case, every `_` -> `.`)."""
+    if name in _SPECIAL_ENV:
+        return _SPECIAL_ENV[name]
+    if name.startswith(BITNAMI_PREFIX):
+        return name[len(BITNAMI_PREFIX):].lower().replace("_", ".")
     s = name[len("KAFKA_"):].lower()
     return s.replace("___", "\0").replace("__", "\1").replace("_", ".").replace("\0", "-").replace("\1", "_")
+
+
+def bitnami_style(environ) -> bool:
+    """Whether an environment follows Bitnami's convention (any KAFKA_CFG_* variable) rather than Confluent's."""
+    return any(name.startswith(BITNAMI_PREFIX) for name in environ)
+
+
+def image_defaults(environ) -> dict[str, str]:
+    """What the image whose convention environ follows configures before its variables: cp-kafka only its data
+    directory; Bitnami Kafka's shipped server.properties with its own data directory."""
+    if bitnami_style(environ):
+        return {**SHIPPED_SERVER_PROPERTIES, "log.dirs": "/bitnami/kafka/data"}
+    return {"log.dirs": "/var/lib/kafka/data"}
+
+
+def env_properties(environ) -> dict[str, str]:
+    """The broker settings an image's environment gives. Bitnami's convention when any KAFKA_CFG_* variable is set
+    (only those are settings, and its KAFKA_BROKER_ID: its other KAFKA_* variables configure the image), else
+    Confluent's: every KAFKA_* variable but the launch scripts' and image's own (NON_CONFIG_ENV, KAFKA_LOG4J_*)."""
+    bitnami = bitnami_style(environ)
+    props = {env_to_key(name): value for name, value in environ.items()
+             if (name.startswith(BITNAMI_PREFIX) if bitnami else
+                 name.startswith("KAFKA_") and name not in NON_CONFIG_ENV and not name.startswith("KAFKA_LOG4J_"))}
+    if bitnami and "KAFKA_BROKER_ID" in environ:    # Bitnami's own variable for it, under KAFKA_CFG_BROKER_ID
+        props.setdefault("broker.id", environ["KAFKA_BROKER_ID"])
+    return props
+
+
+def env_listeners(environ) -> str | None:
+    """The listeners an image's environment sets: its listeners variable, else (cp-kafka) the advertised listeners
+    bound on every interface; None when it sets neither."""
+    props = env_properties(environ)
+    if "listeners" in props:
+        return props["listeners"]
+    if not bitnami_style(environ) and "KAFKA_ADVERTISED_LISTENERS" in environ:
+        return ",".join(_any_host(entry) for entry in environ["KAFKA_ADVERTISED_LISTENERS"].split(","))
+    return None
+
+
+def _any_host(listener: str) -> str:
+    """NAME://host:port -> NAME://0.0.0.0:port (cp-kafka's default listeners from its advertised ones)."""
+    name, sep, rest = listener.strip().partition("://")
+    return f"{name}{sep}0.0.0.0:{rest.rpartition(':')[2]}" if sep else listener.strip()
+
+
+def jmx_port(environ) -> int:
+    """The JMX port the launch script (JMX_PORT) or cp-kafka (KAFKA_JMX_PORT) is given, recorded in the broker's
+    znode as Kafka records it (-1: none); kbroker serves no JMX (its metrics are on metrics.port)."""
+    for name in ("KAFKA_JMX_PORT", "JMX_PORT"):
+        raw = environ.get(name, "").strip()
+        if raw:
+            if not raw.isdigit() or int(raw) > 65535:
+                raise ConfigError(f"Invalid value {raw!r} for environment variable {name}: not a port")
+            return int(raw)
+    return -1
 
 
 def read_properties(path: str) -> dict[str, str]:
@@ -237,11 +411,22 @@ def read_properties(path: str) -> dict[str, str]:
     return out
 
 
+def setting_of(key: str) -> str | None:
+    """The setting a name sets: itself, or the one a listener's override names (listener.name.<l>.<setting> or
+    listener.name.<l>.<mechanism>.<setting>); None for a name kbroker does not know."""
+    if key in SETTINGS:
+        return key
+    base = listener_config_base(key)
+    if base is not None and base not in SETTINGS:
+        base = base.partition(".")[2]
+    return base if base in SETTINGS else None
+
+
 def _convert(key: str, raw: str):
-    """The typed value of one setting, or of a listener's override of it (listener.name.<l>.<setting>), by
-    common.config_def's parsing and checks; ConfigError naming it otherwise."""
+    """The typed value of one setting, or of a listener's override of it, by common.config_def's parsing and
+    checks; ConfigError naming it otherwise."""
     try:
-        return parse_checked(SETTINGS[key if key in SETTINGS else listener_config_base(key)], raw)
+        return parse_checked(SETTINGS[setting_of(key)], raw)
     except ValueError as e:
         raise ConfigError(f"Invalid value {raw.strip()!r} for configuration {key}: {e}") from None
 
@@ -308,21 +493,32 @@ def parse_listeners(key: str, entries: list[str], protocol_map: dict[str, str]) 
 class BrokerConfig:
     """Validated broker settings; read with cfg["log.segment.bytes"]."""
 
-    def __init__(self, props: dict[str, str]):
+    def __init__(self, props: dict[str, str], strict: bool = False, jmx_port: int = -1):
         # listener.name.<listener>.[<mechanism>.]<key>: per-listener overrides, kept as given (listener_value),
         # those of a broker setting checked as that setting
         self.listener_overrides = {k: v for k, v in props.items() if k.startswith(LISTENER_PREFIX)}
         for key, raw in self.listener_overrides.items():
-            if listener_config_base(key) in SETTINGS:
+            if setting_of(key):
                 _convert(key, raw)
         self.static_listener_overrides = dict(self.listener_overrides)
         props = {k: v for k, v in props.items() if k not in self.listener_overrides}
-        unknown = sorted(k for k in props if k not in SETTINGS)
-        if unknown:
-            raise ConfigError(f"Unknown configuration {unknown[0]!r}" +
-                              (f" (and {len(unknown) - 1} more: {', '.join(unknown[1:])})" if len(unknown) > 1 else ""))
+        # keys Kafka does not know: kept (plugins read theirs), named by one warning at start; refused when strict
+        self.unknown = sorted([k for k in props if k not in SETTINGS] +
+                              [k for k in self.listener_overrides if not setting_of(k)])
+        if self.unknown and strict:
+            raise ConfigError(f"Unknown configuration {self.unknown[0]!r}" +
+                              (f" (and {len(self.unknown) - 1} more: {', '.join(self.unknown[1:])})"
+                               if len(self.unknown) > 1 else ""))
         self.originals = dict(props)
         self.values = {k: s.default if k not in props else _convert(k, props[k]) for k, s in SETTINGS.items()}
+        self.jmx_port = jmx_port
+        if self.values["listeners"] is None:    # Kafka 2.8's deprecated host.name and port
+            self.values["listeners"] = [f"PLAINTEXT://{self.values['host.name']}:{self.values['port']}"]
+        if self.values["advertised.listeners"] is None and \
+                {"advertised.host.name", "advertised.port"} & props.keys():
+            host = self.values["advertised.host.name"] or self.values["host.name"]
+            port = self.values["advertised.port"] or self.values["port"]
+            self.values["advertised.listeners"] = [f"PLAINTEXT://{host}:{port}"]
         if not self.values["zookeeper.connect"]:
             raise ConfigError("Missing required configuration zookeeper.connect")
         protocol_map = {}
@@ -371,7 +567,8 @@ class BrokerConfig:
             out = {}
             for key, raw in layer.items():
                 if dynamic_broker_key(key) is None:
-                    problems.append(f"{key} in {where} cannot be updated dynamically; ignored")
+                    if setting_of(key):    # a custom config (unknown to Kafka) is kept there for plugins
+                        problems.append(f"{key} in {where} cannot be updated dynamically; ignored")
                     continue
                 try:
                     _convert(key, raw)
@@ -573,15 +770,29 @@ class BrokerConfig:
         return v["log.roll.ms"] if v["log.roll.ms"] is not None else v["log.roll.hours"] * 3600000
 
 
-def load(path: str | None, overrides: list[str] | tuple[str, ...] = (), environ=None) -> BrokerConfig:
+def load(path: str | None, overrides: list[str] | tuple[str, ...] = (), environ=None,
+         strict: bool | None = None) -> BrokerConfig:
+    """The broker's settings: the properties file, then the image's environment variables (env_properties), then
+    overrides; in the kbroker image (KBROKER_IMAGE set) with an empty properties file, the image_defaults of the
+    convention the environment follows come first. strict (default: the KBROKER_STRICT_CONFIG variable) refuses
+    unknown keys."""
     props: dict[str, str] = read_properties(path) if path else {}
     environ = os.environ if environ is None else environ
-    for name, value in environ.items():
-        if name.startswith("KAFKA_") and name not in NON_CONFIG_ENV:
-            props[env_to_key(name)] = value
+    if environ.get(IMAGE_ENV) and not props:
+        if not bitnami_style(environ):
+            missing = [v for v in ("KAFKA_ZOOKEEPER_CONNECT", "KAFKA_ADVERTISED_LISTENERS") if v not in environ]
+            if missing:
+                raise ConfigError(f"{' and '.join(missing)} must be set (Confluent's image requires "
+                                  f"{'them' if len(missing) > 1 else 'it'}), or a properties file mounted")
+        props = image_defaults(environ)
+    props.update(env_properties(environ))
+    if "listeners" not in props and env_listeners(environ):
+        props["listeners"] = env_listeners(environ)
     for item in overrides:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
             raise ConfigError(f"Invalid override {item!r}: expected key=value")
         props[key.strip()] = value.strip()
-    return BrokerConfig(props)
+    if strict is None:
+        strict = environ.get(STRICT_ENV, "").strip().lower() == "true"
+    return BrokerConfig(props, strict=strict, jmx_port=jmx_port(environ))

@@ -387,7 +387,7 @@ class KafkaServer:
             host = l.host or socket.getfqdn()
             port = l.port or bound[l.name]
             endpoints.append(z.EndPoint(l.name, host, port, l.security_protocol))
-        return z.BrokerInfo(self.broker_id, endpoints, self.config["broker.rack"])
+        return z.BrokerInfo(self.broker_id, endpoints, self.config["broker.rack"], self.config.jmx_port)
 
     def _check_endpoints_unused(self) -> None:
         mine = {(e.host, e.port) for e in self.broker_info.endpoints}

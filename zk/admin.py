@@ -194,10 +194,11 @@ class AdminZkClient:
             self._change_entity_config("topics", topic, config)
 
     def change_broker_config(self, broker_id: int | None, config: dict[str, str],
-                             validate_only: bool = False) -> dict:
+                             validate_only: bool = False, known=lambda name: True) -> dict:
         """Validate a broker's (None: the cluster defaults') whole set of dynamic configs, then write it and its
-        change notification. Returns the typed values."""
-        values = validate_broker_config(config)
+        change notification. Returns the typed values. known(name): whether name is a broker setting (the others
+        are kept as custom configs, as Kafka does; by default every name is a setting)."""
+        values = validate_broker_config(config, known)
         if not validate_only:
             self._change_entity_config("brokers", entity_name(broker_id), config)
         return values

@@ -5,17 +5,22 @@ TOPIC (resource type 2): every topic config with its effective value (the topic 
 /config/topics/<T>, else the broker setting it falls back to, else LogConfig's default), formatted as Kafka
 formats it (lists comma-separated, booleans true/false). An unknown topic -> UNKNOWN_TOPIC_OR_PARTITION.
 
-BROKER (resource type 4), this broker's id: every broker setting with its effective value; read_only unless it
-is a dynamic broker config (kbroker.common.broker_config). The cluster defaults (empty name): the entries of
-/config/brokers/<default> this broker applies. Another broker's id -> INVALID_REQUEST (clients send it to that
-broker).
+BROKER (resource type 4), this broker's id: every Kafka 2.8 broker setting (the internal KRaft ones only when
+given, as Kafka's nonInternalValues) and every other name given (server.properties, KAFKA_* env, --override,
+dynamic), as Kafka's ConfigHelper lists originals and values: a listener's override (listener.name.<l>.<setting>)
+typed as its setting, with that setting as its synonym; a key Kafka does not know, of UNKNOWN type, sensitive.
+read_only unless Kafka 2.8 can update the setting dynamically (per-broker or cluster-wide; kbroker applies the
+cluster-wide ones and refuses the per-broker listener/SSL/SASL ones, kbroker.common.broker_config). The
+cluster defaults (empty name): the entries of /config/brokers/<default> this broker applies. Another broker's
+id -> INVALID_REQUEST (clients send it to that broker).
 
 Sources and synonyms follow Kafka's precedence, each layer over all of a config's synonyms in turn:
 DYNAMIC_TOPIC_CONFIG (topics only), DYNAMIC_BROKER_CONFIG (/config/brokers/<id>), DYNAMIC_DEFAULT_BROKER_CONFIG
 (/config/brokers/<default>), STATIC_BROKER_CONFIG (server.properties, KAFKA_* env, --override), DEFAULT_CONFIG;
 the source of an entry is that of its first synonym. A broker setting's synonyms are Kafka's
-(log.retention.ms, log.retention.minutes, log.retention.hours; log.roll.ms, log.roll.hours; ...); a topic
-config's are those of the broker setting it falls back to. Synonyms are sent from v1 when include_synonyms.
+(log.retention.ms, log.retention.minutes, log.retention.hours; log.roll.ms, log.roll.hours; ...), those before
+the described name's own first entry dropped as Kafka 2.8 drops them (an unset log.retention.ms has none); a
+topic config's are those of the broker setting it falls back to. Synonyms are sent from v1 when include_synonyms.
 
 Password-typed settings (ssl.keystore.key, ssl.key.password, sasl.jaas.config, ...) are sensitive, as Kafka
 shows them: value null (in the synonyms too) and is_sensitive true.
@@ -40,11 +45,12 @@ Entry = Result.DescribeConfigsResourceResult
 Synonym = Entry.DescribeConfigsSynonym
 
 # Kafka's ConfigType ids
-CONFIG_TYPES = {"boolean": 1, "string": 2, "int": 3, "short": 4, "long": 5, "double": 6, "list": 7, "password": 9}
+CONFIG_TYPES = {"boolean": 1, "string": 2, "int": 3, "short": 4, "long": 5, "double": 6, "list": 7, "class": 8,
+                "password": 9}
 
 
 def _entry(e, synonyms: bool):
-    sensitive = e.type == "password"
+    sensitive = e.type in ("password", None)
     return Entry(name=e.name, value=None if sensitive else e.value, read_only=e.read_only, config_source=e.source,
                  is_default=e.source == DEFAULT_CONFIG, is_sensitive=sensitive,
                  synonyms=[Synonym(name=n, value=None if sensitive else v, source=s) for n, v, s in e.synonyms]

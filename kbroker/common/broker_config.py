@@ -11,17 +11,17 @@ The names are Kafka's DynamicBrokerConfig.AllDynamicConfigs that kbroker can hon
 topic configs (DynamicLogConfig: log.retention.ms, message.max.bytes, min.insync.replicas, ...; not
 log.message.format.version, as Kafka), the log cleaner's settings, thread-pool sizes (kept for compatibility:
 gevent has no pools to resize), the connection limits (max.connections and max.connection.creation.rate also per
-listener, as listener.name.<listener>.<name>) and the replication quota rates. Listener and SSL settings, dynamic
-per broker in Kafka, are refused: kbroker serves plaintext listeners fixed at start-up. Kafka would also store
-unknown ("custom") names; kbroker has no plugins to read them, so an unknown name is refused like a static
-one — a typo should not be stored silently.
+listener, as listener.name.<listener>.<name>), metric.reporters (Kafka's JmxReporter only) and the replication
+quota rates. Kafka's per-broker dynamic settings (PER_BROKER_CONFIGS: listeners, SSL and SASL) are refused:
+kbroker takes them at start-up only. Names Kafka does not know ("custom" configs, read by plugins) are stored
+as Kafka stores them; kbroker has no plugins to read them.
 """
 from __future__ import annotations
 
 import sys
 
 from .admin_errors import InvalidConfigValueError
-from .config_def import MAX_INT, MAX_LONG, ConfigKey, all_of, at_least, checked_value, one_of, rule
+from .config_def import MAX_INT, MAX_LONG, ConfigKey, all_of, at_least, checked_value, kafka_classes, one_of, rule
 from .topic_config import COMPRESSION_TYPES
 
 DEFAULT_ENTITY = "<default>"
@@ -94,11 +94,37 @@ DYNAMIC_BROKER_CONFIGS: dict[str, ConfigKey] = {
     "max.connections.per.ip.overrides": ConfigKey("string", "", rule(_valid_ip_overrides,
                                                                      "a list of host:count, comma-separated")),
     "max.connection.creation.rate": ConfigKey("int", MAX_INT, at_least(0)),
+    # metrics are served to Prometheus (metrics.port); Kafka's own JMX reporter is accepted, with no effect
+    "metric.reporters": ConfigKey("list", [], kafka_classes("org.apache.kafka.common.metrics.JmxReporter",
+                                                            what="a Java metrics reporter")),
     # DynamicConfig.Broker: replication quotas (only dynamic in Kafka; kbroker also takes them statically)
     "leader.replication.throttled.rate": ConfigKey("long", MAX_LONG, at_least(0)),
     "follower.replication.throttled.rate": ConfigKey("long", MAX_LONG, at_least(0)),
     "replica.alter.log.dirs.io.max.bytes.per.second": ConfigKey("long", MAX_LONG, at_least(0)),
 }
+# Kafka's dynamic settings that only a broker's own /config/brokers/<id> may set (DynamicBrokerConfig's
+# PerBrokerConfigs), which kbroker takes statically only. Reported with their mode; see update_mode.
+PER_BROKER_CONFIGS = frozenset({
+    "advertised.listeners", "listeners", "listener.security.protocol.map", "principal.builder.class",
+    "sasl.enabled.mechanisms", "sasl.jaas.config", "sasl.mechanism.inter.broker.protocol",
+    "sasl.kerberos.kinit.cmd", "sasl.kerberos.min.time.before.relogin", "sasl.kerberos.principal.to.local.rules",
+    "sasl.kerberos.service.name", "sasl.kerberos.ticket.renew.jitter", "sasl.kerberos.ticket.renew.window.factor",
+    "sasl.login.refresh.buffer.seconds", "sasl.login.refresh.min.period.seconds", "sasl.login.refresh.window.factor",
+    "sasl.login.refresh.window.jitter", "ssl.cipher.suites", "ssl.client.auth", "ssl.enabled.protocols",
+    "ssl.endpoint.identification.algorithm", "ssl.engine.factory.class", "ssl.key.password",
+    "ssl.keymanager.algorithm", "ssl.keystore.certificate.chain", "ssl.keystore.key", "ssl.keystore.location",
+    "ssl.keystore.password", "ssl.keystore.type", "ssl.protocol", "ssl.provider", "ssl.secure.random.implementation",
+    "ssl.trustmanager.algorithm", "ssl.truststore.certificates", "ssl.truststore.location",
+    "ssl.truststore.password", "ssl.truststore.type"})
+
+
+def update_mode(name: str) -> str:
+    """Kafka 2.8's dynamic update mode of a broker setting: read-only, per-broker or cluster-wide."""
+    if name in PER_BROKER_CONFIGS:
+        return "per-broker"
+    return "cluster-wide" if name in DYNAMIC_BROKER_CONFIGS else "read-only"
+
+
 # Thread counts a running broker may change only within half to double of the current value (Kafka's
 # DynamicThreadPool and LogCleaner validation).
 THREAD_COUNTS = ("num.io.threads", "num.network.threads", "num.replica.fetchers",
@@ -140,11 +166,14 @@ def parse_entity_name(name: str) -> int | None:
     return int(name)
 
 
-def validate_broker_config(config: dict[str, str]) -> dict:
-    """Check every name is dynamic and every value parses and is in range (Kafka's
-    DynamicBrokerConfig.validateConfigs); returns the typed values. Every name kbroker accepts may be set both
+def validate_broker_config(config: dict[str, str], known=lambda name: True) -> dict:
+    """Check no name is a static setting (known(name) and not dynamic) and every dynamic value parses and is in
+    range (Kafka's DynamicBrokerConfig.validateConfigs); returns the typed values of the dynamic ones. Names
+    unknown to the broker pass, as Kafka keeps custom configs. Every dynamic name kbroker accepts may be set both
     per broker and cluster-wide (Kafka's per-broker-only names are the listener/SSL ones, refused here)."""
-    static = sorted(n for n in config if dynamic_broker_key(n) is None)
+    static = sorted(n for n in config if dynamic_broker_key(n) is None and
+                    (known(n) or listener_config_base(n) is not None))
     if static:
         raise InvalidConfigValueError(f"Cannot update these configs dynamically: Set({', '.join(static)})")
-    return {name: checked_value(name, dynamic_broker_key(name), raw) for name, raw in config.items()}
+    return {name: checked_value(name, dynamic_broker_key(name), raw) for name, raw in config.items()
+            if dynamic_broker_key(name) is not None}

@@ -17,14 +17,15 @@ from .admin_errors import InvalidConfigValueError
 
 MAX_INT = 2 ** 31 - 1
 MAX_LONG = 2 ** 63 - 1
-_RANGES = {"int": (-2 ** 31, MAX_INT), "long": (-2 ** 63, MAX_LONG)}
+_RANGES = {"short": (-2 ** 15, 2 ** 15 - 1), "int": (-2 ** 31, MAX_INT), "long": (-2 ** 63, MAX_LONG)}
 _INTEGER = re.compile(r"[+-]?[0-9]+")
 _DOUBLE = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")
 
 
 @dataclass(frozen=True)
 class ConfigKey:
-    """One config: its type (int, long, double, boolean, string, list), typed default (None: unset), check,
+    """One config: its type (short, int, long, double, boolean, string, list, password, class: a Java class
+    name, kept as a string), typed default (None: unset), check,
     and, for a topic config, the broker settings it falls back to, highest precedence first, each with the
     factor turning that setting's unit into the topic config's (log.roll.hours -> segment.ms: 3600000)."""
     type: str
@@ -67,6 +68,24 @@ def rule(test: Callable[[Any], bool], what: str):
     def check(v):
         if not test(v):
             return f"Value must be {what}"
+    return check
+
+
+def kafka_classes(*accepted: str, what: str = "a custom Java class"):
+    """The check of a setting naming Java classes (a class or a list of them): kbroker runs none, so it is
+    refused unless unset or naming only Kafka's own implementation(s), which kbroker does natively."""
+    def check(v):
+        given = [c for c in (v if isinstance(v, list) else [v]) if c]
+        if any(c not in accepted for c in given):
+            return f"Value must be unset{' or ' + ' or '.join(accepted) if accepted else ''}: kbroker cannot use {what}"
+    return check
+
+
+def unset(why: str):
+    """The check of a setting whose feature kbroker lacks: refused when given a value."""
+    def check(v):
+        if v:
+            return f"Value must be unset: {why}"
     return check
 
 

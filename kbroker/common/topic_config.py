@@ -34,7 +34,8 @@ def api_version(version: str) -> str | None:
     return key if key in API_VERSIONS else _LATEST_OF_RELEASE.get(key)
 
 
-def _api_version(v):
+def valid_api_version(v):
+    """The check of a Kafka version setting (ApiVersionValidator)."""
     if api_version(v) is None:
         return f"Version `{v}` is not a valid version (2.8 knows {API_VERSIONS[0]} to {API_VERSIONS[-1]})"
 
@@ -67,7 +68,7 @@ TOPIC_CONFIGS: dict[str, ConfigKey] = {
     "max.compaction.lag.ms": _key("long", MAX_LONG, at_least(1), "log.cleaner.max.compaction.lag.ms"),
     "max.message.bytes": _key("int", 1048588, at_least(0), "message.max.bytes"),
     "message.downconversion.enable": _key("boolean", True),
-    "message.format.version": _key("string", "2.8-IV1", _api_version, "log.message.format.version"),
+    "message.format.version": _key("string", "2.8-IV1", valid_api_version, "log.message.format.version"),
     "message.timestamp.difference.max.ms": _key("long", MAX_LONG, at_least(0),
                                                 "log.message.timestamp.difference.max.ms"),
     "message.timestamp.type": _key("string", "CreateTime", one_of("CreateTime", "LogAppendTime"),

@@ -215,7 +215,8 @@ def test_describe_topic_configs(setup):
     assert error == Errors.NONE
     by_name = {e.name: e for e in entries}
     assert (by_name["retention.ms"].value, by_name["retention.ms"].source) == ("100", 1)
-    assert [s[0] for s in by_name["retention.ms"].synonyms] == ["retention.ms", "log.retention.hours"]
+    # log.retention.ms unset: Kafka 2.8 drops log.retention.hours' synonyms before it (ConfigHelper.configSynonyms)
+    assert [s[0] for s in by_name["retention.ms"].synonyms] == ["retention.ms"]
     assert (by_name["preallocate"].value, by_name["preallocate"].source) == ("false", 5)
     assert by_name["delete.retention.ms"].value == "7"
     assert (by_name["segment.jitter.ms"].value, by_name["segment.jitter.ms"].synonyms) == ("0", [])

@@ -24,6 +24,19 @@ def test_validation_names_the_key():
         validate_broker_config({"compression.type": "brotli"})
 
 
+def test_custom_keys_pass_static_and_per_broker_settings_do_not():
+    from kbroker.config import SETTINGS
+    known = SETTINGS.__contains__
+    assert validate_broker_config({"acme.plugin": "x", "metric.reporters": ""}, known) == {"metric.reporters": []}
+    for name in ("broker.id", "ssl.keystore.location", "listener.name.ssl.ssl.keystore.location"):
+        with pytest.raises(InvalidConfigValueError, match="Cannot update these configs dynamically"):
+            validate_broker_config({name: "1"}, known)
+    with pytest.raises(InvalidConfigValueError, match="metric.reporters"):
+        validate_broker_config({"metric.reporters": "com.acme.Reporter"}, known)
+    with pytest.raises(InvalidConfigValueError, match="acme.plugin"):     # without the table every name is a setting
+        validate_broker_config({"acme.plugin": "x"})
+
+
 def test_entity_names():
     assert entity_name(None) == "<default>" and entity_name(2) == "2"
     assert parse_entity_name("<default>") is None and parse_entity_name("7") == 7

@@ -18,8 +18,8 @@ def write(tmp_path, text: str, name: str = "server.properties") -> str:
     return str(path)
 
 
-def config_of(props: dict) -> BrokerConfig:
-    return BrokerConfig({"zookeeper.connect": ZK, **props})
+def config_of(props: dict, strict: bool = False) -> BrokerConfig:
+    return BrokerConfig({"zookeeper.connect": ZK, **props}, strict=strict)
 
 
 # ---- properties files --------------------------------------------------------------------------------------
@@ -121,6 +121,10 @@ group.initial.rebalance.delay.ms=0
     ("KAFKA_FOO__BAR", "foo_bar"),
     ("KAFKA_FOO___BAR", "foo-bar"),
     ("KAFKA_A_B__C___D", "a.b_c-d"),
+    ("KAFKA_ZOOKEEPER_CLIENT_CNXN_SOCKET", "zookeeper.clientCnxnSocket"),     # cp-kafka's exception
+    ("KAFKA_CFG_LOG_DIRS", "log.dirs"),                                       # Bitnami
+    ("KAFKA_CFG_FOO__BAR", "foo..bar"),                                       # Bitnami has no `__` rule
+    ("KAFKA_CFG_ZOOKEEPER_CLIENTCNXNSOCKET", "zookeeper.clientCnxnSocket"),   # Bitnami's exception
 ])
 def test_env_to_key(name, key):
     assert env_to_key(name) == key
@@ -141,9 +145,96 @@ def test_env_sets_settings_and_launcher_variables_are_ignored(tmp_path):
     assert c["auto.create.topics.enable"] is False
 
 
-def test_unknown_env_key_is_named():
+def test_cp_kafka_image_variables_are_not_settings():
+    c = load(None, environ={"KAFKA_ZOOKEEPER_CONNECT": ZK, "KAFKA_JMX_PORT": "9999", "KAFKA_JMX_HOSTNAME": "h",
+                            "KAFKA_HEAP_OPTS": "-Xmx1G", "KAFKA_OPTS": "-Dx=y", "KAFKA_LOG4J_ROOT_LOGLEVEL": "WARN",
+                            "KAFKA_LOG4J_LOGGERS": "kafka=WARN", "KAFKA_LOG4J_OPTS": "-D", "KAFKA_GC_LOG_OPTS": " ",
+                            "KAFKA_JVM_PERFORMANCE_OPTS": "-server", "KAFKA_TOOLS_LOG4J_LOGLEVEL": "ERROR",
+                            "KAFKA_JMX_OPTS": "-D", "KAFKA_VERSION": "6.2.0", "KAFKA_DEBUG": "y",
+                            "KAFKA_CUB_ZK_TIMEOUT": "60"})
+    assert c.unknown == [] and c.jmx_port == 9999
+
+
+def test_cp_kafka_listeners_default_to_the_advertised_ones_on_every_interface(tmp_path):
+    env = {"KAFKA_ZOOKEEPER_CONNECT": ZK, "KAFKA_ADVERTISED_LISTENERS": "PLAINTEXT://kafka-1:9092,EXT://[::1]:19092",
+           "KAFKA_LISTENER_SECURITY_PROTOCOL_MAP": "PLAINTEXT:PLAINTEXT,EXT:PLAINTEXT"}
+    assert [(x.name, x.host, x.port) for x in load(None, environ=env).listeners] == [
+        ("PLAINTEXT", "0.0.0.0", 9092), ("EXT", "0.0.0.0", 19092)]
+    given = write(tmp_path, "listeners=PLAINTEXT://:9092,EXT://127.0.0.1:19092\n")     # a file's listeners stay
+    assert [x.host for x in load(given, environ=env).listeners] == ["", "127.0.0.1"]
+
+
+def test_env_listeners_as_the_healthcheck_probes_them():
+    from kbroker.config import env_listeners
+    assert env_listeners({"KAFKA_LISTENERS": "A://:1"}) == "A://:1"
+    assert env_listeners({"KAFKA_ADVERTISED_LISTENERS": "A://h:1,B://h:2"}) == "A://0.0.0.0:1,B://0.0.0.0:2"
+    assert env_listeners({"KAFKA_CFG_LISTENERS": "C://:9093", "KAFKA_LISTENERS": "A://:1"}) == "C://:9093"
+    assert env_listeners({"KAFKA_CFG_ZOOKEEPER_CONNECT": ZK, "KAFKA_ADVERTISED_LISTENERS": "A://h:1"}) is None
+
+
+def test_bitnami_environment_only_its_cfg_variables_are_settings():
+    c = load(None, environ={"KAFKA_CFG_ZOOKEEPER_CONNECT": ZK, "KAFKA_CFG_NUM_PARTITIONS": "4",
+                            "KAFKA_TLS_TYPE": "JKS", "KAFKA_ZOOKEEPER_USER": "kafka", "KAFKA_HEAP_OPTS": "-Xmx1G",
+                            "KAFKA_CFG_SASL_MECHANISM_INTER_BROKER_PROTOCOL": "", "ALLOW_PLAINTEXT_LISTENER": "yes",
+                            "KAFKA_CFG_MAX_REQUEST_SIZE": "1048576"})
+    assert c["num.partitions"] == 4 and c["sasl.mechanism.inter.broker.protocol"] == ""
+    assert c.unknown == ["max.request.size"]
+    assert load(None, environ={"KAFKA_CFG_ZOOKEEPER_CONNECT": ZK, "KAFKA_BROKER_ID": "3"}).broker_id == 3
+
+
+def test_the_example_compose_services_load(tmp_path):
+    """README's cp-kafka and Bitnami services (examples/compose), their environment as the image sees it."""
+    import yaml
+    empty = write(tmp_path, "")
+    for name, service, listeners in (("cp-kafka", "broker", {"PLAINTEXT": ("0.0.0.0", 29092),
+                                                                "PLAINTEXT_HOST": ("0.0.0.0", 9092)}),
+                                     ("bitnami", "kafka", {"CLIENT": ("", 9093), "EXTERNAL": ("", 9092)})):
+        with open(os.path.join(REPO, "examples", "compose", f"{name}.yml")) as f:
+            env = yaml.safe_load(f)["services"][service]["environment"]
+        env = dict(e.split("=", 1) for e in env) if isinstance(env, list) else {k: str(v) for k, v in env.items()}
+        c = load(empty, environ={**env, "KBROKER_IMAGE": "1"})
+        assert c.broker_id == 1 and c["zookeeper.connect"] == "zookeeper:2181" and c.unknown == [], name
+        assert {x.name: (x.host, x.port) for x in c.listeners} == listeners, name
+        assert c["offsets.topic.replication.factor"] == 1, name
+
+
+@pytest.mark.parametrize("env, message", [
+    ({"KAFKA_CFG_ZOOKEEPER_CONNECT": ZK, "KAFKA_CFG_NUM_PARTITIONS": "zero"}, "num.partitions"),
+    ({"JMX_PORT": "jmx"}, "JMX_PORT"),
+    ({"KAFKA_JMX_PORT": "70000"}, "KAFKA_JMX_PORT"),
+    ({"KAFKA_PRINCIPAL_BUILDER_CLASS": "com.acme.B"}, "principal.builder.class"),
+])
+def test_bad_environment_values_are_refused_naming_them(env, message):
+    with pytest.raises(ConfigError, match=message):
+        load(None, environ={"KAFKA_ZOOKEEPER_CONNECT": ZK, **env})
+
+
+def test_image_defaults_of_each_convention_under_an_empty_file(tmp_path):
+    empty = write(tmp_path, "# written by the entrypoint\n")
+    with pytest.raises(ConfigError, match="^KAFKA_ADVERTISED_LISTENERS must be set"):
+        load(empty, environ={"KBROKER_IMAGE": "1", "KAFKA_ZOOKEEPER_CONNECT": ZK})
+    cp = load(empty, environ={"KBROKER_IMAGE": "1", "KAFKA_ZOOKEEPER_CONNECT": ZK,
+                              "KAFKA_ADVERTISED_LISTENERS": "PLAINTEXT://kafka:9092"})
+    assert cp.log_dirs == ["/var/lib/kafka/data"] and cp["offsets.topic.replication.factor"] == 3
+    bitnami = load(empty, environ={"KBROKER_IMAGE": "1", "KAFKA_CFG_ZOOKEEPER_CONNECT": ZK})
+    assert bitnami.log_dirs == ["/bitnami/kafka/data"] and bitnami["offsets.topic.replication.factor"] == 1
+    assert (bitnami.broker_id, bitnami["zookeeper.connect"], bitnami.unknown) == (0, ZK, [])
+    assert load(empty, environ={"KAFKA_ZOOKEEPER_CONNECT": ZK}).log_dirs == ["/tmp/kafka-logs"]   # no image
+    mounted = write(tmp_path, "log.dirs=/data\nzookeeper.connect=zk:2181\n")       # a user's file: as it is
+    c = load(mounted, environ={"KBROKER_IMAGE": "1", "KAFKA_CFG_NUM_PARTITIONS": "2"})
+    assert c.log_dirs == ["/data"] and c["offsets.topic.replication.factor"] == 3 and c["num.partitions"] == 2
+
+
+def test_jmx_port_from_the_launch_script_variable():
+    assert load(None, environ={"KAFKA_ZOOKEEPER_CONNECT": ZK, "JMX_PORT": "9010"}).jmx_port == 9010
+    assert load(None, environ={"KAFKA_ZOOKEEPER_CONNECT": ZK}).jmx_port == -1
+
+
+def test_unknown_env_key_is_kept_and_named():
+    c = load(None, environ={"KAFKA_ZOOKEEPER_CONNECT": ZK, "KAFKA_FOO__BAR": "1"})
+    assert c.unknown == ["foo_bar"] and c.originals["foo_bar"] == "1"
     with pytest.raises(ConfigError, match="foo_bar"):
-        load(None, environ={"KAFKA_ZOOKEEPER_CONNECT": ZK, "KAFKA_FOO__BAR": "1"})
+        load(None, environ={"KAFKA_ZOOKEEPER_CONNECT": ZK, "KAFKA_FOO__BAR": "1", "KBROKER_STRICT_CONFIG": "true"})
 
 
 # ---- precedence --------------------------------------------------------------------------------------------
@@ -172,20 +263,19 @@ def test_malformed_override_is_refused(item):
 
 # ---- validation --------------------------------------------------------------------------------------------
 
-def test_unknown_key_is_named(tmp_path):
+def test_unknown_keys_are_kept_and_listed_once(tmp_path):
+    path = write(tmp_path, "zookeeper.connect=zk:2181\nlog.retention.hourz=5\nzzz.one=1\n")
+    c = load(path, ["nmu.partitions=3", "listener.name.plaintext.max.conections=5"], environ={})
+    assert c.unknown == ["listener.name.plaintext.max.conections", "log.retention.hourz", "nmu.partitions", "zzz.one"]
+    assert c["num.partitions"] == 1 and c.originals["zzz.one"] == "1"
+
+
+def test_strict_mode_refuses_unknown_keys_naming_them_all(tmp_path):
     path = write(tmp_path, "zookeeper.connect=zk:2181\nlog.retention.hourz=5\n")
-    with pytest.raises(ConfigError, match=r"log\.retention\.hourz"):
-        load(path, environ={})
-
-
-def test_unknown_override_key_is_named():
-    with pytest.raises(ConfigError, match=r"nmu\.partitions"):
-        load(None, ["zookeeper.connect=zk:2181", "nmu.partitions=3"], environ={})
-
-
-def test_several_unknown_keys_are_all_named():
+    with pytest.raises(ConfigError, match=r"Unknown configuration 'log\.retention\.hourz'"):
+        load(path, environ={}, strict=True)
     with pytest.raises(ConfigError) as e:
-        config_of({"zzz.one": "1", "aaa.two": "2"})
+        config_of({"zzz.one": "1", "aaa.two": "2"}, strict=True)
     assert "aaa.two" in str(e.value) and "zzz.one" in str(e.value)
 
 
@@ -349,18 +439,21 @@ def test_listener_without_scheme_and_duplicates():
 
 # ---- `kbroker start` with a bad file -----------------------------------------------------------------------
 
-@pytest.mark.parametrize("line, key", [("log.retention.hourz=5", "log.retention.hourz"),
-                                       ("num.partitions=many", "num.partitions")])
-def test_start_refuses_bad_config_before_writing_anything(tmp_path, line, key):
+@pytest.mark.parametrize("line, key, strict", [
+    ("log.retention.hourz=5", "log.retention.hourz", True),
+    ("num.partitions=many", "num.partitions", False),
+    ("principal.builder.class=com.acme.Builder", "principal.builder.class", False),
+    ("process.roles=broker", "process.roles", False)])
+def test_start_refuses_bad_config_before_writing_anything(tmp_path, line, key, strict):
     data = tmp_path / "data"
     path = write(tmp_path, f"broker.id=1\nlisteners=PLAINTEXT://127.0.0.1:0\nlog.dirs={data}\n"
                            f"zookeeper.connect=127.0.0.1:1/never\n{line}\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith("KAFKA_")}
-    r = subprocess.run([sys.executable, "-m", "kbroker.cli", "start", path], cwd=REPO, env=env,
-                       capture_output=True, text=True, timeout=60)
+    r = subprocess.run([sys.executable, "-m", "kbroker.cli", "start", path, *(["--strict-config"] if strict else [])],
+                       cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
     assert r.returncode == 2, (r.stdout, r.stderr)
-    assert key in r.stderr
-    assert "Traceback" not in r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and key in lines[0], r.stderr
     assert not data.exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["server.properties"]
 
