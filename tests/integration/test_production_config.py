@@ -98,7 +98,8 @@ def test_a_production_server_properties_starts_unchanged_and_serves_over_tls(dep
     conf = {"bootstrap.servers": ",".join(f"127.0.0.1:{ports[i]['CLIENT']}" for i in (1, 2)),
             "security.protocol": "SSL", "ssl.ca.location": pki.ca_pem}
     topic = unique("prod")
-    AdminClient(conf).create_topics([NewTopic(topic, replica_assignment=[[1, 2]])])[topic].result(30)
+    admin = AdminClient(conf)
+    admin.create_topics([NewTopic(topic, 1, replica_assignment=[[1, 2]])])[topic].result(30)
     values = [f"v{i}".encode() for i in range(20)]
     assert ck_roundtrip(conf, topic, 20) == values          # acks=all: broker 2 replicated over REPLICATION
 
