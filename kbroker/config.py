@@ -29,6 +29,8 @@ from .common.config_def import (MAX_INT, MAX_LONG, ConfigKey, at_least, between,
                                 parse_checked, rule, unset)
 from .common.keystores import (KeyMaterial, KeystoreError, load_key_store, load_trust_store, pem_certificates,
                                pem_key_material)
+from .common.jaas import JaasError, read_jaas_file
+from .common.jvm_options import system_properties
 from .common.topic_config import valid_api_version
 from .protocol.client.security import ClientSecurity, handshake_error, load_cert_chain
 from .protocol.errors import KafkaError
@@ -299,6 +301,12 @@ NON_CONFIG_ENV = {"KAFKA_HEAP_OPTS", "KAFKA_OPTS", "KAFKA_JVM_PERFORMANCE_OPTS",
                   "KAFKA_JMX_OPTS", "KAFKA_JMX_PORT", "KAFKA_JMX_HOSTNAME", "KAFKA_GC_LOG_OPTS", "KAFKA_DEBUG",
                   "KAFKA_VERSION", "KAFKA_HOME", "KAFKA_LOG4J_ROOT_LOGLEVEL", "KAFKA_LOG4J_LOGGERS",
                   "KAFKA_TOOLS_LOG4J_LOGLEVEL", "KAFKA_CUB_ZK_TIMEOUT"}
+# cp-kafka's SSL convention (its configure script): with an SSL:// or SASL_SSL:// advertised listener, files in
+# its secrets directory name the stores and hold their passwords. These variables are that, not settings.
+CP_SECRETS_ENV = {"KAFKA_SSL_KEYSTORE_FILENAME", "KAFKA_SSL_KEYSTORE_CREDENTIALS", "KAFKA_SSL_KEY_CREDENTIALS",
+                  "KAFKA_SSL_TRUSTSTORE_FILENAME", "KAFKA_SSL_TRUSTSTORE_CREDENTIALS"}
+CP_SECRETS_DIR = "/etc/kafka/secrets"
+SECRETS_DIR_ENV = "KBROKER_SECRETS_DIR"   # where that directory is (the image's /etc/kafka/secrets by default)
 # Variables the images map to a mixed-case key rather than by their rule.
 _SPECIAL_ENV = {"KAFKA_ZOOKEEPER_CLIENT_CNXN_SOCKET": "zookeeper.clientCnxnSocket",      # cp-kafka
                 "KAFKA_CFG_ZOOKEEPER_CLIENTCNXNSOCKET": "zookeeper.clientCnxnSocket"}    # Bitnami
@@ -315,6 +323,16 @@ SHIPPED_SERVER_PROPERTIES = {
     "log.retention.hours": "168", "log.segment.bytes": "1073741824", "log.retention.check.interval.ms": "300000",
     "zookeeper.connect": "localhost:2181", "zookeeper.connection.timeout.ms": "18000",
     "group.initial.rebalance.delay.ms": "0"}
+
+
+# The login module a static JAAS section names for each SASL mechanism kbroker serves.
+_LOGIN_MODULES = {"PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule",
+                  "SCRAM-SHA-256": "org.apache.kafka.common.security.scram.ScramLoginModule",
+                  "SCRAM-SHA-512": "org.apache.kafka.common.security.scram.ScramLoginModule"}
+
+
+def _jaas_quote(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"')
 
 
 def env_to_key(name: str) -> str:
@@ -348,9 +366,47 @@ def env_properties(environ) -> dict[str, str]:
     bitnami = bitnami_style(environ)
     props = {env_to_key(name): value for name, value in environ.items()
              if (name.startswith(BITNAMI_PREFIX) if bitnami else
-                 name.startswith("KAFKA_") and name not in NON_CONFIG_ENV and not name.startswith("KAFKA_LOG4J_"))}
+                 name.startswith("KAFKA_") and name not in NON_CONFIG_ENV and name not in CP_SECRETS_ENV
+                 and not name.startswith("KAFKA_LOG4J_"))}
     if bitnami and "KAFKA_BROKER_ID" in environ:    # Bitnami's own variable for it, under KAFKA_CFG_BROKER_ID
         props.setdefault("broker.id", environ["KAFKA_BROKER_ID"])
+    if not bitnami:
+        props.update(cp_kafka_secrets(environ))
+    return props
+
+
+def cp_kafka_secrets(environ) -> dict[str, str]:
+    """The store settings of cp-kafka's SSL convention, as its configure script sets them when an advertised
+    listener is SSL:// or SASL_SSL://: KAFKA_SSL_KEYSTORE_FILENAME names the key store in the secrets directory
+    (/etc/kafka/secrets; $KBROKER_SECRETS_DIR), the files KAFKA_SSL_KEYSTORE_CREDENTIALS and
+    KAFKA_SSL_KEY_CREDENTIALS there hold its passwords; with ssl.client.auth required or requested,
+    KAFKA_SSL_TRUSTSTORE_FILENAME and KAFKA_SSL_TRUSTSTORE_CREDENTIALS the trust store's. A file the variables name
+    that does not exist is refused (ConfigError naming the variable), as the image refuses it."""
+    if "SSL://" not in environ.get("KAFKA_ADVERTISED_LISTENERS", "") or not environ.get(
+            "KAFKA_SSL_KEYSTORE_FILENAME"):
+        return {}
+    directory = environ.get(SECRETS_DIR_ENV) or CP_SECRETS_DIR
+
+    def secret(variable: str, read: bool) -> str:
+        name = environ.get(variable)
+        if not name:
+            raise ConfigError(f"{variable} must be set (Confluent's image requires it with an SSL listener)")
+        path = os.path.join(directory, name)
+        if not os.path.exists(path):
+            raise ConfigError(f"{variable}: {path} does not exist")
+        if not read:
+            return path
+        try:
+            with open(path, encoding="utf-8") as f:
+                return f.read().rstrip("\n")        # as the image's $(cat file)
+        except (OSError, UnicodeDecodeError) as e:
+            raise ConfigError(f"{variable}: {path} cannot be read: {getattr(e, 'strerror', None) or e}") from None
+    props = {"ssl.keystore.location": secret("KAFKA_SSL_KEYSTORE_FILENAME", False),
+             "ssl.key.password": secret("KAFKA_SSL_KEY_CREDENTIALS", True),
+             "ssl.keystore.password": secret("KAFKA_SSL_KEYSTORE_CREDENTIALS", True)}
+    if any(mode in environ.get("KAFKA_SSL_CLIENT_AUTH", "") for mode in ("required", "requested")):
+        props["ssl.truststore.location"] = secret("KAFKA_SSL_TRUSTSTORE_FILENAME", False)
+        props["ssl.truststore.password"] = secret("KAFKA_SSL_TRUSTSTORE_CREDENTIALS", True)
     return props
 
 
@@ -493,7 +549,11 @@ def parse_listeners(key: str, entries: list[str], protocol_map: dict[str, str]) 
 class BrokerConfig:
     """Validated broker settings; read with cfg["log.segment.bytes"]."""
 
-    def __init__(self, props: dict[str, str], strict: bool = False, jmx_port: int = -1):
+    def __init__(self, props: dict[str, str], strict: bool = False, jmx_port: int = -1,
+                 jaas_file: str | None = None):
+        """jaas_file: the JAAS file of -Djava.security.auth.login.config in KAFKA_OPTS (its KafkaServer sections
+        log the listeners in when no sasl.jaas.config does)."""
+        self.jaas_file = jaas_file
         # listener.name.<listener>.[<mechanism>.]<key>: per-listener overrides, kept as given (listener_value),
         # those of a broker setting checked as that setting
         self.listener_overrides = {k: v for k, v in props.items() if k.startswith(LISTENER_PREFIX)}
@@ -723,7 +783,7 @@ class BrokerConfig:
         if protocol.startswith("SASL_"):
             mechanism = self["sasl.mechanism.inter.broker.protocol"]
             props.update({"sasl.mechanism": mechanism,
-                          "sasl.jaas.config": self.listener_value(name, "sasl.jaas.config", mechanism) or ""})
+                          "sasl.jaas.config": self.jaas_config(name, mechanism) or ""})
         if protocol.endswith("SSL"):
             stores = self.tls_stores[name]
             props.update({"ssl.keystore.key": stores.keys.key_pem, "ssl.keystore.certificate.chain":
@@ -732,6 +792,29 @@ class BrokerConfig:
             return ClientSecurity.from_properties(props)
         except KafkaError as e:
             raise ConfigError(f"the inter-broker listener {name} ({protocol}): {e}") from None
+
+    def jaas_config(self, listener: str, mechanism: str) -> str | None:
+        """A listener's JAAS login line for a SASL mechanism, found as Kafka's JaasContext.loadServerContext finds
+        it: listener.name.<l>.<mechanism>.sasl.jaas.config (kbroker also takes the listener's and the broker-wide
+        sasl.jaas.config), else the JAAS file of KAFKA_OPTS: its section <listener lower case>.KafkaServer if there
+        is one, else KafkaServer, and in it the login module of the mechanism; None when none has it."""
+        line = self.listener_value(listener, "sasl.jaas.config", mechanism)
+        if line or not self.jaas_file:
+            return line
+        if not hasattr(self, "_jaas_sections"):
+            try:
+                self._jaas_sections = read_jaas_file(self.jaas_file, system_properties())
+            except (JaasError, ValueError) as e:
+                raise ConfigError(str(e)) from None
+        for section in (f"{listener.lower()}.KafkaServer", "KafkaServer"):
+            if section in self._jaas_sections:
+                module = next((m for m in self._jaas_sections[section]
+                               if m.class_name == _LOGIN_MODULES.get(mechanism)), None)
+                if module is None:
+                    return None
+                options = " ".join(f'{k}="{_jaas_quote(v)}"' for k, v in module.options.items())
+                return f"{module.class_name} {module.flag} {options};"
+        return None
 
     def sasl_mechanisms(self, listener: str) -> list[str]:
         """The SASL mechanisms enabled on a listener (listener.name.<l>.sasl.enabled.mechanisms overrides)."""
@@ -795,4 +878,8 @@ def load(path: str | None, overrides: list[str] | tuple[str, ...] = (), environ=
         props[key.strip()] = value.strip()
     if strict is None:
         strict = environ.get(STRICT_ENV, "").strip().lower() == "true"
-    return BrokerConfig(props, strict=strict, jmx_port=jmx_port(environ))
+    try:
+        jaas_file = system_properties(environ).get("java.security.auth.login.config") or None
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+    return BrokerConfig(props, strict=strict, jmx_port=jmx_port(environ), jaas_file=jaas_file)

@@ -38,7 +38,7 @@ class SaslSettings:
     @classmethod
     def for_listener(cls, config, listener: str, credentials) -> "SaslSettings":
         mechanisms = config.sasl_mechanisms(listener)
-        jaas = jaas_options(config.listener_value(listener, "sasl.jaas.config", "PLAIN"))
+        jaas = jaas_options(config.jaas_config(listener, "PLAIN"))
         users = plain_server.users_from_jaas(jaas)
         return cls(mechanisms, users, credentials)
 

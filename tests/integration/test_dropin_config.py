@@ -180,3 +180,55 @@ def test_kafka_28_shipped_server_properties(launch, zk_connect, tmp_path):
     _, err = admin_result(admin.incremental_alter_configs(
         [ConfigResource(ResourceType.TOPIC, "t1", incremental_configs=[entry])], request_timeout=20))
     assert err is not None and "retention.msec" in str(err)
+
+
+def test_cp_kafka_ssl_secrets_and_a_jaas_file_in_kafka_opts(launch, zk_connect, tmp_path):
+    """cp-kafka's SSL convention (store file names and password files in its secrets directory) and SASL set up
+    as its documentation does it: a KafkaServer section in the JAAS file KAFKA_OPTS names. A librdkafka client
+    logs in with SASL PLAIN over TLS trusting the CA keytool exported."""
+    from tests.keytool import KEY_PASSWORD, STORE_PASSWORD, make_pki
+    (tmp_path / "keytool").mkdir()
+    pki = make_pki(tmp_path / "keytool", names=("broker",))
+    secrets = tmp_path / "secrets"
+    secrets.mkdir()
+    os.link(pki.keystore_jks["broker"], secrets / "kafka.broker.keystore.jks")
+    (secrets / "broker_keystore_creds").write_text(STORE_PASSWORD + "\n")
+    (secrets / "broker_sslkey_creds").write_text(KEY_PASSWORD + "\n")
+    jaas = tmp_path / "kafka_server_jaas.conf"
+    jaas.write_text('KafkaServer {\n  org.apache.kafka.common.security.plain.PlainLoginModule required\n'
+                    '  username="admin" password="admin-secret"\n  user_admin="admin-secret"\n'
+                    '  user_alice="alice-secret";\n};\n')
+    port, secure = free_port(), free_port()
+    launch("cp-ssl", {
+        "KAFKA_BROKER_ID": "9", "KAFKA_ZOOKEEPER_CONNECT": zk_connect,
+        "KAFKA_ADVERTISED_LISTENERS": f"PLAINTEXT://127.0.0.1:{port},SASL_SSL://127.0.0.1:{secure}",
+        "KAFKA_SASL_ENABLED_MECHANISMS": "PLAIN", "KAFKA_LOG_DIRS": str(tmp_path / "cp-ssl-data"),
+        "KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR": "1", "KAFKA_GROUP_INITIAL_REBALANCE_DELAY_MS": "0",
+        "KAFKA_SSL_KEYSTORE_FILENAME": "kafka.broker.keystore.jks",
+        "KAFKA_SSL_KEYSTORE_CREDENTIALS": "broker_keystore_creds", "KAFKA_SSL_KEY_CREDENTIALS": "broker_sslkey_creds",
+        "KAFKA_SSL_ENDPOINT_IDENTIFICATION_ALGORITHM": "",
+        "KAFKA_OPTS": f"-Djava.security.auth.login.config={jaas}", "KBROKER_SECRETS_DIR": str(secrets)}, port)
+    from tests.integration.test_sasl_tls import ck_roundtrip, unique
+    conf = {"bootstrap.servers": f"127.0.0.1:{secure}", "security.protocol": "SASL_SSL", "sasl.mechanisms": "PLAIN",
+            "sasl.username": "alice", "sasl.password": "alice-secret", "ssl.ca.location": pki.ca_pem}
+    assert ck_roundtrip(conf, unique("cp-ssl"), 5) == [f"v{i}".encode() for i in range(5)]
+    errors = []
+    denied = Producer({**conf, "sasl.password": "wrong", "error_cb": errors.append})
+    denied.produce(unique("cp-ssl"), b"x")
+    denied.flush(5)
+    assert any("Authentication failed" in str(e) or "SASL" in str(e) for e in errors), errors
+
+
+def test_cp_kafka_ssl_secrets_missing_file_refused(zk_connect, tmp_path):
+    import subprocess
+    import sys
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("KAFKA_", "KBROKER_"))}
+    env.update({"KAFKA_BROKER_ID": "10", "KAFKA_ZOOKEEPER_CONNECT": zk_connect,
+                "KAFKA_ADVERTISED_LISTENERS": "SSL://127.0.0.1:1", "KAFKA_SSL_KEYSTORE_FILENAME": "missing.jks",
+                "KBROKER_SECRETS_DIR": str(tmp_path)})
+    config = tmp_path / "server.properties"
+    config.write_text("")
+    r = subprocess.run([sys.executable, "-m", "kbroker.cli", "start", str(config)], env=env, capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 2
+    assert f"KAFKA_SSL_KEYSTORE_FILENAME: {tmp_path}/missing.jks does not exist" in r.stderr + r.stdout

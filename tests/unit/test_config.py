@@ -534,3 +534,35 @@ def test_quota_windows_are_settings():
     assert (cfg["quota.window.num"], cfg["quota.window.size.seconds"]) == (5, 2)
     with pytest.raises(ConfigError, match="quota.window.num"):
         BrokerConfig({"zookeeper.connect": "zk", "quota.window.num": "0"})
+
+
+def test_a_jaas_file_in_kafka_opts_logs_the_listeners_in_as_kafka_finds_its_sections(tmp_path):
+    """JaasContext.loadServerContext: listener.name.<l>.<mechanism>.sasl.jaas.config first, then the JAAS file's
+    <listener>.KafkaServer section if there is one (KafkaServer is then not read), else KafkaServer; in the
+    section, the login module of the mechanism."""
+    jaas = write(tmp_path, '''
+        // the listeners' logins
+        sasl_plaintext.KafkaServer {
+            org.apache.kafka.common.security.plain.PlainLoginModule required
+            username="admin" password="a\\\\b\\"c" user_admin="x";
+        };
+        KafkaServer {
+            org.apache.kafka.common.security.plain.PlainLoginModule required user_bob="bob-secret";
+            org.apache.kafka.common.security.scram.ScramLoginModule required username="broker" password="pw";
+        };
+    ''', "jaas.conf")
+    cfg = BrokerConfig({"zookeeper.connect": ZK, "listeners": "SASL_PLAINTEXT://:9092,PLAINTEXT://:9094",
+                        "inter.broker.listener.name": "PLAINTEXT", "sasl.enabled.mechanisms": "PLAIN"},
+                       jaas_file=jaas)
+    from kbroker.protocol.client.security import jaas_options
+    assert jaas_options(cfg.jaas_config("SASL_PLAINTEXT", "PLAIN")) == {"username": "admin", "password": 'a\\b"c',
+                                                                        "user_admin": "x"}
+    assert cfg.jaas_config("SASL_PLAINTEXT", "SCRAM-SHA-256") is None       # its section has no SCRAM module
+    assert jaas_options(cfg.jaas_config("OTHER", "SCRAM-SHA-256")) == {"username": "broker", "password": "pw"}
+    assert jaas_options(cfg.jaas_config("OTHER", "PLAIN")) == {"user_bob": "bob-secret"}
+    line = 'org.apache.kafka.common.security.plain.PlainLoginModule required user_carol="c";'
+    cfg = BrokerConfig({"zookeeper.connect": ZK, "listener.name.other.plain.sasl.jaas.config": line}, jaas_file=jaas)
+    assert cfg.jaas_config("OTHER", "PLAIN") == line                       # the setting comes first
+    bad = BrokerConfig({"zookeeper.connect": ZK}, jaas_file=str(tmp_path / "missing.conf"))
+    with pytest.raises(ConfigError, match="missing.conf"):
+        bad.jaas_config("OTHER", "PLAIN")
