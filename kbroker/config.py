@@ -23,12 +23,13 @@ import os
 import ssl
 from dataclasses import dataclass
 
-from .common.broker_config import (DYNAMIC_BROKER_CONFIGS, LISTENER_PREFIX, THREAD_COUNTS, dynamic_broker_key,
-                                   listener_config_base)
+from .common.broker_config import (DYNAMIC_BROKER_CONFIGS, LISTENER_PREFIX, LISTENER_SSL_CONFIGS, THREAD_COUNTS,
+                                   dynamic_broker_key, is_password, listener_config_base, per_broker_only)
 from .common.config_def import (MAX_INT, MAX_LONG, ConfigKey, at_least, between, kafka_classes, one_of,
                                 parse_checked, rule, unset)
-from .common.keystores import (KeyMaterial, KeystoreError, load_key_store, load_trust_store, pem_certificates,
-                               pem_key_material)
+from .common.keystores import (KeyMaterial, KeystoreError, ensure_compatible, load_key_store, load_trust_store,
+                               pem_certificates, pem_key_material)
+from .common.password_encoder import PasswordEncoder, PasswordEncoderError
 from .common.jaas import JaasError, read_jaas_file
 from .common.jvm_options import system_properties
 from .common.topic_config import valid_api_version
@@ -623,13 +624,23 @@ class BrokerConfig:
         whose effective value changed, a message per entry left out)."""
         problems: list[str] = []
 
-        def usable(layer: dict[str, str], where: str) -> dict[str, str]:
+        def usable(layer: dict[str, str], where: str, per_broker: bool) -> dict[str, str]:
             out = {}
             for key, raw in layer.items():
                 if dynamic_broker_key(key) is None:
                     if setting_of(key):    # a custom config (unknown to Kafka) is kept there for plugins
                         problems.append(f"{key} in {where} cannot be updated dynamically; ignored")
                     continue
+                if per_broker_only(key) and not per_broker:
+                    problems.append(f"{key} in {where}: a per-broker config at the cluster level; ignored")
+                    continue
+                if is_password(key):
+                    try:
+                        raw = self.decode_password(raw)
+                    except PasswordEncoderError as e:
+                        problems.append(f"dynamic password config {key} in {where} could not be decoded ({e}); "
+                                        f"ignored")
+                        continue
                 try:
                     _convert(key, raw)
                 except ConfigError as e:
@@ -638,8 +649,8 @@ class BrokerConfig:
                 out[key] = raw
             return out
 
-        new_default = usable(default, "/config/brokers/<default>")
-        new_broker = usable(per_broker, f"/config/brokers/{self.broker_id}")
+        new_default = usable(default, "/config/brokers/<default>", False)
+        new_broker = usable(per_broker, f"/config/brokers/{self.broker_id}", True)
         if running:
             for key in THREAD_COUNTS:
                 raw = new_broker.get(key, new_default.get(key))
@@ -659,12 +670,89 @@ class BrokerConfig:
                 effective[key] = _convert(key, raw)
             else:
                 listener[key] = raw
+        self._reload_stores(listener, problems)
         changed = {k for k, v in effective.items() if self.values.get(k) != v}
         changed |= {k for k in listener.keys() | self.listener_overrides.keys()
                     if listener.get(k) != self.listener_overrides.get(k)}
         self.values.update(effective)
         self.listener_overrides = listener
         return changed, problems
+
+    def _changed_stores(self, listener: dict[str, str]) -> list[Listener]:
+        """The TLS listeners whose store settings differ between the current overrides and listener."""
+        def store_keys(overrides: dict[str, str], name: str) -> dict[str, str]:
+            prefix = f"{LISTENER_PREFIX}{name.lower()}."
+            return {k: v for k, v in overrides.items() if k.startswith(prefix) and
+                    listener_config_base(k) in LISTENER_SSL_CONFIGS}
+        return [l for l in self.listeners if l.security_protocol in ("SSL", "SASL_SSL") and
+                store_keys(listener, l.name) != store_keys(self.listener_overrides, l.name)]
+
+    def _reload_stores(self, listener: dict[str, str], problems: list[str]) -> None:
+        """Read the stores of the TLS listeners whose store settings the new overrides (listener) change into
+        tls_stores; one that does not load (written to ZooKeeper directly, or its file gone since) keeps its
+        current stores and settings, in listener too."""
+        for l in self._changed_stores(listener):
+            try:
+                stores = self._read_stores(l.name, l.security_protocol, listener)
+                _tls_contexts(stores, self.listener_value(l.name, "ssl.client.auth"))
+            except (ConfigError, KeystoreError, ssl.SSLError) as e:
+                problems.append(f"the new stores of listener {l.name} do not load ({e}); it keeps its current ones")
+                prefix = f"{LISTENER_PREFIX}{l.name.lower()}."
+                for key in [k for k in listener if k.startswith(prefix) and listener_config_base(k) in
+                            LISTENER_SSL_CONFIGS]:
+                    del listener[key]
+                listener.update({k: v for k, v in self.listener_overrides.items() if k.startswith(prefix) and
+                                 listener_config_base(k) in LISTENER_SSL_CONFIGS})
+                continue
+            self.tls_stores[l.name] = stores
+
+    def tls_update_error(self, per_broker: dict[str, str]) -> str | None:
+        """Why this broker's new dynamic config (decoded) cannot replace the stores of a TLS listener, as Kafka's
+        SslFactory.validateReconfiguration finds it: the new stores do not load; the key store's certificate has
+        another subject DN or lacks a subject alternative name of the current one; a truststore added to a
+        listener without one; on the inter-broker listener, a client from the new stores cannot shake hands with
+        a server from them. None when every changed listener's stores may be replaced."""
+        listener = dict(self.static_listener_overrides)
+        listener.update({k: v for k, v in {**self.dynamic_default, **per_broker}.items()
+                         if k not in DYNAMIC_BROKER_CONFIGS and dynamic_broker_key(k) is not None})
+        for l in self._changed_stores(listener):
+            old = self.tls_stores[l.name]
+            try:
+                stores = self._read_stores(l.name, l.security_protocol, listener)
+                server, client = _tls_contexts(stores, self.listener_value(l.name, "ssl.client.auth"))
+                if old.trusted_pem is None and stores.trusted_pem is not None:
+                    return (f"listener {l.name}: Cannot add SSL truststore to an existing listener for which no "
+                            f"truststore was configured.")
+                ensure_compatible(stores.keys, old.keys)
+            except (ConfigError, KeystoreError, ssl.SSLError) as e:
+                return f"listener {l.name}: {e}"
+            error = handshake_error(server, client) if l.name == self.inter_broker_listener else None
+            if error:
+                return (f"listener {l.name}: A client SSLEngine created with the provided settings can't connect to a "
+                        f"server SSLEngine created with those settings. ({error})")
+        return None
+
+    @property
+    def password_encoder(self) -> PasswordEncoder | None:
+        """The encoder of dynamic password configs (password.encoder.*); None without password.encoder.secret."""
+        v = self.values
+        if not v["password.encoder.secret"]:
+            return None
+        return PasswordEncoder(v["password.encoder.secret"], v["password.encoder.keyfactory.algorithm"],
+                               v["password.encoder.cipher.algorithm"], v["password.encoder.key.length"],
+                               v["password.encoder.iterations"])
+
+    def encode_password(self, value: str) -> str:
+        """A dynamic password config's value as written to ZooKeeper; PasswordEncoderError without a secret."""
+        if self.password_encoder is None:
+            raise PasswordEncoderError("Password encoder secret not configured")
+        return self.password_encoder.encode(value)
+
+    def decode_password(self, value: str) -> str:
+        """The password of a value read from ZooKeeper; PasswordEncoderError when it cannot be decoded."""
+        if self.password_encoder is None:
+            raise PasswordEncoderError("Password encoder secret not configured")
+        return self.password_encoder.decode(value)
 
     def __getitem__(self, key: str):
         return self.values[key]
@@ -718,12 +806,13 @@ class BrokerConfig:
                                   f"settings cannot complete a TLS handshake with a server made from them ({error}); "
                                   f"its truststore must hold the CA of its keystore's certificate")
 
-    def _read_stores(self, name: str, protocol: str) -> ListenerStores:
+    def _read_stores(self, name: str, protocol: str, overrides: dict[str, str] | None = None) -> ListenerStores:
         """A TLS listener's keystore (ssl.keystore.location with its type and passwords, or the PEM text of
         ssl.keystore.key + ssl.keystore.certificate.chain) and truststore (ssl.truststore.location, or
-        ssl.truststore.certificates), as Kafka's DefaultSslEngineFactory takes them."""
+        ssl.truststore.certificates), as Kafka's DefaultSslEngineFactory takes them; with the listener overrides
+        given (a dynamic update's) instead of the current ones."""
         def value(key: str):
-            return self.listener_value(name, key)
+            return self.listener_value(name, key, overrides=overrides)
         if value("ssl.keystore.key") or value("ssl.keystore.certificate.chain"):
             if str(value("ssl.keystore.type")).upper() != "PEM":
                 raise ConfigError(f"Listener {name} ({protocol}): SSL private key can be specified only for PEM, "
@@ -824,13 +913,16 @@ class BrokerConfig:
     def listener(self, name: str) -> Listener:
         return next(l for l in self.listeners if l.name == name)
 
-    def listener_value(self, listener: str, key: str, mechanism: str | None = None):
+    def listener_value(self, listener: str, key: str, mechanism: str | None = None,
+                       overrides: dict[str, str] | None = None):
         """The setting for one listener, as Kafka resolves it: listener.name.<listener lower case>.[<mechanism
-        lower case>.]<key> when given, else the broker-wide value (typed as the broker-wide setting)."""
+        lower case>.]<key> when given (in overrides, else the current listener overrides), else the broker-wide
+        value (typed as the broker-wide setting)."""
         prefix = f"{LISTENER_PREFIX}{listener.lower()}."
+        overrides = self.listener_overrides if overrides is None else overrides
         for name in ([f"{prefix}{mechanism.lower()}.{key}"] if mechanism else []) + [f"{prefix}{key}"]:
-            if name in self.listener_overrides:
-                raw = self.listener_overrides[name]
+            if name in overrides:
+                raw = overrides[name]
                 return _convert(key, raw) if key in SETTINGS else raw
         return self.values.get(key)
 
