@@ -547,6 +547,19 @@ def parse_listeners(key: str, entries: list[str], protocol_map: dict[str, str]) 
     return out
 
 
+class LiveClientSecurity:
+    """The ClientSecurity of the inter-broker (or control-plane) client, replaced when its listener's stores are
+    read again (a rotated key store): its holders (replica fetchers, the controller's channels, the transaction
+    marker sender) read it at each connection, so their next connections present the new stores and those open
+    keep theirs."""
+
+    def __init__(self, listener: str, current: ClientSecurity):
+        self.listener, self.current = listener, current
+
+    def __getattr__(self, name: str):
+        return getattr(self.current, name)
+
+
 class BrokerConfig:
     """Validated broker settings; read with cfg["log.segment.bytes"]."""
 
@@ -684,27 +697,34 @@ class BrokerConfig:
             prefix = f"{LISTENER_PREFIX}{name.lower()}."
             return {k: v for k, v in overrides.items() if k.startswith(prefix) and
                     listener_config_base(k) in LISTENER_SSL_CONFIGS}
-        return [l for l in self.listeners if l.security_protocol in ("SSL", "SASL_SSL") and
-                store_keys(listener, l.name) != store_keys(self.listener_overrides, l.name)]
+        return [tl for tl in self.listeners if tl.security_protocol in ("SSL", "SASL_SSL") and
+                store_keys(listener, tl.name) != store_keys(self.listener_overrides, tl.name)]
 
     def _reload_stores(self, listener: dict[str, str], problems: list[str]) -> None:
         """Read the stores of the TLS listeners whose store settings the new overrides (listener) change into
         tls_stores; one that does not load (written to ZooKeeper directly, or its file gone since) keeps its
         current stores and settings, in listener too."""
-        for l in self._changed_stores(listener):
+        for tl in self._changed_stores(listener):
             try:
-                stores = self._read_stores(l.name, l.security_protocol, listener)
-                _tls_contexts(stores, self.listener_value(l.name, "ssl.client.auth"))
+                stores = self._read_stores(tl.name, tl.security_protocol, listener)
+                _tls_contexts(stores, self.listener_value(tl.name, "ssl.client.auth"))
             except (ConfigError, KeystoreError, ssl.SSLError) as e:
-                problems.append(f"the new stores of listener {l.name} do not load ({e}); it keeps its current ones")
-                prefix = f"{LISTENER_PREFIX}{l.name.lower()}."
+                problems.append(f"the new stores of listener {tl.name} do not load ({e}); it keeps its current ones")
+                prefix = f"{LISTENER_PREFIX}{tl.name.lower()}."
                 for key in [k for k in listener if k.startswith(prefix) and listener_config_base(k) in
                             LISTENER_SSL_CONFIGS]:
                     del listener[key]
                 listener.update({k: v for k, v in self.listener_overrides.items() if k.startswith(prefix) and
                                  listener_config_base(k) in LISTENER_SSL_CONFIGS})
                 continue
-            self.tls_stores[l.name] = stores
+            self.tls_stores[tl.name] = stores
+            for client in (getattr(self, "_inter_broker_security", None), getattr(self, "_control_plane_security",
+                                                                                  None)):
+                if client is not None and client.listener == tl.name:
+                    try:
+                        client.current = self._inter_broker_client(tl.name)
+                    except ConfigError as e:
+                        problems.append(f"the inter-broker client of listener {tl.name} keeps its stores: {e}")
 
     def tls_update_error(self, per_broker: dict[str, str]) -> str | None:
         """Why this broker's new dynamic config (decoded) cannot replace the stores of a TLS listener, as Kafka's
@@ -715,20 +735,20 @@ class BrokerConfig:
         listener = dict(self.static_listener_overrides)
         listener.update({k: v for k, v in {**self.dynamic_default, **per_broker}.items()
                          if k not in DYNAMIC_BROKER_CONFIGS and dynamic_broker_key(k) is not None})
-        for l in self._changed_stores(listener):
-            old = self.tls_stores[l.name]
+        for tl in self._changed_stores(listener):
+            old = self.tls_stores[tl.name]
             try:
-                stores = self._read_stores(l.name, l.security_protocol, listener)
-                server, client = _tls_contexts(stores, self.listener_value(l.name, "ssl.client.auth"))
+                stores = self._read_stores(tl.name, tl.security_protocol, listener)
+                server, client = _tls_contexts(stores, self.listener_value(tl.name, "ssl.client.auth"))
                 if old.trusted_pem is None and stores.trusted_pem is not None:
-                    return (f"listener {l.name}: Cannot add SSL truststore to an existing listener for which no "
+                    return (f"listener {tl.name}: Cannot add SSL truststore to an existing listener for which no "
                             f"truststore was configured.")
                 ensure_compatible(stores.keys, old.keys)
             except (ConfigError, KeystoreError, ssl.SSLError) as e:
-                return f"listener {l.name}: {e}"
-            error = handshake_error(server, client) if l.name == self.inter_broker_listener else None
+                return f"listener {tl.name}: {e}"
+            error = handshake_error(server, client) if tl.name == self.inter_broker_listener else None
             if error:
-                return (f"listener {l.name}: A client SSLEngine created with the provided settings can't connect to a "
+                return (f"listener {tl.name}: A client SSLEngine created with the provided settings can't connect to a "
                         f"server SSLEngine created with those settings. ({error})")
         return None
 
@@ -839,7 +859,7 @@ class BrokerConfig:
         """The ClientSecurity of this broker's connections to the others (None on PLAINTEXT), built once;
         ConfigError when the inter-broker listener's settings do not make a client."""
         if not hasattr(self, "_inter_broker_security"):
-            self._inter_broker_security = self._inter_broker_client(self.inter_broker_listener)
+            self._inter_broker_security = self._live_client(self.inter_broker_listener)
         return self._inter_broker_security
 
     @property
@@ -850,8 +870,12 @@ class BrokerConfig:
         if name is None:
             return self.inter_broker_listener, self.inter_broker_security
         if not hasattr(self, "_control_plane_security"):
-            self._control_plane_security = self._inter_broker_client(name)
+            self._control_plane_security = self._live_client(name)
         return name, self._control_plane_security
+
+    def _live_client(self, name: str) -> LiveClientSecurity | None:
+        security = self._inter_broker_client(name)
+        return None if security is None else LiveClientSecurity(name, security)
 
     def _inter_broker_client(self, name: str) -> ClientSecurity | None:
         """The client side of the inter-broker listener, as Kafka's inter-broker client builds it (controller

@@ -13,7 +13,8 @@ import shutil
 import ssl
 
 import pytest
-from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource, ResourceType
+from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource,
+                                   ResourceType)
 
 from kafka.protocol.metadata import MetadataRequest
 from kbroker.cluster import free_port
@@ -151,3 +152,17 @@ def test_rotated_key_store_served_to_new_connections_old_one_keeps_going_and_sur
     cluster.wait_ready([1])
     assert served_fingerprint(cluster.tls_port) == after
     assert os.path.exists(pki.rotated)
+
+
+def test_a_password_without_password_encoder_secret_is_refused(cluster, pki):
+    """Kafka refuses to store a dynamic password it cannot encode (DynamicBrokerConfig.toPersistentProps)."""
+    b = cluster.add(2, start=False, listeners="PLAINTEXT://127.0.0.1:{port}")
+    write_config(b)
+    b.start()
+    cluster.wait_ready([1, 2])
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    entries = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in new_store(pki.rotated).items()]
+    _, err = admin_result(admin.incremental_alter_configs(
+        [ConfigResource(ResourceType.BROKER, "2", incremental_configs=entries)], request_timeout=20))
+    assert err.name() == "INVALID_REQUEST" and "Password encoder secret not configured" in err.str()
+    assert not cluster.zk.exists("/config/brokers/2")

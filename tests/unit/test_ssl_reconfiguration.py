@@ -65,3 +65,51 @@ def test_another_secret_or_a_malformed_value_does_not_decode():
 def test_an_unsupported_cipher_is_refused():
     with pytest.raises(PasswordEncoderError, match="password.encoder.cipher.algorithm DES"):
         PasswordEncoder("secret", cipher="DES").encode("pw")
+
+
+def tls_config(ca, secret: str | None = "s3cret"):
+    from kbroker.config import BrokerConfig
+    cert, key = make_cert(*ca, "broker", ["localhost"])
+    props = {"zookeeper.connect": "127.0.0.1:2181", "listeners": "PLAINTEXT://:9092,SSL://:9093",
+             "inter.broker.listener.name": "SSL", "ssl.keystore.type": "PEM", "ssl.keystore.key": key,
+             "ssl.keystore.certificate.chain": cert, "ssl.truststore.type": "PEM",
+             "ssl.truststore.certificates": ca[0], **({"password.encoder.secret": secret} if secret else {})}
+    return BrokerConfig(props)
+
+
+def rotated(cfg, ca, cn: str = "broker") -> dict[str, str]:
+    """This broker's stored dynamic config giving listener SSL a new PEM key store, its values encoded."""
+    cert, key = make_cert(*ca, cn, ["localhost"])
+    encoder = PasswordEncoder("s3cret")
+    return {"listener.name.ssl.ssl.keystore.key": encoder.encode(key),
+            "listener.name.ssl.ssl.keystore.certificate.chain": encoder.encode(cert)}
+
+
+def test_a_stored_key_store_is_read_and_the_inter_broker_client_presents_it_next(ca):
+    cfg = tls_config(ca)
+    client = cfg.inter_broker_security
+    before = cfg.tls_stores["SSL"]
+    assert client.cert_pem == before.keys.chain_pem
+    changed, problems = cfg.apply_dynamic({}, rotated(cfg, ca))
+    assert problems == [] and changed == {"listener.name.ssl.ssl.keystore.key",
+                                          "listener.name.ssl.ssl.keystore.certificate.chain"}
+    after = cfg.tls_stores["SSL"]
+    assert after.keys.chain_pem != before.keys.chain_pem
+    assert cfg.inter_broker_security is client and client.cert_pem == after.keys.chain_pem   # its holders see it
+
+
+def test_a_stored_key_store_of_another_subject_is_refused_by_the_check(ca):
+    cfg = tls_config(ca)
+    decoded = {k: PasswordEncoder("s3cret").decode(v) for k, v in rotated(cfg, ca, "intruder").items()}
+    assert "DistinguishedName does not match" in cfg.tls_update_error(decoded)
+    assert cfg.tls_update_error({k: PasswordEncoder("s3cret").decode(v) for k, v in rotated(cfg, ca).items()}) is None
+
+
+def test_passwords_stored_without_the_secret_are_left_out(ca):
+    cfg = tls_config(ca, secret=None)
+    before = cfg.tls_stores["SSL"]
+    changed, problems = cfg.apply_dynamic({}, rotated(cfg, ca))
+    assert changed == set() and cfg.tls_stores["SSL"] is before
+    assert problems and all("Password encoder secret not configured" in p for p in problems)
+    changed, problems = cfg.apply_dynamic(rotated(cfg, ca), {})   # the cluster default may not hold a store
+    assert changed == set() and all("per-broker config at the cluster level" in p for p in problems)
