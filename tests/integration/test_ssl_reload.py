@@ -13,9 +13,11 @@ import shutil
 import ssl
 
 import pytest
+from click.testing import CliRunner
 from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource,
                                    ResourceType)
 
+from admin_cli.main import cli
 from kafka.protocol.metadata import MetadataRequest
 from kbroker.cluster import free_port
 from kbroker.protocol.client import Connection
@@ -23,6 +25,7 @@ from kbroker.protocol.client.security import ClientSecurity
 from tests.conftest import fresh_chroot
 from tests.integration.conftest import Cluster, wait_until
 from tests.integration.test_admin_client_topics import admin_result
+from tests.integration.test_dynamic_broker_config import _alter_defaults
 from tests.integration.test_java_keystores import write_config
 from tests.integration.test_sasl_tls import ck_roundtrip, unique
 from tests.keytool import KEY_PASSWORD, STORE_PASSWORD, Pki, make_pki, signed_key_store
@@ -114,10 +117,22 @@ def test_validate_only_stores_nothing(cluster, pki):
     assert served_fingerprint(cluster.tls_port) == store_fingerprint(pki.keystore_jks["broker"])
 
 
+def test_kadmin_alter_config_is_refused_with_kafkas_reason(cluster, pki):
+    L = "listener.name.external.ssl"
+    r = CliRunner().invoke(cli, ["--bootstrap-server", cluster.brokers[1].bootstrap, "alter-config", "--broker", "1",
+                                 "--add-config", f"{L}.keystore.location={pki.intruder},{L}.keystore.password="
+                                 f"{STORE_PASSWORD},{L}.key.password={KEY_PASSWORD}"], catch_exceptions=False)
+    assert r.exit_code == 1 and "DistinguishedName does not match" in r.output, r.output
+    assert stored(cluster) == {}
+
+
 def test_the_default_entity_and_an_unprefixed_store_are_refused(cluster, pki):
     err = alter(cluster, {"ssl.keystore.location": pki.rotated})
     assert err.name() == "INVALID_REQUEST"
     assert "can be dynamically updated only per-listener using the listener prefix" in err.str()
+    code, message = _alter_defaults(cluster.brokers[1].bootstrap, new_store(pki.rotated))
+    assert code == 42 and "Cannot update these configs at default cluster level, broker id must be specified" in message
+    assert not cluster.zk.exists("/config/brokers/<default>")
 
 
 def test_rotated_key_store_served_to_new_connections_old_one_keeps_going_and_survives_restart(cluster, pki):
