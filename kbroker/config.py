@@ -494,10 +494,21 @@ SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 
 @dataclass(frozen=True)
 class ListenerStores:
-    """A TLS listener's stores, read once at load: its key and certificate chain, the certificates it trusts
-    (None: the system's)."""
+    """A TLS listener's stores, read at load or on a dynamic change: its key and certificate chain, the
+    certificates it trusts (None: the system's), and the files read with their modification times."""
     keys: KeyMaterial
     trusted_pem: str | None
+    files: tuple[tuple[str, int], ...] = ()
+
+    def modified(self) -> bool:
+        """Whether a file read was modified (or removed) since."""
+        for path, mtime in self.files:
+            try:
+                if os.stat(path).st_mtime_ns != mtime:
+                    return True
+            except OSError:
+                return True
+        return False
 
 
 def _tls_contexts(stores: ListenerStores, client_auth: str) -> tuple[ssl.SSLContext, ssl.SSLContext]:
@@ -683,7 +694,10 @@ class BrokerConfig:
                 effective[key] = _convert(key, raw)
             else:
                 listener[key] = raw
-        self._reload_stores(listener, problems)
+        self._reload_stores(listener, problems, running)
+        # an entry whose stores were refused is not in effect: not shown as a dynamic value either
+        self.dynamic_broker = {k: v for k, v in self.dynamic_broker.items()
+                               if not per_broker_only(k) or listener.get(k) == v}
         changed = {k for k, v in effective.items() if self.values.get(k) != v}
         changed |= {k for k in listener.keys() | self.listener_overrides.keys()
                     if listener.get(k) != self.listener_overrides.get(k)}
@@ -692,24 +706,54 @@ class BrokerConfig:
         return changed, problems
 
     def _changed_stores(self, listener: dict[str, str]) -> list[Listener]:
-        """The TLS listeners whose store settings differ between the current overrides and listener."""
+        """The TLS listeners whose store settings differ between the current overrides and listener, or whose
+        store files were modified since they were read (Kafka's SslFactory reloads those on an AlterConfigs that
+        names them again)."""
         def store_keys(overrides: dict[str, str], name: str) -> dict[str, str]:
             prefix = f"{LISTENER_PREFIX}{name.lower()}."
             return {k: v for k, v in overrides.items() if k.startswith(prefix) and
                     listener_config_base(k) in LISTENER_SSL_CONFIGS}
         return [tl for tl in self.listeners if tl.security_protocol in ("SSL", "SASL_SSL") and
-                store_keys(listener, tl.name) != store_keys(self.listener_overrides, tl.name)]
+                (store_keys(listener, tl.name) != store_keys(self.listener_overrides, tl.name) or
+                 self.tls_stores[tl.name].modified())]
 
-    def _reload_stores(self, listener: dict[str, str], problems: list[str]) -> None:
+    def _replacement_stores(self, tl: Listener, listener: dict[str, str]) -> ListenerStores:
+        """The stores the overrides (listener) give a running TLS listener, checked as Kafka's
+        SslFactory.validateReconfiguration checks them: they load; the key store's certificate has the current
+        one's subject DN and at least its subject alternative names; no truststore is added to a listener without
+        one; on the inter-broker listener a client from them can shake hands with a server from them. ConfigError
+        with the reason otherwise."""
+        old = self.tls_stores[tl.name]
+        try:
+            stores = self._read_stores(tl.name, tl.security_protocol, listener)
+            server, client = _tls_contexts(stores, self.listener_value(tl.name, "ssl.client.auth"))
+            ensure_compatible(stores.keys, old.keys)
+        except (KeystoreError, ssl.SSLError) as e:
+            raise ConfigError(str(e)) from None
+        if old.trusted_pem is None and stores.trusted_pem is not None:
+            raise ConfigError("Cannot add SSL truststore to an existing listener for which no truststore was "
+                              "configured.")
+        error = handshake_error(server, client) if tl.name == self.inter_broker_listener else None
+        if error:
+            raise ConfigError(f"A client SSLEngine created with the provided settings can't connect to a server "
+                              f"SSLEngine created with those settings. ({error})")
+        return stores
+
+    def _reload_stores(self, listener: dict[str, str], problems: list[str], running: bool) -> None:
         """Read the stores of the TLS listeners whose store settings the new overrides (listener) change into
-        tls_stores; one that does not load (written to ZooKeeper directly, or its file gone since) keeps its
-        current stores and settings, in listener too."""
+        tls_stores: on a running broker checked as AlterConfigs checks them (_replacement_stores; Kafka checks a
+        change from ZooKeeper too), at start-up only loaded (Kafka starts with the dynamic stores as they are).
+        One refused (written to ZooKeeper directly, or its file gone since) keeps its current stores and
+        settings, in listener too. The inter-broker and control-plane clients of a listener take its new stores."""
         for tl in self._changed_stores(listener):
             try:
-                stores = self._read_stores(tl.name, tl.security_protocol, listener)
-                _tls_contexts(stores, self.listener_value(tl.name, "ssl.client.auth"))
+                if running:
+                    stores = self._replacement_stores(tl, listener)
+                else:
+                    stores = self._read_stores(tl.name, tl.security_protocol, listener)
+                    _tls_contexts(stores, self.listener_value(tl.name, "ssl.client.auth"))
             except (ConfigError, KeystoreError, ssl.SSLError) as e:
-                problems.append(f"the new stores of listener {tl.name} do not load ({e}); it keeps its current ones")
+                problems.append(f"the new stores of listener {tl.name} are refused ({e}); it keeps its current ones")
                 prefix = f"{LISTENER_PREFIX}{tl.name.lower()}."
                 for key in [k for k in listener if k.startswith(prefix) and listener_config_base(k) in
                             LISTENER_SSL_CONFIGS]:
@@ -727,29 +771,16 @@ class BrokerConfig:
                         problems.append(f"the inter-broker client of listener {tl.name} keeps its stores: {e}")
 
     def tls_update_error(self, per_broker: dict[str, str]) -> str | None:
-        """Why this broker's new dynamic config (decoded) cannot replace the stores of a TLS listener, as Kafka's
-        SslFactory.validateReconfiguration finds it: the new stores do not load; the key store's certificate has
-        another subject DN or lacks a subject alternative name of the current one; a truststore added to a
-        listener without one; on the inter-broker listener, a client from the new stores cannot shake hands with
-        a server from them. None when every changed listener's stores may be replaced."""
+        """Why this broker's new dynamic config (passwords decoded) cannot replace the stores of a TLS listener it
+        changes (_replacement_stores), as "listener <name>: <reason>"; None when each may be replaced."""
         listener = dict(self.static_listener_overrides)
         listener.update({k: v for k, v in {**self.dynamic_default, **per_broker}.items()
                          if k not in DYNAMIC_BROKER_CONFIGS and dynamic_broker_key(k) is not None})
         for tl in self._changed_stores(listener):
-            old = self.tls_stores[tl.name]
             try:
-                stores = self._read_stores(tl.name, tl.security_protocol, listener)
-                server, client = _tls_contexts(stores, self.listener_value(tl.name, "ssl.client.auth"))
-                if old.trusted_pem is None and stores.trusted_pem is not None:
-                    return (f"listener {tl.name}: Cannot add SSL truststore to an existing listener for which no "
-                            f"truststore was configured.")
-                ensure_compatible(stores.keys, old.keys)
-            except (ConfigError, KeystoreError, ssl.SSLError) as e:
+                self._replacement_stores(tl, listener)
+            except ConfigError as e:
                 return f"listener {tl.name}: {e}"
-            error = handshake_error(server, client) if tl.name == self.inter_broker_listener else None
-            if error:
-                return (f"listener {tl.name}: A client SSLEngine created with the provided settings can't connect to a "
-                        f"server SSLEngine created with those settings. ({error})")
         return None
 
     @property
@@ -852,7 +883,10 @@ class BrokerConfig:
                                        value("ssl.truststore.password"))
         else:
             trusted = None
-        return ListenerStores(keys, trusted)
+        files = [value(k) for k, inline in (("ssl.keystore.location", "ssl.keystore.key"),
+                                             ("ssl.truststore.location", "ssl.truststore.certificates"))
+                 if value(k) and not value(inline)]
+        return ListenerStores(keys, trusted, tuple((f, os.stat(f).st_mtime_ns) for f in files))
 
     @property
     def inter_broker_security(self) -> ClientSecurity | None:

@@ -16,7 +16,8 @@ re-reads the entity's config and applies it:
   and the controller elects offline partitions when unclean election became the default; a TLS listener whose
   key store or trust store changed (listener.name.<l>.ssl.*, passwords decoded with password.encoder.secret) has
   them read by the config and serves them to its next connections (SocketServer.reload_tls), also when they were
-  stored before the broker started. Other brokers' entities
+  stored before the broker started; so does one whose store files were modified in place (read again on the
+  broker's next config change, as Kafka's on an AlterConfigs naming them again). Other brokers' entities
   are ignored. Settings read where they are used (the controller's, the request path's) need nothing more. The
   replication throttle rates are rebound from this broker's own entity (not <default>, as Kafka 2.8:
   KAFKA-10190).
@@ -44,7 +45,7 @@ import gevent.event
 from zk import znodes as z
 from zk.client import ZkError, ZkState
 from .common.admin_errors import AdminError
-from .common.broker_config import DEFAULT_ENTITY, is_password, per_broker_only
+from .common.broker_config import DEFAULT_ENTITY, is_password
 from .common.sanitizer import desanitize
 from .log.cleaner import CleanerConfig
 from .log.config import LogConfig
@@ -255,11 +256,11 @@ class DynamicConfigManager:
 
     def _reconfigure(self, changed: set[str]) -> None:
         """Hand changed broker settings to the parts that copied them at start-up."""
+        if self.socket_server is not None:
+            self.socket_server.reload_tls()   # the listeners whose stores the config read again, if any
         if not changed or self.log_manager is None:
             return
         self.connection_quotas.reconfigure()
-        if self.socket_server is not None and any(per_broker_only(n) for n in changed):
-            self.socket_server.reload_tls()
         self.log_manager.reconfigure_defaults(self.config.values)
         if any(name.startswith("log.cleaner.") for name in changed):
             self.log_manager.start_cleaner(CleanerConfig.from_broker(self.config.values))

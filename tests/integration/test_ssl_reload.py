@@ -43,6 +43,11 @@ def pki(tmp_path_factory):
     signed_key_store(rotated, "broker")
     signed_key_store(rotated, "intruder")
     pki.rotated, pki.intruder = rotated.keystore_jks["broker"], rotated.keystore_jks["intruder"]
+    again = Pki(str(tmp_path_factory.mktemp("keytool-again")))   # a third key of the same name, for in place
+    for f in ("ca.p12", "ca.pem"):
+        shutil.copy(pki.path(f), again.path(f))
+    signed_key_store(again, "broker")
+    pki.again = again.keystore_jks["broker"]
     return pki
 
 
@@ -167,6 +172,23 @@ def test_rotated_key_store_served_to_new_connections_old_one_keeps_going_and_sur
     cluster.wait_ready([1])
     assert served_fingerprint(cluster.tls_port) == after
     assert os.path.exists(pki.rotated)
+
+
+def test_a_store_file_replaced_in_place_is_read_again_when_altered_with_the_same_values(cluster, pki):
+    """As Kafka 2.8's SslFactory: an AlterConfigs naming the current files reloads those modified since."""
+    assert stored(cluster)["listener.name.external.ssl.keystore.location"] == pki.rotated
+    assert served_fingerprint(cluster.tls_port) == store_fingerprint(pki.rotated)
+    shutil.copy(pki.intruder, pki.rotated + ".new")
+    os.replace(pki.rotated + ".new", pki.rotated)      # another subject in place: refused, still served the old
+    err = alter(cluster, new_store(pki.rotated))
+    assert err.name() == "INVALID_REQUEST" and "DistinguishedName does not match" in err.str()
+    served = served_fingerprint(cluster.tls_port)
+    shutil.copy(pki.again, pki.rotated + ".new")
+    os.replace(pki.rotated + ".new", pki.rotated)
+    assert served == served_fingerprint(cluster.tls_port)    # not read until altered
+    assert alter(cluster, new_store(pki.rotated)) is None
+    after = store_fingerprint(pki.again)
+    wait_until(lambda: served_fingerprint(cluster.tls_port) == after, 20, "the replaced file served")
 
 
 def test_a_password_without_password_encoder_secret_is_refused(cluster, pki):
