@@ -83,11 +83,12 @@ def store_fingerprint(jks: str) -> str:
     return hashlib.sha256(ssl.PEM_cert_to_DER_cert(leaf)).hexdigest()
 
 
-def alter(c: Cluster, configs: dict, validate_only=False):
-    admin = AdminClient({"bootstrap.servers": c.brokers[1].bootstrap})
+def alter(c: Cluster, configs: dict, validate_only=False, broker: int = 1):
+    """IncrementalAlterConfigs SET on the broker's own config, as kafka-configs sends it: its error or None."""
+    admin = AdminClient({"bootstrap.servers": c.brokers[broker].bootstrap})
     entries = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in configs.items()]
     return admin_result(admin.incremental_alter_configs(
-        [ConfigResource(ResourceType.BROKER, "1", incremental_configs=entries)], request_timeout=20,
+        [ConfigResource(ResourceType.BROKER, str(broker), incremental_configs=entries)], request_timeout=20,
         validate_only=validate_only))[1]
 
 
@@ -197,9 +198,6 @@ def test_a_password_without_password_encoder_secret_is_refused(cluster, pki):
     write_config(b)
     b.start()
     cluster.wait_ready([1, 2])
-    admin = AdminClient({"bootstrap.servers": b.bootstrap})
-    entries = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in new_store(pki.rotated).items()]
-    _, err = admin_result(admin.incremental_alter_configs(
-        [ConfigResource(ResourceType.BROKER, "2", incremental_configs=entries)], request_timeout=20))
+    err = alter(cluster, new_store(pki.rotated), broker=2)
     assert err.name() == "INVALID_REQUEST" and "Password encoder secret not configured" in err.str()
     assert not cluster.zk.exists("/config/brokers/2")
