@@ -44,9 +44,9 @@ from .common.admin_errors import (AdminError, InvalidConfigError, InvalidConfigV
                                   UnknownTopicError)
 from .common.broker_config import (DYNAMIC_BROKER_CONFIGS, THREAD_COUNTS, dynamic_broker_key, entity_name,
                                    is_password, update_mode, validate_broker_config)
-from .common.password_encoder import PasswordEncoderError
 from .common.config_def import format_value
 from .common.internal_topics import INTERNAL_TOPICS
+from .common.password_encoder import PasswordEncoderError
 from .common.quota_config import QuotaEntity, entity_order, quota_entity, quota_keys, stored_value
 from .common.topic_config import TOPIC_CONFIGS
 from .config import KRAFT_SETTINGS, SETTINGS, setting_of

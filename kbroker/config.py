@@ -29,9 +29,9 @@ from .common.config_def import (MAX_INT, MAX_LONG, ConfigKey, at_least, between,
                                 parse_checked, rule, unset)
 from .common.keystores import (KeyMaterial, KeystoreError, ensure_compatible, load_key_store, load_trust_store,
                                pem_certificates, pem_key_material)
-from .common.password_encoder import PasswordEncoder, PasswordEncoderError
 from .common.jaas import JaasError, read_jaas_file
 from .common.jvm_options import system_properties
+from .common.password_encoder import PasswordEncoder, PasswordEncoderError
 from .common.topic_config import valid_api_version
 from .protocol.client.security import ClientSecurity, handshake_error, load_cert_chain
 from .protocol.errors import KafkaError
@@ -644,8 +644,11 @@ class BrokerConfig:
         default over server.properties), as Kafka's DynamicBrokerConfig does. An entry that is not a dynamic
         setting or does not convert is left out, as Kafka drops invalid dynamic configs; on a running broker a
         thread count that would fall below half or rise above double its current value keeps its current
-        value (the check AlterConfigs makes, for changes written straight to ZooKeeper). Returns (the names
-        whose effective value changed, a message per entry left out)."""
+        value (the check AlterConfigs makes, for changes written straight to ZooKeeper). Passwords are decoded
+        with password.encoder.secret (one that does not decode is left out, as Kafka); a listener's stores only
+        count from this broker's own entity, and TLS listeners whose stores change are read again into
+        tls_stores (_reload_stores). Returns (the names whose effective value changed, a message per entry left
+        out)."""
         problems: list[str] = []
 
         def usable(layer: dict[str, str], where: str, per_broker: bool) -> dict[str, str]:

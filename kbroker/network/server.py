@@ -46,11 +46,11 @@ import gevent.event
 import gevent.socket
 from gevent.socket import wait_write
 
+from ..config import ConfigError
 from ..protocol.deferred import DeferredAnswer
 from ..protocol.header import CloseConnection
 from ..protocol.hotpath import is_file_slice
 from ..quota.connection_quotas import ConnectionThrottled, TooManyConnections
-from ..config import ConfigError
 from . import tls
 from .sasl import SaslAuthenticator, SaslSettings
 
@@ -283,7 +283,7 @@ class SocketServer:
     def reload_tls(self) -> None:
         """New server contexts for the TLS listeners whose stores the config has read again (a dynamic key store
         or trust store): connections accepted from now on get them, those open keep theirs."""
-        for name, (ctx, mapper) in list(self.tls_contexts.items()):
+        for name, (_, mapper) in list(self.tls_contexts.items()):
             if self._tls_stores[name] is not self.config.tls_stores[name]:
                 try:
                     self.tls_contexts[name] = (tls.server_context(self.config, name), mapper)

@@ -2,8 +2,10 @@
 listener.name.external.ssl.keystore.location (and its passwords) on broker 1's own config, the broker checks the
 new keytool JKS key store (same DN and SANs, a new key), stores it in /config/brokers/1 with the passwords
 encoded by password.encoder.secret, and serves it to new TLS connections while an open one keeps going; a store
-of another DN or with a wrong password is refused with Kafka's error and nothing stored; validate_only stores
-nothing; a restart serves the rotated store."""
+of another DN or with a wrong password is refused with Kafka's error and nothing stored (through kadmin too);
+validate_only stores nothing; the names without the listener prefix, the cluster default and a password on a
+broker without password.encoder.secret are refused as Kafka refuses them; a store file replaced in place is read
+again when altered with the same values; a restart serves the rotated store."""
 from __future__ import annotations
 
 import hashlib
@@ -16,9 +18,9 @@ import pytest
 from click.testing import CliRunner
 from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource,
                                    ResourceType)
+from kafka.protocol.metadata import MetadataRequest
 
 from admin_cli.main import cli
-from kafka.protocol.metadata import MetadataRequest
 from kbroker.cluster import free_port
 from kbroker.protocol.client import Connection
 from kbroker.protocol.client.security import ClientSecurity
