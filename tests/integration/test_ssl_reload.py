@@ -203,3 +203,20 @@ def test_a_password_without_password_encoder_secret_is_refused(cluster, pki):
     err = alter(cluster, new_store(pki.rotated), broker=2)
     assert err.name() == "INVALID_REQUEST" and "Password encoder secret not configured" in err.str()
     assert not cluster.zk.exists("/config/brokers/2")
+
+
+def test_kadmin_zookeeper_mode_encodes_passwords_with_the_secret_given(cluster, pki):
+    """As kafka-configs --zookeeper: password.encoder.secret must come with the passwords, and is not stored."""
+    from kbroker.common.password_encoder import PasswordEncoder
+    L = "listener.name.external.ssl"
+    args = ["--zookeeper", cluster.zk_connect, "alter-config", "--broker", "3", "--add-config",
+            f"{L}.keystore.location={pki.rotated},{L}.keystore.password={STORE_PASSWORD}"]
+    r = CliRunner().invoke(cli, args, catch_exceptions=False)
+    assert r.exit_code != 0 and "password.encoder.secret must be specified to update" in r.output, r.output
+    assert not cluster.zk.exists("/config/brokers/3")
+    r = CliRunner().invoke(cli, args[:-1] + [args[-1] + f",password.encoder.secret={SECRET}"], catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    data, _ = cluster.zk.get("/config/brokers/3")
+    config = json.loads(data)["config"]
+    assert sorted(config) == [f"{L}.keystore.location", f"{L}.keystore.password"]
+    assert PasswordEncoder(SECRET).decode(config[f"{L}.keystore.password"]) == STORE_PASSWORD
