@@ -31,7 +31,7 @@ from .common.keystores import (KeyMaterial, KeystoreError, ensure_compatible, lo
                                pem_certificates, pem_key_material)
 from .common.jaas import JaasError, read_jaas_file
 from .common.jvm_options import system_properties
-from .common.password_encoder import PasswordEncoder, PasswordEncoderError
+from .common.password_encoder import CIPHERS, KEY_FACTORIES, PasswordEncoder, PasswordEncoderError
 from .common.topic_config import valid_api_version
 from .protocol.client.security import ClientSecurity, handshake_error, load_cert_chain
 from .protocol.errors import KafkaError
@@ -265,11 +265,13 @@ SETTINGS: dict[str, ConfigKey] = {
     "delegation.token.expiry.check.interval.ms": ConfigKey("long", 3600000, at_least(1)),
     "delegation.token.expiry.time.ms": ConfigKey("long", 86400000, at_least(1)),
     "delegation.token.max.lifetime.ms": ConfigKey("long", 604800000, at_least(1)),
-    # encrypt the passwords of dynamic per-broker SSL/SASL configs in ZooKeeper; kbroker takes those statically only
+    # encrypt the passwords of dynamic per-broker configs in ZooKeeper (a listener's stores; common.password_encoder)
     "password.encoder.secret": ConfigKey("password"),
     "password.encoder.old.secret": ConfigKey("password"),
-    "password.encoder.cipher.algorithm": ConfigKey("string", "AES/CBC/PKCS5Padding"),
-    "password.encoder.keyfactory.algorithm": ConfigKey("string"),
+    "password.encoder.cipher.algorithm": ConfigKey("string", "AES/CBC/PKCS5Padding", rule(
+        lambda v: v in CIPHERS, f"one of {', '.join(CIPHERS)} (the ciphers kbroker encodes passwords with)")),
+    "password.encoder.keyfactory.algorithm": ConfigKey("string", None, rule(
+        lambda v: v is None or v in KEY_FACTORIES, f"one of {', '.join(KEY_FACTORIES)}")),
     "password.encoder.iterations": ConfigKey("int", 4096, at_least(1024)),
     "password.encoder.key.length": ConfigKey("int", 128, at_least(8)),
 }

@@ -8,7 +8,8 @@ in ZooKeeper is not the password, in the form Kafka writes and reads (a broker o
 (one line; AES/GCM/NoPadding adds authenticationTagLength). The key is PBKDF2 of the secret over a random
 256-byte salt (password.encoder.keyfactory.algorithm, default PBKDF2WithHmacSHA512; password.encoder.key.length
 bits, password.encoder.iterations rounds). AES in CBC (PKCS#5 padding) or GCM mode, what Java's default provider
-offers for password.encoder.cipher.algorithm; another cipher is refused when a password is encoded. The
+offers for password.encoder.cipher.algorithm; another cipher or key factory is refused at start (kbroker.config)
+and when a password is encoded. The
 primitives are `cryptography`'s (pinned in pyproject.toml for the stores already).
 """
 from __future__ import annotations
@@ -21,9 +22,9 @@ from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.pbkdf2 import PBKDF2HMAC
 
-_KEY_FACTORIES = {"PBKDF2WithHmacSHA512": hashes.SHA512, "PBKDF2WithHmacSHA256": hashes.SHA256,
+KEY_FACTORIES = {"PBKDF2WithHmacSHA512": hashes.SHA512, "PBKDF2WithHmacSHA256": hashes.SHA256,
                   "PBKDF2WithHmacSHA1": hashes.SHA1}
-_CIPHERS = ("AES/CBC/PKCS5Padding", "AES/GCM/NoPadding")
+CIPHERS = ("AES/CBC/PKCS5Padding", "AES/GCM/NoPadding")
 
 
 class PasswordEncoderError(ValueError):
@@ -38,15 +39,15 @@ class PasswordEncoder:
         self.cipher, self.key_length, self.iterations = cipher, key_length, iterations
 
     def _key(self, factory: str, salt: bytes, key_length: int, iterations: int) -> bytes:
-        if factory not in _KEY_FACTORIES:
+        if factory not in KEY_FACTORIES:
             raise PasswordEncoderError(f"password.encoder.keyfactory.algorithm {factory} is not supported (one of "
-                                       f"{', '.join(_KEY_FACTORIES)})")
-        return PBKDF2HMAC(_KEY_FACTORIES[factory](), key_length // 8, salt, iterations).derive(self.secret)
+                                       f"{', '.join(KEY_FACTORIES)})")
+        return PBKDF2HMAC(KEY_FACTORIES[factory](), key_length // 8, salt, iterations).derive(self.secret)
 
     def encode(self, password: str) -> str:
-        if self.cipher not in _CIPHERS:
+        if self.cipher not in CIPHERS:
             raise PasswordEncoderError(f"password.encoder.cipher.algorithm {self.cipher} is not supported (one of "
-                                       f"{', '.join(_CIPHERS)})")
+                                       f"{', '.join(CIPHERS)})")
         salt = os.urandom(256)
         key = self._key(self.key_factory, salt, self.key_length, self.iterations)
         data = password.encode()

@@ -113,3 +113,11 @@ def test_passwords_stored_without_the_secret_are_left_out(ca):
     assert problems and all("Password encoder secret not configured" in p for p in problems)
     changed, problems = cfg.apply_dynamic(rotated(cfg, ca), {})   # the cluster default may not hold a store
     assert changed == set() and all("per-broker config at the cluster level" in p for p in problems)
+
+
+@pytest.mark.parametrize("key, value", [("password.encoder.cipher.algorithm", "DESede/CBC/PKCS5Padding"),
+                                        ("password.encoder.keyfactory.algorithm", "PBKDF2WithHmacMD5")])
+def test_a_cipher_or_key_factory_kbroker_cannot_encode_with_is_refused_at_start(key, value):
+    from kbroker.config import BrokerConfig, ConfigError
+    with pytest.raises(ConfigError, match=f"Invalid value '{value}' for configuration {key}"):
+        BrokerConfig({"zookeeper.connect": "127.0.0.1:2181", key: value})
