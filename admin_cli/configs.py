@@ -28,7 +28,8 @@ import click
 from zk.admin import AdminZkClient, merge_config
 from zk.client import KafkaZkClient
 from kbroker.common import broker_config
-from kbroker.common.admin_errors import UnknownTopicError
+from kbroker.common.admin_errors import InvalidConfigValueError, UnknownTopicError
+from kbroker.common.password_encoder import PasswordEncoder, PasswordEncoderError
 
 from .context import output, settings, source
 from .kafka_client import BROKER_RESOURCE, TOPIC_RESOURCE, AdminClient
@@ -148,13 +149,40 @@ def alter_config_zk(zk: KafkaZkClient, entity: Entity, to_add: dict[str, str], t
     admin = AdminZkClient(zk)
     if entity.kind == "broker":
         current = admin.fetch_entity_config("brokers", entity.json_name)
-        admin.change_broker_config(entity.broker_id, merge_config(current, to_add, to_delete))
+        admin.change_broker_config(entity.broker_id, merge_config(current, _encode_passwords(to_add, entity),
+                                                                  to_delete))
     else:
         if not zk.topic_exists(entity.name):
             raise UnknownTopicError(f"Topic '{entity.name}' does not exist.")
         current = admin.fetch_entity_config("topics", entity.name)
         admin.change_topic_config(entity.name, merge_config(current, to_add, to_delete))
     return ConfigAltered(entity, to_add, to_delete)
+
+
+def _encode_passwords(to_add: dict[str, str], entity: Entity) -> dict[str, str]:
+    """As kafka-configs.sh --zookeeper (ConfigCommand.preProcessBrokerConfigs): the password.encoder.* entries
+    given are not stored but encode the dynamic passwords added (a listener's store passwords), which need
+    password.encoder.secret; the brokers decode them with their own secret, which must be the same."""
+    encoder_props = {k: v for k, v in to_add.items() if k.startswith("password.encoder.")}
+    to_add = {k: v for k, v in to_add.items() if k not in encoder_props}
+    broker_config.validate_broker_config(to_add, per_broker=entity.broker_id is not None)
+    passwords = sorted(k for k in to_add if broker_config.is_password(k))
+    if not passwords:
+        return to_add
+    if "password.encoder.secret" not in encoder_props:
+        raise InvalidConfigValueError(f"password.encoder.secret must be specified to update "
+                                      f"Set({', '.join(passwords)}). Other password encoder configs like cipher "
+                                      "algorithm and iterations may also be specified to override the default encoding "
+                                      "parameters. Password encoder configs will not be persisted in ZooKeeper.")
+    try:
+        encoder = PasswordEncoder(encoder_props["password.encoder.secret"],
+                                  encoder_props.get("password.encoder.keyfactory.algorithm"),
+                                  encoder_props.get("password.encoder.cipher.algorithm", "AES/CBC/PKCS5Padding"),
+                                  int(encoder_props.get("password.encoder.key.length", 128)),
+                                  int(encoder_props.get("password.encoder.iterations", 4096)))
+        return {k: encoder.encode(v) if k in passwords else v for k, v in to_add.items()}
+    except (PasswordEncoderError, ValueError) as e:
+        raise InvalidConfigValueError(str(e)) from None
 
 
 def alter_config_admin(admin: AdminClient, entity: Entity, to_add: dict[str, str], to_delete: list[str]

@@ -43,9 +43,10 @@ from .admin_delayed import DelayedCreatePartitions, DelayedDeleteTopics
 from .common.admin_errors import (AdminError, InvalidConfigError, InvalidConfigValueError, InvalidRequestError,
                                   UnknownTopicError)
 from .common.broker_config import (DYNAMIC_BROKER_CONFIGS, THREAD_COUNTS, dynamic_broker_key, entity_name,
-                                   update_mode, validate_broker_config)
+                                   is_password, update_mode, validate_broker_config)
 from .common.config_def import format_value
 from .common.internal_topics import INTERNAL_TOPICS
+from .common.password_encoder import PasswordEncoderError
 from .common.quota_config import QuotaEntity, entity_order, quota_entity, quota_keys, stored_value
 from .common.topic_config import TOPIC_CONFIGS
 from .config import KRAFT_SETTINGS, SETTINGS, setting_of
@@ -473,8 +474,15 @@ class AdminManager:
                 self.admin_zk.change_topic_config(name, config, validate_only)
             elif kind == BROKER:
                 broker_id = self._own_broker_id(name, str(self.broker_id)) if name else None
-                config = change(self.admin_zk.fetch_entity_config("brokers", entity_name(broker_id)), entries, kind)
-                self._check_thread_counts(validate_broker_config(config, SETTINGS.__contains__), broker_id is not None)
+                current = self.admin_zk.fetch_entity_config("brokers", entity_name(broker_id))
+                config = change(self._decoded(current), entries, kind)
+                self._check_thread_counts(validate_broker_config(config, SETTINGS.__contains__, broker_id is not None),
+                                          broker_id is not None)
+                error = self.config.tls_update_error(config) if broker_id is not None else None
+                if error:   # Kafka's message, then what its SslFactory found
+                    raise InvalidConfigValueError(f"Invalid dynamic configuration ({error})")
+                if not validate_only:
+                    config = self._encoded(config)
                 self.admin_zk.change_broker_config(broker_id, config, validate_only, SETTINGS.__contains__)
             else:
                 raise ApiError(Errors.INVALID_REQUEST, "AlterConfigs is only supported for topics and brokers, but "
@@ -485,6 +493,25 @@ class AdminManager:
                                             f"{RESOURCE_TYPE_NAMES.get(kind, kind)}, name='{name}'): {e}")
         except (ApiError, AdminError, ZkError) as e:
             return _error_of(e)
+
+    def _decoded(self, stored: dict[str, str]) -> dict[str, str]:
+        """A broker entity's configs with their passwords decoded; one that does not decode is left out (Kafka's
+        DynamicBrokerConfig.fromPersistentProps)."""
+        out = {}
+        for key, value in stored.items():
+            try:
+                out[key] = self.config.decode_password(value) if is_password(key) else value
+            except PasswordEncoderError as e:
+                log.error("Dynamic password config %s could not be decoded, ignoring: %s", key, e)
+        return out
+
+    def _encoded(self, config: dict[str, str]) -> dict[str, str]:
+        """A broker's configs as written to ZooKeeper: passwords encoded with password.encoder.secret (Kafka's
+        toPersistentProps, refusing them without one)."""
+        try:
+            return {k: self.config.encode_password(v) if is_password(k) else v for k, v in config.items()}
+        except PasswordEncoderError as e:
+            raise InvalidConfigValueError(str(e)) from None
 
     def _check_thread_counts(self, new: dict, per_broker: bool) -> None:
         """Kafka refuses to resize a thread pool (or the cleaner) below half or above double its current size."""

@@ -23,14 +23,15 @@ import os
 import ssl
 from dataclasses import dataclass
 
-from .common.broker_config import (DYNAMIC_BROKER_CONFIGS, LISTENER_PREFIX, THREAD_COUNTS, dynamic_broker_key,
-                                   listener_config_base)
+from .common.broker_config import (DYNAMIC_BROKER_CONFIGS, LISTENER_PREFIX, LISTENER_SSL_CONFIGS, THREAD_COUNTS,
+                                   dynamic_broker_key, is_password, listener_config_base, per_broker_only)
 from .common.config_def import (MAX_INT, MAX_LONG, ConfigKey, at_least, between, kafka_classes, one_of,
                                 parse_checked, rule, unset)
-from .common.keystores import (KeyMaterial, KeystoreError, load_key_store, load_trust_store, pem_certificates,
-                               pem_key_material)
+from .common.keystores import (KeyMaterial, KeystoreError, ensure_compatible, load_key_store, load_trust_store,
+                               pem_certificates, pem_key_material)
 from .common.jaas import JaasError, read_jaas_file
 from .common.jvm_options import system_properties
+from .common.password_encoder import CIPHERS, KEY_FACTORIES, PasswordEncoder, PasswordEncoderError
 from .common.topic_config import valid_api_version
 from .protocol.client.security import ClientSecurity, handshake_error, load_cert_chain
 from .protocol.errors import KafkaError
@@ -264,11 +265,13 @@ SETTINGS: dict[str, ConfigKey] = {
     "delegation.token.expiry.check.interval.ms": ConfigKey("long", 3600000, at_least(1)),
     "delegation.token.expiry.time.ms": ConfigKey("long", 86400000, at_least(1)),
     "delegation.token.max.lifetime.ms": ConfigKey("long", 604800000, at_least(1)),
-    # encrypt the passwords of dynamic per-broker SSL/SASL configs in ZooKeeper; kbroker takes those statically only
+    # encrypt the passwords of dynamic per-broker configs in ZooKeeper (a listener's stores; common.password_encoder)
     "password.encoder.secret": ConfigKey("password"),
     "password.encoder.old.secret": ConfigKey("password"),
-    "password.encoder.cipher.algorithm": ConfigKey("string", "AES/CBC/PKCS5Padding"),
-    "password.encoder.keyfactory.algorithm": ConfigKey("string"),
+    "password.encoder.cipher.algorithm": ConfigKey("string", "AES/CBC/PKCS5Padding", rule(
+        lambda v: v in CIPHERS, f"one of {', '.join(CIPHERS)} (the ciphers kbroker encodes passwords with)")),
+    "password.encoder.keyfactory.algorithm": ConfigKey("string", None, rule(
+        lambda v: v is None or v in KEY_FACTORIES, f"one of {', '.join(KEY_FACTORIES)}")),
     "password.encoder.iterations": ConfigKey("int", 4096, at_least(1024)),
     "password.encoder.key.length": ConfigKey("int", 128, at_least(8)),
 }
@@ -493,10 +496,21 @@ SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 
 @dataclass(frozen=True)
 class ListenerStores:
-    """A TLS listener's stores, read once at load: its key and certificate chain, the certificates it trusts
-    (None: the system's)."""
+    """A TLS listener's stores, read at load or on a dynamic change: its key and certificate chain, the
+    certificates it trusts (None: the system's), and the files read with their modification times."""
     keys: KeyMaterial
     trusted_pem: str | None
+    files: tuple[tuple[str, int], ...] = ()
+
+    def modified(self) -> bool:
+        """Whether a file read was modified (or removed) since."""
+        for path, mtime in self.files:
+            try:
+                if os.stat(path).st_mtime_ns != mtime:
+                    return True
+            except OSError:
+                return True
+        return False
 
 
 def _tls_contexts(stores: ListenerStores, client_auth: str) -> tuple[ssl.SSLContext, ssl.SSLContext]:
@@ -544,6 +558,19 @@ def parse_listeners(key: str, entries: list[str], protocol_map: dict[str, str]) 
             raise ConfigError(f"Invalid value for configuration {key}: listener {name} appears twice")
         out.append(Listener(name, host.strip("[]"), int(port), protocol_map[name]))
     return out
+
+
+class LiveClientSecurity:
+    """The ClientSecurity of the inter-broker (or control-plane) client, replaced when its listener's stores are
+    read again (a rotated key store): its holders (replica fetchers, the controller's channels, the transaction
+    marker sender) read it at each connection, so their next connections present the new stores and those open
+    keep theirs."""
+
+    def __init__(self, listener: str, current: ClientSecurity):
+        self.listener, self.current = listener, current
+
+    def __getattr__(self, name: str):
+        return getattr(self.current, name)
 
 
 class BrokerConfig:
@@ -619,17 +646,30 @@ class BrokerConfig:
         default over server.properties), as Kafka's DynamicBrokerConfig does. An entry that is not a dynamic
         setting or does not convert is left out, as Kafka drops invalid dynamic configs; on a running broker a
         thread count that would fall below half or rise above double its current value keeps its current
-        value (the check AlterConfigs makes, for changes written straight to ZooKeeper). Returns (the names
-        whose effective value changed, a message per entry left out)."""
+        value (the check AlterConfigs makes, for changes written straight to ZooKeeper). Passwords are decoded
+        with password.encoder.secret (one that does not decode is left out, as Kafka); a listener's stores only
+        count from this broker's own entity, and TLS listeners whose stores change are read again into
+        tls_stores (_reload_stores). Returns (the names whose effective value changed, a message per entry left
+        out)."""
         problems: list[str] = []
 
-        def usable(layer: dict[str, str], where: str) -> dict[str, str]:
+        def usable(layer: dict[str, str], where: str, per_broker: bool) -> dict[str, str]:
             out = {}
             for key, raw in layer.items():
                 if dynamic_broker_key(key) is None:
                     if setting_of(key):    # a custom config (unknown to Kafka) is kept there for plugins
                         problems.append(f"{key} in {where} cannot be updated dynamically; ignored")
                     continue
+                if per_broker_only(key) and not per_broker:
+                    problems.append(f"{key} in {where}: a per-broker config at the cluster level; ignored")
+                    continue
+                if is_password(key):
+                    try:
+                        raw = self.decode_password(raw)
+                    except PasswordEncoderError as e:
+                        problems.append(f"dynamic password config {key} in {where} could not be decoded ({e}); "
+                                        f"ignored")
+                        continue
                 try:
                     _convert(key, raw)
                 except ConfigError as e:
@@ -638,8 +678,8 @@ class BrokerConfig:
                 out[key] = raw
             return out
 
-        new_default = usable(default, "/config/brokers/<default>")
-        new_broker = usable(per_broker, f"/config/brokers/{self.broker_id}")
+        new_default = usable(default, "/config/brokers/<default>", False)
+        new_broker = usable(per_broker, f"/config/brokers/{self.broker_id}", True)
         if running:
             for key in THREAD_COUNTS:
                 raw = new_broker.get(key, new_default.get(key))
@@ -659,12 +699,116 @@ class BrokerConfig:
                 effective[key] = _convert(key, raw)
             else:
                 listener[key] = raw
+        self._reload_stores(listener, problems, running)
+        # an entry whose stores were refused is not in effect: not shown as a dynamic value either
+        self.dynamic_broker = {k: v for k, v in self.dynamic_broker.items()
+                               if not per_broker_only(k) or listener.get(k) == v}
         changed = {k for k, v in effective.items() if self.values.get(k) != v}
         changed |= {k for k in listener.keys() | self.listener_overrides.keys()
                     if listener.get(k) != self.listener_overrides.get(k)}
         self.values.update(effective)
         self.listener_overrides = listener
         return changed, problems
+
+    def _changed_stores(self, listener: dict[str, str]) -> list[Listener]:
+        """The TLS listeners whose store settings differ between the current overrides and listener, or whose
+        store files were modified since they were read (Kafka's SslFactory reloads those on an AlterConfigs that
+        names them again)."""
+        def store_keys(overrides: dict[str, str], name: str) -> dict[str, str]:
+            prefix = f"{LISTENER_PREFIX}{name.lower()}."
+            return {k: v for k, v in overrides.items() if k.startswith(prefix) and
+                    listener_config_base(k) in LISTENER_SSL_CONFIGS}
+        return [tl for tl in self.listeners if tl.security_protocol in ("SSL", "SASL_SSL") and
+                (store_keys(listener, tl.name) != store_keys(self.listener_overrides, tl.name) or
+                 self.tls_stores[tl.name].modified())]
+
+    def _replacement_stores(self, tl: Listener, listener: dict[str, str]) -> ListenerStores:
+        """The stores the overrides (listener) give a running TLS listener, checked as Kafka's
+        SslFactory.validateReconfiguration checks them: they load; the key store's certificate has the current
+        one's subject DN and at least its subject alternative names; no truststore is added to a listener without
+        one; on the inter-broker listener a client from them can shake hands with a server from them. ConfigError
+        with the reason otherwise."""
+        old = self.tls_stores[tl.name]
+        try:
+            stores = self._read_stores(tl.name, tl.security_protocol, listener)
+            server, client = _tls_contexts(stores, self.listener_value(tl.name, "ssl.client.auth"))
+            ensure_compatible(stores.keys, old.keys)
+        except (KeystoreError, ssl.SSLError) as e:
+            raise ConfigError(str(e)) from None
+        if old.trusted_pem is None and stores.trusted_pem is not None:
+            raise ConfigError("Cannot add SSL truststore to an existing listener for which no truststore was "
+                              "configured.")
+        error = handshake_error(server, client) if tl.name == self.inter_broker_listener else None
+        if error:
+            raise ConfigError(f"A client SSLEngine created with the provided settings can't connect to a server "
+                              f"SSLEngine created with those settings. ({error})")
+        return stores
+
+    def _reload_stores(self, listener: dict[str, str], problems: list[str], running: bool) -> None:
+        """Read the stores of the TLS listeners whose store settings the new overrides (listener) change into
+        tls_stores: on a running broker checked as AlterConfigs checks them (_replacement_stores; Kafka checks a
+        change from ZooKeeper too), at start-up only loaded (Kafka starts with the dynamic stores as they are).
+        One refused (written to ZooKeeper directly, or its file gone since) keeps its current stores and
+        settings, in listener too. The inter-broker and control-plane clients of a listener take its new stores."""
+        for tl in self._changed_stores(listener):
+            try:
+                if running:
+                    stores = self._replacement_stores(tl, listener)
+                else:
+                    stores = self._read_stores(tl.name, tl.security_protocol, listener)
+                    _tls_contexts(stores, self.listener_value(tl.name, "ssl.client.auth"))
+            except (ConfigError, KeystoreError, ssl.SSLError) as e:
+                problems.append(f"the new stores of listener {tl.name} are refused ({e}); it keeps its current ones")
+                prefix = f"{LISTENER_PREFIX}{tl.name.lower()}."
+                for key in [k for k in listener if k.startswith(prefix) and listener_config_base(k) in
+                            LISTENER_SSL_CONFIGS]:
+                    del listener[key]
+                listener.update({k: v for k, v in self.listener_overrides.items() if k.startswith(prefix) and
+                                 listener_config_base(k) in LISTENER_SSL_CONFIGS})
+                continue
+            self.tls_stores[tl.name] = stores
+            for client in (getattr(self, "_inter_broker_security", None), getattr(self, "_control_plane_security",
+                                                                                  None)):
+                if client is not None and client.listener == tl.name:
+                    try:
+                        client.current = self._inter_broker_client(tl.name)
+                    except ConfigError as e:
+                        problems.append(f"the inter-broker client of listener {tl.name} keeps its stores: {e}")
+
+    def tls_update_error(self, per_broker: dict[str, str]) -> str | None:
+        """Why this broker's new dynamic config (passwords decoded) cannot replace the stores of a TLS listener it
+        changes (_replacement_stores), as "listener <name>: <reason>"; None when each may be replaced."""
+        listener = dict(self.static_listener_overrides)
+        listener.update({k: v for k, v in {**self.dynamic_default, **per_broker}.items()
+                         if k not in DYNAMIC_BROKER_CONFIGS and dynamic_broker_key(k) is not None})
+        for tl in self._changed_stores(listener):
+            try:
+                self._replacement_stores(tl, listener)
+            except ConfigError as e:
+                return f"listener {tl.name}: {e}"
+        return None
+
+    @property
+    def password_encoder(self) -> PasswordEncoder | None:
+        """The encoder of dynamic password configs (password.encoder.*); None without password.encoder.secret."""
+        v = self.values
+        if not v["password.encoder.secret"]:
+            return None
+        return PasswordEncoder(v["password.encoder.secret"], v["password.encoder.keyfactory.algorithm"],
+                               v["password.encoder.cipher.algorithm"], v["password.encoder.key.length"],
+                               v["password.encoder.iterations"])
+
+    def encode_password(self, value: str) -> str:
+        """A dynamic password config's value as written to ZooKeeper; PasswordEncoderError without a secret."""
+        if self.password_encoder is None:
+            raise PasswordEncoderError("Password encoder secret not configured")
+        return self.password_encoder.encode(value)
+
+    def decode_password(self, value: str) -> str:
+        """The password of a value read from ZooKeeper; PasswordEncoderError when it cannot be decoded."""
+        if self.password_encoder is None:
+            raise PasswordEncoderError("Password encoder secret not configured")
+        return self.password_encoder.decode(value)
 
     def __getitem__(self, key: str):
         return self.values[key]
@@ -718,12 +862,13 @@ class BrokerConfig:
                                   f"settings cannot complete a TLS handshake with a server made from them ({error}); "
                                   f"its truststore must hold the CA of its keystore's certificate")
 
-    def _read_stores(self, name: str, protocol: str) -> ListenerStores:
+    def _read_stores(self, name: str, protocol: str, overrides: dict[str, str] | None = None) -> ListenerStores:
         """A TLS listener's keystore (ssl.keystore.location with its type and passwords, or the PEM text of
         ssl.keystore.key + ssl.keystore.certificate.chain) and truststore (ssl.truststore.location, or
-        ssl.truststore.certificates), as Kafka's DefaultSslEngineFactory takes them."""
+        ssl.truststore.certificates), as Kafka's DefaultSslEngineFactory takes them; with the listener overrides
+        given (a dynamic update's) instead of the current ones."""
         def value(key: str):
-            return self.listener_value(name, key)
+            return self.listener_value(name, key, overrides=overrides)
         if value("ssl.keystore.key") or value("ssl.keystore.certificate.chain"):
             if str(value("ssl.keystore.type")).upper() != "PEM":
                 raise ConfigError(f"Listener {name} ({protocol}): SSL private key can be specified only for PEM, "
@@ -743,14 +888,17 @@ class BrokerConfig:
                                        value("ssl.truststore.password"))
         else:
             trusted = None
-        return ListenerStores(keys, trusted)
+        files = [value(k) for k, inline in (("ssl.keystore.location", "ssl.keystore.key"),
+                                             ("ssl.truststore.location", "ssl.truststore.certificates"))
+                 if value(k) and not value(inline)]
+        return ListenerStores(keys, trusted, tuple((f, os.stat(f).st_mtime_ns) for f in files))
 
     @property
     def inter_broker_security(self) -> ClientSecurity | None:
         """The ClientSecurity of this broker's connections to the others (None on PLAINTEXT), built once;
         ConfigError when the inter-broker listener's settings do not make a client."""
         if not hasattr(self, "_inter_broker_security"):
-            self._inter_broker_security = self._inter_broker_client(self.inter_broker_listener)
+            self._inter_broker_security = self._live_client(self.inter_broker_listener)
         return self._inter_broker_security
 
     @property
@@ -761,8 +909,12 @@ class BrokerConfig:
         if name is None:
             return self.inter_broker_listener, self.inter_broker_security
         if not hasattr(self, "_control_plane_security"):
-            self._control_plane_security = self._inter_broker_client(name)
+            self._control_plane_security = self._live_client(name)
         return name, self._control_plane_security
+
+    def _live_client(self, name: str) -> LiveClientSecurity | None:
+        security = self._inter_broker_client(name)
+        return None if security is None else LiveClientSecurity(name, security)
 
     def _inter_broker_client(self, name: str) -> ClientSecurity | None:
         """The client side of the inter-broker listener, as Kafka's inter-broker client builds it (controller
@@ -824,13 +976,16 @@ class BrokerConfig:
     def listener(self, name: str) -> Listener:
         return next(l for l in self.listeners if l.name == name)
 
-    def listener_value(self, listener: str, key: str, mechanism: str | None = None):
+    def listener_value(self, listener: str, key: str, mechanism: str | None = None,
+                       overrides: dict[str, str] | None = None):
         """The setting for one listener, as Kafka resolves it: listener.name.<listener lower case>.[<mechanism
-        lower case>.]<key> when given, else the broker-wide value (typed as the broker-wide setting)."""
+        lower case>.]<key> when given (in overrides, else the current listener overrides), else the broker-wide
+        value (typed as the broker-wide setting)."""
         prefix = f"{LISTENER_PREFIX}{listener.lower()}."
+        overrides = self.listener_overrides if overrides is None else overrides
         for name in ([f"{prefix}{mechanism.lower()}.{key}"] if mechanism else []) + [f"{prefix}{key}"]:
-            if name in self.listener_overrides:
-                raw = self.listener_overrides[name]
+            if name in overrides:
+                raw = overrides[name]
                 return _convert(key, raw) if key in SETTINGS else raw
         return self.values.get(key)
 

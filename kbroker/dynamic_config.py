@@ -13,7 +13,11 @@ re-reads the entity's config and applies it:
   over the cluster default over server.properties, BrokerConfig.apply_dynamic); the logs take the new broker
   defaults of topic configs except what their topic overrides (Kafka's DynamicLogConfig), the log cleaner its
   new settings, the connection quotas their limits (max.connections, listener.name.<l>.max.connections, ...),
-  and the controller elects offline partitions when unclean election became the default. Other brokers' entities
+  and the controller elects offline partitions when unclean election became the default; a TLS listener whose
+  key store or trust store changed (listener.name.<l>.ssl.*, passwords decoded with password.encoder.secret) has
+  them read by the config and serves them to its next connections (SocketServer.reload_tls), also when they were
+  stored before the broker started; so does one whose store files were modified in place (read again on the
+  broker's next config change, as Kafka's on an AlterConfigs naming them again). Other brokers' entities
   are ignored. Settings read where they are used (the controller's, the request path's) need nothing more. The
   replication throttle rates are rebound from this broker's own entity (not <default>, as Kafka 2.8:
   KAFKA-10190).
@@ -41,7 +45,7 @@ import gevent.event
 from zk import znodes as z
 from zk.client import ZkError, ZkState
 from .common.admin_errors import AdminError
-from .common.broker_config import DEFAULT_ENTITY
+from .common.broker_config import DEFAULT_ENTITY, is_password
 from .common.sanitizer import desanitize
 from .log.cleaner import CleanerConfig
 from .log.config import LogConfig
@@ -69,6 +73,7 @@ class DynamicConfigManager:
         self.log_manager = None
         self.controller = None
         self.connection_quotas = None
+        self.socket_server = None
         self.last_executed = -1
         self._wakeup = gevent.event.Event()
         self._worker = None
@@ -85,12 +90,13 @@ class DynamicConfigManager:
         self.replication_quotas.update_bounds(self.config)
         return changed
 
-    def startup(self, log_manager, controller, connection_quotas) -> None:
+    def startup(self, log_manager, controller, connection_quotas, socket_server=None) -> None:
         """Skip the notifications that exist now (the configs were read when the logs were loaded), then
         watch for new ones. Broker configs are re-read once more, in case one changed since they were loaded; the
         ips entities are read (after the skip: a change meanwhile is applied again from its notification)."""
         self.log_manager, self.controller = log_manager, controller
         self.connection_quotas = connection_quotas
+        self.socket_server = socket_server
         names = self.zk.get_config_change_notifications(watch=self._on_change)
         if names:
             self.last_executed = max(_sequence(n) for n in names)
@@ -216,7 +222,8 @@ class DynamicConfigManager:
                 self._reconfigure(changed)
                 shown = {**self.config.listener_overrides, **self.config.values}   # None: a listener's went
                 log.info("applied dynamic config change of broker entity %s: %s", name,
-                         ", ".join(f"{k}={shown.get(k)}" for k in sorted(changed)) or "nothing changed")
+                         ", ".join(f"{k}={'[hidden]' if is_password(k) else shown.get(k)}" for k in sorted(changed))
+                         or "nothing changed")
         elif kind in ("clients", "users"):
             data, _ = self.zk.get(f"/config/{entity_path}")
             self._apply_client_quota(entity_path, data)
@@ -249,6 +256,8 @@ class DynamicConfigManager:
 
     def _reconfigure(self, changed: set[str]) -> None:
         """Hand changed broker settings to the parts that copied them at start-up."""
+        if self.socket_server is not None:
+            self.socket_server.reload_tls()   # the listeners whose stores the config read again, if any
         if not changed or self.log_manager is None:
             return
         self.connection_quotas.reconfigure()

@@ -217,7 +217,7 @@ class KafkaServer:
         self._register()
         self.controller = KafkaController(self.broker_id, self.zk, cfg, cfg.inter_broker_listener)
         self.zk.add_state_listener(self._on_zk_state)
-        self.dynamic_config.startup(self.log_manager, self.controller, self.connection_quotas)
+        self.dynamic_config.startup(self.log_manager, self.controller, self.connection_quotas, self.socket_server)
         self.credentials.load_all()   # after the notifications in place were skipped: none is missed
         self.controller.startup()
         self.socket_server.start()

@@ -198,7 +198,7 @@ class AdminZkClient:
         """Validate a broker's (None: the cluster defaults') whole set of dynamic configs, then write it and its
         change notification. Returns the typed values. known(name): whether name is a broker setting (the others
         are kept as custom configs, as Kafka does; by default every name is a setting)."""
-        values = validate_broker_config(config, known)
+        values = validate_broker_config(config, known, broker_id is not None)
         if not validate_only:
             self._change_entity_config("brokers", entity_name(broker_id), config)
         return values

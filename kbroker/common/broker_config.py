@@ -102,8 +102,18 @@ DYNAMIC_BROKER_CONFIGS: dict[str, ConfigKey] = {
     "follower.replication.throttled.rate": ConfigKey("long", MAX_LONG, at_least(0)),
     "replica.alter.log.dirs.io.max.bytes.per.second": ConfigKey("long", MAX_LONG, at_least(0)),
 }
+# SslConfigs.RECONFIGURABLE_CONFIGS: a listener's stores, dynamic per broker as listener.name.<listener>.<name> only
+# (the type of each is SETTINGS'); the password-typed ones are written encoded (PASSWORD_CONFIGS)
+LISTENER_SSL_CONFIGS = {
+    "ssl.keystore.type": ConfigKey("string", "JKS"), "ssl.keystore.location": ConfigKey("string"),
+    "ssl.keystore.password": ConfigKey("password"), "ssl.key.password": ConfigKey("password"),
+    "ssl.truststore.type": ConfigKey("string", "JKS"), "ssl.truststore.location": ConfigKey("string"),
+    "ssl.truststore.password": ConfigKey("password"), "ssl.keystore.certificate.chain": ConfigKey("password"),
+    "ssl.keystore.key": ConfigKey("password"), "ssl.truststore.certificates": ConfigKey("password")}
+PASSWORD_CONFIGS = frozenset(n for n, key in LISTENER_SSL_CONFIGS.items() if key.type == "password")
 # Kafka's dynamic settings that only a broker's own /config/brokers/<id> may set (DynamicBrokerConfig's
-# PerBrokerConfigs), which kbroker takes statically only. Reported with their mode; see update_mode.
+# PerBrokerConfigs); kbroker takes them statically only, but for a listener's stores (LISTENER_SSL_CONFIGS, with
+# the listener prefix). Reported with their mode; see update_mode.
 PER_BROKER_CONFIGS = frozenset({
     "advertised.listeners", "listeners", "listener.security.protocol.map", "principal.builder.class",
     "sasl.enabled.mechanisms", "sasl.jaas.config", "sasl.mechanism.inter.broker.protocol",
@@ -149,7 +159,17 @@ def dynamic_broker_key(name: str) -> ConfigKey | None:
     key = DYNAMIC_BROKER_CONFIGS.get(name)
     if key is None and listener_config_base(name) in LISTENER_CONNECTION_CONFIGS:
         key = DYNAMIC_BROKER_CONFIGS[listener_config_base(name)]
-    return key
+    return key or LISTENER_SSL_CONFIGS.get(listener_config_base(name) or "")
+
+
+def per_broker_only(name: str) -> bool:
+    """A dynamic name only a broker's own entity may set (a listener's stores)."""
+    return (listener_config_base(name) or "") in LISTENER_SSL_CONFIGS
+
+
+def is_password(name: str) -> bool:
+    """A dynamic name whose value is written encoded (Kafka's DynamicBrokerConfig.isPasswordConfig)."""
+    return (listener_config_base(name) or "") in PASSWORD_CONFIGS
 
 
 def entity_name(broker_id: int | None) -> str:
@@ -166,14 +186,21 @@ def parse_entity_name(name: str) -> int | None:
     return int(name)
 
 
-def validate_broker_config(config: dict[str, str], known=lambda name: True) -> dict:
-    """Check no name is a static setting (known(name) and not dynamic) and every dynamic value parses and is in
-    range (Kafka's DynamicBrokerConfig.validateConfigs); returns the typed values of the dynamic ones. Names
-    unknown to the broker pass, as Kafka keeps custom configs. Every dynamic name kbroker accepts may be set both
-    per broker and cluster-wide (Kafka's per-broker-only names are the listener/SSL ones, refused here)."""
-    static = sorted(n for n in config if dynamic_broker_key(n) is None and
-                    (known(n) or listener_config_base(n) is not None))
-    if static:
-        raise InvalidConfigValueError(f"Cannot update these configs dynamically: Set({', '.join(static)})")
+def validate_broker_config(config: dict[str, str], known=lambda name: True, per_broker: bool = True) -> dict:
+    """Check no name is a static setting (known(name) and not dynamic), a listener's store is named with its
+    listener prefix and for one broker (per_broker), and every dynamic value parses and is in range (Kafka's
+    DynamicBrokerConfig.validateConfigs, its messages); returns the typed values of the dynamic ones. Names
+    unknown to the broker pass, as Kafka keeps custom configs."""
+    def refuse(names, message: str) -> None:
+        if names:
+            raise InvalidConfigValueError(f"{message}: Set({', '.join(sorted(names))})")
+    unprefixed = [n for n in config if n in LISTENER_SSL_CONFIGS]
+    refuse([n for n in config if n not in unprefixed and dynamic_broker_key(n) is None and
+            (known(n) or listener_config_base(n) is not None)], "Cannot update these configs dynamically")
+    refuse(unprefixed, "These security configs can be dynamically updated only per-listener using the listener "
+                       "prefix")
+    if not per_broker:
+        refuse([n for n in config if per_broker_only(n)],
+               "Cannot update these configs at default cluster level, broker id must be specified")
     return {name: checked_value(name, dynamic_broker_key(name), raw) for name, raw in config.items()
             if dynamic_broker_key(name) is not None}

@@ -277,3 +277,26 @@ def _spki(public_key) -> bytes:
 
 def _certs_pem(certs: list[x509.Certificate]) -> str:
     return "".join(c.public_bytes(serialization.Encoding.PEM).decode() for c in certs)
+
+
+def _identity(material: KeyMaterial) -> tuple[x509.Name, set]:
+    leaf = x509.load_pem_x509_certificate(material.chain_pem.encode())
+    try:
+        sans = set(leaf.extensions.get_extension_for_class(x509.SubjectAlternativeName).value)
+    except x509.ExtensionNotFound:
+        sans = set()
+    return leaf.subject, sans
+
+
+def ensure_compatible(new: KeyMaterial, old: KeyMaterial) -> None:
+    """A key store that may replace another on a running listener, as Kafka's SslFactory CertificateEntries
+    .ensureCompatible checks: its certificate has the same subject DN, and every subject alternative name of the
+    old one (it may add names); KeystoreError with Kafka's message otherwise."""
+    (new_dn, new_sans), (old_dn, old_sans) = _identity(new), _identity(old)
+    if new_dn != old_dn:
+        raise KeystoreError(f"Keystore DistinguishedName does not match:  existing={{DN={old_dn.rfc4514_string()}}}, "
+                            f"new={{DN={new_dn.rfc4514_string()}}}")
+    if not old_sans <= new_sans:
+        show = lambda sans: sorted(str(getattr(n, "value", n)) for n in sans)   # noqa: E731
+        raise KeystoreError(f"Keystore SubjectAltNames do not match:  existing={{SAN={show(old_sans)}}}, "
+                            f"new={{SAN={show(new_sans)}}}")

@@ -46,6 +46,7 @@ import gevent.event
 import gevent.socket
 from gevent.socket import wait_write
 
+from ..config import ConfigError
 from ..protocol.deferred import DeferredAnswer
 from ..protocol.header import CloseConnection
 from ..protocol.hotpath import is_file_slice
@@ -270,6 +271,7 @@ class SocketServer:
         self.tls_contexts = {l.name: (tls.server_context(config, l.name),
                                       tls.PrincipalMapper(config.listener_value(l.name, "ssl.principal.mapping.rules")))
                              for l in listeners if l.security_protocol in ("SSL", "SASL_SSL")}
+        self._tls_stores = {name: config.tls_stores[name] for name in self.tls_contexts}   # what they were made of
         self.max_request_bytes = max_request_bytes
         self.sockets: dict[str, socket.socket] = {}     # listening socket per listener name
         self.bound_ports: dict[str, int] = {}
@@ -277,6 +279,19 @@ class SocketServer:
         self.connections: dict = {}                     # socket -> Session, of every admitted connection
         self._throttled: set = set()                    # sockets waiting to be closed unserved
         self._greenlets: list = []                      # the acceptors and the reaper
+
+    def reload_tls(self) -> None:
+        """New server contexts for the TLS listeners whose stores the config has read again (a dynamic key store
+        or trust store): connections accepted from now on get them, those open keep theirs."""
+        for name, (_, mapper) in list(self.tls_contexts.items()):
+            if self._tls_stores[name] is not self.config.tls_stores[name]:
+                try:
+                    self.tls_contexts[name] = (tls.server_context(self.config, name), mapper)
+                except ConfigError as e:   # the config loaded them already; kept as they were if not
+                    log.error("listener %s keeps its TLS context: %s", name, e)
+                    continue
+                self._tls_stores[name] = self.config.tls_stores[name]
+                log.info("listener %s serves its new key store and trust store to new connections", name)
 
     def bind(self) -> None:
         """Bind every listener now (so a clash fails startup before anything is registered)."""
@@ -345,9 +360,10 @@ class SocketServer:
 
     def _handler(self, listener):
         listener_name, protocol = listener.name, listener.security_protocol
-        tls_context, mapper = self.tls_contexts.get(listener_name, (None, None))
 
         def handle(sock, address, ip):
+            # the listener's context now: a rotated key store serves the connections accepted after it
+            tls_context, mapper = self.tls_contexts.get(listener_name, (None, None))
             session = Session(listener_name, protocol, address, last_active=time.monotonic())
             self.connections[sock] = session
             conn = sock

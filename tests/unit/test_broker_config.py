@@ -28,7 +28,7 @@ def test_custom_keys_pass_static_and_per_broker_settings_do_not():
     from kbroker.config import SETTINGS
     known = SETTINGS.__contains__
     assert validate_broker_config({"acme.plugin": "x", "metric.reporters": ""}, known) == {"metric.reporters": []}
-    for name in ("broker.id", "ssl.keystore.location", "listener.name.ssl.ssl.keystore.location"):
+    for name in ("broker.id", "ssl.client.auth", "listener.name.ssl.ssl.client.auth"):
         with pytest.raises(InvalidConfigValueError, match="Cannot update these configs dynamically"):
             validate_broker_config({name: "1"}, known)
     with pytest.raises(InvalidConfigValueError, match="metric.reporters"):
@@ -120,3 +120,18 @@ def test_a_listener_override_beats_the_broker_wide_value_of_any_layer_and_goes_w
     _, problems = cfg.apply_dynamic({"listener.name.internal.max.connections": "many"}, {})
     assert len(problems) == 1 and "listener.name.internal.max.connections" in problems[0]
     assert cfg.listener_value("INTERNAL", "max.connections") == 20
+
+
+def test_a_listeners_stores_are_per_broker_and_need_the_listener_prefix():
+    """Kafka's DynamicBrokerConfig.validateConfigs on SslConfigs.RECONFIGURABLE_CONFIGS."""
+    from kbroker.config import SETTINGS
+    known = SETTINGS.__contains__
+    name = "listener.name.external.ssl.keystore.location"
+    assert validate_broker_config({name: "/new.jks", "listener.name.external.ssl.keystore.password": "pw"},
+                                  known) == {name: "/new.jks", "listener.name.external.ssl.keystore.password": "pw"}
+    with pytest.raises(InvalidConfigValueError, match=r"only per-listener using the listener prefix: "
+                                                      r"Set\(ssl.keystore.location\)"):
+        validate_broker_config({"ssl.keystore.location": "/new.jks"}, known)
+    with pytest.raises(InvalidConfigValueError, match=r"Cannot update these configs at default cluster level, broker "
+                                                      r"id must be specified: Set\(" + name):
+        validate_broker_config({name: "/new.jks"}, known, per_broker=False)
