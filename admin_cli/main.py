@@ -34,6 +34,7 @@ from kbroker.protocol.client import KafkaError
 from kbroker.protocol.client.security import ClientSecurity
 
 from . import acls, cluster, configs, elect, groups, quotas, reassign, topics, transactions, users, zk_security
+from . import console_tools
 from .context import Settings, settings, zk_tls_config
 from .errors import describe_failure
 from .output import Output
@@ -150,6 +151,8 @@ for command in (topics.create_topic, topics.list_topics, topics.describe_topic, 
                 configs.alter_config, configs.describe_config, reassign.reassign, elect.elect_leaders,
                 cluster.cluster, acls.acls, groups.groups, transactions.transactions, users.users, quotas.quotas,
                 zk_security.migration):
+    cli.add_command(command)
+for command in console_tools.COMMANDS:
     cli.add_command(command)
 
 
