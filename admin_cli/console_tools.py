@@ -21,7 +21,7 @@ import click
 from kafka.partitioner.default import murmur2
 from kafka.protocol.admin import DeleteRecordsRequest, DescribeLogDirsRequest
 
-from kbroker.protocol.client import Errors, KafkaError, TopicPartition, error_name
+from kbroker.protocol.client import Errors, KafkaError, TopicPartition, error_name, error_text
 from kbroker.records.batches import legacy_records, v2_records
 from kbroker.records.builder import build_v2
 from kbroker.records.compression import codec_id
@@ -34,6 +34,8 @@ LATEST, EARLIEST = -1, -2
 _RECORD_LIMIT = 64 * 1024 * 1024          # decompressed bytes of one batch the consumer accepts
 _FETCH_BYTES = 1024 * 1024
 _PRODUCER_ID_OFFSET = 43               # producerId in a v2 batch header
+# kafka-log-dirs prints a failed dir's exception class (an offline dir: KAFKA_STORAGE_ERROR)
+_LOG_DIR_ERRORS = {Errors.KAFKA_STORAGE_ERROR: "org.apache.kafka.common.errors.KafkaStorageException"}
 
 
 class _Record:
@@ -67,11 +69,11 @@ def _encode(text: str, fmt: str) -> bytes:
     return text.encode()
 
 
-def _show(data: bytes | None, fmt: str) -> str:
+def _show(data: bytes | None, fmt: str, null: str = "null") -> str:
     """Bytes as printable text: hex, JSON (pretty-printed on one line when it parses) or UTF-8 text; undecodable
     bytes and control characters (escape sequences a terminal would obey) are backslash-escaped."""
     if data is None:
-        return "null"
+        return null
     if fmt == "hex":
         return data.hex()
     text = data.decode("utf-8", "backslashreplace")
@@ -215,7 +217,7 @@ def _records(data: bytes, aborted: list, isolation: int, from_offset: int):
 def _format_record(tp: TopicPartition, r, ts_type: str, props: dict[str, str], fmt: str) -> str:
     """One record as DefaultMessageFormatter prints it: [timestamp][partition][offset][headers][key]value, each
     field followed by key.separator."""
-    sep = _unescape(props.get("key.separator", "\t"))
+    sep, null = _unescape(props.get("key.separator", "\t")), props.get("null.literal", "null")
     on = {k: props.get(f"print.{k}", "false").lower() == "true"
           for k in ("timestamp", "partition", "offset", "headers", "key")}
     fields = []
@@ -228,12 +230,12 @@ def _format_record(tp: TopicPartition, r, ts_type: str, props: dict[str, str], f
     if on["headers"]:
         hsep, hkey = _unescape(props.get("headers.separator", ",")), _unescape(props.get("headers.key.separator", ":"))
         headers = list(r.headers or [])
-        fields.append(hsep.join(f"{_show(k.encode() if isinstance(k, str) else k, 'text')}{hkey}{_show(v, fmt)}"
+        fields.append(hsep.join(f"{_show(k.encode() if isinstance(k, str) else k, 'text')}{hkey}{_show(v, fmt, null)}"
                                 for k, v in headers) if headers else "NO_HEADERS")
     if on["key"]:
-        fields.append(_show(r.key, fmt))
+        fields.append(_show(r.key, fmt, null))
     if props.get("print.value", "true").lower() == "true":
-        fields.append(_show(r.value, fmt))
+        fields.append(_show(r.value, fmt, null))
     return sep.join(fields)
 
 
@@ -272,7 +274,8 @@ def _start_offsets(client, tps: list[TopicPartition], from_beginning: bool, offs
               default="read_uncommitted", show_default=True)
 @click.option("--property", "props", multiple=True, metavar="NAME=VALUE",
               help="print.key, print.timestamp, print.partition, print.offset, print.headers, print.value, "
-                   "key.separator, headers.separator, headers.key.separator, as the console consumer takes them.")
+                   "key.separator, line.separator, headers.separator, null.literal, as the console consumer takes "
+                   "them (and headers.key.separator).")
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "hex"]), default="text", show_default=True,
               help="How keys, values and header values are shown.")
 @click.pass_context
@@ -292,6 +295,7 @@ def consume(ctx, topic, from_beginning, offset, partition, timestamp, group, max
     if group and partition is not None:
         raise click.UsageError("--group cannot be used with --partition (as the console consumer).")
     isolation = int(isolation_level == "read_committed")
+    line_end = _unescape(props.get("line.separator", "\n"))
     processed = 0
     with source(ctx) as s:
         client = s.admin
@@ -320,7 +324,8 @@ def consume(ctx, topic, from_beginning, offset, partition, timestamp, group, max
                         if r is None:
                             positions[tp] = ts_type
                             break
-                        click.echo(_format_record(tp, r, ts_type, props, fmt))
+                        click.echo(_format_record(tp, r, ts_type, props, fmt), nl=False)
+                        click.echo(line_end, nl=False)
                         processed += 1
                         got = True
                         positions[tp] = r.offset + 1
@@ -361,10 +366,12 @@ def get_offsets(ctx, topic, at, partitions):
         raise click.BadParameter(f"{at} is not -1, -2 or a timestamp", param_hint="--time")
     with source(ctx) as s:
         have = s.admin.topic_partitions([topic])[topic]
-        missing = sorted(set(wanted or []) - set(have))
-        if missing:
-            raise Failure(f"Topic '{topic}' has no partition {','.join(map(str, missing))}.")
-        tps = [TopicPartition(topic, p) for p in (wanted if wanted is not None else have)]
+        present = have if wanted is None else [p for p in wanted if p in have]
+        if not present:
+            raise Failure(f"Topic {topic} does not have any of the requested partitions {partitions}")
+        for p in sorted(set(wanted or []) - set(have)):
+            click.echo(f"Error: partition {p} does not exist", err=True)
+        tps = [TopicPartition(topic, p) for p in present]
         found = s.admin.list_offsets({tp: spec for tp in tps})
     for tp in sorted(found):
         code, value = found[tp]
@@ -381,6 +388,8 @@ def _offset_json(path: str) -> list[tuple[str, int, int]]:
     try:
         with open(path, encoding="utf-8") as f:
             doc = json.load(f)
+        if doc.get("version", 1) != 1:
+            raise ValueError(f"Not supported version field value {doc['version']}")
         out = [(p["topic"], int(p["partition"]), int(p["offset"])) for p in doc["partitions"]]
         if not all(isinstance(t, str) for t, _, _ in out):
             raise TypeError("topic is not a string")
@@ -392,6 +401,10 @@ def _offset_json(path: str) -> list[tuple[str, int, int]]:
                                  param_hint="--offset-json-file") from None
     if not out:
         raise click.BadParameter(f"{path} lists no partitions", param_hint="--offset-json-file")
+    seen: set = set()
+    duplicates = sorted({f"{t}-{p}" for t, p, _ in out if (t, p) in seen or seen.add((t, p))})
+    if duplicates:
+        raise Failure(f"Offset json file contains duplicate topic partitions: {','.join(duplicates)}")
     return out
 
 
@@ -441,7 +454,7 @@ def delete_records(ctx, path, topic, partition, offset):
         code, low = results[tp]
         if code:
             failed = True
-            click.echo(f"partition: {tp}\terror: {error_name(code)}")
+            click.echo(f"partition: {tp}\terror: {error_name(code)}: {error_text(code)}")
         else:
             click.echo(f"partition: {tp}\tlow_watermark: {low}")
     return 1 if failed else 0
@@ -483,7 +496,8 @@ def log_dirs(ctx, broker_list, topic_list):
                           "offsetLag": p.offset_lag, "isFuture": p.is_future_key}
                          for t in result.topics if topics is None or t.name in topics for p in t.partitions]
                 dirs.append({"logDir": result.log_dir,
-                             "error": error_name(result.error_code) if result.error_code else None,
+                             "error": _LOG_DIR_ERRORS.get(result.error_code, error_name(result.error_code))
+                             if result.error_code else None,
                              "partitions": parts})
             out.append({"broker": b, "logDirs": dirs})
     click.echo(f"Received log directory information from brokers {','.join(map(str, ids))}")
