@@ -6,6 +6,8 @@ input: unknown topics and partitions, offsets out of range, a malformed JSON fil
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
 
 import pytest
 from click.testing import CliRunner
@@ -230,3 +232,19 @@ def test_log_dirs_prints_kafkas_json(broker):
     assert parts[f"{topic}-0"]["size"] > 100 and parts[f"{topic}-1"]["size"] == 0
     assert parts[f"{topic}-0"]["offsetLag"] == 0 and parts[f"{topic}-0"]["isFuture"] is False
     refused(kadmin(broker, "log-dirs", "--broker-list", "1,9"), 1, "The given brokers do not exist from --broker-list: 9")
+
+
+@pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat is not installed")
+def test_kcat_both_ways(broker):
+    topic = create_topic(broker, unique("kcat"))
+    ok(kadmin(broker, "produce", topic, "--property", "parse.headers=true", "--property", "parse.key=true",
+              input="trace:abc,src:web\tcarol\thello\n"))
+    out = subprocess.run(["kcat", "-b", broker.bootstrap, "-C", "-t", topic, "-e", "-q", "-f", "%k|%h|%s\\n"],
+                         capture_output=True, text=True, timeout=30, check=False)
+    assert out.stdout == "carol|trace=abc,src=web|hello\n", out
+    out = subprocess.run(["kcat", "-b", broker.bootstrap, "-P", "-t", topic, "-K", ":", "-H", "h=1"],
+                         input="dave:bye\n", capture_output=True, text=True, timeout=30, check=False)
+    assert out.returncode == 0, out
+    assert ok(kadmin(broker, "consume", topic, "--partition", "0", "--offset", "1", "--max-messages", "1",
+                     "--property", "print.key=true", "--property", "print.headers=true")
+              ).splitlines() == ["h:1\tdave\tbye"]
