@@ -248,3 +248,30 @@ def test_kcat_both_ways(broker):
     assert ok(kadmin(broker, "consume", topic, "--partition", "0", "--offset", "1", "--max-messages", "1",
                      "--property", "print.key=true", "--property", "print.headers=true")
               ).splitlines() == ["h:1\tdave\tbye"]
+
+
+def test_legacy_message_format_topic(broker):
+    """A topic stored as magic 1 (message.format.version=0.10.2): kadmin's v2 batches are converted by the broker,
+    consume reads the v1 messages back (gzip-compressed wrappers included)."""
+    topic = create_topic(broker, unique("v1"), configs={"message.format.version": "0.10.2"})
+    ok(kadmin(broker, "produce", topic, "--compression", "gzip", "--property", "parse.key=true", input="a\t1\nb\t2\n"))
+    ok(kadmin(broker, "produce", topic, "--property", "parse.key=true", input="c\t3\n"))
+    assert ok(kadmin(broker, "consume", topic, "--from-beginning", "--max-messages", "3", "--property",
+                     "print.key=true", "--property", "print.offset=true")
+              ).splitlines() == ["Offset:0\ta\t1", "Offset:1\tb\t2", "Offset:2\tc\t3"]
+    assert [m.value() for m in ck_consume(broker, topic, 3)] == [b"1", b"2", b"3"]
+
+
+def test_secured_cluster_through_command_config(cluster_factory, tmp_path):
+    cluster = cluster_factory(1, security="sasl_ssl")
+    props = tmp_path / "client.properties"
+    props.write_text("".join(f"{k}={v}\n" for k, v in cluster.client_properties.items()))
+    topic = unique("sec")
+
+    def secured(*args, input=None):
+        return CliRunner().invoke(cli, ["--bootstrap-server", cluster.bootstrap, "--command-config", str(props)]
+                                  + [str(a) for a in args], input=input, catch_exceptions=False)
+    ok(secured("create-topic", topic, "--partitions", "1", "--replication-factor", "1", "--wait"))
+    ok(secured("produce", topic, input="over tls\n"))
+    assert ok(secured("consume", topic, "--from-beginning", "--max-messages", "1")) == "over tls\n"
+    assert ok(secured("get-offsets", "--topic", topic)) == f"{topic}:0:1\n"
