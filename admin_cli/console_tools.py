@@ -22,10 +22,10 @@ from kafka.partitioner.default import murmur2
 from kafka.protocol.admin import DeleteRecordsRequest, DescribeLogDirsRequest
 
 from kbroker.protocol.client import Errors, KafkaError, TopicPartition, error_name, error_text
+from kbroker.records import entries as rec
 from kbroker.records.batches import legacy_records, v2_records
 from kbroker.records.builder import build_v2
 from kbroker.records.compression import codec_id
-from kbroker.records.entries import CONTROL_MASK, TRANSACTIONAL_MASK, iter_entries
 
 from .context import Failure, settings, source
 from .errors import EXIT_USAGE
@@ -183,35 +183,34 @@ def produce(ctx, topic, path, props, acks, compression, partition, fmt, batch_si
 
 # ---- consume ----------------------------------------------------------------------------------------------------
 
-def _records(data: bytes, aborted: list, isolation: int, from_offset: int):
-    """The data records of fetched bytes at or after from_offset, in order; under read_committed the batches of
-    aborted transactions (Fetch's aborted_transactions) are left out, as Kafka's consumer does. Also yields
-    None at the end with the next offset to fetch."""
+def _records(data: bytes, aborted: list, isolation: int, from_offset: int) -> tuple[list, int]:
+    """The (record, timestamp type) of fetched bytes at or after from_offset, in order, and the next offset to
+    fetch; under read_committed the batches of aborted transactions (Fetch's aborted_transactions) are left out,
+    as Kafka's consumer does. Control batches are never shown."""
+    out = []
     aborting: set[int] = set()
     pending_aborts = sorted(aborted or [], key=lambda a: a[1])
     next_offset = from_offset
-    for entry in iter_entries(data):
+    for entry in rec.iter_entries(data):
         next_offset = max(next_offset, entry.last_offset + 1)
         if entry.magic == 2:
             (pid,) = struct.unpack_from(">q", data, entry.position + _PRODUCER_ID_OFFSET)
             if isolation:
                 while pending_aborts and pending_aborts[0][1] <= entry.last_offset:
                     aborting.add(pending_aborts.pop(0)[0])
-            if entry.attributes & CONTROL_MASK:
+            if entry.attributes & rec.CONTROL_MASK:
                 aborting.discard(pid)
                 continue
-            if isolation and entry.attributes & TRANSACTIONAL_MASK and pid in aborting:
+            if isolation and entry.attributes & rec.TRANSACTIONAL_MASK and pid in aborting:
                 continue
             records = v2_records(data, entry.position, entry.size, _RECORD_LIMIT)
-            ts_type = "LogAppendTime" if entry.attributes & 0x08 else "CreateTime"
+            ts_type = "LogAppendTime" if entry.attributes & rec.TIMESTAMP_TYPE_MASK_V2 else "CreateTime"
         else:
             records = legacy_records(data, entry.position, entry.size, _RECORD_LIMIT)
             ts_type = "NoTimestampType" if entry.magic == 0 else \
-                "LogAppendTime" if entry.attributes & 0x08 else "CreateTime"
-        for r in records:
-            if r.offset >= from_offset:
-                yield r, ts_type
-    yield None, next_offset
+                "LogAppendTime" if entry.attributes & rec.TIMESTAMP_TYPE_MASK_V1 else "CreateTime"
+        out.extend((r, ts_type) for r in records if r.offset >= from_offset)
+    return out, next_offset
 
 
 def _format_record(tp: TopicPartition, r, ts_type: str, props: dict[str, str], fmt: str) -> str:
@@ -320,10 +319,8 @@ def consume(ctx, topic, from_beginning, offset, partition, timestamp, group, max
                     if fetched.error_code:
                         raise KafkaError(fetched.error_code, f"Fetch {tp}: {error_name(fetched.error_code)}")
                     data = b"".join(bytes(r) for r in fetched.records)
-                    for r, ts_type in _records(data, fetched.aborted_transactions, isolation, positions[tp]):
-                        if r is None:
-                            positions[tp] = ts_type
-                            break
+                    records, next_offset = _records(data, fetched.aborted_transactions, isolation, positions[tp])
+                    for r, ts_type in records:
                         click.echo(_format_record(tp, r, ts_type, props, fmt), nl=False)
                         click.echo(line_end, nl=False)
                         processed += 1
@@ -331,6 +328,8 @@ def consume(ctx, topic, from_beginning, offset, partition, timestamp, group, max
                         positions[tp] = r.offset + 1
                         if max_messages is not None and processed >= max_messages:
                             break
+                    else:
+                        positions[tp] = next_offset
                     if max_messages is not None and processed >= max_messages:
                         break
                 if got:
