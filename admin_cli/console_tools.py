@@ -79,9 +79,11 @@ def _show(data: bytes | None, fmt: str, null: str = "null") -> str:
     text = data.decode("utf-8", "backslashreplace")
     if fmt == "json":
         try:
-            return json.dumps(json.loads(text), ensure_ascii=False)
+            text = json.dumps(json.loads(text), ensure_ascii=False)
         except ValueError:
             pass
+    if text.isprintable():
+        return text
     return "".join(c if c.isprintable() or c == "\t" else c.encode("unicode_escape").decode() for c in text)
 
 
@@ -213,29 +215,38 @@ def _records(data: bytes, aborted: list, isolation: int, from_offset: int) -> tu
     return out, next_offset
 
 
-def _format_record(tp: TopicPartition, r, ts_type: str, props: dict[str, str], fmt: str) -> str:
-    """One record as DefaultMessageFormatter prints it: [timestamp][partition][offset][headers][key]value, each
-    field followed by key.separator."""
-    sep, null = _unescape(props.get("key.separator", "\t")), props.get("null.literal", "null")
-    on = {k: props.get(f"print.{k}", "false").lower() == "true"
-          for k in ("timestamp", "partition", "offset", "headers", "key")}
-    fields = []
-    if on["timestamp"]:
-        fields.append("NO_TIMESTAMP" if ts_type == "NoTimestampType" else f"{ts_type}:{r.timestamp}")
-    if on["partition"]:
-        fields.append(f"Partition:{tp.partition}")
-    if on["offset"]:
-        fields.append(f"Offset:{r.offset}")
-    if on["headers"]:
-        hsep, hkey = _unescape(props.get("headers.separator", ",")), _unescape(props.get("headers.key.separator", ":"))
-        headers = list(r.headers or [])
-        fields.append(hsep.join(f"{_show(k.encode() if isinstance(k, str) else k, 'text')}{hkey}{_show(v, fmt, null)}"
-                                for k, v in headers) if headers else "NO_HEADERS")
-    if on["key"]:
-        fields.append(_show(r.key, fmt, null))
-    if props.get("print.value", "true").lower() == "true":
-        fields.append(_show(r.value, fmt, null))
-    return sep.join(fields)
+class _Formatter:
+    """Records as DefaultMessageFormatter prints them: [timestamp][partition][offset][headers][key]value, the
+    fields joined by key.separator, each record followed by line.separator (the print.* properties read once)."""
+
+    def __init__(self, props: dict[str, str], fmt: str):
+        def on(name: str, default: str = "false") -> bool:
+            return props.get(f"print.{name}", default).lower() == "true"
+        self.timestamp, self.partition, self.offset = on("timestamp"), on("partition"), on("offset")
+        self.headers, self.key, self.value = on("headers"), on("key"), on("value", "true")
+        self.sep, self.null, self.fmt = _unescape(props.get("key.separator", "\t")), props.get("null.literal", "null"), fmt
+        self.line_end = _unescape(props.get("line.separator", "\n"))
+        self.header_sep = _unescape(props.get("headers.separator", ","))
+        self.header_key_sep = _unescape(props.get("headers.key.separator", ":"))
+
+    def __call__(self, tp: TopicPartition, r, ts_type: str) -> str:
+        fields = []
+        if self.timestamp:
+            fields.append("NO_TIMESTAMP" if ts_type == "NoTimestampType" else f"{ts_type}:{r.timestamp}")
+        if self.partition:
+            fields.append(f"Partition:{tp.partition}")
+        if self.offset:
+            fields.append(f"Offset:{r.offset}")
+        if self.headers:
+            headers = list(r.headers or [])
+            fields.append(self.header_sep.join(
+                f"{_show(k.encode() if isinstance(k, str) else k, 'text')}{self.header_key_sep}"
+                f"{_show(v, self.fmt, self.null)}" for k, v in headers) if headers else "NO_HEADERS")
+        if self.key:
+            fields.append(_show(r.key, self.fmt, self.null))
+        if self.value:
+            fields.append(_show(r.value, self.fmt, self.null))
+        return self.sep.join(fields) + self.line_end
 
 
 def _start_offsets(client, tps: list[TopicPartition], from_beginning: bool, offset: str | None,
@@ -294,7 +305,7 @@ def consume(ctx, topic, from_beginning, offset, partition, timestamp, group, max
     if group and partition is not None:
         raise click.UsageError("--group cannot be used with --partition (as the console consumer).")
     isolation = int(isolation_level == "read_committed")
-    line_end = _unescape(props.get("line.separator", "\n"))
+    formatter = _Formatter(props, fmt)
     processed = 0
     with source(ctx) as s:
         client = s.admin
@@ -320,16 +331,15 @@ def consume(ctx, topic, from_beginning, offset, partition, timestamp, group, max
                         raise KafkaError(fetched.error_code, f"Fetch {tp}: {error_name(fetched.error_code)}")
                     data = b"".join(bytes(r) for r in fetched.records)
                     records, next_offset = _records(data, fetched.aborted_transactions, isolation, positions[tp])
-                    for r, ts_type in records:
-                        click.echo(_format_record(tp, r, ts_type, props, fmt), nl=False)
-                        click.echo(line_end, nl=False)
-                        processed += 1
-                        got = True
-                        positions[tp] = r.offset + 1
-                        if max_messages is not None and processed >= max_messages:
-                            break
+                    if max_messages is not None and len(records) > max_messages - processed:
+                        records = records[:max_messages - processed]
+                        positions[tp] = records[-1][0].offset + 1
                     else:
                         positions[tp] = next_offset
+                    if records:
+                        click.echo("".join(formatter(tp, r, ts_type) for r, ts_type in records), nl=False)
+                        processed += len(records)
+                        got = True
                     if max_messages is not None and processed >= max_messages:
                         break
                 if got:

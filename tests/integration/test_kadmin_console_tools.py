@@ -275,3 +275,15 @@ def test_secured_cluster_through_command_config(cluster_factory, tmp_path):
     ok(secured("produce", topic, input="over tls\n"))
     assert ok(secured("consume", topic, "--from-beginning", "--max-messages", "1")) == "over tls\n"
     assert ok(secured("get-offsets", "--topic", topic)) == f"{topic}:0:1\n"
+
+
+def test_json_format_both_ways(broker):
+    """--format json: produce checks and compacts each line; consume re-prints values that parse with spaces
+    after separators, and leaves others as text; a C1 control character (CSI) inside a JSON string is still
+    escaped before it reaches the terminal."""
+    topic = create_topic(broker, unique("json"))
+    ok(kadmin(broker, "produce", topic, "--format", "json", input='{ "a" : 1, "csi": "\\u009b2J" }\n'))
+    ck_produce(broker, topic, [{"value": b"not json"}])
+    assert [m.value() for m in ck_consume(broker, topic, 2)] == [b'{"a":1,"csi":"\\u009b2J"}', b"not json"]
+    assert ok(kadmin(broker, "consume", topic, "--from-beginning", "--max-messages", "2", "--format", "json")
+              ).splitlines() == ['{"a": 1, "csi": "\\x9b2J"}', "not json"]
