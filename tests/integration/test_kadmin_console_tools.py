@@ -96,6 +96,8 @@ def test_produce_bad_input(broker):
     assert f"Produced 1 records to {topic}" in r.stderr      # the line before the bad one is written
     refused(kadmin(broker, "produce", topic, "--format", "json", input="{not json\n"), 2, "line 1 is not valid json")
     refused(kadmin(broker, "produce", topic, "--format", "hex", input="zz\n"), 2, "line 1 is not valid hex")
+    r = CliRunner().invoke(cli, ["--zookeeper", broker.zk_connect, "produce", topic], input="x\n")
+    refused(r, 2, "this command needs --bootstrap-server")
 
 
 def test_consume_prints_as_the_console_consumer(broker):
