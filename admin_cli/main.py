@@ -34,6 +34,7 @@ from kbroker.protocol.client import KafkaError
 from kbroker.protocol.client.security import ClientSecurity
 
 from . import acls, cluster, configs, elect, groups, quotas, reassign, topics, transactions, users, zk_security
+from . import dump_log
 from .context import Settings, settings, zk_tls_config
 from .errors import describe_failure
 from .output import Output
@@ -151,6 +152,7 @@ for command in (topics.create_topic, topics.list_topics, topics.describe_topic, 
                 cluster.cluster, acls.acls, groups.groups, transactions.transactions, users.users, quotas.quotas,
                 zk_security.migration):
     cli.add_command(command)
+cli.add_command(dump_log.dump_log)
 
 
 def _set_output(ctx: click.Context, _param, value) -> None:
