@@ -35,6 +35,7 @@ from kbroker.protocol.client.security import ClientSecurity
 
 from . import acls, cluster, configs, elect, groups, quotas, reassign, topics, transactions, users, zk_security
 from . import dump_log
+from . import perf
 from .context import Settings, settings, zk_tls_config
 from .errors import describe_failure
 from .output import Output
@@ -153,6 +154,7 @@ for command in (topics.create_topic, topics.list_topics, topics.describe_topic, 
                 zk_security.migration):
     cli.add_command(command)
 cli.add_command(dump_log.dump_log)
+cli.add_command(perf.perf)
 
 
 def _set_output(ctx: click.Context, _param, value) -> None:
