@@ -11,10 +11,12 @@ cannot be read, or a log with invalid bytes, makes the exit status 1.
 """
 from __future__ import annotations
 
+import json
 import os
 import struct
 
 import click
+from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment
 
 from kbroker.common.transaction_log import STATE_NAMES, read_txn_key, read_txn_value
 from kbroker.coordinator.schemas import GroupMetadataKey, read_group_value, read_key, read_offset_value
@@ -235,13 +237,25 @@ def format_offsets_record(key: bytes | None, value: bytes | None) -> tuple[str, 
         group = read_group_value(value)
         if group is None:
             return f"group_metadata::group={k.group}", "<DELETE>"
-        members = ",".join(m.member_id for m in group.members)
-        return (f"group_metadata::group={k.group}",
-                f"{group.protocol_type}:{group.protocol or ''}:{group.generation}:{{{members}}}")
+        return f"group_metadata::group={k.group}", json.dumps({
+            "protocolType": group.protocol_type or "", "protocol": group.protocol,
+            "generationId": group.generation,
+            "assignment": "{" + ",".join(_member_assignment(group.protocol_type, m) for m in group.members) + "}",
+        }, separators=(",", ":"))
     offset = read_offset_value(value)
     text = ("<DELETE>" if offset is None else f"offset={offset.offset}" if not offset.metadata
             else f"offset={offset.offset},metadata={offset.metadata}")
     return f"offset_commit::group={k.group},partition={k.topic}-{k.partition}", text
+
+
+def _member_assignment(protocol_type: str, member) -> str:
+    """`member=[topic-0, topic-1]` (`:HEX` of its user data) for the consumer protocol, `member=HEX` otherwise."""
+    if protocol_type == "consumer":
+        a = ConsumerProtocolAssignment.decode(bytes(member.assignment))
+        partitions = ", ".join(f"{t}-{p}" for t, ps in a.assigned_partitions for p in ps)
+        user_data = bytes(a.user_data or b"").hex().upper().lstrip("0")
+        return f"{member.member_id}=[{partitions}]" + (f":{user_data}" if user_data else "")
+    return f"{member.member_id}={bytes(member.assignment).hex().upper().lstrip('0')}"
 
 
 def format_txn_record(key: bytes | None, value: bytes | None) -> tuple[str, str]:

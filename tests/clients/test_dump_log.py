@@ -24,7 +24,7 @@ from tests.clients.conftest import _start_cluster
 
 # one broker holds the internal topics too
 BROKER_CONFIG = {"offsets.topic.replication.factor": 1, "transaction.state.log.replication.factor": 1,
-                 "transaction.state.log.min.isr": 1}
+                 "transaction.state.log.min.isr": 1, "group.initial.rebalance.delay.ms": 0}
 
 
 @pytest.fixture(scope="module")
@@ -190,13 +190,21 @@ def test_offsets_decoder_on_a_groups_commits(cluster):
     group = unique("dump-group")
     c = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group, "enable.auto.commit": False})
     try:
+        c.subscribe([topic])
+        wait_until(lambda: c.poll(0.2) is None and c.assignment(), 20, message="the consumer's assignment")
+        member = c.memberid()
         c.commit(offsets=[TopicPartition(topic, 0, 42)], asynchronous=False)
     finally:
         c.close()
     log = segment_path(cluster, 1, "__consumer_offsets", group_partition(group, 50))
-    records = [r for r in record_lines(ok("--files", log, "--offsets-decoder")) if f"group={group}," in r]
-    assert len(records) == 1
-    assert records[0].endswith(f"key: offset_commit::group={group},partition={topic}-0 payload: offset=42")
+    records = [r for r in record_lines(ok("--files", log, "--offsets-decoder")) if f"group={group}" in r]
+    assert records[0].endswith(f'key: group_metadata::group={group} payload: {{"protocolType":"consumer",'
+                               f'"protocol":"range","generationId":1,"assignment":"{{{member}=[{topic}-0]}}"}}')
+    assert records[1].endswith(f"key: offset_commit::group={group},partition={topic}-0 payload: offset=42")
+    # the member left: the group is empty, in a new generation
+    assert records[2].endswith(f'key: group_metadata::group={group} payload: {{"protocolType":"consumer",'
+                               '"protocol":null,"generationId":2,"assignment":"{}"}')
+    assert len(records) == 3
 
 
 # ---- bad input -----------------------------------------------------------------------------------------------
