@@ -44,8 +44,9 @@ CONTROL_TYPES = {0: "ABORT", 1: "COMMIT"}
 class _Dump:
     """One run: what it printed to stderr afterwards (Kafka collects mismatches and prints them last)."""
 
-    def __init__(self, max_message_size: int, deep: bool, print_data: bool, decoder):
+    def __init__(self, max_message_size: int, deep: bool, print_data: bool, decoder, skip_metadata: bool):
         self.max_message_size = max_message_size
+        self.skip_metadata = skip_metadata
         self.deep = deep
         self.print_data = print_data
         self.decoder = decoder
@@ -82,10 +83,10 @@ class _Dump:
         if e.magic == 2:
             epoch, crc = V2_FIELDS.unpack_from(data, e.position + 12)
             pid, pepoch, base_seq = V2_PRODUCER.unpack_from(data, e.position + 43)
-            last_seq = -1 if base_seq < 0 else (base_seq + e.last_offset - e.base_offset) % 2 ** 31
             head = (f"baseOffset: {e.base_offset} lastOffset: {e.last_offset} count: {e.record_count} "
-                    f"baseSequence: {base_seq} lastSequence: {last_seq} producerId: {pid} producerEpoch: {pepoch} "
-                    f"partitionLeaderEpoch: {epoch} isTransactional: {_flag(e.attributes & TRANSACTIONAL_MASK)} "
+                    f"baseSequence: {base_seq} lastSequence: {_sequence(base_seq, e.last_offset - e.base_offset)} "
+                    f"producerId: {pid} producerEpoch: {pepoch} partitionLeaderEpoch: {epoch} "
+                    f"isTransactional: {_flag(e.attributes & TRANSACTIONAL_MASK)} "
                     f"isControl: {_flag(e.attributes & CONTROL_MASK)}")
         else:
             (crc,) = LEGACY_CRC.unpack_from(data, e.position + 12)
@@ -103,33 +104,52 @@ class _Dump:
             click.echo(f"Error: {path}: batch at position {e.position}: {err}", err=True)
             self.failed = True
             return last
-        ts_type = _timestamp_type(e.magic, e.attributes)
+        if e.magic == 2:
+            epoch = V2_FIELDS.unpack_from(data, e.position + 12)[0]
+            _, pepoch, base_seq = V2_PRODUCER.unpack_from(data, e.position + 43)
+            base = e.base_offset
+        else:   # Kafka's legacy batches: no producer fields, the first inner message's offset as the base
+            epoch, pepoch, base_seq, base = -1, -1, -1, records[0].offset if records else e.last_offset
+        batch = (f"{_timestamp_type(e.magic, e.attributes)}: {{}} baseOffset: {base} lastOffset: {e.last_offset} "
+                 f"baseSequence: {base_seq} lastSequence: {_sequence(base_seq, e.last_offset - base)} "
+                 f"producerEpoch: {pepoch} partitionLeaderEpoch: {epoch} batchSize: {e.size} magic: {e.magic} "
+                 f"compressType: {_codec(e.compression)} position: {e.position}")
+        control = e.magic == 2 and e.attributes & CONTROL_MASK
         for r in records:
             if last != -1 and r.offset != last + 1:
                 self.non_consecutive.setdefault(os.path.abspath(path), []).append((last, r.offset))
             last = r.offset
-            line = (f"| offset: {r.offset} {ts_type}: {r.timestamp} keySize: {_size(r.key)} "
-                    f"valueSize: {_size(r.value)}")
-            if e.magic == 2:
-                _, _, base_seq = V2_PRODUCER.unpack_from(data, e.position + 43)
-                seq = -1 if base_seq < 0 else (base_seq + r.offset - e.base_offset) % 2 ** 31
-                line += f" sequence: {seq} headerKeys: [{','.join(k for k, _ in r.headers)}]"
-            if e.attributes & CONTROL_MASK and e.magic == 2:
-                line += _control(r)
-            elif self.print_data:
-                line += self._data(r)
+            line, prefix = "", "| "
+            if not self.skip_metadata:
+                if e.magic == 2:   # v2 records carry no checksum of their own
+                    valid, crc = "true", "null"
+                    tail = (f" sequence: {_sequence(base_seq, r.offset - base)} "
+                            f"headerKeys: [{','.join(k for k, _ in r.headers)}]")
+                else:              # an inner message was checked when inflated; a plain one is the entry
+                    valid = _flag(crc_valid(data, e)) if e.compression == 0 else "true"
+                    crc = r.crc
+                    tail = f" crc: {crc} isvalid: {valid}"
+                line += (f"| offset: {r.offset} isValid: {valid} crc: {crc} keySize: {_size(r.key)} "
+                         f"valueSize: {_size(r.value)} {batch.format(r.timestamp)}{tail}")
+                if control:
+                    line += _control(r)
+                prefix = " "
+            if self.print_data and not control:
+                line += self._data(r, prefix)
             click.echo(line)
         return last
 
-    def _data(self, r) -> str:
+    def _data(self, r, prefix: str) -> str:
+        """`<prefix>key: K payload: V`, each part only when there is one, as Kafka prints them."""
         if self.decoder is not None:
             try:
                 key, value = self.decoder(r.key, r.value)
             except (ValueError, KeyError, struct.error) as err:
-                return f" (undecodable: {err})"
-            return f" key: {key} payload: {value}"
-        line = "" if r.key is None else f" key: {_text(r.key)}"
-        return line if r.value is None else f"{line} payload: {_text(r.value)}"
+                return f"{prefix}undecodable: {err}"
+        else:
+            key = None if r.key is None else _text(r.key)
+            value = None if r.value is None else _text(r.value)
+        return ("" if key is None else f"{prefix}key: {key}") + ("" if value is None else f" payload: {value}")
 
     # ---- indexes -----------------------------------------------------------------------------------------------
 
@@ -138,6 +158,9 @@ class _Dump:
         log = _read(_sibling(path, ".log"))
         index = OffsetIndex(path, base, os.path.getsize(path))
         try:
+            if index.entries == 0:
+                click.echo(f"{path} is empty.")
+                return
             if sanity_only:
                 index.sanity_check()
                 click.echo(f"{path} passed sanity check.")
@@ -325,6 +348,11 @@ def _control(record) -> str:
     return f" controlType: UNKNOWN({type_id})"
 
 
+def _sequence(base_sequence: int, delta: int) -> int:
+    """A record's sequence number: the batch's base plus its offset delta, wrapping at Int.MaxValue; -1 for none."""
+    return -1 if base_sequence < 0 else (base_sequence + delta) % 2 ** 31
+
+
 def _flag(value) -> str:
     return "true" if value else "false"
 
@@ -352,8 +380,9 @@ def _text(b: bytes) -> str:
               help="Decode the records as __consumer_offsets' offset commits and group metadata.")
 @click.option("--transaction-log-decoder", is_flag=True,
               help="Decode the records as __transaction_state's transaction metadata.")
+@click.option("--skip-record-metadata", is_flag=True, help="Print only the records' keys and values.")
 def dump_log(files, print_data_log, deep_iteration, verify_index_only, index_sanity_check, max_message_size,
-             offsets_decoder, transaction_log_decoder):
+             offsets_decoder, transaction_log_decoder, skip_record_metadata):
     """Dump a broker's log files offline, as kafka-dump-log.sh does: .log segments (batches; records with
     --deep-iteration), .index, .timeindex and .txnindex files. Needs no cluster.
 
@@ -364,7 +393,7 @@ def dump_log(files, print_data_log, deep_iteration, verify_index_only, index_san
     """
     decoder = (format_offsets_record if offsets_decoder else format_txn_record if transaction_log_decoder else None)
     print_data = print_data_log or decoder is not None
-    run = _Dump(max_message_size, deep_iteration or print_data, print_data, decoder)
+    run = _Dump(max_message_size, deep_iteration or print_data, print_data, decoder, skip_record_metadata)
     for path in files.split(","):
         click.echo(f"Dumping {path}")
         suffix = os.path.splitext(path)[1]

@@ -78,15 +78,23 @@ def test_v2_compressed_batch_with_headers(cluster):
     assert " isTransactional: false isControl: false position: 0 CreateTime: 1600000000009 " in batch
     assert field(batch, "magic") == "2" and field(batch, "compresscodec") == "GZIP"
     assert field(batch, "isvalid") == "true" and int(field(batch, "size")) == os.path.getsize(path)
+    size = os.path.getsize(path)
+    meta = (" baseOffset: 0 lastOffset: 3 baseSequence: 0 lastSequence: 3 producerEpoch: 0 partitionLeaderEpoch: 0 "
+            f"batchSize: {size} magic: 2 compressType: GZIP position: 0")
     assert record_lines(lines) == [
-        *(f"| offset: {i} CreateTime: 160000000000{i} keySize: 2 valueSize: 7 sequence: {i} headerKeys: [trace,n] "
-          f"key: k{i} payload: value-{i}" for i in range(3)),
-        "| offset: 3 CreateTime: 1600000000009 keySize: -1 valueSize: -1 sequence: 3 headerKeys: []",
+        *(f"| offset: {i} isValid: true crc: null keySize: 2 valueSize: 7 CreateTime: 160000000000{i}{meta} "
+          f"sequence: {i} headerKeys: [trace,n] key: k{i} payload: value-{i}" for i in range(3)),
+        (f"| offset: 3 isValid: true crc: null keySize: -1 valueSize: -1 CreateTime: 1600000000009{meta} "
+        "sequence: 3 headerKeys: []"),
     ]
     # without --deep-iteration: batches only; --deep-iteration alone: records without their data
     assert not record_lines(ok("--files", path))
     assert record_lines(ok("--files", path, "--deep-iteration"))[0] == (
-        "| offset: 0 CreateTime: 1600000000000 keySize: 2 valueSize: 7 sequence: 0 headerKeys: [trace,n]")
+        f"| offset: 0 isValid: true crc: null keySize: 2 valueSize: 7 CreateTime: 1600000000000{meta} "
+        "sequence: 0 headerKeys: [trace,n]")
+    # --skip-record-metadata: the data alone (Kafka's layout: no `|` before a record without a key)
+    assert ok("--files", path, "--print-data-log", "--skip-record-metadata")[3:] == [
+        "| key: k0 payload: value-0", "| key: k1 payload: value-1", "| key: k2 payload: value-2", ""]
 
 
 @pytest.mark.parametrize("fmt,magic,ts_type", [("0.9.0", 0, "NoTimestampType"), ("0.10.0", 1, "CreateTime")])
@@ -107,9 +115,13 @@ def test_v0_v1_messages_plain_and_compressed(cluster, fmt, magic, ts_type):
     records = record_lines(lines)
     assert [field(r, "offset") for r in records] == ["0", "1", "2", "3", "4", "5"]
     ts = "-1" if magic == 0 else "1600000000000"
-    assert records[0] == f"| offset: 0 {ts_type}: {ts} keySize: 2 valueSize: 2 key: k0 payload: v0"
-    assert records[1].endswith("keySize: -1 valueSize: 2 payload: v1")
-    assert records[5].endswith("keySize: 2 valueSize: 0 key: k2 payload: ")
+    assert re.fullmatch(rf"\| offset: 0 isValid: true crc: (\d+) keySize: 2 valueSize: 2 {ts_type}: {ts} "
+                        rf"baseOffset: 0 lastOffset: 0 baseSequence: -1 lastSequence: -1 producerEpoch: -1 "
+                        rf"partitionLeaderEpoch: -1 batchSize: \d+ magic: {magic} compressType: NONE position: 0 "
+                        rf"crc: \1 isvalid: true key: k0 payload: v0", records[0]), records[0]
+    assert records[1].endswith("isvalid: true payload: v1") and " keySize: -1 valueSize: 2 " in records[1]
+    assert " baseOffset: 3 lastOffset: 5 " in records[5] and " compressType: GZIP " in records[5]
+    assert records[5].endswith("isvalid: true key: k2 payload: ")
 
 
 def test_offset_and_time_indexes(cluster):
