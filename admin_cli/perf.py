@@ -173,6 +173,7 @@ def perf_consume(ctx, topic, messages, timeout_ms):
             if code:
                 raise KafkaError(code, f"ListOffsets {tp}: {error_name(code)}")
             positions[tp] = offset
+        click.echo(CONSUMER_HEADER)
         start = time.time()
         count = size = 0
         last_progress = time.monotonic()
@@ -197,11 +198,10 @@ def perf_consume(ctx, topic, messages, timeout_ms):
             if progressed:
                 last_progress = time.monotonic()
         end = time.time()
-    if count < messages:
+    if count < messages:   # on stdout, between the header and the figures, as the Java tool prints it
         click.echo(f"WARNING: Exiting before consuming the expected number of messages: timeout ({timeout_ms} ms) "
-                   "exceeded. You can use the --timeout option to increase the timeout.", err=True)
+                   "exceeded. You can use the --timeout option to increase the timeout.")
     elapsed = max(end - start, 1e-9)
     mb = size / 1024 / 1024
-    click.echo(CONSUMER_HEADER)
     click.echo(f"{_java_time(start)}, {_java_time(end)}, {mb:.4f}, {mb / elapsed:.4f}, {count}, "
                f"{count / elapsed:.4f}, 0, {int(elapsed * 1000)}, {mb / elapsed:.4f}, {count / elapsed:.4f}")
