@@ -12,6 +12,7 @@ cannot be read, or a log with invalid bytes, makes the exit status 1.
 from __future__ import annotations
 
 import json
+import mmap
 import os
 import struct
 
@@ -309,9 +310,12 @@ def _sibling(path: str, suffix: str) -> str:
     return os.path.join(os.path.dirname(path), os.path.basename(path).split(".")[0] + suffix)
 
 
-def _read(path: str) -> bytes:
+def _read(path: str):
+    """The file's bytes, mapped read-only (a segment may be a GiB; only the pages read are loaded)."""
     with open(path, "rb") as f:
-        return f.read()
+        if os.fstat(f.fileno()).st_size == 0:
+            return b""
+        return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
 
 
 def _batch_holding(log: bytes, position: int, offset: int):

@@ -258,3 +258,15 @@ def test_missing_file_and_unknown_suffix(tmp_path):
     assert r.stdout.splitlines() == [f"Dumping {missing}", f"Dumping {other}"]
     assert r.stderr.splitlines() == [f"Error: cannot read {missing}: No such file or directory",
                                      f"Ignoring unknown file {other}"]
+
+
+def test_corrupt_index(tmp_path):
+    (tmp_path / "00000000000000000000.log").write_bytes(b"")
+    index = tmp_path / "00000000000000000000.index"
+    index.write_bytes(b"\0\0\0\x05\0\0\0\x40" + b"\0\0\0\x09")     # one entry past the log's end, 4 bytes more
+    r = dump("--files", str(index))
+    assert (r.exit_code, r.stdout.splitlines()) == (0, [f"Dumping {index}", "offset: 5 position: 64"])
+    assert r.stderr.splitlines() == [f"Mismatches in :{index}", "  Index offset: 5, log offset: -1"]
+    r = dump("--files", str(index), "--index-sanity-check")
+    assert (r.exit_code, r.stdout.splitlines()) == (1, [f"Dumping {index}"])
+    assert r.stderr.splitlines() == [f"Error: index file {index} has size 12, not a multiple of the entry size 8"]
