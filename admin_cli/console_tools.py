@@ -38,7 +38,7 @@ _PRODUCER_ID_OFFSET = 43               # producerId in a v2 batch header
 _LOG_DIR_ERRORS = {Errors.KAFKA_STORAGE_ERROR: "org.apache.kafka.common.errors.KafkaStorageException"}
 
 
-class _Record:
+class Record:
     """A record to build a batch from (kbroker.records.builder's shape)."""
     __slots__ = ("headers", "key", "offset", "timestamp", "value")
 
@@ -148,7 +148,7 @@ def produce(ctx, topic, path, props, acks, compression, partition, fmt, batch_si
         partitions = client.topic_partitions([topic])[topic]
         if partition is not None and partition not in partitions:
             raise Failure(f"Topic '{topic}' has no partition {partition} (it has {len(partitions)}).")
-        pending: dict[int, list[_Record]] = {}
+        pending: dict[int, list[Record]] = {}
         spread = 0
 
         def flush(p: int) -> None:
@@ -174,7 +174,7 @@ def produce(ctx, topic, path, props, acks, compression, partition, fmt, batch_si
                     p = partitions[(murmur2(key) & 0x7FFFFFFF) % len(partitions)]
                 else:
                     p, spread = partitions[spread % len(partitions)], spread + 1
-                pending.setdefault(p, []).append(_Record(int(time.time() * 1000), key, value, headers))
+                pending.setdefault(p, []).append(Record(int(time.time() * 1000), key, value, headers))
                 if len(pending[p]) >= batch_size:
                     flush(p)
             for p in list(pending):
@@ -185,7 +185,7 @@ def produce(ctx, topic, path, props, acks, compression, partition, fmt, batch_si
 
 # ---- consume ----------------------------------------------------------------------------------------------------
 
-def _records(data: bytes, aborted: list, isolation: int, from_offset: int) -> tuple[list, int]:
+def fetched_records(data: bytes, aborted: list, isolation: int, from_offset: int) -> tuple[list, int]:
     """The (record, timestamp type) of fetched bytes at or after from_offset, in order, and the next offset to
     fetch; under read_committed the batches of aborted transactions (Fetch's aborted_transactions) are left out,
     as Kafka's consumer does. Control batches are never shown."""
@@ -224,7 +224,8 @@ class _Formatter:
             return props.get(f"print.{name}", default).lower() == "true"
         self.timestamp, self.partition, self.offset = on("timestamp"), on("partition"), on("offset")
         self.headers, self.key, self.value = on("headers"), on("key"), on("value", "true")
-        self.sep, self.null, self.fmt = _unescape(props.get("key.separator", "\t")), props.get("null.literal", "null"), fmt
+        self.sep, self.fmt = _unescape(props.get("key.separator", "\t")), fmt
+        self.null = props.get("null.literal", "null")
         self.line_end = _unescape(props.get("line.separator", "\n"))
         self.header_sep = _unescape(props.get("headers.separator", ","))
         self.header_key_sep = _unescape(props.get("headers.key.separator", ":"))
@@ -330,7 +331,7 @@ def consume(ctx, topic, from_beginning, offset, partition, timestamp, group, max
                     if fetched.error_code:
                         raise KafkaError(fetched.error_code, f"Fetch {tp}: {error_name(fetched.error_code)}")
                     data = b"".join(bytes(r) for r in fetched.records)
-                    records, next_offset = _records(data, fetched.aborted_transactions, isolation, positions[tp])
+                    records, next_offset = fetched_records(data, fetched.aborted_transactions, isolation, positions[tp])
                     if max_messages is not None and len(records) > max_messages - processed:
                         records = records[:max_messages - processed]
                         positions[tp] = records[-1][0].offset + 1

@@ -33,8 +33,8 @@ from kbroker.config import ConfigError, read_properties
 from kbroker.protocol.client import KafkaError
 from kbroker.protocol.client.security import ClientSecurity
 
-from . import acls, cluster, configs, elect, groups, quotas, reassign, topics, transactions, users, zk_security
-from . import console_tools
+from . import (acls, cluster, configs, console_tools, dump_log, elect, groups, perf, quotas, reassign, topics,
+               transactions, users, zk_security)
 from .context import Settings, settings, zk_tls_config
 from .errors import describe_failure
 from .output import Output
@@ -154,6 +154,8 @@ for command in (topics.create_topic, topics.list_topics, topics.describe_topic, 
     cli.add_command(command)
 for command in console_tools.COMMANDS:
     cli.add_command(command)
+cli.add_command(dump_log.dump_log)
+cli.add_command(perf.perf)
 
 
 def _set_output(ctx: click.Context, _param, value) -> None:

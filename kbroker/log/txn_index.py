@@ -12,8 +12,8 @@ import struct
 from typing import NamedTuple
 
 
-_ENTRY = struct.Struct(">hqqqq")
-ENTRY_SIZE = _ENTRY.size   # 34
+ENTRY = struct.Struct(">hqqqq")
+ENTRY_SIZE = ENTRY.size   # 34
 VERSION = 0
 
 
@@ -36,7 +36,7 @@ class TransactionIndex:
         # Whatever follows a torn or unknown entry (a crash mid-write) is dropped; the producer state's replay
         # of the log adds lost entries again.
         for pos in range(0, len(data) - ENTRY_SIZE + 1, ENTRY_SIZE):
-            version, *fields = _ENTRY.unpack_from(data, pos)
+            version, *fields = ENTRY.unpack_from(data, pos)
             if version != VERSION or (self.entries and fields[2] <= self.entries[-1].last_offset):
                 break
             self.entries.append(AbortedTxn(*fields))
@@ -54,7 +54,7 @@ class TransactionIndex:
                              f"{self.last_offset} in {self.path}")
         self.entries.append(txn)
         with open(self.path, "ab") as f:
-            f.write(_ENTRY.pack(VERSION, *txn))
+            f.write(ENTRY.pack(VERSION, *txn))
 
     def collect(self, start: int, end: int) -> list[AbortedTxn]:
         """Entries overlapping [start, end): their marker at or after start, their first offset before end."""
@@ -77,7 +77,7 @@ class TransactionIndex:
             return
         tmp = self.path + ".tmp"
         with open(tmp, "wb") as f:
-            f.write(b"".join(_ENTRY.pack(VERSION, *t) for t in self.entries))
+            f.write(b"".join(ENTRY.pack(VERSION, *t) for t in self.entries))
         os.replace(tmp, self.path)
 
     def _remove(self) -> None:

@@ -33,13 +33,15 @@ _COUNT_OFFSET = 57              # recordCount in a v2 header
 
 class LegacyRecord(NamedTuple):
     """One v0/v1 message. `offset` is absolute (v1 inner offsets already resolved against the wrapper);
-    `timestamp` is -1 for v0 and, under a LogAppendTime wrapper, the wrapper's."""
+    `timestamp` is -1 for v0 and, under a LogAppendTime wrapper, the wrapper's; `crc` is the message's stored
+    checksum (kadmin dump-log prints it)."""
     offset: int
     timestamp: int
     key: bytes | None
     value: bytes | None
     magic: int
     attributes: int
+    crc: int = 0
     headers = ()
 
 
@@ -113,7 +115,7 @@ def legacy_message(view, pos: int, end: int, check_crc: bool = True) -> tuple[Le
     if value_len < -1 or p + max(value_len, 0) != stop:
         raise corrupt(f"message at offset {offset} has an invalid value length {value_len}")
     value = None if value_len < 0 else bytes(view[p:stop])
-    return LegacyRecord(offset, timestamp, key, value, magic, attributes), stop
+    return LegacyRecord(offset, timestamp, key, value, magic, attributes, crc), stop
 
 
 def legacy_records(buf, pos: int, size: int, limit: int) -> list[LegacyRecord]:
@@ -147,7 +149,7 @@ def legacy_records(buf, pos: int, size: int, limit: int) -> list[LegacyRecord]:
         base = wrapper.offset - messages[-1].offset
     log_append = wrapper.attributes & TIMESTAMP_TYPE_MASK_V1
     return [LegacyRecord(base + m.offset, wrapper.timestamp if log_append and m.magic == 1 else m.timestamp,
-                         m.key, m.value, m.magic, m.attributes) for m in messages]
+                         m.key, m.value, m.magic, m.attributes, m.crc) for m in messages]
 
 
 # checksums (written by the builders, and by validation when it rewrites a header in place) -------------
