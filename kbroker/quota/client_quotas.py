@@ -40,7 +40,7 @@ from ..common.broker_config import DEFAULT_ENTITY
 from ..common.config_def import parse_checked
 from ..common.quota_config import CLIENT_QUOTA_CONFIGS
 from ..common.sanitizer import desanitize, sanitize
-from .stats import QuotaWindow, Rate, TokenBucket, throttle_time_ms, token_throttle_time_ms
+from .stats import METRIC_WINDOW, Avg, QuotaWindow, Rate, TokenBucket, throttle_time_ms, token_throttle_time_ms
 
 log = logging.getLogger("kbroker.quota")
 
@@ -50,30 +50,11 @@ QUOTA_TYPES = {"producer_byte_rate": PRODUCE, "consumer_byte_rate": FETCH, "requ
                "controller_mutation_rate": CONTROLLER_MUTATION}
 UNLIMITED = math.inf
 SENSOR_EXPIRY_MS = 3600 * 1000            # Kafka's InactiveSensorExpirationTimeSeconds
-# Kafka's default MetricConfig (metrics.num.samples=2, metrics.sample.window.ms=30000): the throttle-time average,
-# mutation-rate and exempt-request-time
-METRIC_WINDOW = QuotaWindow(2, 30_000)
 THROTTLING_QUOTA_EXCEEDED_MESSAGE = "The throttling quota has been exceeded."
 
 # Which kinds of entity were ever configured (Kafka's QuotaTypes): decides how sensor tags are found
 _CLIENT_LEVEL, _USER_LEVEL, _USER_CLIENT_LEVEL = 1, 2, 4
 _DEFAULT_CLIENT = object()   # the <default> client-id entity (a client may be named "<default>")
-
-
-class _Average:
-    """Kafka's Avg over its default sampled windows: the mean of the values recorded in the last minute."""
-    __slots__ = ("_count", "_sum")
-
-    def __init__(self):
-        self._sum, self._count = Rate(METRIC_WINDOW), Rate(METRIC_WINDOW)
-
-    def record(self, value: float, now_ms: int) -> None:
-        self._sum.record(value, now_ms)
-        self._count.record(1, now_ms)
-
-    def value(self, now_ms: int) -> float:
-        count = self._count.total(now_ms)
-        return self._sum.total(now_ms) / count if count else math.nan
 
 
 class Sensor:
@@ -86,7 +67,7 @@ class Sensor:
     def __init__(self, stat, bound: float, now_ms: int):
         self.stat, self.bound, self.last_ms = stat, bound, now_ms
         self.headroom = 0.0
-        self.throttles: _Average | None = None
+        self.throttles: Avg | None = None
         self.rate: Rate | None = None            # ControllerMutation's mutation-rate beside its token bucket
 
 
@@ -227,7 +208,7 @@ class ClientQuotaManager:
         now = self.clock.monotonic_ms()
         sensor = self._sensor(user, client_id, now)
         if sensor.throttles is None:
-            sensor.throttles = _Average()
+            sensor.throttles = Avg(METRIC_WINDOW)
         sensor.throttles.record(ms, now)
         self._in_force(now)
         heapq.heappush(self._throttled, now + ms)
@@ -261,7 +242,7 @@ class ClientQuotaManager:
         for (user, client_id), sensor in sorted(self.sensors.items()):
             labels = [user, client_id]
             value.add_metric(labels, self._measure(sensor, now))
-            throttle.add_metric(labels, sensor.throttles.value(now) if sensor.throttles else math.nan)
+            throttle.add_metric(labels, sensor.throttles.measure(now) if sensor.throttles else math.nan)
         yield value
         yield throttle
         yield GaugeMetricFamily(f"kafka_server_{self.kind.lower()}_queue_size", f"Connections muted by a {self.kind} "

@@ -45,13 +45,12 @@ from ..common.broker_config import DEFAULT_ENTITY, parse_ip_overrides
 from ..common.config_def import MAX_INT, parse_checked
 from ..common.quota_config import IP_QUOTA_CONFIGS
 from ..common.sanitizer import desanitize
-from .stats import Avg, QuotaWindow, Rate, throttle_time_ms
+from .stats import METRIC_WINDOW, Avg, QuotaWindow, Rate, throttle_time_ms
 
 log = logging.getLogger("kbroker.quota")
 
 IP_CONNECTION_RATE = "connection_creation_rate"    # the key of /config/ips/<ip> (common.quota_config's table)
 IP_RATE_EXPIRATION_MS = 3600 * 1000                # an IP's rate unused this long starts afresh
-METRICS_WINDOW = QuotaWindow(2, 30000)             # Kafka's metrics.num.samples x metrics.sample.window.ms
 _PREFIX = "kafka_server_socketservermetrics_"
 
 
@@ -90,7 +89,7 @@ class _Listener:
         self.max_connections = self.rate_quota = MAX_INT
         self.count = self.created = self.closed = self.closed_idle = 0
         self.rate = Rate(window)
-        self.throttle, self.ip_throttle = Avg(METRICS_WINDOW), Avg(METRICS_WINDOW)
+        self.throttle, self.ip_throttle = Avg(METRIC_WINDOW), Avg(METRIC_WINDOW)
 
 
 class ConnectionQuotas:

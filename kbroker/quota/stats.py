@@ -26,6 +26,10 @@ class QuotaWindow:
     window_ms: int = 1000
 
 
+# Kafka's default MetricConfig (metrics.num.samples=2, metrics.sample.window.ms=30000): the window of the quota
+# managers' own metrics (throttle-time averages, mutation-rate, exempt-request-time, connection throttles)
+METRIC_WINDOW = QuotaWindow(2, 30_000)
+
 class _Bucket:
     __slots__ = ("start_ms", "value")
 
