@@ -85,6 +85,15 @@ class Cluster:
         self.zk.close()
 
 
+def fill_port(b: BrokerProcess) -> None:
+    """Put the broker's own port where its written config says {port} (a listener list naming it beside others,
+    for a broker made with start=False)."""
+    with open(b.config_path) as f:
+        text = f.read().replace("{port}", str(b.port))
+    with open(b.config_path, "w") as f:
+        f.write(text)
+
+
 def set_znode_acl(zk_connect: str, path: str, acl: str) -> None:
     """Set a znode's ZooKeeper ACL as an operator would (`zkCli.sh setAcl`; zk_connect may carry a chroot), e.g.
     "world:anyone:r" to have ZooKeeper refuse the brokers' writes there."""

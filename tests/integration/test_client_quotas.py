@@ -27,7 +27,7 @@ from kbroker.protocol.client.requests import fetch_request
 from kbroker.protocol.client.security import ClientSecurity
 from kbroker.protocol.hotpath import decode_fetch_response
 from tests.conftest import fresh_chroot
-from tests.integration.conftest import Cluster
+from tests.integration.conftest import Cluster, fill_port
 from tests.integration.test_produce_fetch_bad_input import produce_request, v2_batch
 
 TOPIC = "quota"
@@ -88,10 +88,7 @@ def broker(zookeeper, tmp_path_factory):
         "sasl.enabled.mechanisms": "PLAIN", "metrics.port": metrics_port,
         "listener.name.sasl_plaintext.plain.sasl.jaas.config":
             f"org.apache.kafka.common.security.plain.PlainLoginModule required {plain};"})
-    with open(b.config_path) as f:
-        text = f.read().replace("{port}", str(b.port))
-    with open(b.config_path, "w") as f:
-        f.write(text)
+    fill_port(b)
     b.start()
     cluster.wait_ready([1])
     from zk.admin import AdminZkClient

@@ -15,7 +15,7 @@ from kafka.protocol.admin import DescribeConfigsRequest
 from admin_cli.configs import Entity, alter_config_zk
 from kbroker.protocol.client import Connection
 from tests.conftest import free_port
-from tests.integration.conftest import wait_until
+from tests.integration.conftest import fill_port, wait_until
 from tests.integration.test_dynamic_broker_config import _alter_defaults
 from tests.integration.test_metrics import scrape, value
 
@@ -87,10 +87,7 @@ def two_listener_broker(cluster, internal: int, **settings):
         "listeners": f"PLAINTEXT://127.0.0.1:{{port}},INTERNAL://127.0.0.1:{internal}",
         "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT",
         "inter.broker.listener.name": "INTERNAL", **settings})
-    with open(b.config_path) as f:
-        text = f.read().replace("{port}", str(b.port))
-    with open(b.config_path, "w") as f:
-        f.write(text)
+    fill_port(b)
     b.start()
     cluster.wait_ready([1])
     return b

@@ -18,9 +18,9 @@ import pytest
 from click.testing import CliRunner
 
 from admin_cli.main import cli
-from kbroker.cluster import BrokerProcess, free_port, wait_until
+from kbroker.cluster import free_port, wait_until
 from tests.conftest import fresh_chroot
-from tests.integration.conftest import Cluster
+from tests.integration.conftest import Cluster, fill_port
 from tests.integration.test_sasl_tls import ck_roundtrip, unique
 from tests.keytool import KEY_PASSWORD, STORE_PASSWORD, make_ca, make_pki, trust_store
 
@@ -56,13 +56,6 @@ def broker_settings(pki, broker_id: int, ports: dict[str, int]) -> dict:
     }
 
 
-def write_config(b: BrokerProcess) -> None:
-    with open(b.config_path) as f:
-        text = f.read().replace("{port}", str(b.port))
-    with open(b.config_path, "w") as f:
-        f.write(text)
-
-
 @pytest.fixture(scope="module")
 def cluster(zookeeper, pki, tmp_path_factory):
     c = Cluster(fresh_chroot(zookeeper), str(tmp_path_factory.mktemp("jks-cluster")))
@@ -70,7 +63,7 @@ def cluster(zookeeper, pki, tmp_path_factory):
     for i in (1, 2):
         c.ports[i] = {name: free_port() for name in LISTENERS}
         b = c.add(i, start=False, **broker_settings(pki, i, c.ports[i]))
-        write_config(b)
+        fill_port(b)
         b.start()
     c.wait_ready([1, 2])
     yield c
@@ -226,7 +219,7 @@ def test_a_bad_store_stops_the_broker_at_start(zookeeper, pki, tmp_path, change,
         settings = {**broker_settings(pki, 1, {name: free_port() for name in LISTENERS}),
                     **{k: v.format(**values) for k, v in change.items()}}
         b = c.add(1, start=False, **settings)
-        write_config(b)
+        fill_port(b)
         b.start()
         assert b.proc.wait(60) == 2
         errors = [line for line in b.log().splitlines() if line.startswith("error: ")]

@@ -17,7 +17,7 @@ from kbroker.cluster import free_port, wait_until
 from kbroker.security.certs import make_ca, make_cert
 from kbroker.protocol.sasl.scram import make_credential
 from tests.conftest import fresh_chroot
-from tests.integration.conftest import Cluster
+from tests.integration.conftest import Cluster, fill_port
 from kbroker.common.sanitizer import sanitize
 
 PLAIN_USERS = {"admin": "admin-secret", "alice": "alice-secret"}
@@ -73,10 +73,7 @@ def secured(zookeeper, tmp_path_factory):
         "offsets.topic.replication.factor": 1, "transaction.state.log.replication.factor": 1,
         "group.initial.rebalance.delay.ms": 0,
     })
-    with open(b.config_path) as f:
-        text = f.read().replace("{port}", str(b.port))
-    with open(b.config_path, "w") as f:
-        f.write(text)
+    fill_port(b)
     b.start("--logger", "kafka.request.logger=DEBUG")   # its lines name each request's principal
     cluster.wait_ready([1])
     yield Secured(cluster, ports, pki)

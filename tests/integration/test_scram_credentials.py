@@ -17,7 +17,7 @@ from kafka.protocol.admin import AlterUserScramCredentialsRequest, DescribeUserS
 from kbroker.protocol.client import Connection
 from kbroker.protocol.sasl import scram
 from kbroker.cluster import free_port
-from tests.integration.conftest import Cluster, wait_until
+from tests.integration.conftest import Cluster, fill_port, wait_until
 from zk.admin import AdminZkClient
 
 Upsertion = AlterUserScramCredentialsRequest.ScramCredentialUpsertion
@@ -48,10 +48,7 @@ def cluster(zookeeper, tmp_path_factory):
                                      "inter.broker.listener.name": "PLAINTEXT",
                                      "sasl.enabled.mechanisms": "SCRAM-SHA-256,SCRAM-SHA-512",
                                      "offsets.topic.replication.factor": 2})
-        with open(b.config_path) as f:
-            text = f.read().replace("{port}", str(b.port))
-        with open(b.config_path, "w") as f:
-            f.write(text)
+        fill_port(b)
         b.start()
     c.wait_ready((1, 2))
     c.sasl_bootstrap = ",".join(f"127.0.0.1:{p}" for p in sasl_ports.values())

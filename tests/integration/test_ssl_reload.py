@@ -25,10 +25,9 @@ from kbroker.cluster import free_port
 from kbroker.protocol.client import Connection
 from kbroker.protocol.client.security import ClientSecurity
 from tests.conftest import fresh_chroot
-from tests.integration.conftest import Cluster, wait_until
+from tests.integration.conftest import Cluster, fill_port, wait_until
 from tests.integration.test_admin_client_topics import admin_result
 from tests.integration.test_dynamic_broker_config import _alter_defaults
-from tests.integration.test_java_keystores import write_config
 from tests.integration.test_sasl_tls import ck_roundtrip, unique
 from tests.keytool import KEY_PASSWORD, STORE_PASSWORD, Pki, make_pki, signed_key_store
 
@@ -65,7 +64,7 @@ def cluster(zookeeper, pki, tmp_path_factory):
         "listener.name.external.ssl.keystore.password": STORE_PASSWORD,
         "listener.name.external.ssl.key.password": KEY_PASSWORD,
         "offsets.topic.replication.factor": 1, "group.initial.rebalance.delay.ms": 0})
-    write_config(b)
+    fill_port(b)
     b.start()
     c.wait_ready([1])
     yield c
@@ -197,7 +196,7 @@ def test_a_store_file_replaced_in_place_is_read_again_when_altered_with_the_same
 def test_a_password_without_password_encoder_secret_is_refused(cluster, pki):
     """Kafka refuses to store a dynamic password it cannot encode (DynamicBrokerConfig.toPersistentProps)."""
     b = cluster.add(2, start=False, listeners="PLAINTEXT://127.0.0.1:{port}")
-    write_config(b)
+    fill_port(b)
     b.start()
     cluster.wait_ready([1, 2])
     err = alter(cluster, new_store(pki.rotated), broker=2)
