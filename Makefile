@@ -18,7 +18,8 @@ $(VENV)/.installed-test: $(VENV)/.installed
 
 # Debian packages, installed only when missing (root, or sudo): ZooKeeper and kcat for the cluster; for the
 # tests also iproute2 and iptables (the network-partition tests make namespaces and drop traffic in them) and
-# the JDK's keytool (the TLS tests make their Java key stores with it; ZooKeeper's JRE usually brings it).
+# the JDK's keytool (the TLS tests make their Java key stores with it; ZooKeeper's JRE usually brings it); Debian's
+# chromium (the console's browser tests drive it headless).
 APT_INSTALL = SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
 	$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq
 
@@ -33,6 +34,7 @@ test-system-deps: system-deps
 	command -v ip >/dev/null 2>&1 || missing="$$missing iproute2"; \
 	command -v iptables >/dev/null 2>&1 || missing="$$missing iptables"; \
 	command -v keytool >/dev/null 2>&1 || missing="$$missing default-jre-headless"; \
+	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
 	if [ -n "$$missing" ]; then echo "installing$$missing"; $(APT_INSTALL) $$missing >/dev/null; fi
 
 up: $(VENV)/.installed system-deps

@@ -19,7 +19,7 @@ import time
 
 import click
 from kafka.partitioner.default import murmur2
-from kafka.protocol.admin import DeleteRecordsRequest, DescribeLogDirsRequest
+from kafka.protocol.admin import DeleteRecordsRequest
 
 from kbroker.protocol.client import Errors, KafkaError, TopicPartition, error_name, error_text
 from kbroker.records import entries as rec
@@ -498,16 +498,13 @@ def log_dirs(ctx, broker_list, topic_list):
                           f" Current existent brokers: {','.join(map(str, sorted(brokers)))}")
         out = []
         for b in ids:
-            r = client.send(brokers[b], lambda c: DescribeLogDirsRequest(version=c.version_for(DescribeLogDirsRequest),
-                                                                         topics=None), deadline)
             dirs = []
-            for result in r.results:
-                parts = [{"partition": f"{t.name}-{p.partition_index}", "size": p.partition_size,
-                          "offsetLag": p.offset_lag, "isFuture": p.is_future_key}
-                         for t in result.topics if topics is None or t.name in topics for p in t.partitions]
-                dirs.append({"logDir": result.log_dir,
-                             "error": _LOG_DIR_ERRORS.get(result.error_code, error_name(result.error_code))
-                             if result.error_code else None,
+            for d in client.describe_log_dirs(brokers[b], deadline):
+                parts = [{"partition": f"{r.topic}-{r.partition}", "size": r.size, "offsetLag": r.offset_lag,
+                          "isFuture": r.is_future} for r in d.replicas if topics is None or r.topic in topics]
+                dirs.append({"logDir": d.path,
+                             "error": _LOG_DIR_ERRORS.get(d.error_code, error_name(d.error_code))
+                             if d.error_code else None,
                              "partitions": parts})
             out.append({"broker": b, "logDirs": dirs})
     click.echo(f"Received log directory information from brokers {','.join(map(str, ids))}")

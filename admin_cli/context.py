@@ -20,7 +20,7 @@ from zk.client import KafkaZkClient, ZkAuthError, ZkError
 from zk.security import ZkClientSecurity, ZkSecurityError, client_security, tls_config_file_settings
 from kbroker.config import ConfigError, read_properties
 from kbroker.common.jvm_options import system_properties
-from kbroker.protocol.client import Unreachable, parse_bootstrap
+from kbroker.protocol.client import KafkaError, Unreachable, parse_bootstrap
 from kbroker.protocol.client.security import ClientSecurity
 
 from .errors import EXIT_REFUSED, EXIT_UNREACHABLE, EXIT_USAGE, WaitTimedOut, describe_failure
@@ -67,6 +67,19 @@ def settings(ctx: click.Context) -> Settings:
 
 def output(ctx: click.Context) -> Output:
     return settings(ctx).out
+
+
+def command_config_security(path: str) -> ClientSecurity:
+    """The ClientSecurity of a Kafka client properties file; a usage error (exit 2) naming what is wrong."""
+    try:
+        return ClientSecurity.from_properties(read_properties(path))
+    except (OSError, UnicodeDecodeError) as e:
+        message = f"cannot read {path}: {getattr(e, 'strerror', None) or e}"
+    except ConfigError as e:
+        message = str(e)
+    except KafkaError as e:
+        message = f"{path}: {e}"
+    raise click.BadParameter(message, param_hint="--command-config")
 
 
 def zk_tls_config(path: str, option: str) -> dict[str, str]:

@@ -131,6 +131,21 @@ class QuotaEntry(NamedTuple):
     values: dict[str, float]
 
 
+class LogDirReplica(NamedTuple):
+    """One replica in a broker's log directory (DescribeLogDirs)."""
+    topic: str
+    partition: int
+    size: int
+    offset_lag: int
+    is_future: bool
+
+
+class LogDir(NamedTuple):
+    path: str
+    error_code: int                 # KAFKA_STORAGE_ERROR: the directory is offline
+    replicas: list[LogDirReplica]
+
+
 class UserResult(NamedTuple):
     """One user's answer to Describe/AlterUserScramCredentials; credentials: mechanism name -> iterations."""
     user: str
@@ -425,6 +440,15 @@ class AdminClient(ClusterClient):
                         out[(t.name, p.partition_index, broker_id)] = (current, future)
         wanted_replicas = set(replicas)
         return {r: dirs for r, dirs in out.items() if r in wanted_replicas}
+
+    def describe_log_dirs(self, broker: Broker, deadline: float | None = None) -> list[LogDir]:
+        """Every log directory of one broker with the replicas in it (DescribeLogDirs for all topics)."""
+        r = self.send(broker, lambda c: DescribeLogDirsRequest(version=c.version_for(DescribeLogDirsRequest),
+                                                               topics=None), deadline or self.deadline())
+        return [LogDir(d.log_dir, d.error_code, [LogDirReplica(t.name, p.partition_index, p.partition_size,
+                                                               p.offset_lag, bool(p.is_future_key))
+                                                 for t in d.topics for p in t.partitions])
+                for d in r.results]
 
     def elect_leaders(self, election_type: int, partitions: list[tuple[str, int]] | None
                       ) -> dict[tuple[str, int], tuple[int, str | None]]:

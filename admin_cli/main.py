@@ -29,13 +29,10 @@ from click.core import ParameterSource
 from click.exceptions import NoArgsIsHelpError
 
 from zk import LIBRARY_LOGGER as ZK_LOGGER
-from kbroker.config import ConfigError, read_properties
-from kbroker.protocol.client import KafkaError
-from kbroker.protocol.client.security import ClientSecurity
 
 from . import (acls, cluster, configs, console_tools, dump_log, elect, groups, perf, quotas, reassign, topics,
                transactions, users, zk_security)
-from .context import Settings, settings, zk_tls_config
+from .context import Settings, command_config_security, settings, zk_tls_config
 from .errors import describe_failure
 from .output import Output
 
@@ -128,23 +125,10 @@ def cli(ctx, zookeeper, bootstrap_server, output, zk_timeout, request_timeout, c
             bootstrap_server = None
         else:
             raise click.UsageError("Give only one of --zookeeper and --bootstrap-server.")
-    security = _command_config(command_config) if command_config else None
+    security = command_config_security(command_config) if command_config else None
     zk_tls = zk_tls_config(zk_tls_config_file, "--zk-tls-config-file") if zk_tls_config_file else {}
     ctx.obj = Settings(zookeeper, bootstrap_server, zk_timeout, request_timeout, Output(output == "json"), security,
                        zk_tls)
-
-
-def _command_config(path: str) -> ClientSecurity:
-    """The ClientSecurity of a Kafka client properties file; a usage error (exit 2) naming what is wrong."""
-    try:
-        return ClientSecurity.from_properties(read_properties(path))
-    except (OSError, UnicodeDecodeError) as e:
-        message = f"cannot read {path}: {getattr(e, 'strerror', None) or e}"
-    except ConfigError as e:
-        message = str(e)
-    except KafkaError as e:
-        message = f"{path}: {e}"
-    raise click.BadParameter(message, param_hint="--command-config")
 
 
 for command in (topics.create_topic, topics.list_topics, topics.describe_topic, topics.delete_topic,

@@ -7,6 +7,7 @@
   kbroker cluster stop|start|restart|kill N        one broker of it
   kbroker security init DIR [--zookeeper H:P]      the CA, broker keystores and admin credentials, alone
   kbroker healthcheck [PORT ...]                   the image's HEALTHCHECK: every listener answers ApiVersions
+  kbroker console --bootstrap-server H:P [--port 8080]  the web console
 
 Exit codes of `start`: 2 for an invalid configuration (nothing written), 1 when the broker refuses to start.
 Keys kbroker does not know are kept and named by one warning, as Kafka 2.8 keeps them; `--strict-config` (or
@@ -350,6 +351,60 @@ def listener_ports(listeners: str) -> list[int]:
         if port.isdigit() and int(port) > 0:
             ports.append(int(port))
     return ports
+
+
+@main.command("console")
+@click.option("--bootstrap-server", envvar="KBROKER_CONSOLE_BOOTSTRAP_SERVER", show_envvar=True, required=True,
+              metavar="HOST:PORT[,...]", help="The cluster's brokers (any Kafka-protocol cluster).")
+@click.option("--zookeeper", envvar="KBROKER_CONSOLE_ZOOKEEPER", show_envvar=True, metavar="HOST:PORT[/chroot]",
+              help="The cluster's ZooKeeper, for what only it knows (optional).")
+@click.option("--command-config", envvar="KBROKER_CONSOLE_COMMAND_CONFIG", show_envvar=True,
+              type=click.Path(dir_okay=False), metavar="FILE",
+              help="Kafka client properties for a secured listener (TLS; with SASL, every visitor logs in).")
+@click.option("--metrics-url", "metrics_urls", multiple=True, metavar="URL",
+              help="A broker's Prometheus endpoint, for the Brokers page's charts (repeatable; default: found from "
+                   "the brokers' metrics.port).")
+@click.option("--host", envvar="KBROKER_CONSOLE_HOST", default="127.0.0.1", show_default=True,
+              help="Address to serve on (0.0.0.0 in a container).")
+@click.option("--port", envvar="KBROKER_CONSOLE_PORT", default=8080, show_default=True,
+              type=click.IntRange(0, 65535), help="Port to serve on (0: any free port, printed).")
+@click.option("--request-timeout", default=10.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
+              metavar="SECONDS", help="Give up on each cluster call of a page after this long.")
+@click.option("--log-level", default="INFO", show_default=True)
+def console(bootstrap_server, zookeeper, command_config, metrics_urls, host, port, request_timeout, log_level):
+    """Serve the web console (Overview, Topics, Messages, Consumer groups, Brokers, Security, Transactions,
+    Reassignments) until SIGTERM or Ctrl-C."""
+    from gevent import monkey
+    monkey.patch_all()
+    import gevent
+    import gevent.event
+
+    from admin_cli.context import command_config_security
+
+    from .console.app import create_app, serve
+    from .console.web import ConsoleSettings
+    from .protocol.client import parse_bootstrap
+
+    try:
+        servers = parse_bootstrap(bootstrap_server)
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="--bootstrap-server") from None
+    security = command_config_security(command_config) if command_config else None
+    _configure_logging(log_level)
+    settings = ConsoleSettings(servers, security, zookeeper, list(metrics_urls), request_timeout)
+    try:
+        server = serve(create_app(settings), host, port)
+    except OSError as e:
+        click.echo(f"error: cannot serve on {host}:{port}: {e.strerror or e}", err=True)
+        sys.exit(1)
+    bound_host, bound_port = server.socket.getsockname()[:2]
+    shown = "127.0.0.1" if bound_host in ("0.0.0.0", "::") else bound_host
+    click.echo(f"kbroker console on http://{shown}:{bound_port}/ (cluster {bootstrap_server})", err=True)
+    stopped = gevent.event.Event()
+    for sig in STOP_SIGNALS:
+        gevent.signal_handler(sig, stopped.set)
+    stopped.wait()
+    server.stop(timeout=2)
 
 
 @main.command()
