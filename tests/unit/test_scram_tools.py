@@ -4,7 +4,7 @@ ClientSecurity."""
 import base64
 
 from admin_cli.context import endpoint_address
-from admin_cli.main import _command_config
+from admin_cli.context import command_config_security
 from kbroker.protocol.sasl import scram
 from zk.znodes import BrokerInfo, EndPoint
 
@@ -41,6 +41,6 @@ def test_command_config_reads_java_client_properties(tmp_path):
     path.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-512\n"
                     "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required \\\n"
                     "    username=\"admin\" password=\"admin-secret\";\n")
-    security = _command_config(str(path))
+    security = command_config_security(str(path))
     assert (security.protocol, security.sasl_mechanism, security.username, security.password) == (
         "SASL_PLAINTEXT", "SCRAM-SHA-512", "admin", "admin-secret")
