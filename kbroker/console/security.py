@@ -23,11 +23,30 @@ from admin_cli import acls as acl_ops
 from admin_cli import quotas as quota_ops
 from admin_cli import users as user_ops
 from kbroker.common.admin_errors import AdminError
-from kbroker.common.quota_config import (CLIENT_QUOTA_CONFIGS, CLIENT_ID, ENTITY_TYPES, IP, IP_QUOTA_CONFIGS, USER,
-                                         describe_entity, format_quota, quota_entity)
-from kbroker.protocol.acls import (AUTHORIZATION_ERRORS, CLUSTER_NAME, OPERATIONS, PERMISSIONS, RESOURCE_TYPES,
-                                   AclBindingFilter, ResourcePattern, operation, pattern_type, resource_type,
-                                   valid_principal)
+from kbroker.common.quota_config import (
+    CLIENT_ID,
+    CLIENT_QUOTA_CONFIGS,
+    ENTITY_TYPES,
+    IP,
+    IP_QUOTA_CONFIGS,
+    USER,
+    describe_entity,
+    format_quota,
+    quota_entity,
+)
+from kbroker.protocol.acls import (
+    AUTHORIZATION_ERRORS,
+    CLUSTER_NAME,
+    OPERATIONS,
+    PERMISSIONS,
+    RESOURCE_TYPES,
+    AclBindingFilter,
+    ResourcePattern,
+    operation,
+    pattern_type,
+    resource_type,
+    valid_principal,
+)
 from kbroker.protocol.client import Errors, KafkaError, TimedOut, Unreachable
 
 from .web import client, done, page

@@ -85,7 +85,6 @@ def test_acls_added_in_the_console_are_seen_by_kadmin_and_removed(cluster, conso
     assert rows.count() == 1 and "Deny" in rows.inner_text() and "Write" in rows.inner_text()
     page.goto(f"{console.url}/security?resource_type=Topic&name={topic}")
     assert page.locator("#acls tbody tr").count() == 2
-    shot(page, "security")
     page.once("dialog", lambda d: d.accept())
     with page.expect_navigation():
         page.locator("#acls tr[data-principal='User:alice'] button", has_text="Remove").click()
@@ -139,11 +138,6 @@ def test_scram_users_and_quotas(cluster, console, page):
     assert submit(page, "user-set", user=user + "x", password="p", iterations="99999") == 200
     assert "not set" in banner(page) and "UNACCEPTABLE_CREDENTIAL" in banner(page)
     assert submit(page, "user-set", user="", password="p") == 200 and "Give a user name" in banner(page)
-    page.once("dialog", lambda d: d.accept())
-    with page.expect_navigation():
-        page.locator(f"#users tr[data-user='{user}'] button").click()
-    assert f"Removed SCRAM-SHA-512 credentials of {user}" in banner(page)
-    assert page.locator(f"#users tr[data-user='{user}']").count() == 0
 
     assert submit(page, "quota-set", kind="user+client-id", user=user, **{"client-id": ""},
                   key="producer_byte_rate", value="1048576") == 200
@@ -153,6 +147,13 @@ def test_scram_users_and_quotas(cluster, console, page):
                               "values": {"producer_byte_rate": 1048576}}]
     row = page.locator("#quotas tr", has_text=user)
     assert "the default client-id" in row.inner_text() and "1048576" in row.inner_text()
+    page.goto(console.url + "/security")
+    shot(page, "security")
+    page.once("dialog", lambda d: d.accept())
+    with page.expect_navigation():
+        page.locator(f"#users tr[data-user='{user}'] button").click()
+    assert f"Removed SCRAM-SHA-512 credentials of {user}" in banner(page)
+    assert page.locator(f"#users tr[data-user='{user}']").count() == 0
     assert submit(page, "quota-set", kind="ip", ip="not an ip!", key="connection_creation_rate", value="5") == 200
     assert "Quota not set" in banner(page)
     assert submit(page, "quota-set", kind="user", user=user, key="request_percentage", value="lots") == 200
@@ -163,6 +164,22 @@ def test_scram_users_and_quotas(cluster, console, page):
     assert "Removed producer_byte_rate" in banner(page)
     assert kadmin(cluster, "quotas", "describe", "--user", user, "--client-defaults")["quotas"] == []
     assert page.script_errors == []
+
+
+def test_a_transactional_producer_shows_in_the_list(cluster, console, page):
+    topic, tid = unique("txl"), unique("tid")
+    create_topic(cluster, topic)
+    p = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": tid})
+    p.init_transactions(30)
+    p.begin_transaction()
+    p.produce(topic, value=b"x")
+    p.flush(10)
+    page.goto(console.url + "/transactions")
+    row = page.locator(f"#transactions tr[data-transactional-id='{tid}']")
+    assert "Ongoing" in row.inner_text() and f"{topic}-0" in row.inner_text()
+    p.commit_transaction(30)
+    page.reload()
+    assert "CompleteCommit" in page.locator(f"#transactions tr[data-transactional-id='{tid}']").inner_text()
 
 
 def test_a_hanging_transaction_is_found_and_aborted(cluster, console, page):
@@ -200,22 +217,6 @@ def test_a_hanging_transaction_is_found_and_aborted(cluster, console, page):
     page.goto(console.url + "/transactions")
     assert "Not aborted: No open transaction on" in banner(page)
     assert page.script_errors == []
-
-
-def test_a_transactional_producer_shows_in_the_list(cluster, console, page):
-    topic, tid = unique("txl"), unique("tid")
-    create_topic(cluster, topic)
-    p = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": tid})
-    p.init_transactions(30)
-    p.begin_transaction()
-    p.produce(topic, value=b"x")
-    p.flush(10)
-    page.goto(console.url + "/transactions")
-    row = page.locator(f"#transactions tr[data-transactional-id='{tid}']")
-    assert "Ongoing" in row.inner_text() and f"{topic}-0" in row.inner_text()
-    p.commit_transaction(30)
-    page.reload()
-    assert "CompleteCommit" in page.locator(f"#transactions tr[data-transactional-id='{tid}']").inner_text()
 
 
 def _leader(cluster, topic: str) -> int:
