@@ -131,6 +131,13 @@ def test_acls_decide_what_each_user_sees(secured, page):
         page.click("#acl-add button[type=submit]")
     assert nav.value.status == 200 and "ACL not added" in page.inner_text("main")
     assert f"User:{user}" not in secured.kadmin("acls", "list", "--topic", secured.theirs)
+    # Transactions lists what the user may describe (nothing); reassignments need the cluster's Describe: the
+    # error page says so.
+    assert page.goto(secured.url + "/transactions").status == 200
+    assert "No transactional ids" in page.inner_text("#transactions")
+    response = page.goto(secured.url + "/reassignments")
+    assert response.status == 403 and "Not allowed" in page.inner_text("h1")
+    assert "CLUSTER_AUTHORIZATION_FAILED" in page.inner_text("main")
     log_out(page)
     page.goto(secured.url + "/")
     assert page.url.startswith(secured.url + "/login")
