@@ -321,6 +321,22 @@ class AbortResult:
                 "producer_epoch": self.producer_epoch, "coordinator_epoch": self.coordinator_epoch, "aborted": True}
 
 
+def abort(admin: AdminClient, tp: TopicPartition, producer_id: int, producer_epoch: int,
+          coordinator_epoch: int) -> AbortResult:
+    """The producer's open transaction on tp aborted by its leader; KafkaError when the leader refuses."""
+    code = admin.abort_transaction(tp, producer_id, producer_epoch, coordinator_epoch)
+    if code:
+        raise KafkaError(code, f"Cannot abort the transaction of producer {producer_id} on {tp}: "
+                               f"{error_text(code)}")
+    return AbortResult(tp, producer_id, producer_epoch, coordinator_epoch)
+
+
+def abort_at(admin: AdminClient, tp: TopicPartition, start_offset: int) -> AbortResult:
+    """The open transaction on tp that starts at start_offset aborted (its producer looked up first)."""
+    found = producer_at(admin, tp, start_offset)
+    return abort(admin, tp, found.producer_id, found.producer_epoch, max(found.coordinator_epoch, 0))
+
+
 # ---- commands (click) -----------------------------------------------------------------------------------------
 
 @contextmanager
@@ -448,14 +464,9 @@ def transactions_abort(ctx, topic, partition, start_offset, producer_id, produce
     if start_offset is not None and explicit != (None, None, None):
         raise click.UsageError("Give --start-offset or --producer-id/--producer-epoch/--coordinator-epoch, "
                                "not both.")
-    tp = TopicPartition(topic, partition)
     with admin_client(ctx, timeout) as admin:
         if start_offset is not None:
-            found = producer_at(admin, tp, start_offset)
-            producer_id, producer_epoch = found.producer_id, found.producer_epoch
-            coordinator_epoch = max(found.coordinator_epoch, 0)
-        code = admin.abort_transaction(tp, producer_id, producer_epoch, coordinator_epoch)
-    if code:
-        raise KafkaError(code, f"Cannot abort the transaction of producer {producer_id} on {tp}: "
-                               f"{error_text(code)}")
-    output(ctx).emit(AbortResult(tp, producer_id, producer_epoch, coordinator_epoch))
+            result = abort_at(admin, TopicPartition(topic, partition), start_offset)
+        else:
+            result = abort(admin, TopicPartition(topic, partition), producer_id, producer_epoch, coordinator_epoch)
+    output(ctx).emit(result)
