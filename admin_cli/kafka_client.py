@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from kafka.protocol.admin import (AlterClientQuotasRequest, AlterPartitionReassignmentsRequest,
-                                  AlterReplicaLogDirsRequest, AlterUserScramCredentialsRequest, CreateTopicsRequest,
+                                  AlterReplicaLogDirsRequest, AlterUserScramCredentialsRequest,
+                                  CreatePartitionsRequest, CreateTopicsRequest,
                                   DeleteTopicsRequest, DescribeClientQuotasRequest, DescribeClusterRequest,
                                   DescribeConfigsRequest, DescribeLogDirsRequest, DescribeUserScramCredentialsRequest,
                                   ElectLeadersRequest, IncrementalAlterConfigsRequest,
@@ -289,6 +290,25 @@ class AdminClient(ClusterClient):
             raise refused(f"Topic '{name}' does not exist.", result.error_code, "")
         if result.error_code not in (0, Errors.REQUEST_TIMED_OUT):
             raise refused(result.error_message, result.error_code, f"Topic '{name}' could not be deleted.")
+
+    def create_partitions(self, name: str, count: int) -> None:
+        """CreatePartitions to the controller: topic NAME grows to COUNT partitions (the controller assigns the
+        new replicas; timeout 0: REQUEST_TIMED_OUT only means their leaders are not elected yet)."""
+        Topic = CreatePartitionsRequest.CreatePartitionsTopic
+
+        def build(c):
+            return CreatePartitionsRequest(version=c.version_for(CreatePartitionsRequest), timeout_ms=0,
+                                           validate_only=False, topics=[Topic(name=name, count=count,
+                                                                              assignments=None)])
+        r = self.send_controller(build, lambda r: any(t.error_code == NOT_CONTROLLER for t in r.results),
+                                  self.deadline(), f"add partitions to topic '{name}'")
+        (result,) = [t for t in r.results if t.name == name] or [None]
+        if result is None:
+            raise KafkaError(Errors.UNKNOWN_SERVER_ERROR, f"The controller did not answer for topic '{name}'.")
+        if result.error_code == UNKNOWN_TOPIC_OR_PARTITION:
+            raise refused(f"Topic '{name}' does not exist.", result.error_code, "")
+        if result.error_code not in (0, Errors.REQUEST_TIMED_OUT):
+            raise refused(result.error_message, result.error_code, f"Topic '{name}' could not get {count} partitions.")
 
     # ---- configs ------------------------------------------------------------------------------------------
 
