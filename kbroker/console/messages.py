@@ -86,7 +86,7 @@ class Shown:
     def when(self) -> str:
         if self.timestamp < 0:
             return "no timestamp"
-        return dt.datetime.fromtimestamp(self.timestamp / 1000, dt.timezone.utc).isoformat(timespec="milliseconds")
+        return dt.datetime.fromtimestamp(self.timestamp / 1000, dt.UTC).isoformat(timespec="milliseconds")
 
     def to_json(self) -> dict:
         return {"offset": self.offset, "timestamp": self.timestamp, "when": self.when,
@@ -221,8 +221,8 @@ def index():
     except ValueError:
         limit = 50
     limit = limit if limit in PAGE_SIZES else 50
-    ctx = dict(topics=topics, topic=topic, mode=mode, at=at, needle=needle, fmt=fmt, limit=limit,
-               page_sizes=PAGE_SIZES, partition=args.get("partition", "0"), records=None, error=None)
+    ctx = {"topics": topics, "topic": topic, "mode": mode, "at": at, "needle": needle, "fmt": fmt, "limit": limit,
+           "page_sizes": PAGE_SIZES, "partition": args.get("partition", "0"), "records": None, "error": None}
     if not topic:
         return page("messages.html", **ctx)
     try:
@@ -233,8 +233,8 @@ def index():
         records, next_offset, high = read(tp, start, limit, needle.lower())
     except BadInput as e:
         return page("messages.html", **{**ctx, "error": str(e)}), 400
-    here = dict(topic=topic, partition=p, filter=needle or None, format=fmt if fmt != "auto" else None,
-                limit=limit)
+    here = {"topic": topic, "partition": p, "filter": needle or None, "format": fmt if fmt != "auto" else None,
+            "limit": limit}
     older = url_for("messages.index", **here, **{"from": "offset", "at": max(first, start - limit)}) \
         if start > first else None
     newer = url_for("messages.index", **here, **{"from": "offset", "at": next_offset}) if next_offset < high else None

@@ -27,7 +27,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from admin_cli.configs import Entity, alter_config_admin
 from admin_cli.groups import list_consumer_groups
 from admin_cli.kafka_client import TOPIC_RESOURCE
-from admin_cli.topics import delete_topic_admin, parse_config_args
+from admin_cli.topics import delete_topic_admin, leaders_admin, parse_config_args
 from kbroker.common.admin_errors import AdminError
 from kbroker.protocol.client import EARLIEST, LATEST, Broker, KafkaError, TopicPartition, Unreachable
 
@@ -72,7 +72,7 @@ class ConfigRow:
     value: str | None
     source: str
     override: bool
-    default: str | None            # with an override: the value it replaced (the next synonym's)
+    default: str | None            # with an override: the setting it replaced ("name=value", the next synonym)
     read_only: bool
     sensitive: bool
 
@@ -207,6 +207,16 @@ def _int_field(name: str, label: str, minimum: int, required: bool = True) -> in
     return value
 
 
+def _wait_for_leaders(name: str, timeout: float = 10.0) -> None:
+    """Until every partition of a new topic has a leader (at most timeout s), so that its page shows them."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        done, total = leaders_admin(client(), name)
+        if total and done == total:
+            return
+        time.sleep(0.2)
+
+
 @blueprint.post("/topics/create")
 def create():
     name = form_text("name")
@@ -217,6 +227,7 @@ def create():
         rf = _int_field("replication_factor", "Replication factor", 1, required=False)
         configs = parse_config_args(line for line in form_text("configs").splitlines() if line.strip())
         count, factor = client().create_topic(name, partitions, rf, None, configs)
+        _wait_for_leaders(name)
     except (ValueError, KafkaError) as e:
         if isinstance(e, Unreachable):
             raise
@@ -271,9 +282,9 @@ def _configs(name: str) -> list[ConfigRow]:
     rows = []
     for e in entries:
         override = e.source == "DYNAMIC_TOPIC_CONFIG"
-        below = [v for _, v, s in e.synonyms if s != "DYNAMIC_TOPIC_CONFIG"]
-        rows.append(ConfigRow(e.name, e.value, e.source, override, below[0] if override and below else None,
-                              e.read_only, e.sensitive))
+        below = next((f"{n}={v}" for n, v, s in e.synonyms if s != "DYNAMIC_TOPIC_CONFIG" and v is not None), None)
+        rows.append(ConfigRow(e.name, e.value, e.source, override, below if override else None, e.read_only,
+                              e.sensitive))
     return sorted(rows, key=lambda r: (not r.override, r.name))
 
 
@@ -303,8 +314,9 @@ def detail(name):
     md = c.topics([name])
     info = md.topics[name]
     tps = [TopicPartition(name, p) for p in sorted(info.partitions)]
-    starts = c.list_offsets({tp: EARLIEST for tp in tps}) if tps else {}
-    ends = c.list_offsets({tp: LATEST for tp in tps}) if tps else {}
+    led = [tp for tp in tps if info.partitions[tp.partition].leader in md.brokers]
+    starts = c.list_offsets({tp: EARLIEST for tp in led}) if led else {}
+    ends = c.list_offsets({tp: LATEST for tp in led}) if led else {}
     holders = {b for part in info.partitions.values() for b in part.replicas if b in md.brokers}
     sizes, size_errors = replica_sizes({b: md.brokers[b] for b in holders})
 
