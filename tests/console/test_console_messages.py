@@ -87,7 +87,7 @@ def test_browsing_shows_each_record_as_it_is_and_pages_both_ways(console, browse
     assert [r["offset"] for r in rows(page)] == list(range(20, 30))
     assert page.locator("#newer").count() == 0                                  # the end of the partition
     page.click("#older")
-    assert [r["offset"] for r in rows(page)] == list(range(0, 20))
+    assert [r["offset"] for r in rows(page)] == list(range(20))
 
     page.goto(f"{console.url}/messages?topic={browsed}&partition=0&from=latest&limit=20")
     assert [r["offset"] for r in rows(page)] == list(range(10, 30))

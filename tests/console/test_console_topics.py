@@ -8,9 +8,10 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
-from kbroker.cluster import wait_until
-from tests.clients.conftest import _start_cluster
+from kbroker.cluster import free_port, wait_until
+from tests.conftest import fresh_chroot
 from tests.console.conftest import shot
+from tests.integration.conftest import Cluster
 
 pytestmark = pytest.mark.xdist_group("console_topics")
 GROUP_SETTINGS = {"offsets.topic.replication.factor": 2, "offsets.topic.num.partitions": 3,
@@ -20,14 +21,26 @@ PWNED = "window.__pwned === undefined"
 
 @pytest.fixture(scope="module")
 def cluster2m(zookeeper, tmp_path_factory):
-    """Two brokers whose groups' offsets topic fits them (two replicas, a few partitions)."""
-    c = _start_cluster(zookeeper, tmp_path_factory, 2, **GROUP_SETTINGS)
-    yield c
-    c.stop()
+    """Two brokers serving Prometheus metrics, whose groups' offsets topic fits them (two replicas)."""
+    c = Cluster(fresh_chroot(zookeeper), str(tmp_path_factory.mktemp("console-topics")))
+    try:
+        for i in (1, 2):
+            port = free_port()
+            c.add(i, **GROUP_SETTINGS, **{"metrics.port": port}).metrics_url = f"http://127.0.0.1:{port}/metrics"
+        c.wait_ready([1, 2])
+        yield c
+    finally:
+        c.stop()
 
 
 @pytest.fixture(scope="module")
 def console(cluster2m, console_factory):
+    urls = [option for b in cluster2m.brokers.values() for option in ("--metrics-url", b.metrics_url)]
+    return console_factory(cluster2m, *urls)
+
+
+@pytest.fixture(scope="module")
+def console_without_metrics(cluster2m, console_factory):
     return console_factory(cluster2m)
 
 
@@ -63,7 +76,7 @@ def topic_configs(bootstrap: str, topic: str) -> dict:
 
 def kcat_partitions(bootstrap: str, topic: str) -> int | None:
     """The partition count kcat's metadata listing gives topic (None: not listed)."""
-    out = subprocess.run(["kcat", "-b", bootstrap, "-L"], capture_output=True, text=True,
+    out = subprocess.run(["kcat", "-b", bootstrap, "-L"], capture_output=True, text=True, check=True,
                          timeout=30).stdout
     for line in out.splitlines():
         if line.strip().startswith(f'topic "{topic}" with'):
@@ -81,22 +94,42 @@ def submit_create(page, console, name: str, partitions: str = "", rf: str = "", 
         page.click("#create-topic button[type=submit]")
 
 
-def test_the_list_shows_each_topic_and_a_created_topic_is_seen_by_kcat(cluster2m, console, page):
+def rate(page, topic: str, kind: str) -> str:
+    return f"document.querySelector('tr[data-topic=\"{topic}\"] td[data-rate={kind}]').textContent"
+
+
+def consume_all(bootstrap: str, topic: str, partitions: int, expected: int) -> None:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "tp-all", "enable.auto.commit": False})
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    got = []
+    try:
+        wait_until(lambda: (got.extend(consumer.consume(100, 0.5)) or len(got) >= expected), 30,
+                   message=f"{expected} messages of {topic}")
+    finally:
+        consumer.close()
+
+
+def test_the_list_shows_each_topic_and_a_created_topic_is_seen_by_kcat(cluster2m, console, console_without_metrics,
+                                                                      page):
     create(cluster2m.bootstrap, "tp-orders", partitions=3, rf=2)
     produce(cluster2m.bootstrap, "tp-orders", 50)
+    page.goto(console_without_metrics.url + "/topics")
+    assert "--metrics-url" in page.inner_text("main")               # no bytes out: says why
+    assert page.locator("#topics th", has_text="Out").count() == 0
     page.goto(console.url + "/topics")
     row = page.locator('#topics tr[data-topic="tp-orders"]')
     cells = row.locator("td").all_inner_texts()
     assert cells[1:3] == ["3", "2"]                                 # partitions, RF
     assert cells[3].endswith("B") and cells[3] != "0 B"              # the leaders' bytes
     assert cells[4:6] == ["0", "0"]                                  # under-replicated, offline
-    assert "--metrics-url" in page.inner_text("main")               # bytes out: said why it is missing
-    # The rate in: the page samples the end offsets every 5 s; writes between two samples show.
-    page.wait_for_function("document.querySelector('tr[data-topic=\"tp-orders\"] td[data-rate=in]')"
-                           ".textContent !== '…'", timeout=20000)
+    # The rates: the page samples the end offsets and the brokers' counters every 5 s; what is written and read
+    # between samples shows.
+    page.wait_for_function(f"{rate(page, 'tp-orders', 'in')} !== '…' && {rate(page, 'tp-orders', 'out')} !== '…'",
+                           timeout=20000)
     produce(cluster2m.bootstrap, "tp-orders", 500)
-    page.wait_for_function("parseFloat(document.querySelector('tr[data-topic=\"tp-orders\"] td[data-rate=in]')"
-                           ".textContent.replace(/,/g, '')) > 0", timeout=20000)
+    consume_all(cluster2m.bootstrap, "tp-orders", 3, 550)
+    for kind in ("in", "out"):
+        page.wait_for_function(f"parseFloat({rate(page, 'tp-orders', kind)}.replace(/,/g, '')) > 0", timeout=20000)
 
     submit_create(page, console, "tp-created", "4", "2", "retention.ms=3600000\ncleanup.policy=compact")
     assert page.title().startswith("Topic tp-created")
