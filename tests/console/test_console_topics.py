@@ -204,7 +204,7 @@ def test_a_topics_page_shows_partitions_readers_and_changes_configs_and_partitio
     ("tp-zero", "0", "1", "Partitions must be at least 1"),
     ("tp-too-many-replicas", "1", "3", "INVALID_REPLICATION_FACTOR"),
     ("tp-negative", "-1", "1", "Partitions must be at least 1"),
-])
+], ids=["script", "img-onerror", "dots", "250-chars", "0-partitions", "rf-above-brokers", "negative"])
 def test_bad_topics_are_refused_with_a_message_and_shown_inert(cluster2m, console, page, name, partitions, rf, says):
     dialogs = []
     page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
