@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from kafka.protocol.admin import (AlterClientQuotasRequest, AlterPartitionReassignmentsRequest,
-                                  AlterReplicaLogDirsRequest, AlterUserScramCredentialsRequest, CreateTopicsRequest,
+                                  AlterReplicaLogDirsRequest, AlterUserScramCredentialsRequest,
+                                  CreatePartitionsRequest, CreateTopicsRequest,
                                   DeleteTopicsRequest, DescribeClientQuotasRequest, DescribeClusterRequest,
                                   DescribeConfigsRequest, DescribeLogDirsRequest, DescribeUserScramCredentialsRequest,
                                   ElectLeadersRequest, IncrementalAlterConfigsRequest,
@@ -164,6 +165,18 @@ def _config_refused(resource_type: int, name: str, res, fallback: str) -> KafkaE
     return refused(res.error_message, res.error_code, fallback.format(what))
 
 
+def _check_topic_result(results, name: str, fallback: str) -> None:
+    """Raise for topic NAME's entry of a controller's DeleteTopics or CreatePartitions answer unless it succeeded
+    (REQUEST_TIMED_OUT with timeout 0 only means the controller has not finished yet)."""
+    (result,) = [t for t in results if t.name == name] or [None]
+    if result is None:
+        raise KafkaError(Errors.UNKNOWN_SERVER_ERROR, f"The controller did not answer for topic '{name}'.")
+    if result.error_code == UNKNOWN_TOPIC_OR_PARTITION:
+        raise refused(f"Topic '{name}' does not exist.", result.error_code, "")
+    if result.error_code not in (0, Errors.REQUEST_TIMED_OUT):
+        raise refused(result.error_message, result.error_code, fallback)
+
+
 class AdminClient(ClusterClient):
     """Blocking Admin API calls against a cluster reached through bootstrap servers.
 
@@ -282,13 +295,20 @@ class AdminClient(ClusterClient):
             return DeleteTopicsRequest(version=v, topic_names=[name], timeout_ms=0)
         r = self.send_controller(build, lambda r: any(t.error_code == NOT_CONTROLLER for t in r.responses),
                                   self.deadline(), f"delete topic '{name}'")
-        (result,) = [t for t in r.responses if t.name == name] or [None]
-        if result is None:
-            raise KafkaError(Errors.UNKNOWN_SERVER_ERROR, f"The controller did not answer for topic '{name}'.")
-        if result.error_code == UNKNOWN_TOPIC_OR_PARTITION:
-            raise refused(f"Topic '{name}' does not exist.", result.error_code, "")
-        if result.error_code not in (0, Errors.REQUEST_TIMED_OUT):
-            raise refused(result.error_message, result.error_code, f"Topic '{name}' could not be deleted.")
+        _check_topic_result(r.responses, name, f"Topic '{name}' could not be deleted.")
+
+    def create_partitions(self, name: str, count: int) -> None:
+        """CreatePartitions to the controller: topic NAME grows to COUNT partitions (the controller assigns the
+        new replicas; timeout 0: REQUEST_TIMED_OUT only means their leaders are not elected yet)."""
+        Topic = CreatePartitionsRequest.CreatePartitionsTopic
+
+        def build(c):
+            return CreatePartitionsRequest(version=c.version_for(CreatePartitionsRequest), timeout_ms=0,
+                                           validate_only=False, topics=[Topic(name=name, count=count,
+                                                                              assignments=None)])
+        r = self.send_controller(build, lambda r: any(t.error_code == NOT_CONTROLLER for t in r.results),
+                                  self.deadline(), f"add partitions to topic '{name}'")
+        _check_topic_result(r.results, name, f"Topic '{name}' could not get {count} partitions.")
 
     # ---- configs ------------------------------------------------------------------------------------------
 
