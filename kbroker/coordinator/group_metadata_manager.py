@@ -133,6 +133,15 @@ class GroupMetadataManager(CoordinatorPartitions):
     def current_groups(self) -> list[GroupMetadata]:
         return list(self.groups.values())
 
+    def group_counts(self) -> tuple[dict[str, int], int]:
+        """({state name: groups in it}, committed offsets of all groups): Kafka's NumGroups* and NumOffsets."""
+        by_state: dict[str, int] = {}
+        offsets = 0
+        for group in self.groups.values():
+            by_state[group.state.value] = by_state.get(group.state.value, 0) + 1
+            offsets += len(group.offsets)
+        return by_state, offsets
+
     # ---- load / unload (scheduled by CoordinatorPartitions) ------------------------------------------------
     def _do_load(self, partition, epoch: int, on_group_loaded: Callable) -> None:
         loaded_offsets: dict[tuple[str, str, int], CommitRecordMetadataAndOffset] = {}

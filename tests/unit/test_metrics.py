@@ -11,6 +11,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from kbroker.cli import parse_logger_levels
 from kbroker.metrics import BrokerMetrics, Histogram
+from kbroker.network.server import RequestTimes
 
 
 def samples(metrics: BrokerMetrics) -> dict:
@@ -27,14 +28,23 @@ def test_histogram_buckets_are_cumulative_and_inclusive():
     assert h.count == 5 and h.sum == pytest.approx(8.65)
 
 
+def answered(name: str, version: int, total: float, remote: float = 0.0, throttle_ms: int = 0) -> RequestTimes:
+    """A request's times: read at 0, handled at 10 % of total for 40 % (remote of it waited inside), ready at 70 %,
+    sent from 80 % to total."""
+    t = RequestTimes(0.0)
+    t.dequeued, t.local_done, t.ready, t.send_start, t.end = (total * f for f in (0.1, 0.5, 0.7, 0.8, 1.0))
+    t.name, t.version, t.remote, t.throttle_ms = name, version, remote, throttle_ms
+    return t
+
+
 def test_exposition_of_a_broker_registry():
     m = BrokerMetrics()
     stats = m.topic("orders")
     stats.messages_in += 3
     stats.bytes_in += 120
-    m.request_done("Produce", 9, 0.002)
-    m.request_done("Produce", 9, 0.5)
-    m.request_done("FetchConsumer", 11, 0.0001)
+    m.request_done(answered("Produce", 9, 0.002))
+    m.request_done(answered("Produce", 9, 0.5, remote=0.1, throttle_ms=30))
+    m.request_done(answered("FetchConsumer", 11, 0.0001))
     m.isr_shrinks += 1
     s = samples(m)
     assert s[("kafka_server_brokertopicmetrics_messagesin_total", (("topic", "orders"),))] == 3
@@ -44,6 +54,14 @@ def test_exposition_of_a_broker_registry():
     assert s[("kafka_network_requestmetrics_totaltime_seconds_count", produce)] == 2
     assert s[("kafka_network_requestmetrics_totaltime_seconds_sum", produce)] == pytest.approx(0.502)
     assert s[("kafka_network_requestmetrics_totaltime_seconds_bucket", (("le", "0.0025"), *produce))] == 1
+    # the phases of the two Produce requests add up to their total times (throttle time apart)
+    phases = {p: s[(f"kafka_network_requestmetrics_{p}_seconds_sum", produce)] for p in (
+        "requestqueuetime", "localtime", "remotetime", "responsequeuetime", "responsesendtime", "throttletime")}
+    assert phases["localtime"] == pytest.approx(0.4 * 0.002 + 0.4 * 0.5 - 0.1)
+    assert phases["remotetime"] == pytest.approx(0.2 * 0.002 + 0.2 * 0.5 + 0.1)
+    assert phases.pop("throttletime") == pytest.approx(0.03)
+    assert sum(phases.values()) == pytest.approx(0.502)
+    assert all(s[(f"kafka_network_requestmetrics_{p}_seconds_count", produce)] == 2 for p in phases)
     assert s[("kafka_server_replicamanager_isrshrinks_total", ())] == 1
     # Without a server the state gauges read zero rather than failing the scrape.
     assert s[("kafka_controller_kafkacontroller_activecontrollercount", ())] == 0
