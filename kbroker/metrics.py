@@ -313,13 +313,19 @@ class BrokerMetrics:
                     sum(1 for p in led if len(p.isr) == p.log.config.min_insync_replicas))
         yield gauge("offlinereplicacount", "Replicas hosted here whose log dir failed (OfflineReplicaCount).",
                     len(rm.offline_partitions) if rm is not None else 0)
-        lags = [state.lag or 0 for fetcher in rm.fetchers.fetchers.values() for state in fetcher.partitions.values()
-                ] if rm is not None else []
+        lags = sorted((tp, state.lag or 0) for fetcher in rm.fetchers.fetchers.values()
+                      for tp, state in fetcher.partitions.items()) if rm is not None else []
         max_lag = GaugeMetricFamily("kafka_server_replicafetchermanager_maxlag", "Largest lag, in records, of a "
                                     "partition followed here behind its leader's high watermark as of its last "
                                     "fetch (MaxLag).", labels=["clientId"])
-        max_lag.add_metric(["Replica"], max(lags, default=0))
+        max_lag.add_metric(["Replica"], max((lag for _, lag in lags), default=0))
         yield max_lag
+        lag = GaugeMetricFamily("kafka_server_fetcherlagmetrics_consumerlag", "Lag, in records, of a partition "
+                                "followed here behind its leader's high watermark as of its last fetch (ConsumerLag).",
+                                labels=["clientId", "topic", "partition"])
+        for (topic, index), n in lags:
+            lag.add_metric(["Replica", topic, str(index)], n)
+        yield lag
         purgatory = GaugeMetricFamily("kafka_server_delayedoperationpurgatory_purgatorysize",
                                       "Requests waiting in the purgatory: acks=all produces, long-polling fetches "
                                       "(PurgatorySize).", labels=["delayedOperation"])
@@ -501,9 +507,22 @@ class BrokerMetrics:
                 elif replicas and state.leader != replicas[0]:
                     imbalance += 1
             topics, partitions = len(ctx.topics()), len(ctx.assignments)
+            deleting = {t: ctx.replicas_of(t) for t in ctx.topics_to_delete}
+            ineligible = {t: [r for r in rs if ctx.replica_state(r).name == "DELETION_INELIGIBLE"]
+                          for t, rs in deleting.items()}
+        else:
+            deleting = ineligible = {}
 
         def gauge(name, doc, value):
             return GaugeMetricFamily(f"kafka_controller_kafkacontroller_{name}", doc, value=value)
+        yield gauge("topicstodeletecount", "Topics marked for deletion; reported by the active controller "
+                    "(TopicsToDeleteCount).", len(deleting))
+        yield gauge("replicastodeletecount", "Replicas of the topics marked for deletion; reported by the active "
+                    "controller (ReplicasToDeleteCount).", sum(len(rs) for rs in deleting.values()))
+        yield gauge("topicsineligibletodeletecount", "Topics marked for deletion that wait for offline replicas "
+                    "(TopicsIneligibleToDeleteCount).", sum(1 for rs in ineligible.values() if rs))
+        yield gauge("replicasineligibletodeletecount", "Offline replicas that topic deletions wait for "
+                    "(ReplicasIneligibleToDeleteCount).", sum(len(rs) for rs in ineligible.values()))
         yield gauge("activecontrollercount", "1 on the active controller, else 0 (ActiveControllerCount).",
                     int(active))
         yield gauge("offlinepartitionscount", "Partitions without a live leader; reported by the active "
