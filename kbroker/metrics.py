@@ -109,13 +109,14 @@ class RequestStats:
         self.phases = tuple(Histogram() for _ in _REQUEST_PHASES)
 
     def observe(self, t) -> None:
-        """t: a network.server.RequestTimes, sent."""
+        """t: a network.server.RequestTimes, sent. (Histogram.observe inlined: this runs once per request.)"""
         remote = t.remote
         for h, seconds in zip(self.phases, (
                 t.dequeued - t.received, max(0.0, t.local_done - t.dequeued - remote),
                 t.ready - t.local_done + remote, t.throttle_ms / 1000.0, t.send_start - t.ready,
                 t.end - t.send_start, t.end - t.received)):
-            h.observe(seconds)
+            h.counts[bisect_left(TIME_BUCKETS, seconds)] += 1
+            h.sum += seconds
 
 
 class LoopIdle:
