@@ -129,7 +129,7 @@ class LoopIdle:
 
     def __init__(self):
         loop = gevent.get_hub().loop
-        self.idle = self._blocked_at = 0.0
+        self.idle, self._blocked_at = 0.0, time.perf_counter()
         self._prepare, self._check = loop.prepare(ref=False), loop.check(ref=False)
         self._prepare.priority, self._check.priority = -2, 2     # libev's EV_MINPRI and EV_MAXPRI
         self._prepare.start(self._about_to_block)

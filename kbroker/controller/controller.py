@@ -86,6 +86,15 @@ EVENT_STATES = {
 }
 
 
+def event_state(fn, args) -> str:
+    """Kafka's ControllerState of an event (fn(*args) on the controller's queue)."""
+    if fn.__name__ == "_process_ask":
+        fn = args[0]
+    elif fn.__name__ == "_process_unclean_enabled" and args[0] is not None:
+        return "TopicUncleanLeaderElectionEnable"
+    return EVENT_STATES[fn.__qualname__]
+
+
 class KafkaController:
     def __init__(self, broker_id: int, zk: KafkaZkClient, config, inter_broker_listener: str):
         self.broker_id = broker_id
@@ -131,7 +140,7 @@ class KafkaController:
             fn, args, enqueued = self.queue.get()
             started = time.perf_counter()
             self.event_queue_time.observe(started - enqueued)
-            self.state = state = self._event_state(fn, args)
+            self.state = state = event_state(fn, args)
             try:
                 self._process(fn, args)
             except gevent.GreenletExit:
@@ -141,15 +150,6 @@ class KafkaController:
             finally:
                 self.state = "Idle"
                 self.event_times[state].observe(time.perf_counter() - started)
-
-    @staticmethod
-    def _event_state(fn, args) -> str:
-        """Kafka's ControllerState of an event."""
-        if fn.__name__ == "_process_ask":
-            fn = args[0]
-        elif fn.__name__ == "_process_unclean_enabled" and args[0] is not None:
-            return "TopicUncleanLeaderElectionEnable"
-        return EVENT_STATES[fn.__qualname__]
 
     def _process(self, fn, args) -> None:
         """Run one event. A lost connection is waited out inside the ZooKeeper client (Kafka's

@@ -2,7 +2,9 @@
 --logger parsing."""
 from __future__ import annotations
 
+import ast
 import logging
+from pathlib import Path
 
 import click
 import pytest
@@ -10,7 +12,8 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from kbroker.cli import parse_logger_levels
-from kbroker.metrics import BrokerMetrics, Histogram
+from kbroker.controller import controller
+from kbroker.metrics import CONTROLLER_STATE_TIMERS, BrokerMetrics, Histogram
 from kbroker.network.server import RequestTimes
 
 
@@ -82,3 +85,22 @@ def test_logger_levels():
     for bad in ("kafka.request.logger", "x=LOUD", "=DEBUG"):
         with pytest.raises(click.BadParameter):
             parse_logger_levels([bad])
+
+
+def test_every_controller_event_has_a_timed_controller_state():
+    """Each function the controller queues (enqueue(self.X, ...), _ask(self.X or self.reassignments.X, ...)) maps to
+    one of Kafka's timed ControllerStates: an event left out would stop the controller's loop."""
+    tree = ast.parse(Path(controller.__file__).read_text())
+    queued = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.args \
+                and node.func.attr in ("enqueue", "_ask") and isinstance(node.args[0], ast.Attribute):
+            target = node.args[0]
+            owner = "Reassignments" if isinstance(target.value, ast.Attribute) else "KafkaController"
+            queued.add(f"{owner}.{target.attr}")
+    assert {"KafkaController._process_broker_change", "Reassignments.start"} <= queued
+    queued -= {"KafkaController._process_ask"}   # its state is its function's
+    assert queued <= set(controller.EVENT_STATES), queued - set(controller.EVENT_STATES)
+    assert set(controller.EVENT_STATES.values()) <= set(CONTROLLER_STATE_TIMERS)
+    assert controller.event_state(controller.KafkaController._process_unclean_enabled, ("t",)) == \
+        "TopicUncleanLeaderElectionEnable"
