@@ -209,6 +209,7 @@ class BrokerMetrics:
         self.isr_shrinks = 0
         self.isr_expands = 0
         self.replication_bytes_out = 0
+        self.replication_bytes_in = 0
         self.log_flush = Histogram()
         self.zk_request_latency = Histogram()   # observed by the broker's ZooKeeper client
         self.registry = CollectorRegistry(auto_describe=False)
@@ -264,6 +265,9 @@ class BrokerMetrics:
         yield CounterMetricFamily("kafka_server_brokertopicmetrics_replicationbytesout",
                                   "Bytes fetched by follower replicas (ReplicationBytesOutPerSec).",
                                   value=self.replication_bytes_out)
+        yield CounterMetricFamily("kafka_server_brokertopicmetrics_replicationbytesin",
+                                  "Bytes the followers here fetched from their leaders (ReplicationBytesInPerSec).",
+                                  value=self.replication_bytes_in)
         yield from self._request_metrics()
         yield HistogramMetricFamily("kafka_log_logflushstats_logflushtime_seconds",
                                     "Time of each log flush (fsync) (LogFlushRateAndTimeMs).",
@@ -282,6 +286,7 @@ class BrokerMetrics:
         yield from self._controller_stats()
         yield from self._zookeeper_metrics()
         yield from self._group_gauges()
+        yield from self._group_load_time_gauges()
         yield from self._transaction_gauges()
         yield from self._idle_gauges()
         yield from self.server.replication_quotas.metric_families() if self.server else ()
@@ -362,7 +367,7 @@ class BrokerMetrics:
         rm = getattr(self.server, "replica_manager", None)
         families = {name: GaugeMetricFamily(f"kafka_cluster_partition_{name}", doc, labels=["topic", "partition"])
                     for name, doc in (
-                        ("underreplicated", "1 if led here with an ISR smaller than the replica set (UnderReplicated)."),
+                        ("underreplicated", "1 if led here with an ISR smaller than its replicas (UnderReplicated)."),
                         ("underminisr", "1 if led here with an ISR smaller than min.insync.replicas (UnderMinIsr)."),
                         ("atminisr", "1 if led here with an ISR of exactly min.insync.replicas (AtMinIsr)."),
                         ("insyncreplicascount", "The ISR's size where led here (InSyncReplicasCount)."),
@@ -472,8 +477,7 @@ class BrokerMetrics:
 
     def _transaction_gauges(self):
         """Kafka's transaction coordinator metrics: TransactionMarkerChannelManager's queue sizes, and
-        transaction-coordinator-metrics' partition-load-time (Kafka's client-style metric over a 60 s window;
-        here over every `__transaction_state` load since the broker started, NaN before the first)."""
+        transaction-coordinator-metrics' partition-load-time (_load_time_gauges)."""
         coordinator = getattr(self.server, "txn_coordinator", None)
         markers = coordinator.markers if coordinator is not None else None
         manager = coordinator.manager if coordinator is not None else None
@@ -484,14 +488,12 @@ class BrokerMetrics:
         yield GaugeMetricFamily(f"{prefix}logappendretryqueuesize", "Complete* state appends to "
                                 "__transaction_state waiting to be retried (LogAppendRetryQueueSize).",
                                 value=markers.completion_retries if markers is not None else 0)
-        loads = manager.loads if manager is not None else 0
-        nan = float("nan")
-        yield GaugeMetricFamily("kafka_server_transaction_coordinator_metrics_partition_load_time_max",
-                                "Longest load of a __transaction_state partition, in ms (partition-load-time-max).",
-                                value=manager.load_ms_max if loads else nan)
-        yield GaugeMetricFamily("kafka_server_transaction_coordinator_metrics_partition_load_time_avg",
-                                "Average load of a __transaction_state partition, in ms (partition-load-time-avg).",
-                                value=manager.load_ms_total / loads if loads else nan)
+        yield from _load_time_gauges("transaction", "__transaction_state", manager)
+
+    def _group_load_time_gauges(self):
+        coordinator = getattr(self.server, "group_coordinator", None)
+        yield from _load_time_gauges("group", "__consumer_offsets",
+                                     coordinator.manager if coordinator is not None else None)
 
     def _controller_gauges(self):
         controller = getattr(self.server, "controller", None)
@@ -533,3 +535,17 @@ class BrokerMetrics:
         yield gauge("globaltopiccount", "Topics; reported by the active controller (GlobalTopicCount).", topics)
         yield gauge("globalpartitioncount", "Partitions; reported by the active controller "
                     "(GlobalPartitionCount).", partitions)
+
+
+def _load_time_gauges(kind: str, topic: str, manager):
+    """Kafka's <kind>-coordinator-metrics partition-load-time-max|avg (a client-style metric over a 60 s window; here
+    over every load of the coordinator's topic since the broker started, NaN before the first), in ms, from a
+    manager's loads, load_ms_total and load_ms_max."""
+    loads = manager.loads if manager is not None else 0
+    nan = float("nan")
+    yield GaugeMetricFamily(f"kafka_server_{kind}_coordinator_metrics_partition_load_time_max",
+                            f"Longest load of a {topic} partition, in ms (partition-load-time-max).",
+                            value=manager.load_ms_max if loads else nan)
+    yield GaugeMetricFamily(f"kafka_server_{kind}_coordinator_metrics_partition_load_time_avg",
+                            f"Average load of a {topic} partition, in ms (partition-load-time-avg).",
+                            value=manager.load_ms_total / loads if loads else nan)

@@ -154,7 +154,8 @@ class KafkaServer:
             raise StartupError(str(e)) from None
         timeout = cfg["zookeeper.session.timeout.ms"]
         self.zk = KafkaZkClient(cfg["zookeeper.connect"], timeout, cfg["zookeeper.connection.timeout.ms"],
-                                gevent=True, security=self._zk_security(), request_latency=self.metrics.zk_request_latency)
+                                gevent=True, security=self._zk_security(),
+                                request_latency=self.metrics.zk_request_latency)
         try:
             self.zk.start()
         except ZkAuthError as e:

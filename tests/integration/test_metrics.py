@@ -105,6 +105,10 @@ def test_metrics_and_logs_after_traffic_and_a_dead_follower(cluster):
     assert value(s, "kafka_server_brokertopicmetrics_bytesout_total", topic=TOPIC) == log_bytes
     assert value(s, "kafka_server_brokertopicmetrics_fetchmessageconversions_total", topic=TOPIC) == 0
     assert value(s, "kafka_server_brokertopicmetrics_replicationbytesout_total") >= 2 * log_bytes
+    for follower in (2, 3):
+        wait_until(lambda f=follower: value(scrape(c.brokers[f]),
+                                            "kafka_server_brokertopicmetrics_replicationbytesin_total") >= log_bytes,
+                   timeout=10, message=f"broker {follower} replicated the records")
     produce_counts = by_label(s, "kafka_network_requestmetrics_requests_total", "version", request="Produce")
     assert produce_counts and all(int(v) >= 3 for v in produce_counts)   # v2 batches need Produce v3+
     for v, n in produce_counts.items():
@@ -175,6 +179,9 @@ def test_metrics_and_logs_after_traffic_and_a_dead_follower(cluster):
     assert total(everyone, group_series + "numgroupsstable") == 1
     assert total(everyone, group_series + "numgroups") == 1
     assert total(everyone, group_series + "numoffsets") == 1
+    for i, x in everyone.items():   # 50 __consumer_offsets partitions over 3 brokers: each loaded some
+        assert 0 <= x[("kafka_server_group_coordinator_metrics_partition_load_time_avg", frozenset())] \
+            <= x[("kafka_server_group_coordinator_metrics_partition_load_time_max", frozenset())] < 30_000, i
     consumer.close()
     everyone = {i: scrape(b) for i, b in c.brokers.items()}
     assert total(everyone, group_series + "numgroupsstable") == 0
