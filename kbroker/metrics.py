@@ -199,6 +199,40 @@ _TOPIC_COUNTERS = (
 )
 
 
+def _min_isr(p) -> int:
+    return p.log.config.min_insync_replicas
+
+
+# Kafka's per-partition gauges: (family, help, its value for a replica.Partition / a log.Log)
+_PARTITION_GAUGES = (
+    ("kafka_cluster_partition_underreplicated", "1 if led here with an ISR smaller than its replicas (UnderReplicated).",
+     lambda p: int(p.is_leader and len(p.isr) < len(p.replicas))),
+    ("kafka_cluster_partition_underminisr", "1 if led here with an ISR under min.insync.replicas (UnderMinIsr).",
+     lambda p: int(p.is_leader and len(p.isr) < _min_isr(p))),
+    ("kafka_cluster_partition_atminisr", "1 if led here with an ISR of exactly min.insync.replicas (AtMinIsr).",
+     lambda p: int(p.is_leader and len(p.isr) == _min_isr(p))),
+)
+_LOG_GAUGES = (
+    ("kafka_log_log_size", "Bytes of the partition's log segments (Size).", lambda log_: log_.size),
+    ("kafka_log_log_logstartoffset", "The log's first offset (LogStartOffset).", lambda log_: log_.log_start_offset),
+    ("kafka_log_log_logendoffset", "The offset the next record appended gets (LogEndOffset).",
+     lambda log_: log_.log_end_offset),
+    ("kafka_log_log_numlogsegments", "Segments of the log (NumLogSegments).", lambda log_: len(log_.segments)),
+)
+
+
+def _per_partition(table, items: list):
+    """One family per entry of the table, over items [((topic, partition), object)]; the hub runs other greenlets
+    between families (a broker with thousands of partitions takes a while to scrape)."""
+    labels = [[topic, str(index)] for (topic, index), _ in items]
+    for name, doc, read in table:
+        family = GaugeMetricFamily(name, doc, labels=["topic", "partition"])
+        for label, (_, obj) in zip(labels, items):
+            family.add_metric(label, read(obj))
+        yield family
+        gevent.sleep(0.001)   # (sleep(0) would run ready greenlets only, not the loop's I/O and timers)
+
+
 class BrokerMetrics:
     """One broker's statistics and its own CollectorRegistry (several brokers may share a process)."""
 
@@ -277,11 +311,8 @@ class BrokerMetrics:
         yield CounterMetricFamily("kafka_server_replicamanager_isrexpands", "ISR expansions written by this leader "
                                   "(IsrExpandsPerSec).", value=self.isr_expands)
         yield from self._replica_gauges()
-        gevent.sleep(0)   # (the per-partition families of a big broker take a while: let requests run between)
         yield from self._partition_gauges()
-        gevent.sleep(0)
         yield from self._log_gauges()
-        gevent.sleep(0)
         yield from self._controller_gauges()
         yield from self._controller_stats()
         yield from self._zookeeper_metrics()
@@ -363,44 +394,14 @@ class BrokerMetrics:
         yield from families
 
     def _partition_gauges(self):
-        """Kafka's per-partition kafka.cluster:type=Partition gauges (0 where this broker does not lead)."""
+        """Kafka's per-partition kafka.cluster:type=Partition flags (0 where this broker does not lead)."""
         rm = getattr(self.server, "replica_manager", None)
-        families = {name: GaugeMetricFamily(f"kafka_cluster_partition_{name}", doc, labels=["topic", "partition"])
-                    for name, doc in (
-                        ("underreplicated", "1 if led here with an ISR smaller than its replicas (UnderReplicated)."),
-                        ("underminisr", "1 if led here with an ISR smaller than min.insync.replicas (UnderMinIsr)."),
-                        ("atminisr", "1 if led here with an ISR of exactly min.insync.replicas (AtMinIsr)."),
-                        ("insyncreplicascount", "The ISR's size where led here (InSyncReplicasCount)."),
-                        ("replicascount", "The replica set's size where led here (ReplicasCount)."))}
-        underreplicated, underminisr, atminisr, insync, replicas = families.values()
-        for (topic, index), p in sorted(rm.partitions.items()) if rm is not None else ():
-            labels = [topic, str(index)]
-            isr = len(p.isr) if p.is_leader else 0
-            assigned = len(p.replicas) if p.is_leader else 0
-            min_isr = p.log.config.min_insync_replicas
-            underreplicated.add_metric(labels, int(isr < assigned))
-            underminisr.add_metric(labels, int(p.is_leader and isr < min_isr))
-            atminisr.add_metric(labels, int(p.is_leader and isr == min_isr))
-            insync.add_metric(labels, isr)
-            replicas.add_metric(labels, assigned)
-        yield from families.values()
+        yield from _per_partition(_PARTITION_GAUGES, sorted(rm.partitions.items()) if rm is not None else [])
 
     def _log_gauges(self):
         """Kafka's kafka.log:type=Log gauges of every log here (leader or follower), read now."""
         manager = getattr(self.server, "log_manager", None)
-        families = [GaugeMetricFamily(f"kafka_log_log_{name}", doc, labels=["topic", "partition"])
-                    for name, doc in (("size", "Bytes of the partition's log segments (Size)."),
-                                      ("logstartoffset", "The log's first offset (LogStartOffset)."),
-                                      ("logendoffset", "The offset the next record appended gets (LogEndOffset)."),
-                                      ("numlogsegments", "Segments of the log (NumLogSegments)."))]
-        size, start, end, segments = families
-        for (topic, index), log_ in sorted(manager.logs.items()) if manager is not None else ():
-            labels = [topic, str(index)]
-            size.add_metric(labels, log_.size)
-            start.add_metric(labels, log_.log_start_offset)
-            end.add_metric(labels, log_.log_end_offset)
-            segments.add_metric(labels, len(log_.segments))
-        yield from families
+        yield from _per_partition(_LOG_GAUGES, sorted(manager.logs.items()) if manager is not None else [])
         yield GaugeMetricFamily("kafka_log_logmanager_offlinelogdirectorycount", "Log dirs that failed "
                                 "(OfflineLogDirectoryCount).", value=len(manager.offline_dirs) if manager else 0)
 
