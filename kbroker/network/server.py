@@ -285,8 +285,7 @@ class Session:
 
 
 class SocketServer:
-    def __init__(self, dispatch, config, listeners, max_request_bytes: int, quotas, credentials=None,
-                 request_done=lambda times: None):
+    def __init__(self, dispatch, config, listeners, max_request_bytes: int, quotas, credentials, request_done):
         """dispatch(frame, session, times) -> the response pieces (or a DeferredAnswer of them), or None when none is
         due; config: the broker's (live) config, for the listeners' security; quotas: the broker's
         ConnectionQuotas; credentials: the SCRAM credential cache (security.credentials) for SASL listeners;
