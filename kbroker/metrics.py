@@ -123,7 +123,9 @@ class LoopIdle:
     """The share of wall time the gevent hub's loop waits for I/O with nothing to run: a prepare watcher of the
     lowest priority (after gevent's own callbacks) stamps the time the loop is about to block, a check watcher of
     the highest (before any I/O callback) adds the wait once it returns. fraction() is over the last WINDOW seconds
-    of scrapes (since start, before the first WINDOW)."""
+    of scrapes (since start, before the first WINDOW). Two watcher calls per loop iteration, where the request
+    quotas' switch tracer (quota.client_quotas.LoopTime) would cost every greenlet switch and still only time the
+    greenlets it was told to, not the loop's waits."""
     WINDOW = 60.0
     SAMPLE_EVERY = 5.0   # seconds between the samples the window is measured from (taken at scrapes)
 
