@@ -49,14 +49,14 @@ def stamp_ns(calls: int = 1_000_000) -> float:
     """ns the activity stamps add to one request (a do-nothing dispatch timed with and without them)."""
     from kbroker.network.server import Session, stamping
 
-    def dispatch(frame, session):
+    def dispatch(frame, session, times):
         return None
     session = Session("PLAINTEXT", "PLAINTEXT", ("127.0.0.1", 1))
     best = []
     for fn in (dispatch, stamping(dispatch)):
         t0 = time.perf_counter()
         for _ in range(calls):
-            fn(b"", session)
+            fn(b"", session, None)
         best.append(time.perf_counter() - t0)
     return (best[1] - best[0]) / calls * 1e9
 

@@ -4,20 +4,36 @@ Naming: Kafka's MBean `kafka.server:type=BrokerTopicMetrics,name=MessagesInPerSe
 `kafka_server_brokertopicmetrics_messagesin_total{topic="T"}`: domain, type and name lower-cased and joined
 by underscores, MBean keys as labels. Kafka's rates ("...PerSec") are Prometheus counters ending in `_total`
 (rate() gives the per-second figure); Kafka's times ("...Ms") are histograms in seconds, Prometheus' base
-unit, named `..._seconds` (TotalTimeMs -> `kafka_network_requestmetrics_totaltime_seconds`). Kafka's
-all-topics series (no topic key) are left to sum() over the topic label.
+unit, named `..._seconds` (TotalTimeMs -> `kafka_network_requestmetrics_totaltime_seconds`); Kafka's
+rate-and-time timers ("...RateAndTimeMs") are histograms too (their _count is the rate). Kafka's all-topics
+series (no topic key) are left to sum() over the topic label.
+
+Request time breakdown (kafka.network:type=RequestMetrics, labels request and version): each request's
+network.server.RequestTimes, observed once its answer is sent: RequestQueueTime (frame read -> handling starts),
+LocalTime (the handler's own work), RemoteTime (waits for other brokers or for data: an acks=all Produce's
+replication, a long-polling Fetch, a controller event; the handler marks them with remote_wait), ThrottleTime
+(the throttle the response carries), ResponseQueueTime (response made -> its send starts, after the
+connection's earlier answers), ResponseSendTime (the send), TotalTime (read -> sent).
+
+The hub's idle share (LoopIdle) stands for both of Kafka's idle gauges: the one gevent loop is kbroker's network
+processors and request handlers at once.
 
 Cost: the hot paths only add to plain attributes of small objects looked up once per topic or request type
 (no locks: every update runs on the gevent hub, and greenlets never switch inside one). The registry's
 collector turns them into metric families when scraped, and reads the state gauges (purgatory sizes,
-under-replicated partitions, controller state) from the broker's objects then, so they cost nothing between
-scrapes. The endpoint is a gevent WSGI server: scrapes are served by greenlets, never threads.
+under-replicated partitions, per-partition logs, controller state, groups) from the broker's objects then, so
+they cost nothing between scrapes; a scrape lets other greenlets run between its families. The endpoint is a
+gevent WSGI server: scrapes are served by greenlets, never threads.
 """
 from __future__ import annotations
 
 import logging
+import time
 from bisect import bisect_left
+from collections import deque
+from contextvars import ContextVar
 
+import gevent
 from gevent.pywsgi import WSGIServer
 from prometheus_client import CollectorRegistry, PlatformCollector, ProcessCollector, make_wsgi_app
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
@@ -54,6 +70,107 @@ class Histogram:
         return out
 
 
+# The request the current greenlet is handling (api.dispatch sets it around the handler), for remote_wait.
+current_request: ContextVar = ContextVar("kbroker_request", default=None)
+
+
+def remote_wait(waitable, timeout: float | None = None):
+    """waitable.wait(timeout) (a gevent Event or AsyncResult), the time counted in the current request's RemoteTime:
+    where a handler waits for replication, data or the controller, Kafka's parks the request in a purgatory."""
+    times = current_request.get()
+    if times is None:
+        return waitable.wait(timeout)
+    started = time.perf_counter()
+    try:
+        return waitable.wait(timeout)
+    finally:
+        times.remote += time.perf_counter() - started
+
+
+# Kafka's RequestMetrics histograms (name suffix, help), in RequestStats.observe's order
+_REQUEST_PHASES = (
+    ("requestqueuetime", "From the request read to its handling (RequestQueueTimeMs)."),
+    ("localtime", "The request's handling, its remote waits excluded (LocalTimeMs)."),
+    ("remotetime", ("Waits for other brokers or data: acks=all replication, long-polling fetches, the controller "
+                    "(RemoteTimeMs).")),
+    ("throttletime", "Throttle time the response carries (ThrottleTimeMs)."),
+    ("responsequeuetime", ("From the response made to its send, after the connection's earlier answers "
+                           "(ResponseQueueTimeMs).")),
+    ("responsesendtime", "Sending the response (ResponseSendTimeMs)."),
+    ("totaltime", "From the request read to its response sent (TotalTimeMs)."),
+)
+
+
+class RequestStats:
+    """Kafka's RequestMetrics time histograms of one request name and version."""
+    __slots__ = ("phases",)
+
+    def __init__(self):
+        self.phases = tuple(Histogram() for _ in _REQUEST_PHASES)
+
+    def observe(self, t) -> None:
+        """t: a network.server.RequestTimes, sent. (Histogram.observe inlined: this runs once per request.)"""
+        remote = t.remote
+        for h, seconds in zip(self.phases, (
+                t.dequeued - t.received, max(0.0, t.local_done - t.dequeued - remote),
+                t.ready - t.local_done + remote, t.throttle_ms / 1000.0, t.send_start - t.ready,
+                t.end - t.send_start, t.end - t.received)):
+            h.counts[bisect_left(TIME_BUCKETS, seconds)] += 1
+            h.sum += seconds
+
+
+class LoopIdle:
+    """The share of wall time the gevent hub's loop waits for I/O with nothing to run: a prepare watcher of the
+    lowest priority (after gevent's own callbacks) stamps the time the loop is about to block, a check watcher of
+    the highest (before any I/O callback) adds the wait once it returns. fraction() is over the last WINDOW seconds
+    of scrapes (since start, before the first WINDOW). Two watcher calls per loop iteration, where the request
+    quotas' switch tracer (quota.client_quotas.LoopTime) would cost every greenlet switch and still only time the
+    greenlets it was told to, not the loop's waits."""
+    WINDOW = 60.0
+    SAMPLE_EVERY = 5.0   # seconds between the samples the window is measured from (taken at scrapes)
+
+    def __init__(self):
+        loop = gevent.get_hub().loop
+        self.idle, self._blocked_at = 0.0, time.perf_counter()
+        self._prepare, self._check = loop.prepare(ref=False), loop.check(ref=False)
+        self._prepare.priority, self._check.priority = -2, 2     # libev's EV_MINPRI and EV_MAXPRI
+        self._prepare.start(self._about_to_block)
+        self._check.start(self._woken)
+        self._samples = deque([(time.perf_counter(), 0.0)])
+
+    def _about_to_block(self) -> None:
+        self._blocked_at = time.perf_counter()
+
+    def _woken(self) -> None:
+        self.idle += time.perf_counter() - self._blocked_at
+
+    def fraction(self) -> float:
+        now, idle, samples = time.perf_counter(), self.idle, self._samples
+        while len(samples) > 1 and now - samples[1][0] >= self.WINDOW:
+            samples.popleft()
+        t0, idle0 = samples[0]
+        if now - samples[-1][0] >= self.SAMPLE_EVERY:
+            samples.append((now, idle))
+        return min(1.0, (idle - idle0) / (now - t0)) if now > t0 else 1.0
+
+    def stop(self) -> None:
+        self._prepare.stop()
+        self._check.stop()
+
+
+# Kafka's ControllerState values (the ControllerState gauge), and the states whose events are timed, by the name of
+# their timer (Kafka's <State>RateAndTimeMs, two of them keeping older names)
+CONTROLLER_STATES = {state: value for value, state in enumerate((
+    "Idle", "ControllerChange", "BrokerChange", "TopicChange", "TopicDeletion", "AlterPartitionReassignment",
+    "AutoLeaderBalance", "ManualLeaderBalance", "ControlledShutdown", "IsrChange", "LeaderAndIsrResponseReceived",
+    "LogDirChange", "ControllerShutdown", "UncleanLeaderElectionEnable", "TopicUncleanLeaderElectionEnable",
+    "ListPartitionReassignment", "UpdateMetadataResponseReceived", "UpdateFeatures"))}
+CONTROLLER_STATE_TIMERS = {state: {"BrokerChange": "LeaderElectionRateAndTime",
+                                   "AlterPartitionReassignment": "PartitionReassignmentRateAndTime"}.get(
+                                       state, f"{state}RateAndTime")
+                           for state in CONTROLLER_STATES if state not in ("Idle", "UpdateMetadataResponseReceived")}
+
+
 class TopicStats:
     """Kafka's BrokerTopicMetrics of one topic. Produce and fetch counts are per partition, as in Kafka."""
     __slots__ = ("messages_in", "bytes_in", "bytes_out", "produce_requests", "failed_produce_requests",
@@ -84,22 +201,59 @@ _TOPIC_COUNTERS = (
 )
 
 
+def _min_isr(p) -> int:
+    return p.log.config.min_insync_replicas
+
+
+# Kafka's per-partition gauges: (family, help, its value for a replica.Partition / a log.Log)
+_PARTITION_GAUGES = (
+    ("kafka_cluster_partition_underreplicated", "1 if led here with an ISR smaller than its replicas (UnderReplicated).",
+     lambda p: int(p.is_leader and len(p.isr) < len(p.replicas))),
+    ("kafka_cluster_partition_underminisr", "1 if led here with an ISR under min.insync.replicas (UnderMinIsr).",
+     lambda p: int(p.is_leader and len(p.isr) < _min_isr(p))),
+    ("kafka_cluster_partition_atminisr", "1 if led here with an ISR of exactly min.insync.replicas (AtMinIsr).",
+     lambda p: int(p.is_leader and len(p.isr) == _min_isr(p))),
+)
+_LOG_GAUGES = (
+    ("kafka_log_log_size", "Bytes of the partition's log segments (Size).", lambda log_: log_.size),
+    ("kafka_log_log_logstartoffset", "The log's first offset (LogStartOffset).", lambda log_: log_.log_start_offset),
+    ("kafka_log_log_logendoffset", "The offset the next record appended gets (LogEndOffset).",
+     lambda log_: log_.log_end_offset),
+    ("kafka_log_log_numlogsegments", "Segments of the log (NumLogSegments).", lambda log_: len(log_.segments)),
+)
+
+
+def _per_partition(table, items: list):
+    """One family per entry of the table, over items [((topic, partition), object)]; the hub runs other greenlets
+    between families (a broker with thousands of partitions takes a while to scrape)."""
+    labels = [[topic, str(index)] for (topic, index), _ in items]
+    for name, doc, read in table:
+        family = GaugeMetricFamily(name, doc, labels=["topic", "partition"])
+        for label, (_, obj) in zip(labels, items):
+            family.add_metric(label, read(obj))
+        yield family
+        gevent.sleep(0.001)   # (sleep(0) would run ready greenlets only, not the loop's I/O and timers)
+
+
 class BrokerMetrics:
     """One broker's statistics and its own CollectorRegistry (several brokers may share a process)."""
 
     def __init__(self, server=None):
         self.server = server     # the KafkaServer whose state the gauges read; None: counters only
         self.topics: dict[str, TopicStats] = {}
-        self.requests: dict[tuple[str, int], Histogram] = {}
+        self.requests: dict[tuple[str, int], RequestStats] = {}
         self.isr_shrinks = 0
         self.isr_expands = 0
         self.replication_bytes_out = 0
+        self.replication_bytes_in = 0
         self.log_flush = Histogram()
+        self.zk_request_latency = Histogram()   # observed by the broker's ZooKeeper client
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(self)
         ProcessCollector(registry=self.registry)
         PlatformCollector(registry=self.registry)
         self._http: WSGIServer | None = None
+        self.loop_idle: LoopIdle | None = None   # measured while served
 
     # ---- hot paths ----------------------------------------------------------------------------------------
     def topic(self, name: str) -> TopicStats:
@@ -112,11 +266,12 @@ class BrokerMetrics:
         """Drop a topic's series (Kafka removes them when the broker hosts no partition of it any more)."""
         self.topics.pop(name, None)
 
-    def request_done(self, name: str, version: int, seconds: float) -> None:
-        times = self.requests.get((name, version))
-        if times is None:
-            times = self.requests[(name, version)] = Histogram()
-        times.observe(seconds)
+    def request_done(self, times) -> None:
+        """A request answered (network.server's request_done sink): its times in its name's RequestStats."""
+        stats = self.requests.get((times.name, times.version))
+        if stats is None:
+            stats = self.requests[(times.name, times.version)] = RequestStats()
+        stats.observe(times)
 
     # ---- HTTP endpoint ------------------------------------------------------------------------------------
     def serve(self, host: str, port: int) -> int:
@@ -124,12 +279,16 @@ class BrokerMetrics:
         self._http = WSGIServer((host, port), make_wsgi_app(self.registry), log=None, error_log=log)
         self._http.init_socket()
         self._http.start()
+        self.loop_idle = LoopIdle()
         return self._http.socket.getsockname()[1]
 
     def stop(self) -> None:
         if self._http is not None:
             self._http.stop(timeout=1)
             self._http = None
+        if self.loop_idle is not None:
+            self.loop_idle.stop()
+            self.loop_idle = None
 
     # ---- scrape -------------------------------------------------------------------------------------------
     def collect(self):
@@ -142,18 +301,10 @@ class BrokerMetrics:
         yield CounterMetricFamily("kafka_server_brokertopicmetrics_replicationbytesout",
                                   "Bytes fetched by follower replicas (ReplicationBytesOutPerSec).",
                                   value=self.replication_bytes_out)
-        requests = CounterMetricFamily("kafka_network_requestmetrics_requests",
-                                       "Requests handled, by API (Fetch split into FetchConsumer and FetchFollower, "
-                                       "as Kafka) and version (RequestsPerSec).", labels=["request", "version"])
-        times = HistogramMetricFamily("kafka_network_requestmetrics_totaltime_seconds",
-                                      "Time from a request being read to its response being ready, waits in the "
-                                      "purgatories included (TotalTimeMs).", labels=["request", "version"])
-        for (name, version), h in sorted(self.requests.items()):
-            labels = [name, str(version)]
-            requests.add_metric(labels, h.count)
-            times.add_metric(labels, h.buckets(), h.sum)
-        yield requests
-        yield times
+        yield CounterMetricFamily("kafka_server_brokertopicmetrics_replicationbytesin",
+                                  "Bytes the followers here fetched from their leaders (ReplicationBytesInPerSec).",
+                                  value=self.replication_bytes_in)
+        yield from self._request_metrics()
         yield HistogramMetricFamily("kafka_log_logflushstats_logflushtime_seconds",
                                     "Time of each log flush (fsync) (LogFlushRateAndTimeMs).",
                                     buckets=self.log_flush.buckets(), sum_value=self.log_flush.sum)
@@ -162,8 +313,15 @@ class BrokerMetrics:
         yield CounterMetricFamily("kafka_server_replicamanager_isrexpands", "ISR expansions written by this leader "
                                   "(IsrExpandsPerSec).", value=self.isr_expands)
         yield from self._replica_gauges()
+        yield from self._partition_gauges()
+        yield from self._log_gauges()
         yield from self._controller_gauges()
+        yield from self._controller_stats()
+        yield from self._zookeeper_metrics()
+        yield from self._group_gauges()
+        yield from self._group_load_time_gauges()
         yield from self._transaction_gauges()
+        yield from self._idle_gauges()
         yield from self.server.replication_quotas.metric_families() if self.server else ()
         server = self.server
         if getattr(server, "connection_quotas", None) is not None:   # made by startup
@@ -189,6 +347,24 @@ class BrokerMetrics:
         yield gauge("underminisrpartitioncount", "Partitions led here whose ISR is smaller than "
                     "min.insync.replicas (UnderMinIsrPartitionCount).",
                     sum(1 for p in led if len(p.isr) < p.log.config.min_insync_replicas))
+        yield gauge("atminisrpartitioncount", "Partitions led here whose ISR is exactly min.insync.replicas: one "
+                    "replica more lost and acks=all produces fail (AtMinIsrPartitionCount).",
+                    sum(1 for p in led if len(p.isr) == p.log.config.min_insync_replicas))
+        yield gauge("offlinereplicacount", "Replicas hosted here whose log dir failed (OfflineReplicaCount).",
+                    len(rm.offline_partitions) if rm is not None else 0)
+        lags = sorted((tp, state.lag or 0) for fetcher in rm.fetchers.fetchers.values()
+                      for tp, state in fetcher.partitions.items()) if rm is not None else []
+        max_lag = GaugeMetricFamily("kafka_server_replicafetchermanager_maxlag", "Largest lag, in records, of a "
+                                    "partition followed here behind its leader's high watermark as of its last "
+                                    "fetch (MaxLag).", labels=["clientId"])
+        max_lag.add_metric(["Replica"], max((lag for _, lag in lags), default=0))
+        yield max_lag
+        lag = GaugeMetricFamily("kafka_server_fetcherlagmetrics_consumerlag", "Lag, in records, of a partition "
+                                "followed here behind its leader's high watermark as of its last fetch (ConsumerLag).",
+                                labels=["clientId", "topic", "partition"])
+        for (topic, index), n in lags:
+            lag.add_metric(["Replica", topic, str(index)], n)
+        yield lag
         purgatory = GaugeMetricFamily("kafka_server_delayedoperationpurgatory_purgatorysize",
                                       "Requests waiting in the purgatory: acks=all produces, long-polling fetches "
                                       "(PurgatorySize).", labels=["delayedOperation"])
@@ -205,10 +381,106 @@ class BrokerMetrics:
             yield CounterMetricFamily("kbroker_downconversion_cache_misses", "Entries looked up in the "
                                       "down-conversion cache and not found.", value=cache.misses)
 
+    def _request_metrics(self):
+        requests = CounterMetricFamily("kafka_network_requestmetrics_requests",
+                                       "Requests answered, by API (Fetch split into FetchConsumer and FetchFollower, "
+                                       "as Kafka) and version (RequestsPerSec).", labels=["request", "version"])
+        families = [HistogramMetricFamily(f"kafka_network_requestmetrics_{suffix}_seconds", doc,
+                                          labels=["request", "version"]) for suffix, doc in _REQUEST_PHASES]
+        for (name, version), stats in sorted(self.requests.items()):
+            labels = [name, str(version)]
+            requests.add_metric(labels, stats.phases[-1].count)
+            for family, h in zip(families, stats.phases):
+                family.add_metric(labels, h.buckets(), h.sum)
+        yield requests
+        yield from families
+
+    def _partition_gauges(self):
+        """Kafka's per-partition kafka.cluster:type=Partition flags (0 where this broker does not lead)."""
+        rm = getattr(self.server, "replica_manager", None)
+        yield from _per_partition(_PARTITION_GAUGES, sorted(rm.partitions.items()) if rm is not None else [])
+
+    def _log_gauges(self):
+        """Kafka's kafka.log:type=Log gauges of every log here (leader or follower), read now."""
+        manager = getattr(self.server, "log_manager", None)
+        yield from _per_partition(_LOG_GAUGES, sorted(manager.logs.items()) if manager is not None else [])
+        yield GaugeMetricFamily("kafka_log_logmanager_offlinelogdirectorycount", "Log dirs that failed "
+                                "(OfflineLogDirectoryCount).", value=len(manager.offline_dirs) if manager else 0)
+
+    def _controller_stats(self):
+        """Kafka's ControllerStats timers (events of each controller state, a broker change's as
+        LeaderElectionRateAndTimeMs), unclean elections, ControllerState and the event queue."""
+        controller = getattr(self.server, "controller", None)
+        if controller is None:
+            return
+        for state, timer in CONTROLLER_STATE_TIMERS.items():
+            h = controller.event_times[state]
+            yield HistogramMetricFamily(f"kafka_controller_controllerstats_{timer.lower()}_seconds", "Controller "
+                                        f"events of state {state}, and their time ({timer}Ms).",
+                                        buckets=h.buckets(), sum_value=h.sum)
+        yield CounterMetricFamily("kafka_controller_controllerstats_uncleanleaderelections", "Leaders elected out of "
+                                  "the ISR by this controller (UncleanLeaderElectionsPerSec).",
+                                  value=controller.partitions.unclean_elections)
+        yield GaugeMetricFamily("kafka_controller_kafkacontroller_controllerstate", "Kafka's ControllerState value "
+                                "of the event the controller is processing: 0 Idle, 1 ControllerChange, 2 "
+                                "BrokerChange, 3 TopicChange, ... (ControllerState).",
+                                value=CONTROLLER_STATES[controller.state])
+        yield GaugeMetricFamily("kafka_controller_controllereventmanager_eventqueuesize", "Controller events "
+                                "waiting (EventQueueSize).", value=controller.queue.qsize())
+        h = controller.event_queue_time
+        yield HistogramMetricFamily("kafka_controller_controllereventmanager_eventqueuetime_seconds", "Time "
+                                    "controller events waited in the queue (EventQueueTimeMs).",
+                                    buckets=h.buckets(), sum_value=h.sum)
+
+    def _zookeeper_metrics(self):
+        """Kafka's ZooKeeperClientMetrics latency and SessionExpireListener connection events and state."""
+        h = self.zk_request_latency
+        yield HistogramMetricFamily("kafka_server_zookeeperclientmetrics_zookeeperrequestlatency_seconds",
+                                    "Time of each ZooKeeper request (ZooKeeperRequestLatencyMs).",
+                                    buckets=h.buckets(), sum_value=h.sum)
+        zk = getattr(self.server, "zk", None)
+        if zk is None:
+            return
+        for event, count in zk.state_events.items():
+            yield CounterMetricFamily(f"kafka_server_sessionexpirelistener_zookeeper{event.lower()}",
+                                      f"ZooKeeper connection events: {event} (ZooKeeper{event}PerSec).", value=count)
+        state = GaugeMetricFamily("kafka_server_sessionexpirelistener_sessionstate", "1 for the ZooKeeper "
+                                  "session's state, named as ZooKeeper's client names it (SessionState).",
+                                  labels=["state"])
+        state.add_metric([zk.session_state], 1)
+        yield state
+
+    def _group_gauges(self):
+        """Kafka's GroupMetadataManager gauges: the groups coordinated here, by state, and their offsets."""
+        coordinator = getattr(self.server, "group_coordinator", None)
+        if coordinator is None:
+            return
+        by_state, offsets = coordinator.manager.group_counts()
+
+        def gauge(name, doc, value):
+            return GaugeMetricFamily(f"kafka_coordinator_group_groupmetadatamanager_{name}", doc, value=value)
+        yield gauge("numgroups", "Groups coordinated here (NumGroups).", sum(by_state.values()))
+        for state in ("PreparingRebalance", "CompletingRebalance", "Stable", "Dead", "Empty"):
+            yield gauge(f"numgroups{state.lower()}", f"Groups coordinated here in state {state} "
+                        f"(NumGroups{state}).", by_state.get(state, 0))
+        yield gauge("numoffsets", "Committed offsets of the groups coordinated here (NumOffsets).", offsets)
+
+    def _idle_gauges(self):
+        """Kafka's two idle gauges, both the hub's idle share (LoopIdle): kbroker's one loop reads requests and
+        handles them."""
+        if self.loop_idle is None:
+            return
+        idle = self.loop_idle.fraction()
+        yield GaugeMetricFamily("kafka_network_socketserver_networkprocessoravgidlepercent", "Fraction (0..1) of "
+                                "the last minute the broker's event loop waited for I/O with nothing to run "
+                                "(NetworkProcessorAvgIdlePercent).", value=idle)
+        yield GaugeMetricFamily("kafka_server_kafkarequesthandlerpool_requesthandleravgidlepercent", "Fraction "
+                                "(0..1) of the last minute the broker's event loop waited with no request to handle "
+                                "(RequestHandlerAvgIdlePercent; the same loop as the network's).", value=idle)
+
     def _transaction_gauges(self):
         """Kafka's transaction coordinator metrics: TransactionMarkerChannelManager's queue sizes, and
-        transaction-coordinator-metrics' partition-load-time (Kafka's client-style metric over a 60 s window;
-        here over every `__transaction_state` load since the broker started, NaN before the first)."""
+        transaction-coordinator-metrics' partition-load-time (_load_time_gauges)."""
         coordinator = getattr(self.server, "txn_coordinator", None)
         markers = coordinator.markers if coordinator is not None else None
         manager = coordinator.manager if coordinator is not None else None
@@ -219,14 +491,12 @@ class BrokerMetrics:
         yield GaugeMetricFamily(f"{prefix}logappendretryqueuesize", "Complete* state appends to "
                                 "__transaction_state waiting to be retried (LogAppendRetryQueueSize).",
                                 value=markers.completion_retries if markers is not None else 0)
-        loads = manager.loads if manager is not None else 0
-        nan = float("nan")
-        yield GaugeMetricFamily("kafka_server_transaction_coordinator_metrics_partition_load_time_max",
-                                "Longest load of a __transaction_state partition, in ms (partition-load-time-max).",
-                                value=manager.load_ms_max if loads else nan)
-        yield GaugeMetricFamily("kafka_server_transaction_coordinator_metrics_partition_load_time_avg",
-                                "Average load of a __transaction_state partition, in ms (partition-load-time-avg).",
-                                value=manager.load_ms_total / loads if loads else nan)
+        yield from _load_time_gauges("transaction", "__transaction_state", manager)
+
+    def _group_load_time_gauges(self):
+        coordinator = getattr(self.server, "group_coordinator", None)
+        yield from _load_time_gauges("group", "__consumer_offsets",
+                                     coordinator.manager if coordinator is not None else None)
 
     def _controller_gauges(self):
         controller = getattr(self.server, "controller", None)
@@ -243,9 +513,22 @@ class BrokerMetrics:
                 elif replicas and state.leader != replicas[0]:
                     imbalance += 1
             topics, partitions = len(ctx.topics()), len(ctx.assignments)
+            deleting = {t: ctx.replicas_of(t) for t in ctx.topics_to_delete}
+            ineligible = {t: [r for r in rs if ctx.replica_state(r).name == "DELETION_INELIGIBLE"]
+                          for t, rs in deleting.items()}
+        else:
+            deleting = ineligible = {}
 
         def gauge(name, doc, value):
             return GaugeMetricFamily(f"kafka_controller_kafkacontroller_{name}", doc, value=value)
+        yield gauge("topicstodeletecount", "Topics marked for deletion; reported by the active controller "
+                    "(TopicsToDeleteCount).", len(deleting))
+        yield gauge("replicastodeletecount", "Replicas of the topics marked for deletion; reported by the active "
+                    "controller (ReplicasToDeleteCount).", sum(len(rs) for rs in deleting.values()))
+        yield gauge("topicsineligibletodeletecount", "Topics marked for deletion that wait for offline replicas "
+                    "(TopicsIneligibleToDeleteCount).", sum(1 for rs in ineligible.values() if rs))
+        yield gauge("replicasineligibletodeletecount", "Offline replicas that topic deletions wait for "
+                    "(ReplicasIneligibleToDeleteCount).", sum(len(rs) for rs in ineligible.values()))
         yield gauge("activecontrollercount", "1 on the active controller, else 0 (ActiveControllerCount).",
                     int(active))
         yield gauge("offlinepartitionscount", "Partitions without a live leader; reported by the active "
@@ -255,3 +538,17 @@ class BrokerMetrics:
         yield gauge("globaltopiccount", "Topics; reported by the active controller (GlobalTopicCount).", topics)
         yield gauge("globalpartitioncount", "Partitions; reported by the active controller "
                     "(GlobalPartitionCount).", partitions)
+
+
+def _load_time_gauges(kind: str, topic: str, manager):
+    """Kafka's <kind>-coordinator-metrics partition-load-time-max|avg (a client-style metric over a 60 s window; here
+    over every load of the coordinator's topic since the broker started, NaN before the first), in ms, from a
+    manager's loads, load_ms_total and load_ms_max."""
+    loads = manager.loads if manager is not None else 0
+    nan = float("nan")
+    yield GaugeMetricFamily(f"kafka_server_{kind}_coordinator_metrics_partition_load_time_max",
+                            f"Longest load of a {topic} partition, in ms (partition-load-time-max).",
+                            value=manager.load_ms_max if loads else nan)
+    yield GaugeMetricFamily(f"kafka_server_{kind}_coordinator_metrics_partition_load_time_avg",
+                            f"Average load of a {topic} partition, in ms (partition-load-time-avg).",
+                            value=manager.load_ms_total / loads if loads else nan)

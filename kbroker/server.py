@@ -154,7 +154,8 @@ class KafkaServer:
             raise StartupError(str(e)) from None
         timeout = cfg["zookeeper.session.timeout.ms"]
         self.zk = KafkaZkClient(cfg["zookeeper.connect"], timeout, cfg["zookeeper.connection.timeout.ms"],
-                                gevent=True, security=self._zk_security())
+                                gevent=True, security=self._zk_security(),
+                                request_latency=self.metrics.zk_request_latency)
         try:
             self.zk.start()
         except ZkAuthError as e:
@@ -202,8 +203,8 @@ class KafkaServer:
             self.authorizer.startup()
         try:
             self.socket_server = SocketServer(
-                lambda frame, session: api.dispatch(frame, self, session), cfg, cfg.listeners,
-                cfg["socket.request.max.bytes"], self.connection_quotas, self.credentials)
+                lambda frame, session, times: api.dispatch(frame, self, session, times), cfg, cfg.listeners,
+                cfg["socket.request.max.bytes"], self.connection_quotas, self.credentials, self.metrics.request_done)
         except ConfigError as e:
             raise StartupError(str(e)) from None
         try:

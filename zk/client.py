@@ -11,6 +11,10 @@ in the context built once at start (the kazoo handler's create_connection), so a
 verify ends start() at once with its reason (other handshake failures are retried until the connection timeout,
 then named).
 
+Metrics (Kafka's ZooKeeperClientMetrics and SessionExpireListener): each request's time, from kazoo queueing it to
+its answer, goes to the request_latency observer the owner gives; state_events counts the connection's events by
+Kafka's names, and session_state names the session's state as ZooKeeper's Java client does.
+
 Scale (10K partitions): kazoo costs ~0.2 ms of CPU per request, far more than ZooKeeper's own work, so reads of
 many znodes go as ZooKeeper 3.6+'s multiRead (pipelined getData on older servers) and the controller's
 state znode writes go several per fenced multi (each multi still starts with the /controller_epoch check).
@@ -21,6 +25,7 @@ import contextvars
 import functools
 import logging
 import ssl
+import time
 import types
 from collections import namedtuple
 
@@ -30,7 +35,7 @@ from kazoo.exceptions import (EXCEPTIONS, AuthFailedError, BadVersionError, Conn
                               OperationTimeoutError, RequestTimeoutError, RolledBackError, SessionExpiredError,
                               UnimplementedError, ZookeeperStoppedError)
 from kazoo.handlers.threading import KazooTimeoutError, SequentialThreadingHandler
-from kazoo.protocol.states import EventType
+from kazoo.protocol.states import EventType, KeeperState
 from kazoo.protocol.serialization import (Create, GetData, ZnodeStat, int_struct, multiheader_struct, read_buffer,
                                           stat_struct, write_string)
 
@@ -230,12 +235,17 @@ class _KazooClient(KazooClient):
     request left queued but its byte never written (kazoo issue #486): from then on the last queued request is
     sent only when another one comes, so the controller waiting on its own last request waited forever."""
 
-    def __init__(self, *args, acl_for, **kwargs):
+    def __init__(self, *args, acl_for, request_latency, **kwargs):
         super().__init__(*args, **kwargs)
         self._call_lock = self.handler.lock_object()
         self.acl_for = acl_for   # path (below the chroot) -> its ACL
+        self.request_latency = request_latency   # an observe(seconds) of each request's time, or None
 
     def _call(self, request, async_object):
+        latency = self.request_latency
+        if latency is not None:
+            started = time.perf_counter()
+            async_object.rawlink(lambda _: latency.observe(time.perf_counter() - started))
         with self._call_lock:
             return super()._call(request, async_object)
 
@@ -279,7 +289,10 @@ class KafkaZkClient:
     are greenlets; otherwise threads (command-line tools). Public methods raise only ZkError and its kinds."""
 
     def __init__(self, connect: str, session_timeout_ms: int = 18000, connection_timeout_ms: int | None = None,
-                 gevent: bool = False, security: ZkClientSecurity | None = None, create_chroot: bool = True):
+                 gevent: bool = False, security: ZkClientSecurity | None = None, create_chroot: bool = True,
+                 request_latency=None):
+        """request_latency: an object whose observe(seconds) gets each request's time (Kafka's
+        ZooKeeperRequestLatencyMs), or None."""
         hosts, self.chroot = split_chroot(connect)
         self.create_chroot = create_chroot
         self.security = security or ZkClientSecurity()
@@ -295,8 +308,12 @@ class KafkaZkClient:
         self.zk = _KazooClient(hosts=hosts, timeout=session_timeout_ms / 1000.0, handler=handler,
                                connection_retry={"max_tries": -1, "delay": 0.1, "max_delay": 1,
                                                  "sleep_func": handler.sleep_func},
-                               sasl_options=sasl, acl_for=self.security.acl_for)
+                               sasl_options=sasl, acl_for=self.security.acl_for, request_latency=request_latency)
         self._multi_read = True   # until a server (ZooKeeper < 3.6) answers UNIMPLEMENTED
+        # Kafka's SessionExpireListener meters: ZooKeeper<event>PerSec
+        self.state_events = dict.fromkeys(("Disconnects", "SyncConnects", "ReadOnlyConnects", "AuthFailures",
+                                           "Expires"), 0)
+        self.zk.add_listener(self._count_state_event)
 
     # ---- connection --------------------------------------------------------------------------------------
     def start(self) -> "KafkaZkClient":
@@ -376,6 +393,26 @@ class KafkaZkClient:
                              f"zookeeper.ssl.endpoint.identification.algorithm)")
         if self._settled is not None and isinstance(error, ssl.SSLCertVerificationError):
             self._settled.set()   # the server's certificate is not trusted: no use trying again
+
+    def _count_state_event(self, state) -> None:
+        keeper = self.zk.client_state
+        if state == KazooState.SUSPENDED:
+            event = "Disconnects"
+        elif state == KazooState.CONNECTED:
+            event = "ReadOnlyConnects" if keeper == KeeperState.CONNECTED_RO else "SyncConnects"
+        elif keeper == KeeperState.AUTH_FAILED:
+            event = "AuthFailures"
+        elif keeper == KeeperState.EXPIRED_SESSION:
+            event = "Expires"
+        else:
+            return   # LOST on close
+        self.state_events[event] += 1
+
+    @property
+    def session_state(self) -> str:
+        """The session's state as ZooKeeper's Java client names it (Kafka's SessionState gauge)."""
+        state = self.zk.client_state
+        return {KeeperState.CONNECTED_RO: "CONNECTEDREADONLY", KeeperState.EXPIRED_SESSION: "CLOSED"}.get(state, state)
 
     def add_state_listener(self, fn) -> None:
         """fn(state) on each change of the connection's state, a ZkState value."""

@@ -29,6 +29,7 @@ import logging
 import struct
 import time
 
+from ..metrics import current_request
 from ..protocol.deferred import DeferredAnswer
 from ..protocol.header import (MalformedRequest, parse_request_header_v1, response_header,
                                skip_tagged_fields)
@@ -149,13 +150,13 @@ def _first_null(checks: tuple, item) -> str | None:
     return None
 
 
-def dispatch(frame: memoryview, broker: BrokerServices, session) -> list | DeferredAnswer | None:
+def dispatch(frame: memoryview, broker: BrokerServices, session, times) -> list | DeferredAnswer | None:
     """Decode one request frame, run its handler, return the whole response frame (size prefix included)
     as a list of pieces (a DeferredAnswer of it when the handler answers later), or None when no response is
-    due. Counts the request and its time in the broker's
-    metrics (Fetch as FetchConsumer or FetchFollower, as Kafka's request metrics) and logs it on the request
-    log at DEBUG."""
-    started = time.perf_counter()
+    due. Stamps the request's times (network.server.RequestTimes: handling, handler done, response made) and
+    names it for the broker's request metrics (Fetch as FetchConsumer or FetchFollower, as Kafka's), which the
+    network reports once the answer is sent; logs it on the request log at DEBUG."""
+    times.dequeued = time.perf_counter()
     header = parse_request_header_v1(frame)
     module = REGISTRY.get(header.api_key)
     if module is None:
@@ -174,22 +175,25 @@ def dispatch(frame: memoryview, broker: BrokerServices, session) -> list | Defer
     ctx = RequestContext(broker, session, header.client_id, version, header.correlation_id, len(frame))
     if broker.client_quotas.request.enabled and (session.sasl is None or session.sasl.complete):
         ctx.request_timer = broker.client_quotas.request.start_timer()
+    handling = current_request.set(times)   # the handler's remote waits (metrics.remote_wait) count for it
     try:
         response = module.handle(request, ctx)
     finally:
+        times.local_done = time.perf_counter()
+        current_request.reset(handling)
         if ctx.request_timer is not None:
             ctx.record_request_time(exempt=module in CLUSTER_ACTIONS or (module is fetch and request.replica_id >= 0)
                                     or (module is produce and request.acks == 0))
     if isinstance(response, DeferredAnswer):   # a Produce waiting for acks=all (network.server's overlap)
-        return response.then(lambda r: _finish(r, module, request, header, flexible, ctx, started))
-    return _finish(response, module, request, header, flexible, ctx, started)
+        return response.then(lambda r: _finish(r, module, request, header, flexible, ctx, times))
+    return _finish(response, module, request, header, flexible, ctx, times)
 
 
-def _finish(response, module, request, header, flexible: bool, ctx: RequestContext, started: float) -> list | None:
+def _finish(response, module, request, header, flexible: bool, ctx: RequestContext, times) -> list | None:
     """The response frame of a handler's response, with the request's throttle (the connection muted for it),
-    counted in the metrics and the request log."""
+    named and stamped ready in its times, and logged on the request log."""
     version = header.api_version
-    broker, session = ctx.broker, ctx.session
+    session = ctx.session
     throttle = ctx.throttle_ms
     if throttle:
         ctx.throttled_by.throttled(ctx.quota_user, ctx.client_id, throttle)
@@ -197,18 +201,18 @@ def _finish(response, module, request, header, flexible: bool, ctx: RequestConte
         if response is not None:
             response.throttle_time_ms = throttle
     body = None if response is None else response.encode(version=version)
-    elapsed = time.perf_counter() - started
     name = module.REQUEST.name[:-7]   # "ProduceRequest" -> "Produce"
     if module is fetch:
         name = "FetchFollower" if request.replica_id >= 0 else "FetchConsumer"
-    broker.metrics.request_done(name, version, elapsed)
+    times.name, times.version, times.throttle_ms = name, version, throttle
     if request_log.isEnabledFor(logging.DEBUG):
+        elapsed = time.perf_counter() - times.dequeued
         request_log.debug("Completed request: %s v%d correlation_id=%d client_id=%s from %s:%s on %s in %.3f ms%s "
                           "principal=%s", name, version, header.correlation_id, header.client_id,
                           session.client_address[0], session.client_address[1], session.listener, elapsed * 1000,
                           "" if body is not None else " (no response)", session.principal)
-    if body is None:
-        return None
     # ApiVersions responses always use header v0, whatever the body version.
-    header_flexible = flexible and module is not api_versions
-    return _frame(response_header(header.correlation_id, header_flexible), body)
+    out = None if body is None else _frame(response_header(header.correlation_id,
+                                                           flexible and module is not api_versions), body)
+    times.ready = time.perf_counter()
+    return out

@@ -30,10 +30,15 @@ LeaderAndIsr for all its replicas and deletes the notifications. The broker answ
 replicas in offline dirs; from that answer (as from any LeaderAndIsr response) the controller marks them offline
 (ControllerContext.replicas_on_offline_dirs): the partitions they led elect a new leader among the other online
 in-sync replicas, they leave the ISRs, and UpdateMetadata lists them as offline replicas.
+
+Metrics (Kafka's ControllerEventManager and ControllerStats): each event has Kafka's ControllerState (EVENT_STATES),
+the `state` while it runs; its time is observed in its state's timer (a broker change's is
+LeaderElectionRateAndTimeMs), and its wait in the queue in event_queue_time.
 """
 from __future__ import annotations
 
 import logging
+import time
 
 import gevent
 import gevent.event
@@ -43,6 +48,7 @@ from zk import znodes as z
 from zk.client import ControllerMovedError, KafkaZkClient, ZkSessionExpired
 from .. import collector
 from ..metadata_cache import uuid_to_topic_id
+from ..metrics import CONTROLLER_STATE_TIMERS, Histogram, remote_wait
 from ..protocol.errors import Errors
 from .channel import ControllerChannelManager, RequestBatch
 from .context import ControllerContext, ReplicaState
@@ -57,6 +63,36 @@ log = logging.getLogger("kbroker.controller")
 state_change = logging.getLogger("state-change")
 
 PREFERRED, UNCLEAN = 0, 1
+# Kafka's ControllerState of each event, by the qualified name of the function the event runs (_process_ask's: of
+# the function it runs; _process_unclean_enabled's: the topic one when it names a topic)
+EVENT_STATES = {
+    "KafkaController._process_startup": "ControllerChange", "KafkaController._process_controller_change":
+    "ControllerChange", "KafkaController._process_reelect": "ControllerChange", "KafkaController._resign":
+    "ControllerChange", "KafkaController._process_broker_change": "BrokerChange",
+    "KafkaController._process_topic_change": "TopicChange", "KafkaController._process_rewatch_topics": "TopicChange",
+    "KafkaController._process_partition_modifications": "TopicChange",
+    "KafkaController._process_topic_deletion": "TopicDeletion",
+    "KafkaController._process_stop_replica_response": "TopicDeletion",
+    "KafkaController._process_isr_change_notification": "IsrChange",
+    "KafkaController._process_reassign_znode": "AlterPartitionReassignment",
+    "Reassignments.start": "AlterPartitionReassignment", "Reassignments.list": "ListPartitionReassignment",
+    "KafkaController._process_preferred_election_znode": "ManualLeaderBalance",
+    "KafkaController._elect_leaders_now": "ManualLeaderBalance",
+    "KafkaController._process_leader_and_isr_response": "LeaderAndIsrResponseReceived",
+    "KafkaController._process_log_dir_event_notification": "LogDirChange",
+    "KafkaController._process_controlled_shutdown": "ControlledShutdown",
+    "KafkaController._check_leader_imbalance": "AutoLeaderBalance",
+    "KafkaController._process_unclean_enabled": "UncleanLeaderElectionEnable",
+}
+
+
+def event_state(fn, args) -> str:
+    """Kafka's ControllerState of an event (fn(*args) on the controller's queue)."""
+    if fn.__name__ == "_process_ask":
+        fn = args[0]
+    elif fn.__name__ == "_process_unclean_enabled" and args[0] is not None:
+        return "TopicUncleanLeaderElectionEnable"
+    return EVENT_STATES[fn.__qualname__]
 
 
 class KafkaController:
@@ -82,6 +118,9 @@ class KafkaController:
         self.worker = None
         self._rewatch_topics_queued = False
         self.active_tasks: list = []   # greenlets that run only while this broker is controller
+        self.state = "Idle"            # Kafka's ControllerState of the event running
+        self.event_times = {state: Histogram() for state in CONTROLLER_STATE_TIMERS}
+        self.event_queue_time = Histogram()
 
     # ---- event loop --------------------------------------------------------------------------------------
     def startup(self) -> None:
@@ -94,17 +133,23 @@ class KafkaController:
         self._resign()
 
     def enqueue(self, fn, *args) -> None:
-        self.queue.put((fn, args))
+        self.queue.put((fn, args, time.perf_counter()))
 
     def _run(self) -> None:
         while True:
-            fn, args = self.queue.get()
+            fn, args, enqueued = self.queue.get()
+            started = time.perf_counter()
+            self.event_queue_time.observe(started - enqueued)
+            self.state = state = event_state(fn, args)
             try:
                 self._process(fn, args)
             except gevent.GreenletExit:
                 raise
             except Exception:
                 log.exception("controller event %s failed", fn.__name__)
+            finally:
+                self.state = "Idle"
+                self.event_times[state].observe(time.perf_counter() - started)
 
     def _process(self, fn, args) -> None:
         """Run one event. A lost connection is waited out inside the ZooKeeper client (Kafka's
@@ -198,6 +243,7 @@ class KafkaController:
             return None
         result = gevent.event.AsyncResult()
         self.enqueue(self._process_ask, fn, args, result)
+        remote_wait(result)
         return result.get()
 
     def _process_ask(self, fn, args, result) -> None:

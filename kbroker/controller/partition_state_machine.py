@@ -59,6 +59,7 @@ class PartitionStateMachine:
         self.writer = writer
         self.batch = batch
         self.unclean_election_enabled = unclean_election_enabled
+        self.unclean_elections = 0   # leaders elected out of the ISR (Kafka's UncleanLeaderElectionsPerSec)
 
     def _valid(self, partitions) -> list:
         """The partitions that may go Online; the others (NonExistent) are logged, as Kafka does, and left out."""
@@ -179,6 +180,7 @@ class PartitionStateMachine:
                 results[tp] = None
                 continue
             if tp in unclean_elected:
+                self.unclean_elections += 1
                 state_change.warning("partition %s-%d: UNCLEAN leader election: %d becomes leader although it was "
                                      "not in the ISR; records it did not have are lost", *tp, state.leader)
             elected_now.append((tp, state))

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import logging
 import struct
+import time
 from typing import Callable
 
 from ..protocol.errors import Errors
@@ -99,6 +100,9 @@ class GroupMetadataManager(CoordinatorPartitions):
         self.commit_timeout_ms = config["offsets.commit.timeout.ms"]
         self.commit_required_acks = config["offsets.commit.required.acks"]
         self.retention_ms = config["offsets.retention.minutes"] * 60_000
+        # partition loads completed here: count, total and longest wall time in ms (the metrics' partition-load-time)
+        self.loads = 0
+        self.load_ms_total = self.load_ms_max = 0.0
 
     def now_ms(self) -> int:
         return self.clock.now_ms()
@@ -133,8 +137,18 @@ class GroupMetadataManager(CoordinatorPartitions):
     def current_groups(self) -> list[GroupMetadata]:
         return list(self.groups.values())
 
+    def group_counts(self) -> tuple[dict[str, int], int]:
+        """({state name: groups in it}, committed offsets of all groups): Kafka's NumGroups* and NumOffsets."""
+        by_state: dict[str, int] = {}
+        offsets = 0
+        for group in self.groups.values():
+            by_state[group.state.value] = by_state.get(group.state.value, 0) + 1
+            offsets += len(group.offsets)
+        return by_state, offsets
+
     # ---- load / unload (scheduled by CoordinatorPartitions) ------------------------------------------------
     def _do_load(self, partition, epoch: int, on_group_loaded: Callable) -> None:
+        started = time.monotonic()
         loaded_offsets: dict[tuple[str, str, int], CommitRecordMetadataAndOffset] = {}
         pending: dict[int, dict[tuple[str, str, int], CommitRecordMetadataAndOffset]] = {}
         loaded_groups: dict[str, GroupRecord] = {}
@@ -172,6 +186,10 @@ class GroupMetadataManager(CoordinatorPartitions):
             for producer_id in group.pending_txn_offset_commits:
                 self.producer_groups.setdefault(producer_id, set()).add(group.group_id)
             on_group_loaded(group)
+        load_ms = (time.monotonic() - started) * 1000.0
+        self.loads += 1
+        self.load_ms_total += load_ms
+        self.load_ms_max = max(self.load_ms_max, load_ms)
 
     def _load_entry(self, view, entry, loaded_offsets, pending, loaded_groups, removed_groups) -> None:
         transactional, producer_id = False, -1

@@ -26,10 +26,14 @@ A client over a quota is answered at once and its connection is then muted (Kafk
 dispatcher sets the session's muted_until, and nothing more is read from the connection until then; a request
 already read ahead behind a deferred Produce, when its answer brought the throttle, waits unhandled until then.
 
-The server knows frames, not APIs: the broker hands it the dispatcher (frame, session -> response pieces), so
-nothing under network/ imports api/ (DESIGN.md §5). A Session is the connection's identity as requests see it:
+The server knows frames, not APIs: the broker hands it the dispatcher (frame, session, times -> response pieces),
+so nothing under network/ imports api/ (DESIGN.md §5). A Session is the connection's identity as requests see it:
 the listener it came in on, that listener's security protocol, the peer address and the authenticated principal
 (Kafka's KafkaPrincipal as "User:<name>"; User:ANONYMOUS until TLS or SASL says otherwise).
+
+Each request read gets a RequestTimes, its timeline as Kafka's RequestChannel.Request keeps it: the server stamps
+when it was read and when its answer's send began and ended, the dispatcher the rest; once the answer is sent (or
+none was due) it goes to the request_done sink (the broker's metrics: Kafka's request time breakdown).
 """
 from __future__ import annotations
 
@@ -155,28 +159,46 @@ def stamping(dispatch):
     counts a channel active on every read and write; the reaper closes the idle ones)."""
     clock = time.monotonic
 
-    def stamped(frame, session):
+    def stamped(frame, session, times):
         session.last_active = clock()
-        out = dispatch(frame, session)
+        out = dispatch(frame, session, times)
         session.last_active = clock()
         return out
     return stamped
 
 
+class RequestTimes:
+    """One request's timeline in time.perf_counter() seconds (Kafka's RequestChannel.Request): `received` when its
+    frame was read; the dispatcher stamps `dequeued` (its handling starts), `local_done` (the handler returned),
+    `ready` (the response is made), adds `remote` (waits inside the handler that Kafka's handlers park in a
+    purgatory) and names it (`name`, `version`, `throttle_ms`); `send_start` and `end` frame the answer's send.
+    A request the dispatcher did not name (it closed the connection) is not reported."""
+    __slots__ = ("dequeued", "end", "local_done", "name", "ready", "received", "remote", "send_start", "throttle_ms",
+                 "version")
+
+    def __init__(self, received: float):
+        self.received = received
+        self.remote = 0.0
+        self.name = None
+        self.throttle_ms = 0
+
+
 class _Answers:
     """A connection's answers not sent yet, in request order (response pieces, None for no response, or
-    DeferredAnswers): every answer leaves through here. Whichever greenlet completes the answer at the head
-    sends it and every ready one behind it; one sender at a time."""
+    DeferredAnswers, each with its request's RequestTimes): every answer leaves through here. Whichever greenlet
+    completes the answer at the head sends it and every ready one behind it; one sender at a time. Each answer
+    sent (or due none) reports its request's times to request_done."""
 
-    def __init__(self, sock, address, zero_copy: bool):
+    def __init__(self, sock, address, zero_copy: bool, request_done):
         self.sock, self.address, self.zero_copy = sock, address, zero_copy
+        self.request_done = request_done
         self.queue: deque = deque()
         self.sending = False
         self.broken = False            # a send failed or an answer failed: the connection is being closed
         self.sent = gevent.event.Event()   # set each time the queue shrinks
 
-    def add(self, answer) -> None:
-        self.queue.append(answer)
+    def add(self, answer, times: RequestTimes) -> None:
+        self.queue.append((answer, times))
         if isinstance(answer, DeferredAnswer):
             answer.on_ready(self._ready)
         else:
@@ -191,20 +213,27 @@ class _Answers:
         self.sending = True
         try:
             queue = self.queue
+            clock = time.perf_counter
             while queue:
-                head = queue[0]
+                head, times = queue[0]
                 if isinstance(head, DeferredAnswer):
                     if not head.ready:
                         break
                     if head.failed:
                         self._break()
                     head = head.value
-                if head is not None and not self.broken:
+                if not self.broken:
+                    times.send_start = clock()
                     try:
-                        send_pieces(self.sock, head, self.zero_copy)
+                        if head is not None:
+                            send_pieces(self.sock, head, self.zero_copy)
                     except OSError as e:
                         log.debug("closing connection from %s:%s: %s", self.address[0], self.address[1], e)
                         self._break()
+                    else:
+                        times.end = clock()
+                        if times.name is not None:
+                            self.request_done(times)
                 queue.popleft()
                 self.sent.set()
         finally:
@@ -256,11 +285,13 @@ class Session:
 
 
 class SocketServer:
-    def __init__(self, dispatch, config, listeners, max_request_bytes: int, quotas, credentials=None):
-        """dispatch(frame, session) -> the response pieces (or a DeferredAnswer of them), or None when none is due;
-        config: the broker's (live) config, for the listeners' security; quotas: the broker's ConnectionQuotas;
-        credentials: the SCRAM credential cache (security.credentials) for SASL listeners."""
+    def __init__(self, dispatch, config, listeners, max_request_bytes: int, quotas, credentials, request_done):
+        """dispatch(frame, session, times) -> the response pieces (or a DeferredAnswer of them), or None when none is
+        due; config: the broker's (live) config, for the listeners' security; quotas: the broker's
+        ConnectionQuotas; credentials: the SCRAM credential cache (security.credentials) for SASL listeners;
+        request_done(times): each request's RequestTimes once answered."""
         self.config = config
+        self.request_done = request_done
         self.quotas = quotas
         idle_ms = config["connections.max.idle.ms"]
         self.idle_s = idle_ms / 1000 if idle_ms >= 0 else None
@@ -433,7 +464,9 @@ class SocketServer:
             pass
 
     def _serve(self, sock, address, session: Session) -> None:
-        answers = _Answers(sock, address, session.security_protocol in ("PLAINTEXT", "SASL_PLAINTEXT"))
+        answers = _Answers(sock, address, session.security_protocol in ("PLAINTEXT", "SASL_PLAINTEXT"),
+                           self.request_done)
+        clock = time.perf_counter
         while True:
             session.wait_unmuted()
             head = read_exact(sock, 4)
@@ -448,24 +481,26 @@ class SocketServer:
             if frame is None:
                 log.debug("connection from %s:%s closed mid-request", *address[:2])
                 return
+            times = RequestTimes(clock())
             auth = session.sasl
             if auth is not None and not auth.complete:
-                if not self._authenticating(sock, answers, address, session, frame):
+                if not self._authenticating(sock, answers, address, session, frame, times):
                     return
                 continue
             if answers.queue:   # deferred answers wait: only a Produce goes ahead of them (the docstring's overlap)
                 api_key = _API_KEY.unpack_from(frame, 0)[0] if len(frame) >= 2 else -1
                 answers.wait_for_room(all_sent=api_key != PRODUCE_API_KEY)
             session.wait_unmuted()   # a throttle that came with a deferred answer while this request was read
-            if answers.broken or not self._answer(answers, address, session, frame):
+            if answers.broken or not self._answer(answers, address, session, frame, times):
                 return
 
-    def _answer(self, answers: _Answers, address, session: Session, frame, failure_delay: float = 0.0) -> bool:
+    def _answer(self, answers: _Answers, address, session: Session, frame, times: RequestTimes,
+                failure_delay: float = 0.0) -> bool:
         """Dispatch one request and send its answer (after the deferred ones before it); False when the
         connection must close. An answer that ends a SASL exchange with a failure is sent after failure_delay
         seconds."""
         try:
-            out = self.dispatch(memoryview(frame), session)
+            out = self.dispatch(memoryview(frame), session, times)
         except CloseConnection as e:
             log.warning("closing connection from %s:%s: %s", address[0], address[1], e)
             return False
@@ -476,10 +511,11 @@ class SocketServer:
             return False
         if session.sasl is not None and session.sasl.close_after:
             gevent.sleep(failure_delay)
-        answers.add(out)
+        answers.add(out, times)
         return not answers.broken
 
-    def _authenticating(self, sock, answers: _Answers, address, session: Session, frame) -> bool:
+    def _authenticating(self, sock, answers: _Answers, address, session: Session, frame,
+                        times: RequestTimes) -> bool:
         """One frame before SASL authentication completed: a raw token after a v0 handshake, else a request the
         state machine must allow. False when the connection must close: a request not allowed (no answer), or
         after answering a failure (sent after connection.failed.authentication.delay.ms, as Kafka delays it)."""
@@ -500,7 +536,7 @@ class SocketServer:
                 log.info("closing connection from %s:%s: request with api key %d before SASL authentication "
                          "(state %s)", address[0], address[1], api_key, auth.state)
                 return False
-            if not self._answer(answers, address, session, frame, delay):
+            if not self._answer(answers, address, session, frame, times, delay):
                 return False
             if auth.close_after:
                 linger_for_close(sock, FAILURE_LINGER)

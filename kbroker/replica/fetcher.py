@@ -203,8 +203,10 @@ class ReplicaFetcher:
                     state = self.partitions.get(tp)   # gone if the append yielded to a StopReplica
                     if state is not None:
                         state.lag = max(0, p.high_watermark - partition.log.log_end_offset)
-                    if records and quota.throttled and quota.is_throttled(tp):
-                        quota.record(len(records))
+                    if records:
+                        self.manager.metrics.replication_bytes_in += len(records)
+                        if quota.throttled and quota.is_throttled(tp):
+                            quota.record(len(records))
         return True
 
     def _fail(self, tp, error: Errors) -> None:

@@ -62,7 +62,7 @@ from ..log.config import LogConfig
 from ..log.errors import KafkaStorageError
 from ..log.log import log_future_dir_name
 from ..log.segment import EMPTY_SLICE
-from ..metrics import BrokerMetrics
+from ..metrics import BrokerMetrics, remote_wait
 from ..protocol.errors import Errors, KafkaError
 from ..protocol.hotpath import FetchPartitionData
 from ..purgatory.delayed import DelayedOperationPurgatory
@@ -573,7 +573,7 @@ class ReplicaManager:
                     gevent.spawn(wait_then_answer)
                 return None
             if not completed:
-                op.done.wait()
+                remote_wait(op.done)
             merge(op)
         if callback is not None:
             callback(results)
@@ -607,7 +607,7 @@ class ReplicaManager:
         if appended:
             op = DelayedProduce(MARKER_TIMEOUT_MS, self, appended)
             if not self.produce_purgatory.try_complete_else_watch(op, list(appended)):
-                op.done.wait()
+                remote_wait(op.done)
             for errors in results:
                 for tp in errors:
                     if op.errors.get(tp):
@@ -713,9 +713,9 @@ class ReplicaManager:
         keys = [r[0] for r in requests]
         if checks == purgatory.checks:   # nothing changed behind any partition while reading
             purgatory.watch(op, keys)
-            op.done.wait()
+            remote_wait(op.done)
         elif not purgatory.try_complete_else_watch(op, keys):
-            op.done.wait()
+            remote_wait(op.done)
         if not size and not op.checked:
             # The wait ran out with no partition of the fetch changing: the empty read still holds (an idle
             # session's round reads its partitions once, not twice).

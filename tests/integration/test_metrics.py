@@ -1,5 +1,6 @@
 """The Prometheus endpoint (metrics.port) and the state-change and request logs, as a user of a 3-broker
-cluster sees them: scrape after real clients produced and fetched, then after a follower died."""
+cluster sees them: scrape after real clients produced, fetched and consumed in a group, then after followers
+died (the leader's ISR gauges, the controller's election timer, the ZooKeeper client's latency)."""
 from __future__ import annotations
 
 import glob
@@ -10,7 +11,7 @@ import urllib.request
 
 import pytest
 from click.testing import CliRunner
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -59,6 +60,10 @@ def consume_all(bootstrap, n, **kwargs) -> list:
     return out
 
 
+def total(everyone: dict, name, **labels) -> float:
+    return sum(value(s, name, **labels) for s in everyone.values())
+
+
 def text(path) -> str:
     with open(path, errors="replace") as f:
         return f.read()
@@ -81,7 +86,7 @@ def test_metrics_and_logs_after_traffic_and_a_dead_follower(cluster):
     c = cluster
     leader, logs = c.brokers[1], {i: os.path.join(b.dir, "logs") for i, b in c.brokers.items()}
     result = CliRunner().invoke(kadmin, ["--zookeeper", c.zk_connect, "create-topic", TOPIC, "--replica-assignment",
-                                         "1:2:3", "--config", "flush.messages=1"])
+                                         "1:2:3", "--config", "flush.messages=1", "--config", "min.insync.replicas=2"])
     assert result.exit_code == 0, result.output
     wait_until(lambda: (s := c.zk.get_partition_state(TOPIC, 0)) and sorted(s.isr) == [1, 2, 3], message="online")
 
@@ -100,6 +105,10 @@ def test_metrics_and_logs_after_traffic_and_a_dead_follower(cluster):
     assert value(s, "kafka_server_brokertopicmetrics_bytesout_total", topic=TOPIC) == log_bytes
     assert value(s, "kafka_server_brokertopicmetrics_fetchmessageconversions_total", topic=TOPIC) == 0
     assert value(s, "kafka_server_brokertopicmetrics_replicationbytesout_total") >= 2 * log_bytes
+    for follower in (2, 3):
+        wait_until(lambda f=follower: value(scrape(c.brokers[f]),
+                                            "kafka_server_brokertopicmetrics_replicationbytesin_total") >= log_bytes,
+                   timeout=10, message=f"broker {follower} replicated the records")
     produce_counts = by_label(s, "kafka_network_requestmetrics_requests_total", "version", request="Produce")
     assert produce_counts and all(int(v) >= 3 for v in produce_counts)   # v2 batches need Produce v3+
     for v, n in produce_counts.items():
@@ -109,6 +118,33 @@ def test_metrics_and_logs_after_traffic_and_a_dead_follower(cluster):
                      le="+Inf") == n
     assert by_label(s, "kafka_network_requestmetrics_requests_total", "version", request="FetchConsumer")
     assert by_label(s, "kafka_network_requestmetrics_requests_total", "version", request="FetchFollower")
+    # Kafka's time breakdown: every phase counts each answered request once, as TotalTime does; acks=all produces
+    # waited for the followers and followers' fetches long-polled: remote time.
+    for request in ("Produce", "FetchConsumer", "FetchFollower"):
+        for v, n in by_label(s, "kafka_network_requestmetrics_totaltime_seconds_count", "version",
+                             request=request).items():
+            for phase in ("requestqueuetime", "localtime", "remotetime", "throttletime", "responsequeuetime",
+                          "responsesendtime"):
+                assert value(s, f"kafka_network_requestmetrics_{phase}_seconds_count", request=request,
+                             version=v) == n, (request, v, phase)
+    for request in ("Produce", "FetchFollower"):
+        assert sum(by_label(s, "kafka_network_requestmetrics_remotetime_seconds_sum", "version",
+                            request=request).values()) > 0, request
+    assert sum(by_label(s, "kafka_network_requestmetrics_throttletime_seconds_sum", "version").values()) == 0
+    for idle in ("kafka_network_socketserver_networkprocessoravgidlepercent",
+                 "kafka_server_kafkarequesthandlerpool_requesthandleravgidlepercent"):
+        assert 0 < value(s, idle) <= 1   # a broker handling a few requests waits most of the time
+    # Kafka's per-partition log gauges, on the leader and (once replicated) on the followers
+    for i, b in c.brokers.items():
+        wait_until(lambda b=b: value(scrape(b), "kafka_log_log_logendoffset", topic=TOPIC, partition="0") == 50,
+                   timeout=10, message=f"broker {i} has the 50 records")
+    partition = {"topic": TOPIC, "partition": "0"}
+    assert value(s, "kafka_log_log_logendoffset", **partition) == 50
+    assert value(s, "kafka_log_log_logstartoffset", **partition) == 0
+    assert value(s, "kafka_log_log_size", **partition) == log_bytes
+    assert value(s, "kafka_log_log_numlogsegments", **partition) == 1
+    assert value(s, "kafka_log_logmanager_offlinelogdirectorycount") == 0
+    assert value(scrape(c.brokers[2]), "kafka_server_replicafetchermanager_maxlag", clientId="Replica") == 0
     assert value(s, "kafka_log_logflushstats_logflushtime_seconds_count") >= 1   # flush.messages=1
     wait_until(lambda: value(scrape(leader), "kafka_server_replicamanager_underreplicatedpartitions") == 0,
                timeout=10, message="no under-replicated partition")
@@ -120,6 +156,37 @@ def test_metrics_and_logs_after_traffic_and_a_dead_follower(cluster):
     assert value(everyone[controller], "kafka_controller_kafkacontroller_activecontrollercount") == 1
     assert value(everyone[controller], "kafka_controller_kafkacontroller_offlinepartitionscount") == 0
     assert value(everyone[controller], "kafka_controller_kafkacontroller_globaltopiccount") >= 1
+    assert value(everyone[controller], "kafka_controller_controllerstats_uncleanleaderelections_total") == 0
+    # Every broker's ZooKeeper client is connected and has timed its requests.
+    for i, x in everyone.items():
+        assert value(x, "kafka_server_sessionexpirelistener_sessionstate", state="CONNECTED") == 1, i
+        assert value(x, "kafka_server_sessionexpirelistener_zookeepersyncconnects_total") == 1, i
+        assert value(x, "kafka_server_sessionexpirelistener_zookeeperexpires_total") == 0, i
+        assert value(x, "kafka_server_zookeeperclientmetrics_zookeeperrequestlatency_seconds_count") > 0, i
+
+    # A consumer group: stable while its member consumes, Empty (its offsets kept) once it left.
+    group_series = "kafka_coordinator_group_groupmetadatamanager_"
+    consumer = Consumer({"bootstrap.servers": c.bootstrap, "group.id": "dashboards", "auto.offset.reset": "earliest",
+                         "enable.auto.commit": False})
+    consumer.subscribe([TOPIC])
+    got = []
+    while len(got) < 50:
+        msg = consumer.poll(10)
+        assert msg is not None and not msg.error(), msg and msg.error()
+        got.append(msg)
+    consumer.commit(asynchronous=False)
+    everyone = {i: scrape(b) for i, b in c.brokers.items()}
+    assert total(everyone, group_series + "numgroupsstable") == 1
+    assert total(everyone, group_series + "numgroups") == 1
+    assert total(everyone, group_series + "numoffsets") == 1
+    for i, x in everyone.items():   # 50 __consumer_offsets partitions over 3 brokers: each loaded some
+        assert 0 <= x[("kafka_server_group_coordinator_metrics_partition_load_time_avg", frozenset())] \
+            <= x[("kafka_server_group_coordinator_metrics_partition_load_time_max", frozenset())] < 30_000, i
+    consumer.close()
+    everyone = {i: scrape(b) for i, b in c.brokers.items()}
+    assert total(everyone, group_series + "numgroupsstable") == 0
+    assert total(everyone, group_series + "numgroupsempty") == 1
+    assert total(everyone, group_series + "numoffsets") == 1
 
     # The request log counts the same Produce requests, with their versions.
     request_log = text(os.path.join(logs[1], "kafka-request.log"))
@@ -148,22 +215,46 @@ def test_metrics_and_logs_after_traffic_and_a_dead_follower(cluster):
     assert by_label(s, "kafka_network_requestmetrics_requests_total", "version", request="Produce").get("2")
     assert by_label(s, "kafka_network_requestmetrics_requests_total", "version", request="FetchConsumer").get("2")
 
-    # A follower dies: the leader shrinks the ISR within replica.lag.time.max.ms.
-    c.brokers[3].kill9()
+    # A follower (not the controller) dies: the leader shrinks the ISR within replica.lag.time.max.ms, down to
+    # min.insync.replicas; the controller times the broker change as Kafka's LeaderElectionRateAndTimeMs.
+    assert value(s, "kafka_cluster_partition_underreplicated", **partition) == 0
+    assert value(s, "kafka_server_replicamanager_atminisrpartitioncount") == 0
+    victim, survivor = (3, 2) if controller != 3 else (2, 3)
+    elections = "kafka_controller_controllerstats_leaderelectionrateandtime_seconds_count"
+    broker_changes = value(scrape(c.brokers[controller]), elections)
+    zk_requests = value(scrape(leader), "kafka_server_zookeeperclientmetrics_zookeeperrequestlatency_seconds_count")
+    c.brokers[victim].kill9()
     wait_until(lambda: value(s := scrape(leader), "kafka_server_replicamanager_underreplicatedpartitions") >= 1
                and value(s, "kafka_server_replicamanager_isrshrinks_total") >= 1, timeout=10,
                message="under-replicated partition and an ISR shrink")
+    s = scrape(leader)
+    assert value(s, "kafka_cluster_partition_underreplicated", **partition) == 1
+    assert value(s, "kafka_cluster_partition_atminisr", **partition) == 1
+    assert value(s, "kafka_cluster_partition_underminisr", **partition) == 0
+    assert value(s, "kafka_server_replicamanager_atminisrpartitioncount") >= 1
+    # the shrink was written to the partition's state znode: one more ZooKeeper request timed
+    assert value(s, "kafka_server_zookeeperclientmetrics_zookeeperrequestlatency_seconds_count") > zk_requests
+    wait_until(lambda: value(scrape(c.brokers[controller]), elections) > broker_changes, timeout=10,
+               message="the controller timed the broker change")
 
     # The state-change log of each broker has its own file: the leader's LeaderAndIsr handling and ISR shrink,
     # the controller's election and the requests it sent.
     leader_log = text(os.path.join(logs[1], "state-change.log"))
     assert re.search(rf"handling LeaderAndIsr request v\d+ correlation id \d+ from controller {controller}", leader_log)
     assert f"partition {TOPIC}-0: leader (leader 1" in leader_log
-    assert f"partition {TOPIC}-0: shrinking ISR, out of sync: [3]" in leader_log
+    assert f"partition {TOPIC}-0: shrinking ISR, out of sync: [{victim}]" in leader_log
     controller_log = text(os.path.join(logs[controller], "state-change.log"))
     assert f"broker {controller} elected controller" in controller_log
     assert "sending LeaderAndIsr request to broker 1 with 1 become-leader" in controller_log
     assert not os.path.exists(os.path.join(logs[2], "kafka-request.log"))   # request log off by default
+
+    # The other follower dies too: under min.insync.replicas.
+    c.brokers[survivor].kill9()
+    wait_until(lambda: value(scrape(leader), "kafka_cluster_partition_underminisr", **partition) == 1, timeout=10,
+               message="under min ISR")
+    s = scrape(leader)
+    assert value(s, "kafka_cluster_partition_atminisr", **partition) == 0
+    assert value(s, "kafka_server_replicamanager_underminisrpartitioncount") >= 1
 
     # A broker whose metrics.port is taken refuses to start (before registering), naming the setting.
     clash = c.add(4, start=False, **{"metrics.port": leader.metrics_port})

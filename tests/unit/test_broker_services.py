@@ -45,7 +45,7 @@ def test_the_scan_sees_the_ways_handlers_reach_the_broker():
     assert "metadata.py" in used["metadata_cache"]          # broker = ctx.broker; broker.metadata_cache
     assert "elect_leaders.py" in used["controller"]         # ctx.broker.controller
     assert "context.py" in used["authorizer"]               # self.broker.authorizer (RequestContext.authorize)
-    assert "__init__.py" in used["metrics"]                 # dispatch's broker: BrokerServices
+    assert "__init__.py" in used["client_quotas"]           # dispatch's broker: BrokerServices
 
 
 def test_broker_services_declares_exactly_what_the_handlers_use():

@@ -5,6 +5,7 @@ from types import SimpleNamespace
 
 import gevent.event
 
+from kbroker.metrics import BrokerMetrics
 from kbroker.protocol.client import FetchSessionHandler
 from kbroker.protocol.hotpath import FetchPartitionData, encode_fetch_response, piece_size
 from kbroker.quota.replication_quotas import ReplicationQuotaManager
@@ -43,7 +44,8 @@ def test_a_partition_that_leaves_the_fetcher_during_its_append_ends_the_round_cl
               "replica.fetch.response.max.bytes": 10 << 20}
     follower = _Follower(fetcher)
     quotas = SimpleNamespace(follower=ReplicationQuotaManager("FollowerReplication", QuotaWindow(), lambda: 0))
-    fetcher.manager = SimpleNamespace(config=config, partitions={TP: follower}, replication_quotas=quotas)
+    fetcher.manager = SimpleNamespace(config=config, partitions={TP: follower}, replication_quotas=quotas,
+                                      metrics=BrokerMetrics())
     fetcher.broker_id, fetcher.leader_id = 1, 2
     fetcher.client = _Leader(b"records", high_watermark=5)
     fetcher.partitions = {TP: FetchState(leader_epoch=0)}
@@ -52,3 +54,4 @@ def test_a_partition_that_leaves_the_fetcher_during_its_append_ends_the_round_cl
     assert fetcher._fetch_once() is True      # was: KeyError ('t', 0), the fetcher's round failed
     assert follower.appended == [b"records"]
     assert TP not in fetcher.partitions
+    assert fetcher.manager.metrics.replication_bytes_in == len(b"records")   # ReplicationBytesInPerSec
