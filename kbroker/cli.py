@@ -218,7 +218,7 @@ _data_dir = click.option("--data-dir", default=DEFAULT_DIR, show_default=True,
                    "KAFKA_OPTS, a client certificate) with zookeeper.set.acl=true. Its files: "
                    "DATA_DIR/zookeeper-security.")
 @click.option("--console-port", type=click.IntRange(1, 65535),
-              help="The web console's port on 127.0.0.1 [default: 8080, or the port it had].")
+              help="The web console's port on 127.0.0.1 [default: 8080; a running cluster: the port it had].")
 @click.option("--no-console", "console", flag_value=False, default=True, help="Do not start the web console.")
 def cluster_up(brokers, data_dir, zk_port, base_port, metrics_port, overrides, security, secure_zookeeper,
                console_port, console):

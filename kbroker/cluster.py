@@ -528,10 +528,11 @@ def _complete(data_dir: str, state: dict, timeout: float, overrides: tuple[str, 
               console: bool = True, console_port: int | None = None) -> dict:
     """`up` on a cluster with live members, as `docker compose up` on a running project: ZooKeeper, if down,
     starts again on its port and data; each broker that is down starts again on the server.properties it was
-    made with, once its previous registration has expired; then the console, if down (on its port, or
-    console_port), unless `console` is false; live members are left alone. The cluster keeps its size (`brokers`
-    is not used) and its security; settings that would differ between members (--override, --metrics-port) are
-    refused, and so is another port for a console that runs."""
+    made with, once its previous registration has expired; then its console, if down (on its port), unless
+    `console` is false; live members are left alone. The cluster keeps its size (`brokers` is not used), its
+    security and whether it has a console (brought up with --no-console it has none, unless console_port asks
+    for one); settings that would differ between members (--override, --metrics-port) are refused, and so is
+    another port for a console that runs."""
     running = state.get("security", {}).get("protocol", "").lower() or None
     if security and security != running:
         raise ClusterError(f"the cluster of {data_dir} runs {running or 'plaintext'}; `kbroker cluster down "
@@ -564,9 +565,8 @@ def _complete(data_dir: str, state: dict, timeout: float, overrides: tuple[str, 
     except ClusterError as e:
         raise ClusterError(f"{e}\n{_abandon(data_dir, state, started_names)}") from None
     warnings = []
-    if console and not (running_console and _alive(running_console["pid"])):
-        port = console_port or (running_console or {}).get("port") or CONSOLE_PORT
-        _console_up(data_dir, state, port, started_names, warnings)
+    if console and (running_console or console_port) and not (running_console and _alive(running_console["pid"])):
+        _console_up(data_dir, state, console_port or running_console["port"], started_names, warnings)
     state["started"], state["warnings"] = started_names, warnings
     return state
 
