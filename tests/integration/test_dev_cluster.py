@@ -11,7 +11,7 @@ import sys
 import urllib.error
 import urllib.request
 from http.cookiejar import CookieJar
-from urllib.parse import urlencode
+from urllib.parse import urlencode, urlsplit
 
 import pytest
 from click.testing import CliRunner
@@ -90,16 +90,21 @@ def listening(port: int) -> socket.socket:
     return wait_until(bound, 10, message=f"port {port} to be free")
 
 
-def browser_like() -> urllib.request.OpenerDirector:
-    """An HTTP client keeping cookies (the console's session), never through a proxy."""
-    return urllib.request.build_opener(urllib.request.ProxyHandler({}),
-                                       urllib.request.HTTPCookieProcessor(CookieJar()))
-
-
-def overview(url: str, opener: urllib.request.OpenerDirector | None = None) -> str:
-    """The console's Overview page (its HTML) at url."""
-    with (opener or browser_like()).open(url, timeout=20) as response:
-        assert response.status == 200
+def console_page(url: str, login: tuple[str, str] | None = None) -> str:
+    """The console's page at url (its HTML) as a new visitor gets it (no proxy); login: (username, password) to
+    give the login form the console sends that visitor to first."""
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}),
+                                         urllib.request.HTTPCookieProcessor(CookieJar()))
+    with opener.open(url, timeout=20) as response:
+        page = response.read().decode()
+        if login is None:
+            return page
+        form_url = response.url
+    assert urlsplit(form_url).path == "/login", f"{url} did not ask for a login"
+    token = re.search(r'name="csrf_token" value="([^"]+)"', page)[1]
+    form = {"csrf_token": token, "username": login[0], "password": login[1], "next": urlsplit(url).path}
+    with opener.open(form_url.split("?")[0], data=urlencode(form).encode(), timeout=30) as response:
+        assert response.url == url, f"the login did not lead to {url}"
         return response.read().decode()
 
 
@@ -165,9 +170,9 @@ def test_cluster_up_status_down(tmp_path):
         wait_until(lambda: sum("running, registered" in l
                                for l in run("cluster", "status", "--data-dir", data).stdout.splitlines()) == 3,
                    message="the brokers registered in the restarted ZooKeeper")
-        wait_until(lambda: all(f"127.0.0.1:{p}" in overview(url) for p in (base, base + 1, base + 2)), 30,
+        wait_until(lambda: all(f"127.0.0.1:{p}" in console_page(url) for p in (base, base + 1, base + 2)), 30,
                    message="the console's Overview to list the three brokers")
-        page = overview(url)
+        page = console_page(url)
         assert "<title>Overview" in page and "3 up" in page
         with open(f"/proc/{console_pid(data)}/cmdline") as f:     # the Brokers page charts these endpoints
             argv = f.read().split("\0")
@@ -187,7 +192,7 @@ def test_cluster_up_status_down(tmp_path):
     assert down.stdout.startswith(f"stopped console (pid {console_pid(data)}), broker 1"), down.stdout
     assert all(gone(pid) for pid in [*pids(data), console_pid(data)])
     with pytest.raises(urllib.error.URLError):
-        overview(url)
+        console_page(url)
     assert run("cluster", "status", "--data-dir", data).stdout.count("DOWN") == 5
 
 
@@ -350,13 +355,6 @@ def log_in_to_console(up_output: str, data: str, ports: list[int]) -> None:
     assert found, up_output
     url, password_file = found.groups()
     assert password_file == os.path.join(data, "security", "admin.password")
-    opener = browser_like()
-    with opener.open(url, timeout=20) as response:      # redirected to the login form
-        assert response.url.startswith(url + "login")
-        token = re.search(r'name="csrf_token" value="([^"]+)"', response.read().decode())[1]
     with open(password_file) as f:
-        form = {"csrf_token": token, "username": "admin", "password": f.read().strip(), "next": "/"}
-    with opener.open(url + "login", data=urlencode(form).encode(), timeout=30) as response:
-        assert response.url == url
-        page = response.read().decode()
+        page = console_page(url, ("admin", f.read().strip()))
     assert "<title>Overview" in page and all(f"127.0.0.1:{p}" in page for p in ports), page
