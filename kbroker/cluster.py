@@ -621,7 +621,7 @@ def _console_serves(port: int) -> bool:
         conn.close()
 
 
-def start_console(data_dir: str, state: dict, port: int, timeout: float = 30.0) -> str | None:
+def _start_console(data_dir: str, state: dict, port: int, timeout: float = 30.0) -> str | None:
     """Start the cluster's console (detached, its output in logs/console.log) on port and record it in state
     (the caller writes the state); return once it serves. Why it does not serve, when it does not: the port is
     taken, it exited, or it did not serve within timeout seconds (then it is stopped)."""
@@ -647,8 +647,8 @@ def start_console(data_dir: str, state: dict, port: int, timeout: float = 30.0) 
 
 
 def _console_up(data_dir: str, state: dict, port: int, started: list[str], warnings: list[str]) -> None:
-    """start_console, then the state written; "console" added to started, or why not to warnings."""
-    problem = start_console(data_dir, state, port)
+    """_start_console, then the state written; "console" added to started, or why not to warnings."""
+    problem = _start_console(data_dir, state, port)
     _write_state(data_dir, state)
     if problem:
         warnings.append(f"the console did not start: {problem}; the cluster runs without it (`kbroker cluster up "
