@@ -179,6 +179,11 @@ def test_cluster_up_status_down(tmp_path):
         assert [argv[i + 1] for i, a in enumerate(argv) if a == "--metrics-url"] == \
             [f"http://127.0.0.1:{metrics + n}/metrics" for n in range(3)]
 
+        crashed = console_pid(data)
+        os.kill(crashed, signal.SIGKILL)
+        again = run("cluster", "up", "--data-dir", data)
+        assert again.returncode == 0 and "started            console\n" in again.stdout, again.stderr
+        assert console_pid(data) != crashed and "<title>Overview" in console_page(url)
         again = run("cluster", "up", "--data-dir", data)
         assert again.returncode == 0 and "started            nothing (every member was running)" in again.stdout
         assert f"console            {url}\n" in again.stdout
