@@ -315,18 +315,26 @@ def override_settings(overrides: tuple[str, ...]) -> dict[str, str]:
     return settings
 
 
-def _alive(pid: int) -> bool:
-    """Whether process pid runs. A zombie does not: a killed broker stays one until its parent reaps it, which
-    for a member whose `up` has exited is init (or a subreaper), maybe seconds later. None (a console that did
-    not start) is not running."""
+# What the cluster's processes run (`python -m kbroker.cli start|console`, ZooKeeper's java): a pid recorded in
+# cluster.json is a member only while it runs one of these. Pids are reused (pid_max is 32768 on many machines):
+# a member stopped minutes ago may have left its pid to another program, which `down` must not signal.
+_MEMBER_COMMANDS = (b"kbroker.cli", b"org.apache.zookeeper.server.ZooKeeperServerMain")
+
+
+def _alive(pid: int | None) -> bool:
+    """Whether process pid runs a cluster member. A zombie does not: a killed broker stays one until its parent
+    reaps it, which for a member whose `up` has exited is init (or a subreaper), maybe seconds later. None (a
+    console that did not start) is not running."""
     if pid is None:
         return False
     try:
         with open(f"/proc/{pid}/stat") as f:
             state = f.read().rpartition(")")[2].split()[0]
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            command = f.read()
     except (FileNotFoundError, ProcessLookupError):
         return False
-    return state not in ("Z", "X")
+    return state not in ("Z", "X") and any(c in command for c in _MEMBER_COMMANDS)
 
 
 def _reap(pid: int) -> None:

@@ -363,3 +363,26 @@ def log_in_to_console(up_output: str, data: str, ports: list[int]) -> None:
     with open(password_file) as f:
         page = console_page(url, ("admin", f.read().strip()))
     assert "<title>Overview" in page and all(f"127.0.0.1:{p}" in page for p in ports), page
+
+
+def test_down_leaves_alone_a_process_that_reused_a_members_pid(tmp_path):
+    """cluster.json's pids outlive the members (a machine's pids wrap at 32768, soon on a busy one): a pid that is
+    now another program's is not a member, and `status`, `down` and `up` leave that program alone."""
+    others = [subprocess.Popen(["sleep", "60"]) for _ in range(3)]
+    try:
+        data = tmp_path / "cluster"
+        data.mkdir()
+        (data / "cluster.json").write_text(json.dumps({
+            "zookeeper": {"pid": others[0].pid, "port": free_port(), "connect": "127.0.0.1:1", "secure": False},
+            "brokers": [{"id": 1, "pid": others[1].pid, "port": free_port(), "metrics_port": None,
+                         "config": str(data / "broker-1" / "server.properties")}],
+            "console": {"pid": others[2].pid, "port": free_port()}}))
+        status = run("cluster", "status", "--data-dir", str(data))
+        assert status.stdout.count("DOWN") == 3, status.stdout
+        down = run("cluster", "down", "--data-dir", str(data))
+        assert down.returncode == 0 and down.stdout == "stopped nothing (no cluster running)\n", down.stdout
+        assert all(p.poll() is None for p in others)
+    finally:
+        for p in others:
+            p.kill()
+            p.wait()
