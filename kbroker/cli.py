@@ -1,7 +1,7 @@
 """`kbroker`: run one broker in the foreground, or a local development cluster in the background.
 
   kbroker start CONFIG [--override k=v ...]        like kafka-server-start.sh
-  kbroker cluster up [--brokers 3] [--data-dir DIR] a local ZooKeeper plus N brokers
+  kbroker cluster up [--brokers 3] [--data-dir DIR] a local ZooKeeper plus N brokers, and the web console
   kbroker cluster up --security sasl_ssl          ... every listener secured (also ssl, sasl_plaintext)
   kbroker cluster status | down [--data-dir DIR]
   kbroker cluster stop|start|restart|kill N        one broker of it
@@ -217,13 +217,18 @@ _data_dir = click.option("--data-dir", default=DEFAULT_DIR, show_default=True,
               help="ZooKeeper with SASL (DIGEST-MD5) and TLS on ZK_PORT + 1; the brokers log in there (JAAS file in "
                    "KAFKA_OPTS, a client certificate) with zookeeper.set.acl=true. Its files: "
                    "DATA_DIR/zookeeper-security.")
-def cluster_up(brokers, data_dir, zk_port, base_port, metrics_port, overrides, security, secure_zookeeper):
-    """Start ZooKeeper and the brokers; print the bootstrap servers (and the client settings when secured).
-    On a cluster that is partly running, start only the members that are down."""
+@click.option("--console-port", type=click.IntRange(1, 65535),
+              help="The web console's port on 127.0.0.1 [default: 8080; a running cluster: the port it had].")
+@click.option("--no-console", "console", flag_value=False, default=True, help="Do not start the web console.")
+def cluster_up(brokers, data_dir, zk_port, base_port, metrics_port, overrides, security, secure_zookeeper,
+               console_port, console):
+    """Start ZooKeeper, the brokers and the web console; print the bootstrap servers, the console's URL (and the
+    client settings when secured). On a cluster that is partly running, start only the members that are down."""
     from . import cluster as dev_cluster
     try:
         state = dev_cluster.up(data_dir, brokers, zk_port, base_port, overrides=overrides,
-                               metrics_port=metrics_port, security=security, secure_zookeeper=secure_zookeeper)
+                               metrics_port=metrics_port, security=security, secure_zookeeper=secure_zookeeper,
+                               console=console, console_port=console_port)
     except dev_cluster.OverrideError as e:
         raise click.BadParameter(str(e), param_hint="--override") from None
     except dev_cluster.ClusterError as e:
@@ -241,6 +246,13 @@ def cluster_up(brokers, data_dir, zk_port, base_port, metrics_port, overrides, s
     if state["brokers"][0]["metrics_port"] is not None:
         click.echo("metrics            " + ",".join(f"http://127.0.0.1:{b['metrics_port']}/metrics"
                                                   for b in state["brokers"]))
+    for warning in state["warnings"]:
+        click.echo(f"warning: {warning}", err=True)
+    url = dev_cluster.running_console(state)
+    if url:
+        sasl = "SASL" in state.get("security", {}).get("protocol", "").upper()
+        password = os.path.join(os.path.abspath(data_dir), "security", "admin.password")
+        click.echo(f"console            {url}" + (f" (log in as admin, password in {password})" if sasl else ""))
     if "security" in state:
         files = state["security"]
         click.echo(f"client properties  {files['client_properties']} (kadmin --command-config, Java clients)")

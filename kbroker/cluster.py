@@ -16,9 +16,17 @@ client.properties / kcat.conf the admin's client settings; readiness checks log 
 ZooKeeper (`--secure-zookeeper`, kbroker.security.zk_preset): zookeeper-security/ holds its CA, stores and JAAS
 files; it serves TLS on the port after its plain one, and the brokers (and this module's own sessions) log in with
 SASL and a certificate there, zookeeper.set.acl=true, their KAFKA_OPTS recorded per broker in cluster.json.
+
+The web console runs beside the cluster (a detached `kbroker console` process on 127.0.0.1, port 8080 by default,
+recorded in cluster.json like the brokers; `--no-console` skips it). It gets the brokers, the ZooKeeper when it is
+a plain one, the admin's client.properties on a secured cluster (visitors then log in) and the brokers' metrics
+URLs. It is the last member to start and the first to stop. A console that cannot serve (its port taken) is a
+warning, not a failed `up`: the cluster is what `up` is for, and 8080 is a port other development servers take;
+the cluster runs without it, `status` shows it DOWN and the next `up` tries again.
 """
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import random
@@ -41,6 +49,7 @@ from .security.preset import SecurityPreset
 from .security.zk_preset import SecureZooKeeper
 
 STATE_FILE = "cluster.json"
+CONSOLE_PORT = 8080   # the console's port when `up` is not given --console-port
 # Brokers start in the directory holding this kbroker package, so `python -m kbroker.cli` runs this very code
 # (a checkout's, whichever kbroker else is installed).
 _CODE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -306,15 +315,26 @@ def override_settings(overrides: tuple[str, ...]) -> dict[str, str]:
     return settings
 
 
-def _alive(pid: int) -> bool:
-    """Whether process pid runs. A zombie does not: a killed broker stays one until its parent reaps it, which
-    for a member whose `up` has exited is init (or a subreaper), maybe seconds later."""
+# What the cluster's processes run (`python -m kbroker.cli start|console`, ZooKeeper's java): a pid recorded in
+# cluster.json is a member only while it runs one of these. Pids are reused (pid_max is 32768 on many machines):
+# a member stopped minutes ago may have left its pid to another program, which `down` must not signal.
+_MEMBER_COMMANDS = (b"kbroker.cli", b"org.apache.zookeeper.server.ZooKeeperServerMain")
+
+
+def _alive(pid: int | None) -> bool:
+    """Whether process pid runs a cluster member. A zombie does not: a killed broker stays one until its parent
+    reaps it, which for a member whose `up` has exited is init (or a subreaper), maybe seconds later. None (a
+    console that did not start) is not running."""
+    if pid is None:
+        return False
     try:
         with open(f"/proc/{pid}/stat") as f:
             state = f.read().rpartition(")")[2].split()[0]
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            command = f.read()
     except (FileNotFoundError, ProcessLookupError):
         return False
-    return state not in ("Z", "X")
+    return state not in ("Z", "X") and any(c in command for c in _MEMBER_COMMANDS)
 
 
 def _reap(pid: int) -> None:
@@ -377,22 +397,25 @@ def dev_settings(brokers: int) -> dict:
 
 def up(data_dir: str, brokers: int, zk_port: int, base_port: int, timeout: float = 60.0,
        overrides: tuple[str, ...] = (), metrics_port: int | None = None, security: str | None = None,
-       secure_zookeeper: bool = False) -> dict:
+       secure_zookeeper: bool = False, console: bool = True, console_port: int | None = None) -> dict:
     """ZooKeeper and `brokers` brokers in the background; returns once wait_ready says they serve. overrides:
     KEY=VALUE settings for every broker; metrics_port: broker N serves Prometheus metrics on metrics_port + N - 1;
     security: ssl, sasl_ssl or sasl_plaintext (kbroker.security.preset, kept in <data dir>/security, the admin's
     client files written to <data dir>/client.properties and kcat.conf); secure_zookeeper: ZooKeeper with SASL and
-    TLS on zk_port + 1, the brokers logging in there with zookeeper.set.acl=true (kbroker.security.zk_preset).
+    TLS on zk_port + 1, the brokers logging in there with zookeeper.set.acl=true (kbroker.security.zk_preset);
+    console: the web console beside them, once they serve, on console_port (default CONSOLE_PORT).
 
     A cluster of data_dir with live members is completed instead (_complete): its members that are down start
     again and the live ones are left alone. The returned state's "started" names what this call started. When
     it fails (ClusterError) after starting members, it stops them again and its message says so, and names the
-    members that were already running; OverrideError (before anything starts) for an override it cannot apply."""
+    members that were already running; OverrideError (before anything starts) for an override it cannot apply.
+    A console that does not start leaves the cluster running: the returned state's "warnings" say why."""
     settings = override_settings(overrides)
     data_dir = os.path.abspath(data_dir)
     state = _read_state(data_dir)
     if state is not None and any(_alive(m["pid"]) for _, m in _members(state)):
-        return _complete(data_dir, state, timeout, overrides, metrics_port, security, secure_zookeeper)
+        return _complete(data_dir, state, timeout, overrides, metrics_port, security, secure_zookeeper, console,
+                         console_port)
     logs = os.path.join(data_dir, "logs")
     os.makedirs(logs, exist_ok=True)
     if is_serving("127.0.0.1", zk_port):
@@ -412,21 +435,29 @@ def up(data_dir: str, brokers: int, zk_port: int, base_port: int, timeout: float
         wait_ready(started, timeout)
     except ClusterError as e:
         raise ClusterError(f"{e}\n{_abandon(data_dir, state, [name for name, _ in _members(state)])}") from None
-    state["started"] = [name for name, _ in _members(state)]
+    started_names = [name for name, _ in _members(state)]
+    warnings = []
+    if console:
+        _console_up(data_dir, state, console_port or CONSOLE_PORT, started_names, warnings)
+    state["started"], state["warnings"] = started_names, warnings
     return state
 
 
 def _members(state: dict) -> list[tuple[str, dict]]:
-    """(name, entry) of each member of a cluster state: "zookeeper", then "broker N" in order."""
-    return [("zookeeper", state["zookeeper"]), *((f"broker {b['id']}", b) for b in state["brokers"])]
+    """(name, entry) of each member of a cluster state: "zookeeper", then "broker N" in order, then "console"
+    when the cluster has one."""
+    console = [("console", state["console"])] if "console" in state else []
+    return [("zookeeper", state["zookeeper"]), *((f"broker {b['id']}", b) for b in state["brokers"]), *console]
 
 
 def _stop(state: dict, names) -> list[str]:
-    """Stop the members of state named in names, the brokers first (SIGTERM: a controlled shutdown; SIGKILL
-    after 15 s), then ZooKeeper; "NAME (pid N)" of each that was running."""
-    zookeeper, *brokers = _members(state)
-    return [f"{name} (pid {m['pid']})" for group, timeout in ((brokers, 15), ([zookeeper], 10))
-            for name, m in group if name in names and stop_pid(m["pid"], timeout)]
+    """Stop the members of state named in names: the console, then the brokers (SIGTERM: a controlled shutdown;
+    SIGKILL after 15 s), then ZooKeeper; "NAME (pid N)" of each that was running."""
+    zookeeper, *others = _members(state)
+    console = [m for m in others if m[0] == "console"]
+    brokers = [m for m in others if m[0] != "console"]
+    return [f"{name} (pid {m['pid']})" for group, timeout in ((console, 10), (brokers, 15), ([zookeeper], 10))
+            for name, m in group if name in names and _alive(m["pid"]) and stop_pid(m["pid"], timeout)]
 
 
 def _abandon(data_dir: str, state: dict, started: list[str]) -> str:
@@ -501,12 +532,15 @@ def _add_broker(data_dir: str, state: dict, n: int, brokers: int, base_port: int
 
 
 def _complete(data_dir: str, state: dict, timeout: float, overrides: tuple[str, ...],
-              metrics_port: int | None, security: str | None, secure_zookeeper: bool = False) -> dict:
+              metrics_port: int | None, security: str | None, secure_zookeeper: bool = False,
+              console: bool = True, console_port: int | None = None) -> dict:
     """`up` on a cluster with live members, as `docker compose up` on a running project: ZooKeeper, if down,
     starts again on its port and data; each broker that is down starts again on the server.properties it was
-    made with, once its previous registration has expired; live members are left alone. The cluster keeps its
-    size (`brokers` is not used) and its security; settings that would differ between members (--override,
-    --metrics-port) are refused."""
+    made with, once its previous registration has expired; then its console, if down (on its port), unless
+    `console` is false; live members are left alone. The cluster keeps its size (`brokers` is not used), its
+    security and whether it has a console (brought up with --no-console it has none, unless console_port asks
+    for one); settings that would differ between members (--override, --metrics-port) are refused, and so is
+    another port for a console that runs."""
     running = state.get("security", {}).get("protocol", "").lower() or None
     if security and security != running:
         raise ClusterError(f"the cluster of {data_dir} runs {running or 'plaintext'}; `kbroker cluster down "
@@ -517,6 +551,11 @@ def _complete(data_dir: str, state: dict, timeout: float, overrides: tuple[str, 
     if overrides or metrics_port is not None:
         raise ClusterError(f"a cluster is running from {data_dir}: --override and --metrics-port apply when it "
                            f"starts whole (`kbroker cluster down --data-dir {data_dir}` first)")
+    running_console = state.get("console")
+    if console and console_port and running_console and _alive(running_console["pid"]) \
+            and running_console["port"] != console_port:
+        raise ClusterError(f"the console of {data_dir} runs on port {running_console['port']}; stop it (`kbroker "
+                           f"cluster down --data-dir {data_dir}`) to start it on port {console_port}")
     started_names: list[str] = []
     try:
         if not _alive(state["zookeeper"]["pid"]):
@@ -533,8 +572,97 @@ def _complete(data_dir: str, state: dict, timeout: float, overrides: tuple[str, 
         wait_ready(started, timeout)
     except ClusterError as e:
         raise ClusterError(f"{e}\n{_abandon(data_dir, state, started_names)}") from None
-    state["started"] = started_names
+    warnings = []
+    if console and (running_console or console_port) and not (running_console and _alive(running_console["pid"])):
+        _console_up(data_dir, state, console_port or running_console["port"], started_names, warnings)
+    state["started"], state["warnings"] = started_names, warnings
     return state
+
+
+def console_url(port: int) -> str:
+    return f"http://127.0.0.1:{port}/"
+
+
+def running_console(state: dict) -> str | None:
+    """The URL of the cluster's console, when it runs."""
+    c = state.get("console")
+    return console_url(c["port"]) if c and _alive(c["pid"]) else None
+
+
+def _console_argv(state: dict, port: int) -> list[str]:
+    """`kbroker console` for the cluster of state: its brokers, its ZooKeeper (a plain one: the console has no
+    ZooKeeper login), the admin's client settings when secured, the brokers' metrics endpoints when they serve
+    them."""
+    argv = [sys.executable, "-m", "kbroker.cli", "console", "--port", str(port), "--bootstrap-server",
+            ",".join(f"127.0.0.1:{b['port']}" for b in state["brokers"])]
+    if not state["zookeeper"].get("secure"):
+        argv += ["--zookeeper", state["zookeeper"]["connect"]]
+    if "security" in state:
+        argv += ["--command-config", state["security"]["client_properties"]]
+    for b in state["brokers"]:
+        if b.get("metrics_port") is not None:
+            argv += ["--metrics-url", f"http://127.0.0.1:{b['metrics_port']}/metrics"]
+    return argv
+
+
+def _port_taken(port: int) -> bool:
+    """Whether something listens on 127.0.0.1:port (binding as the console's server does, with SO_REUSEADDR, so a
+    recently stopped console's connections in TIME_WAIT do not count)."""
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return True
+    return False
+
+
+def _console_serves(port: int) -> bool:
+    """Whether the console on port answers for its stylesheet (the app serves; no cluster call involved)."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+    try:
+        conn.request("GET", "/static/console.css")
+        return conn.getresponse().status == 200
+    except OSError:
+        return False
+    finally:
+        conn.close()
+
+
+def _start_console(data_dir: str, state: dict, port: int, timeout: float = 30.0) -> str | None:
+    """Start the cluster's console (detached, its output in logs/console.log) on port and record it in state
+    (the caller writes the state); return once it serves. Why it does not serve, when it does not: the port is
+    taken, it exited, or it did not serve within timeout seconds (then it is stopped)."""
+    state["console"] = {"pid": None, "port": port}
+    if _port_taken(port):
+        return f"port {port} is taken"
+    log_path = os.path.join(data_dir, "logs", "console.log")
+    with open(log_path, "ab") as log:
+        proc = subprocess.Popen(_console_argv(state, port), stdout=log, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, cwd=_CODE_ROOT, start_new_session=True)
+    state["console"]["pid"] = proc.pid
+    deadline = time.monotonic() + timeout
+    while not _console_serves(port):
+        if proc.poll() is not None:
+            with open(log_path, errors="replace") as f:
+                last = f.read().strip().splitlines()[-1:] or [""]
+            return f"it exited ({proc.returncode}): {last[0]}"
+        if time.monotonic() >= deadline:
+            stop_pid(proc.pid)
+            return f"it did not serve within {timeout:g}s; see {log_path}"
+        time.sleep(POLL)
+    return None
+
+
+def _console_up(data_dir: str, state: dict, port: int, started: list[str], warnings: list[str]) -> None:
+    """_start_console, then the state written; "console" added to started, or why not to warnings."""
+    problem = _start_console(data_dir, state, port)
+    _write_state(data_dir, state)
+    if problem:
+        warnings.append(f"the console did not start: {problem}; the cluster runs without it (`kbroker cluster up "
+                        f"--console-port P` starts it on another port, --no-console skips it)")
+    else:
+        started.append("console")
 
 
 def _write_admin_credentials(preset: SecurityPreset, data_dir: str, state: dict) -> None:
@@ -631,7 +759,7 @@ def start_broker(data_dir: str, broker_id: int, timeout: float = 60.0) -> dict:
 
 
 def down(data_dir: str) -> list[str]:
-    """Stop the cluster of data_dir: "NAME (pid N)" of each member that was running."""
+    """Stop the cluster of data_dir (its console first): "NAME (pid N)" of each member that was running."""
     state = _read_state(os.path.abspath(data_dir))
     if state is None:
         return []
@@ -661,6 +789,10 @@ def status(data_dir: str) -> list[str] | None:
         reg = "registered" if b["id"] in registered else "not registered"
         rows.append(f"broker {b['id']}   pid {b['pid']:<7} 127.0.0.1:{b['port']:<6} "
                     f"{'running' if alive else 'DOWN'}, {reg}{role}")
+    if "console" in state:
+        c = state["console"]
+        serving = _alive(c["pid"]) and _console_serves(c["port"])
+        rows.append(f"console    pid {c['pid'] or '-':<7} {console_url(c['port'])} {'serving' if serving else 'DOWN'}")
     if zk.get("secure"):
         rows.append(f"zookeeper  secured: TLS on {zk['broker_connect']}, SASL and znode ACLs; its files in "
                     f"{os.path.join(data_dir, 'zookeeper-security')}")

@@ -10,8 +10,10 @@
   produces and consumes against localhost:9092 with confluent-kafka, then fails a broker over: `docker kill`
   of the leader of a topic's partition 0 (leaders move, acks=all writes go on), a restart of that container
   (`restart: unless-stopped` does not restart a killed one) and its rejoin (registered again, back in every
-  ISR, all records readable); and tears everything down. Then the same with docker-compose.secure.yml, briefly:
-  healthy on SASL_SSL, the admin produces and consumes with SCRAM-SHA-512, a wrong password is refused.
+  ISR, all records readable); and tears everything down. The console service, healthy, serves on the host's
+  port 8080 an Overview naming the three brokers (a plain HTTP GET). Then the same with docker-compose.secure.yml,
+  briefly: healthy on SASL_SSL, the admin produces and consumes with SCRAM-SHA-512, a wrong password is refused,
+  and the console asks for a login, the admin's shows the Overview.
   Skipped, with the reason printed, when the SDK is missing or no Docker engine is reachable.
 
   With KBROKER_DOCKER_ENGINE set to a script that runs a command next to a Docker engine (CI sets it to
@@ -32,11 +34,14 @@ import uuid
 import pytest
 
 from tests.conftest import free_port
+from tests.integration.test_dev_cluster import console_page
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 VENV_BIN = os.path.dirname(sys.executable)
 IMAGE = "kbroker:latest"
 COMPOSE_PROJECT = "kbroker-e2e"
+CONSOLE = "http://localhost:8080/"
+BROKERS_INSIDE = ("kafka-1:19092", "kafka-2:19092", "kafka-3:19092")   # where the console reaches them
 
 
 SECURE_FILE = "docker-compose.secure.yml"
@@ -324,13 +329,16 @@ def test_compose_cluster_end_to_end(tmp_path):
         try:
             services = {c.labels.get("com.docker.compose.service"): c for c in
                         client.containers.list(filters={"label": f"com.docker.compose.project={COMPOSE_PROJECT}"})}
-            assert {"zookeeper", "kafka-1", "kafka-2", "kafka-3"} <= set(services)
-            for name in ("kafka-1", "kafka-2", "kafka-3"):
+            assert {"zookeeper", "kafka-1", "kafka-2", "kafka-3", "console"} <= set(services)
+            for name in ("kafka-1", "kafka-2", "kafka-3", "console"):
                 container = services[name]
                 container.reload()
                 assert container.attrs["State"]["Health"]["Status"] == "healthy", name
                 assert container.attrs["Config"]["User"] == "kbroker"
             assert _registered() == [1, 2, 3]
+            overview = _wait(lambda: (page := console_page(CONSOLE)) and all(b in page for b in BROKERS_INSIDE)
+                             and page, 60, "the console's Overview to name the three brokers")
+            assert "<title>Overview" in overview and "3 up" in overview, overview
             produce_and_consume("localhost:9092", timeout=120)
             fail_over_and_rejoin(services)
         except Exception:
@@ -365,6 +373,10 @@ def secured_compose(tmp_path) -> None:
             wrong.list_topics(timeout=10)
         wrong.poll(1)
         assert any(e.code() == KafkaError._AUTHENTICATION for e in errors), errors
+        overview = _wait(lambda: (page := console_page(CONSOLE, ("admin", conf["sasl.password"])))
+                         and all(b in page for b in BROKERS_INSIDE) and page, 60,
+                         "the secured console's Overview, after the admin's login, to name the three brokers")
+        assert "<title>Overview" in overview, overview
     except Exception:
         print(_compose("logs", "--no-color", check=False, files=files).stdout[-20000:])
         raise

@@ -8,6 +8,10 @@ import signal
 import socket
 import subprocess
 import sys
+import urllib.error
+import urllib.request
+from http.cookiejar import CookieJar
+from urllib.parse import urlencode, urlsplit
 
 import pytest
 from click.testing import CliRunner
@@ -86,13 +90,46 @@ def listening(port: int) -> socket.socket:
     return wait_until(bound, 10, message=f"port {port} to be free")
 
 
+def console_page(url: str, login: tuple[str, str] | None = None) -> str:
+    """The console's page at url (its HTML) as a new visitor gets it (no proxy); login: (username, password) to
+    give the login form the console sends that visitor to first."""
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}),
+                                         urllib.request.HTTPCookieProcessor(CookieJar()))
+    with opener.open(url, timeout=20) as response:
+        page = response.read().decode()
+        if login is None:
+            return page
+        form_url = response.url
+    assert urlsplit(form_url).path == "/login", f"{url} did not ask for a login"
+    token = re.search(r'name="csrf_token" value="([^"]+)"', page)[1]
+    form = {"csrf_token": token, "username": login[0], "password": login[1], "next": urlsplit(url).path}
+    with opener.open(form_url.split("?")[0], data=urlencode(form).encode(), timeout=30) as response:
+        assert response.url == url, f"the login did not lead to {url}"
+        return response.read().decode()
+
+
+def console_pid(data: str) -> int | None:
+    with open(os.path.join(data, "cluster.json")) as f:
+        return json.load(f)["console"]["pid"]
+
+
 def test_cluster_up_status_down(tmp_path):
+    """`up` with every option, `status`, `up` again starting what is down (ZooKeeper, the console), `down`. The
+    console's port is taken at first: `up` warns and brings the cluster up without it (an operator asked for a
+    Kafka cluster; 8080 is a port other development servers hold), `status` shows it DOWN, the next `up` starts
+    it and its URL serves the Overview of the three brokers; `down` stops it."""
     data = str(tmp_path / "cluster")
-    zk_port, base, metrics = free_port(), free_port_range(3), free_port_range(3)
-    up = run("cluster", "up", "--brokers", "3", "--data-dir", data, "--zk-port", str(zk_port),
-             "--base-port", str(base), "--metrics-port", str(metrics), "--override", "log.retention.hours=5")
+    zk_port, base, metrics, console_port = free_port(), free_port_range(3), free_port_range(3), free_port()
+    with listening(console_port):
+        up = run("cluster", "up", "--brokers", "3", "--data-dir", data, "--zk-port", str(zk_port),
+                 "--base-port", str(base), "--metrics-port", str(metrics), "--override", "log.retention.hours=5",
+                 "--console-port", str(console_port))
     try:
         assert up.returncode == 0, up.stderr
+        assert f"warning: the console did not start: port {console_port} is taken; the cluster runs without it " \
+               "(`kbroker cluster up --console-port P` starts it on another port, --no-console skips it)" in up.stderr
+        assert "started            zookeeper, broker 1, broker 2, broker 3\n" in up.stdout
+        assert "console  " not in up.stdout
         # `up` returns only once every broker answers Metadata with all three and a controller.
         for port in (base, base + 1, base + 2):
             brokers, controller = metadata("127.0.0.1", port)
@@ -112,6 +149,7 @@ def test_cluster_up_status_down(tmp_path):
         assert "serving" in lines[0]
         assert sum("running, registered" in l for l in lines[1:]) == 3
         assert sum(l.endswith("controller") for l in lines[1:]) == 1
+        assert lines[4] == f"console    pid -       http://127.0.0.1:{console_port}/ DOWN"
 
         kcat = subprocess.run(["kcat", "-b", f"127.0.0.1:{base}", "-L", "-J"], capture_output=True, text=True,
                               timeout=30)
@@ -123,21 +161,44 @@ def test_cluster_up_status_down(tmp_path):
         os.kill(pids(data)[0], signal.SIGKILL)
         assert "DOWN" in run("cluster", "status", "--data-dir", data).stdout.splitlines()[0]
         again = run("cluster", "up", "--data-dir", data)
-        assert again.returncode == 0 and "started            zookeeper\n" in again.stdout, again.stderr
+        assert again.returncode == 0 and "started            zookeeper, console\n" in again.stdout, again.stderr
+        url = f"http://127.0.0.1:{console_port}/"
+        assert f"console            {url}\n" in again.stdout and again.stderr == ""
         status = run("cluster", "status", "--data-dir", data).stdout.splitlines()
         assert "serving" in status[0]
+        assert re.fullmatch(rf"console    pid \d+ +{url} serving", status[4]), status
         wait_until(lambda: sum("running, registered" in l
                                for l in run("cluster", "status", "--data-dir", data).stdout.splitlines()) == 3,
                    message="the brokers registered in the restarted ZooKeeper")
+        wait_until(lambda: all(f"127.0.0.1:{p}" in console_page(url) for p in (base, base + 1, base + 2)), 30,
+                   message="the console's Overview to list the three brokers")
+        page = console_page(url)
+        assert "<title>Overview" in page and "3 up" in page
+        with open(f"/proc/{console_pid(data)}/cmdline") as f:     # the Brokers page charts these endpoints
+            argv = f.read().split("\0")
+        assert [argv[i + 1] for i, a in enumerate(argv) if a == "--metrics-url"] == \
+            [f"http://127.0.0.1:{metrics + n}/metrics" for n in range(3)]
+
+        crashed = console_pid(data)
+        os.kill(crashed, signal.SIGKILL)
+        again = run("cluster", "up", "--data-dir", data)
+        assert again.returncode == 0 and "started            console\n" in again.stdout, again.stderr
+        assert console_pid(data) != crashed and "<title>Overview" in console_page(url)
         again = run("cluster", "up", "--data-dir", data)
         assert again.returncode == 0 and "started            nothing (every member was running)" in again.stdout
+        assert f"console            {url}\n" in again.stdout
         refused = run("cluster", "up", "--data-dir", data, "--override", "log.retention.hours=1")
         assert refused.returncode == 1 and "--override" in refused.stderr
+        refused = run("cluster", "up", "--data-dir", data, "--console-port", str(console_port + 1))
+        assert refused.returncode == 1 and f"console of {data} runs on port {console_port}" in refused.stderr
     finally:
         down = run("cluster", "down", "--data-dir", data)
     assert down.returncode == 0 and down.stdout.count("broker") == 3 and "zookeeper" in down.stdout
-    assert all(gone(pid) for pid in pids(data))
-    assert run("cluster", "status", "--data-dir", data).stdout.count("DOWN") == 4
+    assert down.stdout.startswith(f"stopped console (pid {console_pid(data)}), broker 1"), down.stdout
+    assert all(gone(pid) for pid in [*pids(data), console_pid(data)])
+    with pytest.raises(urllib.error.URLError):
+        console_page(url)
+    assert run("cluster", "status", "--data-dir", data).stdout.count("DOWN") == 5
 
 
 def test_up_right_after_kill9_restarts_the_broker_into_every_isr(tmp_path):
@@ -148,7 +209,7 @@ def test_up_right_after_kill9_restarts_the_broker_into_every_isr(tmp_path):
     data = str(tmp_path / "cluster")
     zk_port, base = free_port(), free_port_range(3)
     args = ("cluster", "up", "--brokers", "3", "--data-dir", data, "--zk-port", str(zk_port), "--base-port",
-            str(base), "--override", SHORT_SESSION)
+            str(base), "--override", SHORT_SESSION, "--no-console")
     everyone = {p: [1, 2, 3] for p in range(3)}
 
     def in_every_isr(who: str):
@@ -195,7 +256,7 @@ def test_failed_up_stops_what_it_started(tmp_path):
     data = str(tmp_path / "cluster")
     zk_port, base = free_port(), free_port_range(2)
     args = ("cluster", "up", "--brokers", "2", "--data-dir", data, "--zk-port", str(zk_port),
-            "--base-port", str(base), "--override", SHORT_SESSION)
+            "--base-port", str(base), "--override", SHORT_SESSION, "--no-console")
     try:
         with listening(base + 1):
             failed = run(*args)
@@ -239,14 +300,18 @@ def test_up_refuses_overrides_of_per_broker_settings(tmp_path, key):
 def test_secured_cluster_up(tmp_path, security, brokers):
     """`cluster up --security`: every listener secured, the client files printed and written, readiness and
     `healthcheck --command-config` through them; kcat -F kcat.conf works and a plaintext client does not;
-    `cluster kill|start|restart N` on it; a second `up` of the same data dir keeps the CA and the password."""
+    `cluster kill|start|restart N` on it; a second `up` of the same data dir keeps the CA and the password.
+    With SASL the console asks for a login, and the admin's (the password `up` points to) shows the Overview."""
     data = str(tmp_path / "cluster")
     zk_port, base = free_port(), free_port_range(brokers)
+    console = ("--console-port", str(free_port())) if security == "sasl_ssl" else ("--no-console",)
     args = ("cluster", "up", "--brokers", str(brokers), "--data-dir", data, "--zk-port", str(zk_port),
-            "--base-port", str(base), "--security", security)
+            "--base-port", str(base), "--security", security, *console)
     up = run(*args)
     try:
         assert up.returncode == 0, up.stderr
+        if security == "sasl_ssl":
+            log_in_to_console(up.stdout, data, [base + n for n in range(brokers)])
         props_path, kcat_path = os.path.join(data, "client.properties"), os.path.join(data, "kcat.conf")
         props = read_properties(props_path)
         assert props["security.protocol"] == security.upper()
@@ -286,3 +351,38 @@ def test_secured_cluster_up(tmp_path, security, brokers):
             assert kcat_brokers() == list(range(1, brokers + 1))
     finally:
         run("cluster", "down", "--data-dir", data)
+
+
+def log_in_to_console(up_output: str, data: str, ports: list[int]) -> None:
+    """The console `up` printed asks for a login; the admin's password, read where `up` says it is, logs in and
+    the Overview lists the brokers."""
+    found = re.search(r"^console            (http://\S+) \(log in as admin, password in (\S+)\)$", up_output, re.MULTILINE)
+    assert found, up_output
+    url, password_file = found.groups()
+    assert password_file == os.path.join(data, "security", "admin.password")
+    with open(password_file) as f:
+        page = console_page(url, ("admin", f.read().strip()))
+    assert "<title>Overview" in page and all(f"127.0.0.1:{p}" in page for p in ports), page
+
+
+def test_down_leaves_alone_a_process_that_reused_a_members_pid(tmp_path):
+    """cluster.json's pids outlive the members (a machine's pids wrap at 32768, soon on a busy one): a pid that is
+    now another program's is not a member, and `status`, `down` and `up` leave that program alone."""
+    others = [subprocess.Popen(["sleep", "60"]) for _ in range(3)]
+    try:
+        data = tmp_path / "cluster"
+        data.mkdir()
+        (data / "cluster.json").write_text(json.dumps({
+            "zookeeper": {"pid": others[0].pid, "port": free_port(), "connect": "127.0.0.1:1", "secure": False},
+            "brokers": [{"id": 1, "pid": others[1].pid, "port": free_port(), "metrics_port": None,
+                         "config": str(data / "broker-1" / "server.properties")}],
+            "console": {"pid": others[2].pid, "port": free_port()}}))
+        status = run("cluster", "status", "--data-dir", str(data))
+        assert status.stdout.count("DOWN") == 3, status.stdout
+        down = run("cluster", "down", "--data-dir", str(data))
+        assert down.returncode == 0 and down.stdout == "stopped nothing (no cluster running)\n", down.stdout
+        assert all(p.poll() is None for p in others)
+    finally:
+        for p in others:
+            p.kill()
+            p.wait()

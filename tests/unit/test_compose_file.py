@@ -2,7 +2,8 @@
 
 The compose file must describe ZooKeeper (official image) plus three brokers built from our Dockerfile, each
 configured only through KAFKA_* variables that kbroker.config accepts, with host listeners on 9092-9094, named
-volumes, healthchecks, restart policies and a healthy-ZooKeeper dependency."""
+volumes, healthchecks, restart policies and a healthy-ZooKeeper dependency; and the web console from the same
+image, reaching the brokers where they advertise themselves on the compose network, published on 8080."""
 from __future__ import annotations
 
 import os
@@ -48,7 +49,7 @@ def _healthcheck_cmd(service) -> list[str]:
 
 
 def test_services(compose):
-    assert set(compose["services"]) == {"zookeeper", *BROKERS}
+    assert set(compose["services"]) == {"zookeeper", *BROKERS, "console"}
 
 
 def test_zookeeper_service(compose):
@@ -143,6 +144,51 @@ def test_brokers_advertise_distinct_endpoints(compose):
 
 def test_named_volumes_declared(compose):
     assert set(compose["volumes"]) >= {f"{name}-data" for name in BROKERS}
+
+
+def _console_options(service) -> dict:
+    """The console service's command as `kbroker console` parses it (click refuses what it would)."""
+    command = service["command"]
+    assert command[:2] == ["kbroker", "console"]
+    return cli.console.make_context("console", list(command[2:])).params
+
+
+def test_console_service(compose):
+    """The console: the brokers' image, started once they are healthy, reaching each broker on the listener it
+    advertises inside the compose network (EXTERNAL's localhost:909N would be the console's own container), its
+    metrics endpoint on each broker, published on the host's 8080, healthy when it serves."""
+    console = compose["services"]["console"]
+    broker = compose["services"]["kafka-1"]
+    assert console["image"] == broker["image"] and console["build"] == broker["build"]
+    assert console["restart"] == "unless-stopped"
+    options = _console_options(console)
+    internal = []
+    for name in sorted(BROKERS):
+        cfg = load(None, environ=_env(compose["services"][name]))
+        internal.append(next(f"{l.host}:{l.port}" for l in cfg.advertised_listeners
+                             if l.name == cfg.inter_broker_listener))
+        assert console["depends_on"][name]["condition"] == "service_healthy"
+        assert cfg["metrics.port"] == 9404
+    assert options["bootstrap_server"].split(",") == internal
+    assert list(options["metrics_urls"]) == [f"http://{name}:9404/metrics" for name in sorted(BROKERS)]
+    assert options["zookeeper"] == "zookeeper:2181"
+    assert (options["host"], options["port"]) == ("0.0.0.0", 8080)
+    assert [str(p) for p in console["ports"]] == ["8080:8080"]
+    assert "/static/console.css" in " ".join(_healthcheck_cmd(console))
+    for key in ("interval", "timeout", "retries", "start_period"):
+        assert key in console["healthcheck"]
+
+
+def test_secured_console_logs_in_with_the_admins_client_settings():
+    """docker-compose.secure.yml gives the console the client.properties `kbroker security init` writes (TLS, and
+    the SASL mechanism its visitors log in with) from the secrets volume, once that service has written it."""
+    with open(os.path.join(ROOT, "docker-compose.secure.yml"), encoding="utf-8") as f:
+        secure = yaml.safe_load(f)
+    console = secure["services"]["console"]
+    assert console["depends_on"]["security-init"]["condition"] == "service_completed_successfully"
+    secrets = secure["services"]["security-init"]["command"][3]
+    assert _env(console) == {"KBROKER_CONSOLE_COMMAND_CONFIG": f"{secrets}/client.properties"}
+    assert console["volumes"] == [f"secrets:{secrets}:ro"]
 
 
 def test_dockerfile(dockerfile):
