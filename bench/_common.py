@@ -608,7 +608,7 @@ def three_brokers(tmp_parent: str | None = None, keep: bool = False, overrides=(
         log(f"starting ZooKeeper and 3 brokers in {data}")
         ports = dev_cluster.free_port_range(6 if metrics else 3)   # listeners, then the metrics endpoints
         state = dev_cluster.up(data, 3, free_port(), ports, timeout=120, overrides=tuple(overrides),
-                               metrics_port=ports + 3 if metrics else None)
+                               metrics_port=ports + 3 if metrics else None, console=False)
         state["bootstrap"] = ",".join(f"127.0.0.1:{b['port']}" for b in state["brokers"])
         yield state
     finally:

@@ -156,7 +156,7 @@ def main() -> None:
     zk_port, base = free_port(), free_port_range(3)
     rows = []
     try:
-        state = dev_cluster.up(data, 3, zk_port, base, timeout=120)
+        state = dev_cluster.up(data, 3, zk_port, base, timeout=120, console=False)
         bootstrap = ",".join(f"127.0.0.1:{b['port']}" for b in state["brokers"])
         zk = KafkaZkClient(state["zookeeper"]["connect"], 30000).start()
 

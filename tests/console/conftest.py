@@ -83,8 +83,8 @@ def console_factory(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def cluster2m(zookeeper, tmp_path_factory):
-    """Two brokers, shared by every test of a module."""
-    c = _start_cluster(zookeeper, tmp_path_factory, 2)
+    """Two brokers, shared by every test of a module (consumer groups work: __consumer_offsets gets RF 2)."""
+    c = _start_cluster(zookeeper, tmp_path_factory, 2, **{"offsets.topic.replication.factor": 2})
     yield c
     c.stop()
 

@@ -288,7 +288,7 @@ def test_cluster_up_secure_zookeeper(tmp_path):
     def run(*args):
         return subprocess.run([*kbroker, *args], capture_output=True, text=True, timeout=120)
     up = run("cluster", "up", "--brokers", "2", "--data-dir", data, "--zk-port", str(zk_port), "--base-port",
-             str(base), "--secure-zookeeper")
+             str(base), "--secure-zookeeper", "--no-console")
     try:
         assert up.returncode == 0, up.stderr
         files = os.path.join(data, "zookeeper-security")
