@@ -30,7 +30,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from admin_cli.configs import Entity, alter_config_admin
 from admin_cli.kafka_client import BROKER_RESOURCE, LogDir
 from kbroker.common.admin_errors import AdminError
-from kbroker.protocol.client import KafkaError, TimedOut, Unreachable
+from kbroker.protocol.client import Broker, KafkaError, TimedOut, Unreachable
 
 from .web import as_json, client, console, done, form_text, page
 
@@ -199,12 +199,9 @@ def metrics():
 
 @dataclass
 class BrokerRow:
-    node_id: int
-    host: str
-    port: int
-    rack: str | None
+    broker: Broker
     controller: bool
-    log_dirs: list[LogDir] | None = None
+    log_dirs: list[LogDir] | None = None      # None: DescribeLogDirs failed (error says why)
     error: str | None = None
 
 
@@ -214,7 +211,7 @@ def _brokers() -> tuple[list[BrokerRow], dict]:
     console().saw(described.brokers, described.cluster_id)
     rows = []
     for node_id, b in sorted(described.brokers.items()):
-        row = BrokerRow(node_id, b.host, b.port, b.rack, node_id == described.controller_id)
+        row = BrokerRow(b, node_id == described.controller_id)
         try:
             row.log_dirs = c.describe_log_dirs(b)
         except KafkaError as e:
@@ -232,13 +229,13 @@ def index():
 @blueprint.get("/brokers/<int:broker_id>")
 def detail(broker_id):
     rows, live = _brokers()
-    row = next((r for r in rows if r.node_id == broker_id), None)
+    row = next((r for r in rows if r.broker.node_id == broker_id), None)
     if row is None:
         abort(404, description=f"Broker {broker_id} is not a live broker of the cluster "
                                f"(live brokers: {', '.join(map(str, sorted(live))) or 'none'}).")
     resource = (BROKER_RESOURCE, str(broker_id))
     configs = sorted(client().describe_configs([resource], include_synonyms=False)[resource], key=lambda e: e.name)
-    return page("broker.html", broker=row, configs=configs)
+    return page("broker.html", row=row, configs=configs)
 
 
 @blueprint.post("/brokers/<int:broker_id>/config")

@@ -63,6 +63,15 @@ def consume(c: Consumer, n: int) -> None:
     wait_until(more, 60, interval=0, message=f"{n} messages consumed")
 
 
+def committed_group(bootstrap: str, topic: str, group: str, n: int, partitions: int = 1) -> None:
+    """Topic with n messages, read and committed by group's consumer, which then leaves (the group is Empty)."""
+    create(bootstrap, topic, partitions=partitions)
+    produce(bootstrap, topic, n)
+    c = consumer(bootstrap, group, topic)
+    consume(c, n)
+    c.close()
+
+
 def kadmin_describe(bootstrap: str, group: str) -> dict:
     """`kadmin groups describe GROUP` as a user runs it: {(topic, partition): current offset}."""
     p = subprocess.run([sys.executable, "-m", "admin_cli.main", "--bootstrap-server", bootstrap, "-o", "json",
@@ -128,11 +137,7 @@ def test_groups_list_and_an_active_groups_page(cluster2m, console, page):
 
 
 def test_resetting_offsets_is_seen_by_kadmin(cluster2m, console, page):
-    create(cluster2m.bootstrap, "gr-reset-t")
-    produce(cluster2m.bootstrap, "gr-reset-t", 40)
-    c = consumer(cluster2m.bootstrap, "gr-reset", "gr-reset-t")
-    consume(c, 40)
-    c.close()
+    committed_group(cluster2m.bootstrap, "gr-reset-t", "gr-reset", 40)
     assert kadmin_describe(cluster2m.bootstrap, "gr-reset") == {("gr-reset-t", 0): 40}
     page.goto(console.url + "/groups/gr-reset")
     assert page.inner_text("#group-state") == "Empty"
@@ -165,11 +170,7 @@ def test_resetting_offsets_is_seen_by_kadmin(cluster2m, console, page):
 @pytest.fixture(scope="module")
 def empty_group(cluster2m):
     """Group gr-bad-app, without members, at offset 5 of gr-bad's 5 messages."""
-    create(cluster2m.bootstrap, "gr-bad")
-    produce(cluster2m.bootstrap, "gr-bad", 5)
-    c = consumer(cluster2m.bootstrap, "gr-bad-app", "gr-bad")
-    consume(c, 5)
-    c.close()
+    committed_group(cluster2m.bootstrap, "gr-bad", "gr-bad-app", 5)
     return "gr-bad-app"
 
 
@@ -195,11 +196,7 @@ def test_bad_reset_input_gets_a_message(cluster2m, console, page, empty_group, k
 
 
 def test_an_offset_beyond_the_end_and_an_unknown_group(cluster2m, console, page):
-    create(cluster2m.bootstrap, "gr-end")
-    produce(cluster2m.bootstrap, "gr-end", 12)
-    c = consumer(cluster2m.bootstrap, "gr-end-app", "gr-end")
-    consume(c, 12)
-    c.close()
+    committed_group(cluster2m.bootstrap, "gr-end", "gr-end-app", 12)
     page.goto(console.url + "/groups/gr-end-app")
     reset_form(page, "offset", "999999")
     assert "higher than latest offset" in banners(page, "warn")
@@ -224,11 +221,7 @@ def test_an_offset_beyond_the_end_and_an_unknown_group(cluster2m, console, page)
 
 
 def test_the_lag_chart_rises_while_the_consumer_is_stopped_and_falls_when_it_resumes(cluster2m, console, page):
-    create(cluster2m.bootstrap, "gr-lag", partitions=2)
-    produce(cluster2m.bootstrap, "gr-lag", 20)
-    c = consumer(cluster2m.bootstrap, "gr-lag-app", "gr-lag")
-    consume(c, 20)
-    c.close()                                               # the consumer stops
+    committed_group(cluster2m.bootstrap, "gr-lag", "gr-lag-app", 20, partitions=2)   # the consumer stops
     page.goto(console.url + "/groups/gr-lag-app")
     source = page.get_attribute("#lag-chart", "data-source")
 
@@ -264,4 +257,18 @@ def test_the_lag_chart_rises_while_the_consumer_is_stopped_and_falls_when_it_res
     # A reload keeps the history (the console keeps it, not the page).
     page.reload()
     wait_until(lambda: 200 in canvas_points() and canvas_points()[-1] == 0, 20, message="the history after reload")
+    assert page.script_errors == []
+
+
+def test_markup_in_a_group_id_is_shown_as_text(cluster2m, console, page):
+    group = '<img id="injected" src=x>"gr-evil'
+    committed_group(cluster2m.bootstrap, "gr-evil", group, 3)
+    page.goto(console.url + "/groups")
+    assert page.locator("#injected").count() == 0
+    with page.expect_navigation():
+        page.locator("#groups a", has_text=group).click()
+    assert page.inner_text("h1") == f"Consumer group {group}"
+    assert page.locator("#injected").count() == 0
+    page.wait_for_function("document.getElementById('group-state').textContent === 'Empty'")
+    assert kadmin_describe(cluster2m.bootstrap, group) == {("gr-evil", 0): 3}
     assert page.script_errors == []
