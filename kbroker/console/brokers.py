@@ -201,8 +201,9 @@ def metrics():
 class BrokerRow:
     broker: Broker
     controller: bool
-    log_dirs: list[LogDir] | None = None      # None: DescribeLogDirs failed (error says why)
+    log_dirs: list[LogDir] | None = None      # None: DescribeLogDirs failed (error says why) or the broker is down
     error: str | None = None
+    last_seen: float | None = None            # a broker seen before and missing now: when it was last listed
 
 
 def _brokers() -> tuple[list[BrokerRow], dict]:
@@ -217,6 +218,9 @@ def _brokers() -> tuple[list[BrokerRow], dict]:
         except KafkaError as e:
             row.error = str(e)
         rows.append(row)
+    for seen in console().missing_brokers(described.brokers):
+        rows.append(BrokerRow(seen.broker, False, error="down: not in the cluster's metadata",
+                              last_seen=seen.last_seen))
     return rows, described.brokers
 
 
@@ -229,7 +233,7 @@ def index():
 @blueprint.get("/brokers/<int:broker_id>")
 def detail(broker_id):
     rows, live = _brokers()
-    row = next((r for r in rows if r.broker.node_id == broker_id), None)
+    row = next((r for r in rows if r.broker.node_id == broker_id and r.last_seen is None), None)
     if row is None:
         abort(404, description=f"Broker {broker_id} is not a live broker of the cluster "
                                f"(live brokers: {', '.join(map(str, sorted(live))) or 'none'}).")

@@ -38,6 +38,7 @@ class GroupRow:
     protocol: str = ""
     topics: list[str] = field(default_factory=list)
     lag: int | None = None
+    error: str | None = None
 
 
 def lags(committed: dict[TopicPartition, int]) -> dict[TopicPartition, int | None]:
@@ -62,8 +63,14 @@ def index():
     c = client()
     rows = []
     for group, state in list_consumer_groups(c):
-        desc = c.describe_group(group)
-        committed = c.committed_offsets(group)
+        try:
+            desc = c.describe_group(group)
+            committed = c.committed_offsets(group)
+        except (Unreachable, TimedOut):
+            raise
+        except KafkaError as e:          # this group only (its coordinator loading, not authorized): say so
+            rows.append(GroupRow(group, state or "Unknown", error=str(e)))
+            continue
         topics = {tp.topic for tp in committed} | {tp.topic for m in desc.members for tp in m.assignment}
         rows.append(GroupRow(group, desc.state or state or "Unknown", len(desc.members), desc.protocol,
                              sorted(topics), _total(lags(committed).values())))

@@ -154,3 +154,29 @@ def test_without_a_reachable_metrics_endpoint_the_page_says_so_and_shows_the_res
     assert page.locator("#brokers tbody tr").count() == 2
     assert page.is_hidden("#cluster-status")
     assert page.script_errors == []
+
+
+def test_a_broker_going_down_is_shown_and_the_page_recovers(cluster, console, page):
+    page.goto(console.url + "/brokers")
+    assert page.locator("#brokers tr.down").count() == 0
+    cluster.brokers[2].kill9()
+    try:
+        def shows_it_down():
+            page.reload()
+            return page.locator("#brokers tr.down").count() == 1
+        # The controller drops it when its ZooKeeper session expires (4 s in these tests).
+        wait_until(shows_it_down, 30, interval=1, message="broker 2 shown down")
+        assert "down" in page.locator("#brokers tr.down").inner_text()
+        assert page.locator("#brokers tr.down a").count() == 0          # no configs page for a broker that is gone
+        source = page.get_attribute(".chart-grid", "data-source")
+        d = page.evaluate("(url) => kb.getJSON(url)", source)
+        assert [e["label"] for e in d["endpoints"]] == ["broker 1"] and d["reachable"]
+        assert page.script_errors == []
+    finally:
+        cluster.brokers[2].start()
+        cluster.wait_ready([1, 2])
+
+    def recovered():
+        page.reload()
+        return page.locator("#brokers tbody tr").count() == 2 and page.locator("#brokers tr.down").count() == 0
+    wait_until(recovered, 30, interval=1, message="both brokers shown up")

@@ -120,7 +120,7 @@ def test_groups_list_and_an_active_groups_page(cluster2m, console, page):
         assert sum(int(t) for t in offsets.locator("td:nth-child(5)").all_inner_texts()) == 15
         assert "gr-app-client" in offsets.first.inner_text()
         page.wait_for_function("Chart.getChart(document.getElementById('lag-chart')).data.datasets.length == 2")
-        shot(page, "group")
+        shot(page, "group-members")
 
         # An active group's offsets are not reset, nor is it deleted: Kafka's refusals are shown.
         reset_form(page, "earliest")
@@ -254,6 +254,7 @@ def test_the_lag_chart_rises_while_the_consumer_is_stopped_and_falls_when_it_res
     wait_until(lambda: canvas_points()[-1] == 0, 20, message="the canvas to draw the lag back at 0")
     assert len(page.evaluate("Chart.getChart(document.getElementById('lag-chart')).data.datasets")) == 2  # + gr-lag
     assert page.inner_text("#lag-now") == "0"
+    shot(page, "group")
     # A reload keeps the history (the console keeps it, not the page).
     page.reload()
     wait_until(lambda: 200 in canvas_points() and canvas_points()[-1] == 0, 20, message="the history after reload")
