@@ -41,16 +41,16 @@ class GroupRow:
     error: str | None = None
 
 
-def lags(committed: dict[TopicPartition, int]) -> dict[TopicPartition, int | None]:
-    """Each partition's lag: its high watermark minus the committed offset (None where the end is unknown)."""
-    if not committed:
+def end_offsets(tps) -> dict[TopicPartition, int | None]:
+    """Each partition's high watermark (None where its leader did not give it)."""
+    if not tps:
         return {}
-    ends = client().list_offsets({tp: LATEST for tp in committed})
-    out = {}
-    for tp, offset in committed.items():
-        code, end = ends.get(tp, (1, -1))
-        out[tp] = max(0, end - offset) if code == 0 and end >= 0 else None
-    return out
+    ends = client().list_offsets({tp: LATEST for tp in tps})
+    return {tp: end if code == 0 and end >= 0 else None for tp, (code, end) in ends.items()}
+
+
+def lag_of(committed: int, end: int | None) -> int | None:
+    return None if end is None else max(0, end - committed)
 
 
 def _total(values) -> int | None:
@@ -72,8 +72,9 @@ def index():
             rows.append(GroupRow(group, state or "Unknown", error=str(e)))
             continue
         topics = {tp.topic for tp in committed} | {tp.topic for m in desc.members for tp in m.assignment}
+        ends = end_offsets(list(committed))
         rows.append(GroupRow(group, desc.state or state or "Unknown", len(desc.members), desc.protocol,
-                             sorted(topics), _total(lags(committed).values())))
+                             sorted(topics), _total(lag_of(offset, ends.get(tp)) for tp, offset in committed.items())))
     return page("groups.html", groups=rows)
 
 
@@ -103,17 +104,21 @@ def _group_page(group: str, plan: dict | None = None, status: int = 200):
 
 @blueprint.get("/groups/<path:group>/lag.json")
 def lag(group):
-    """Now: the group's state and lag; and its sampled history, total and per topic, for the chart."""
+    """Now: the group's state, lag and committed and end offsets per partition; and its sampled lag history,
+    total and per topic, for the chart."""
     c = client()
     desc = c.describe_group(group)
-    per_partition = lags(c.committed_offsets(group))
+    committed = c.committed_offsets(group)
+    ends = end_offsets(list(committed))
+    partitions = [{"topic": tp.topic, "partition": tp.partition, "committed": offset, "end": ends.get(tp),
+                   "lag": lag_of(offset, ends.get(tp))} for tp, offset in sorted(committed.items())]
     per_topic: dict[str, int] = {}
-    for tp, v in per_partition.items():
-        if v is not None:
-            per_topic[tp.topic] = per_topic.get(tp.topic, 0) + v
+    for p in partitions:
+        if p["lag"] is not None:
+            per_topic[p["topic"]] = per_topic.get(p["topic"], 0) + p["lag"]
     now = time.time()
     state = console()
-    total = _total(per_partition.values())
+    total = _total(p["lag"] for p in partitions)
     history = state.series(f"lag:{group}")
     if total is not None:
         history.add(now, total)
@@ -122,7 +127,8 @@ def lag(group):
         s = state.series(f"topic-lag:{topic}:{group}")
         s.add(now, per_topic[topic])
         datasets.append({"label": topic, "points": _points(s)})
-    return as_json({"state": desc.state, "members": len(desc.members), "lag": total, "datasets": datasets})
+    return as_json({"state": desc.state, "members": len(desc.members), "lag": total, "datasets": datasets,
+                    "partitions": partitions})
 
 
 def _points(series) -> list[dict]:

@@ -241,6 +241,8 @@ def test_the_lag_chart_rises_while_the_consumer_is_stopped_and_falls_when_it_res
     rising = history()
     assert rising[0] == 0 and rising[-1] == 200 and rising == sorted(rising)
     wait_until(lambda: max(canvas_points()) == 200, 20, message="the canvas to draw the lag of 200")
+    wait_until(lambda: sum(int(t) for t in page.locator("#offsets td.lag").all_inner_texts()) == 200, 20,
+               message="the partitions table to follow the lag")
 
     c = consumer(cluster2m.bootstrap, "gr-lag-app", "gr-lag")   # it resumes
     try:
@@ -254,6 +256,8 @@ def test_the_lag_chart_rises_while_the_consumer_is_stopped_and_falls_when_it_res
     wait_until(lambda: canvas_points()[-1] == 0, 20, message="the canvas to draw the lag back at 0")
     assert len(page.evaluate("Chart.getChart(document.getElementById('lag-chart')).data.datasets")) == 2  # + gr-lag
     assert page.inner_text("#lag-now") == "0"
+    wait_until(lambda: sum(int(t) for t in page.locator("#offsets td.committed").all_inner_texts()) == 220, 20,
+               message="the partitions table to show the new committed offsets")
     shot(page, "group")
     # A reload keeps the history (the console keeps it, not the page).
     page.reload()

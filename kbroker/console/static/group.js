@@ -25,6 +25,18 @@ document.addEventListener("DOMContentLoaded", () => {
     text("group-state", d.state);
     text("group-members", String(d.members));
     text("lag-now", kb.formatNumber(d.lag, 0));
+    // The partitions table follows too (a partition that appeared since the page loaded shows on a reload).
+    const rows = new Map(Array.from(document.querySelectorAll("#offsets tbody tr"),
+      (tr) => [tr.dataset.topic + "\u0000" + tr.dataset.partition, tr]));
+    d.partitions.forEach((p) => {
+      const tr = rows.get(p.topic + "\u0000" + p.partition);
+      if (!tr) return;
+      tr.querySelector(".committed").textContent = p.committed;
+      tr.querySelector(".end").textContent = p.end === null ? "–" : p.end;
+      const lag = tr.querySelector(".lag");
+      lag.textContent = p.lag === null ? "–" : p.lag;
+      lag.classList.toggle("warnt", !!p.lag);
+    });
     // One line per dataset the console sent, in its order (total first, then each topic).
     d.datasets.forEach((ds, i) => {
       const color = kb.palette[i % kb.palette.length];
