@@ -22,7 +22,7 @@ document.addEventListener("DOMContentLoaded", () => {
     });
     chart.data.datasets.length = datasets.length;
     chart.options.plugins.legend.display = datasets.length > 0;
-    kb.setSeries(chart, datasets.map((ds) => ds.points.map((p) => ({x: p.t, y: p.y}))), 120000);
+    kb.setSeries(chart, datasets.map((ds) => ds.points.map((p) => ({x: p.t, y: p.y}))), 60000);
   }
 
   function addRequestTypes(names) {

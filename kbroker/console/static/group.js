@@ -47,6 +47,6 @@ document.addEventListener("DOMContentLoaded", () => {
       chart.data.datasets[i].label = ds.label;
     });
     chart.data.datasets.length = d.datasets.length;
-    kb.setSeries(chart, d.datasets.map((ds) => ds.points.map((p) => ({x: p.t, y: p.y}))), 120000);
+    kb.setSeries(chart, d.datasets.map((ds) => ds.points.map((p) => ({x: p.t, y: p.y}))), 60000);
   });
 });
