@@ -26,6 +26,7 @@ from kbroker.protocol.client import (LATEST, Errors, KafkaError, TimedOut, Topic
 from .web import as_json, client, console, done, form_text, page
 
 blueprint = Blueprint("groups", __name__)
+MAX_TIMESTAMP = 2**63 - 1        # ms: a Java long, what ListOffsets carries
 RESET_KINDS = {"earliest": "the earliest offset", "latest": "the latest offset",
                "timestamp": "the first offset at or after a time", "offset": "an offset"}
 
@@ -153,9 +154,10 @@ def reset_spec(kind: str, value: str) -> ResetSpec:
             raise ValueError(f"The offset cannot be negative ({value}).")
         return ResetSpec("to-offset", int(value))
     if kind == "timestamp":
-        if value.isdigit():
-            return ResetSpec("to-datetime", int(value))
-        return ResetSpec("to-datetime", parse_datetime(value))
+        ms = int(value) if value.isdigit() else parse_datetime(value)
+        if not 0 <= ms <= MAX_TIMESTAMP:
+            raise ValueError(f"'{value}' is outside the timestamps Kafka keeps (1970 to year 292278994).")
+        return ResetSpec("to-datetime", ms)
     raise ValueError(f"Choose what to reset to: {', '.join(RESET_KINDS)}.")
 
 

@@ -179,6 +179,7 @@ def empty_group(cluster2m):
     ("offset", "ten", "", "not an offset"),
     ("timestamp", "yesterday", "", "not a datetime"),
     ("timestamp", "2024-13-45T00:00:00.000", "", "not a valid datetime"),
+    ("timestamp", "99999999999999999999", "", "outside the timestamps"),
     ("earliest", "", "gr-no-such-topic", "does not exist"),
 ])
 def test_bad_reset_input_gets_a_message(cluster2m, console, page, empty_group, kind, value, topic, message):
@@ -210,6 +211,8 @@ def test_an_offset_beyond_the_end_and_an_unknown_group(cluster2m, console, page)
         page.goto(console.url + "/groups/no-such-group")
     reset_form(page, "earliest")                  # no offsets, no topic named: nothing to reset, and it says so
     assert "Nothing to reset" in banners(page, "warn")
+    reset_form(page, "latest", topic="gr-end")      # as Kafka's tool: a new group's offsets may be set up front
+    assert page.locator("#reset-plan tbody tr").all_inner_texts() == ["gr-end\t0\t–\t12"]
     # Deleting the group (Empty) works; the list no longer shows it.
     page.goto(console.url + "/groups/gr-end-app")
     page.once("dialog", lambda d: d.accept())
