@@ -20,11 +20,11 @@ from __future__ import annotations
 import math
 import time
 import urllib.request
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 import gevent
-from flask import Blueprint, abort, request
+from flask import Blueprint, abort, current_app, request
 from prometheus_client.parser import text_string_to_metric_families
 
 from admin_cli.configs import Entity, alter_config_admin
@@ -50,7 +50,6 @@ class Endpoint:
     label: str                  # "broker 1", or the URL's host:port for --metrics-url
     url: str
     error: str | None = None
-    requests: set[str] = field(default_factory=set)     # the request types its scrape just listed
 
 
 @dataclass
@@ -158,8 +157,9 @@ def sample(endpoints: list[Endpoint]) -> None:
             continue
         for name, value in result.totals.items():
             state.series(_key(name, e)).add(now, value)
+        seen = request_types()
         for req, counts in result.buckets.items():
-            e.requests.add(req)
+            seen.add(req)
             # Each bucket's last cumulative count (one sample kept): the next scrape's percentile starts there.
             lasts = [state.series(_key(f"bucket:{req}:{bound}", e), max_age=0) for bound, _ in counts]
             before = [(bound, s.samples[-1][1]) for (bound, _), s in zip(counts, lasts) if s.samples]
@@ -170,31 +170,36 @@ def sample(endpoints: list[Endpoint]) -> None:
                 s.add(now, count)
 
 
+def request_types() -> set[str]:
+    """Every request type a scrape listed (the choices of the latency chart): only these have p99 series, so a
+    request for any other name makes none."""
+    return current_app.extensions.setdefault("kbroker_console_request_types", set())
+
+
 def _points(pairs) -> list[dict]:
     return [{"t": int(t * 1000), "y": round(v, 3)} for t, v in pairs]
 
 
 @blueprint.get("/brokers/metrics.json")
 def metrics():
-    """The charts' data: per endpoint, bytes in/out and requests per second and one request type's p99 (ms), and
-    the request types the scrapes listed (for the page's choice)."""
+    """The charts' data: per endpoint, bytes in/out and requests per second and one request type's p99 (ms,
+    ?request=, Produce by default), and the request types the scrapes listed (for the page's choice)."""
     wanted = request.args.get("request", "Produce")
     endpoints = discover_endpoints()
     sample(endpoints)
     state = console()
     charts = {"bytesin": [], "bytesout": [], "requests": [], "p99": []}
-    kinds = set()
+    known = request_types()
     for e in endpoints:
         if not e.url:
             continue
         for name, _ in TOTALS:
             charts[name].append({"label": e.label, "points": _points(state.series(_key(name, e)).rates())})
-        charts["p99"].append({"label": e.label,
-                              "points": _points(state.series(_key(f"p99:{wanted}", e)).samples)})
-        kinds |= e.requests
+        p99 = state.series(_key(f"p99:{wanted}", e)).samples if wanted in known else []
+        charts["p99"].append({"label": e.label, "points": _points(p99)})
     return as_json({"endpoints": [{"label": e.label, "url": e.url, "error": e.error} for e in endpoints],
                     "reachable": any(e.url and not e.error for e in endpoints), "request": wanted,
-                    "requests": sorted(kinds | {wanted}), "charts": charts})
+                    "requests": sorted(known | {"Produce"}), "charts": charts})
 
 
 @dataclass

@@ -117,9 +117,12 @@ def lag(group):
     for p in partitions:
         if p["lag"] is not None:
             per_topic[p["topic"]] = per_topic.get(p["topic"], 0) + p["lag"]
+    total = _total(p["lag"] for p in partitions)
+    if desc.state == "Dead":             # no such group: no history kept for it (only real groups get series)
+        return as_json({"state": desc.state, "members": 0, "lag": total, "partitions": partitions,
+                        "datasets": [{"label": "total lag", "points": []}]})
     now = time.time()
     state = console()
-    total = _total(p["lag"] for p in partitions)
     history = state.series(f"lag:{group}")
     if total is not None:
         history.add(now, total)

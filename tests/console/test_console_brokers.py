@@ -76,6 +76,9 @@ def test_brokers_page_charts_the_traffic_read_from_the_brokers_metrics(cluster, 
     d = page.evaluate("(url) => kb.getJSON(url)", source)
     assert [e["label"] for e in d["endpoints"]] == ["broker 1", "broker 2"]
     assert all(e["error"] is None for e in d["endpoints"]) and d["reachable"]
+    assert {"Produce", "Metadata", "FetchFollower"} <= set(d["requests"])
+    other = page.evaluate("(url) => kb.getJSON(url)", source + "?request=<NoSuchRequest>")
+    assert [ds["points"] for ds in other["charts"]["p99"]] == [[], []]
     wait_until(lambda: max(chart_values(page, "bytesin"), default=0) > 0, 20, message="the bytes-in chart drawn")
     wait_until(lambda: max(chart_values(page, "requests"), default=0) > 0, 20, message="the requests chart drawn")
     wait_until(lambda: max(chart_values(page, "p99"), default=0) > 0, 20, message="the Produce p99 chart drawn")
