@@ -10,6 +10,8 @@ document.addEventListener("DOMContentLoaded", () => {
     requests: kb.lineChart(document.getElementById("chart-requests"), "requests/s", []),
     p99: kb.lineChart(document.getElementById("chart-p99"), "ms", []),
   };
+  // Counts per second: whole-number ticks (an idle broker's chart reads 0 to 1, not 0.1 steps).
+  for (const name of ["bytesin", "bytesout", "requests"]) charts[name].options.scales.y.ticks.precision = 0;
 
   function draw(chart, datasets) {
     datasets.forEach((ds, i) => {
