@@ -62,21 +62,20 @@ def _total(values) -> int | None:
 @blueprint.get("/groups")
 def index():
     c = client()
-    rows = []
+    rows, described = [], []
     for group, state in list_consumer_groups(c):
         try:
-            desc = c.describe_group(group)
-            committed = c.committed_offsets(group)
+            described.append((c.describe_group(group), c.committed_offsets(group)))
         except (Unreachable, TimedOut):
             raise
         except KafkaError as e:          # this group only (its coordinator loading, not authorized): say so
             rows.append(GroupRow(group, state or "Unknown", error=str(e)))
-            continue
+    ends = end_offsets(list({tp for _, committed in described for tp in committed}))   # one ListOffsets for all
+    for desc, committed in described:
         topics = {tp.topic for tp in committed} | {tp.topic for m in desc.members for tp in m.assignment}
-        ends = end_offsets(list(committed))
-        rows.append(GroupRow(group, desc.state or state or "Unknown", len(desc.members), desc.protocol,
-                             sorted(topics), _total(lag_of(offset, ends.get(tp)) for tp, offset in committed.items())))
-    return page("groups.html", groups=rows)
+        rows.append(GroupRow(desc.group_id, desc.state, len(desc.members), desc.protocol, sorted(topics),
+                             _total(lag_of(offset, ends.get(tp)) for tp, offset in committed.items())))
+    return page("groups.html", groups=sorted(rows, key=lambda r: r.group))
 
 
 def _describe(group: str) -> GroupDescription | None:
