@@ -19,7 +19,7 @@ pytestmark = pytest.mark.xdist_group("console_groups")
 
 
 @pytest.fixture(scope="module")
-def cluster2m(zookeeper, tmp_path_factory):
+def cluster(zookeeper, tmp_path_factory):
     """Two brokers whose groups' offsets topic fits them (RF 2, 4 partitions: quick to create), shared by the
     module's tests; a group joins at once (no initial rebalance delay)."""
     c = _start_cluster(zookeeper, tmp_path_factory, 2, **{"offsets.topic.replication.factor": 2,
@@ -30,8 +30,8 @@ def cluster2m(zookeeper, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def console(cluster2m, console_factory):
-    return console_factory(cluster2m)
+def console(cluster, console_factory):
+    return console_factory(cluster)
 
 
 def produce(bootstrap: str, topic: str, n: int, prefix: str = "m") -> None:
@@ -96,13 +96,13 @@ def reset_form(page, kind: str, value: str = "", topic: str = "") -> None:
         page.click("#reset-form button[value=preview]")
 
 
-def test_groups_list_and_an_active_groups_page(cluster2m, console, page):
-    create(cluster2m.bootstrap, "gr-orders", partitions=2, rf=2)
-    produce(cluster2m.bootstrap, "gr-orders", 60)
-    active = consumer(cluster2m.bootstrap, "gr-app", "gr-orders")
+def test_groups_list_and_an_active_groups_page(cluster, console, page):
+    create(cluster.bootstrap, "gr-orders", partitions=2, rf=2)
+    produce(cluster.bootstrap, "gr-orders", 60)
+    active = consumer(cluster.bootstrap, "gr-app", "gr-orders")
     try:
         consume(active, 60)
-        produce(cluster2m.bootstrap, "gr-orders", 15, prefix="late")
+        produce(cluster.bootstrap, "gr-orders", 15, prefix="late")
         page.goto(console.url + "/groups")
         row = page.locator("#groups tr", has_text="gr-app")
         cells = row.locator("td").all_inner_texts()
@@ -130,15 +130,15 @@ def test_groups_list_and_an_active_groups_page(cluster2m, console, page):
         with page.expect_navigation():
             page.click("button:has-text('Delete group')")
         assert "NON_EMPTY_GROUP" in banners(page, "error")
-        assert sum(kadmin_describe(cluster2m.bootstrap, "gr-app").values()) == 60     # nothing was reset
+        assert sum(kadmin_describe(cluster.bootstrap, "gr-app").values()) == 60     # nothing was reset
     finally:
         active.close()
     assert page.script_errors == []
 
 
-def test_resetting_offsets_is_seen_by_kadmin(cluster2m, console, page):
-    committed_group(cluster2m.bootstrap, "gr-reset-t", "gr-reset", 40)
-    assert kadmin_describe(cluster2m.bootstrap, "gr-reset") == {("gr-reset-t", 0): 40}
+def test_resetting_offsets_is_seen_by_kadmin(cluster, console, page):
+    committed_group(cluster.bootstrap, "gr-reset-t", "gr-reset", 40)
+    assert kadmin_describe(cluster.bootstrap, "gr-reset") == {("gr-reset-t", 0): 40}
     page.goto(console.url + "/groups/gr-reset")
     assert page.inner_text("#group-state") == "Empty"
 
@@ -149,28 +149,28 @@ def test_resetting_offsets_is_seen_by_kadmin(cluster2m, console, page):
 
     reset_form(page, "earliest")                          # a dry run first: nothing committed
     assert page.locator("#reset-plan tbody tr").all_inner_texts() == ["gr-reset-t\t0\t40\t0"]
-    assert kadmin_describe(cluster2m.bootstrap, "gr-reset") == {("gr-reset-t", 0): 40}
+    assert kadmin_describe(cluster.bootstrap, "gr-reset") == {("gr-reset-t", 0): 40}
     execute()
     assert "reset on 1 partition" in banners(page, "ok")
-    assert kadmin_describe(cluster2m.bootstrap, "gr-reset") == {("gr-reset-t", 0): 0}
+    assert kadmin_describe(cluster.bootstrap, "gr-reset") == {("gr-reset-t", 0): 0}
 
     reset_form(page, "offset", "25", topic="gr-reset-t")
     execute()
-    assert kadmin_describe(cluster2m.bootstrap, "gr-reset") == {("gr-reset-t", 0): 25}
+    assert kadmin_describe(cluster.bootstrap, "gr-reset") == {("gr-reset-t", 0): 25}
     assert page.locator("#offsets tbody td:nth-child(5)").inner_text() == "15"
 
     reset_form(page, "timestamp", "2100-01-01T00:00:00.000")   # no record that recent: the end offset
     assert page.locator("#reset-plan tbody tr").all_inner_texts() == ["gr-reset-t\t0\t25\t40"]
     execute()
-    assert kadmin_describe(cluster2m.bootstrap, "gr-reset") == {("gr-reset-t", 0): 40}
+    assert kadmin_describe(cluster.bootstrap, "gr-reset") == {("gr-reset-t", 0): 40}
     reset_form(page, "latest")
     assert page.script_errors == []
 
 
 @pytest.fixture(scope="module")
-def empty_group(cluster2m):
+def empty_group(cluster):
     """Group gr-bad-app, without members, at offset 5 of gr-bad's 5 messages."""
-    committed_group(cluster2m.bootstrap, "gr-bad", "gr-bad-app", 5)
+    committed_group(cluster.bootstrap, "gr-bad", "gr-bad-app", 5)
     return "gr-bad-app"
 
 
@@ -182,7 +182,7 @@ def empty_group(cluster2m):
     ("timestamp", "99999999999999999999", "", "outside the timestamps"),
     ("earliest", "", "gr-no-such-topic", "does not exist"),
 ])
-def test_bad_reset_input_gets_a_message(cluster2m, console, page, empty_group, kind, value, topic, message):
+def test_bad_reset_input_gets_a_message(cluster, console, page, empty_group, kind, value, topic, message):
     page.goto(console.url + "/groups/gr-bad-app")
     page.fill("#reset-form input[name=topic]", topic)
     page.select_option("#reset-kind", kind)
@@ -193,11 +193,11 @@ def test_bad_reset_input_gets_a_message(cluster2m, console, page, empty_group, k
     assert nav.value.status in (400, 409)
     assert message in banners(page, "error")
     assert page.locator("#reset-plan").count() == 0
-    assert kadmin_describe(cluster2m.bootstrap, "gr-bad-app") == {("gr-bad", 0): 5}
+    assert kadmin_describe(cluster.bootstrap, "gr-bad-app") == {("gr-bad", 0): 5}
 
 
-def test_an_offset_beyond_the_end_and_an_unknown_group(cluster2m, console, page):
-    committed_group(cluster2m.bootstrap, "gr-end", "gr-end-app", 12)
+def test_an_offset_beyond_the_end_and_an_unknown_group(cluster, console, page):
+    committed_group(cluster.bootstrap, "gr-end", "gr-end-app", 12)
     page.goto(console.url + "/groups/gr-end-app")
     reset_form(page, "offset", "999999")
     assert "higher than latest offset" in banners(page, "warn")
@@ -223,8 +223,8 @@ def test_an_offset_beyond_the_end_and_an_unknown_group(cluster2m, console, page)
     assert page.script_errors == []
 
 
-def test_the_lag_chart_rises_while_the_consumer_is_stopped_and_falls_when_it_resumes(cluster2m, console, page):
-    committed_group(cluster2m.bootstrap, "gr-lag", "gr-lag-app", 20, partitions=2)   # the consumer stops
+def test_the_lag_chart_rises_while_the_consumer_is_stopped_and_falls_when_it_resumes(cluster, console, page):
+    committed_group(cluster.bootstrap, "gr-lag", "gr-lag-app", 20, partitions=2)   # the consumer stops
     page.goto(console.url + "/groups/gr-lag-app")
     source = page.get_attribute("#lag-chart", "data-source")
 
@@ -238,7 +238,7 @@ def test_the_lag_chart_rises_while_the_consumer_is_stopped_and_falls_when_it_res
 
     wait_until(lambda: len(canvas_points()) >= 1, 20, message="the chart's first point")
     for batch in range(4):                                  # producers write while nobody consumes
-        produce(cluster2m.bootstrap, "gr-lag", 50, prefix=f"b{batch}-")
+        produce(cluster.bootstrap, "gr-lag", 50, prefix=f"b{batch}-")
         want = 50 * (batch + 1)
         wait_until(lambda w=want: history()[-1] >= w, 20, message=f"the lag to reach {want}")
     rising = history()
@@ -247,7 +247,7 @@ def test_the_lag_chart_rises_while_the_consumer_is_stopped_and_falls_when_it_res
     wait_until(lambda: sum(int(t) for t in page.locator("#offsets td.lag").all_inner_texts()) == 200, 20,
                message="the partitions table to follow the lag")
 
-    c = consumer(cluster2m.bootstrap, "gr-lag-app", "gr-lag")   # it resumes
+    c = consumer(cluster.bootstrap, "gr-lag-app", "gr-lag")   # it resumes
     try:
         consume(c, 200)
         wait_until(lambda: history()[-1] == 0, 20, message="the lag back to 0")
@@ -268,9 +268,9 @@ def test_the_lag_chart_rises_while_the_consumer_is_stopped_and_falls_when_it_res
     assert page.script_errors == []
 
 
-def test_markup_in_a_group_id_is_shown_as_text(cluster2m, console, page):
+def test_markup_in_a_group_id_is_shown_as_text(cluster, console, page):
     group = '<img id="injected" src=x>"gr-evil'
-    committed_group(cluster2m.bootstrap, "gr-evil", group, 3)
+    committed_group(cluster.bootstrap, "gr-evil", group, 3)
     page.goto(console.url + "/groups")
     assert page.locator("#injected").count() == 0
     with page.expect_navigation():
@@ -278,5 +278,5 @@ def test_markup_in_a_group_id_is_shown_as_text(cluster2m, console, page):
     assert page.inner_text("h1") == f"Consumer group {group}"
     assert page.locator("#injected").count() == 0
     page.wait_for_function("document.getElementById('group-state').textContent === 'Empty'")
-    assert kadmin_describe(cluster2m.bootstrap, group) == {("gr-evil", 0): 3}
+    assert kadmin_describe(cluster.bootstrap, group) == {("gr-evil", 0): 3}
     assert page.script_errors == []
