@@ -465,6 +465,24 @@ def commit_reset(admin: AdminClient, group: str, plan: dict[TopicPartition, int]
                                                       f"{', '.join(map(str, missing))}.")
 
 
+def reset_offsets(admin: AdminClient, group: str, topic_args: list[str], all_topics: bool, spec: ResetSpec, warn,
+                  execute: bool) -> dict[TopicPartition, int]:
+    """ConsumerGroupCommand.resetOffsets for one group: the new offset of each partition (--topic arguments or
+    --all-topics), committed when execute. KafkaError when the group is not a consumer group or has active members
+    (NON_EMPTY_GROUP: only an Empty or Dead group may be reset); warn(message) for each offset moved into range."""
+    desc = admin.describe_group(group)
+    if desc.protocol_type not in CONSUMER_PROTOCOL_TYPES and desc.state != "Dead":
+        raise KafkaError(Errors.INCONSISTENT_GROUP_PROTOCOL, f"Group '{group}' is not a consumer group "
+                                                             f"(protocol type '{desc.protocol_type}').")
+    if desc.state not in ("Empty", "Dead"):
+        raise KafkaError(Errors.NON_EMPTY_GROUP, f"Assignments can only be reset if the group '{group}' "
+                                                 f"is inactive, but the current state is {desc.state}.")
+    plan = prepare_reset(admin, group, partitions_to_reset(admin, group, topic_args, all_topics), spec, warn)
+    if execute:
+        commit_reset(admin, group, plan)
+    return plan
+
+
 # ---- commands (click) -----------------------------------------------------------------------------------------
 
 def _group_selection(groups, all_groups, admin) -> list[str]:
@@ -635,18 +653,7 @@ def groups_reset_offsets(ctx, group_ids, all_groups, topics, all_topics, to_earl
     plans, failed = {}, []
     with admin_client(ctx, timeout) as admin:
         def reset(group):
-            desc = admin.describe_group(group)
-            if desc.protocol_type not in CONSUMER_PROTOCOL_TYPES and desc.state != "Dead":
-                raise KafkaError(Errors.INCONSISTENT_GROUP_PROTOCOL, f"Group '{group}' is not a consumer group "
-                                                                     f"(protocol type '{desc.protocol_type}').")
-            if desc.state not in ("Empty", "Dead"):
-                raise KafkaError(Errors.NON_EMPTY_GROUP, f"Assignments can only be reset if the group '{group}' "
-                                                         f"is inactive, but the current state is {desc.state}.")
-            tps = partitions_to_reset(admin, group, list(topics), all_topics)
-            plan = prepare_reset(admin, group, tps, spec, warn)
-            if execute:
-                commit_reset(admin, group, plan)
-            return plan
+            return reset_offsets(admin, group, list(topics), all_topics, spec, warn, execute)
 
         plans.update(_each_group(_group_selection(group_ids, all_groups, admin), reset, failed))
     output(ctx).emit(ResetPlans(plans, execute))
