@@ -15,12 +15,12 @@ from dataclasses import dataclass, field
 from flask import Blueprint
 
 from admin_cli.kafka_client import TOPIC_RESOURCE
-from kbroker.protocol.client import KafkaError, TopicPartition
+from kbroker.protocol.client import KafkaError
 
+from .topics import sample_end_offsets
 from .web import as_json, client, console, page
 
 blueprint = Blueprint("overview", __name__)
-LATEST = -1
 
 
 @dataclass
@@ -106,12 +106,7 @@ def index():
 
 @blueprint.get("/overview/throughput.json")
 def throughput():
-    c = client()
-    md = c.metadata(None)
-    led = [TopicPartition(t, p) for t, info in md.topics.items() for p, part in info.partitions.items()
-           if part.leader in md.brokers]
-    ends = c.list_offsets({tp: LATEST for tp in led}) if led else {}
-    total = sum(offset for code, offset in ends.values() if not code and offset > 0)
+    total = sum(sample_end_offsets(client().metadata(None)).values())
     history = console().series("throughput:end-offsets")
     history.add(time.time(), total)
     rates = history.rates()

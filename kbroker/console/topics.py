@@ -4,8 +4,8 @@ The list (Metadata, DescribeLogDirs on every live broker): partitions, replicati
 replicas' bytes), under-replicated and offline partitions, internal topics marked; the rate in is the growth of
 the topic's end offsets (ListOffsets latest) in messages/s, sampled whenever the page or its JSON is read (the
 page polls it) and kept by the console; the rate out is the growth of the brokers' BytesOutPerSec counters
-(`kafka_server_brokertopicmetrics_bytesout_total{topic}` summed over the --metrics-url endpoints), shown only
-when the console was given those endpoints.
+(`kafka_server_brokertopicmetrics_bytesout_total{topic}` summed over the brokers' Prometheus endpoints, as
+prometheus.py finds and reads them), shown only when one answers.
 
 A topic's page: each partition's leader, replicas, ISR, log start and end offsets and size per replica; every
 config with its value and source (an override is marked, with the value it replaced), editable with
@@ -18,11 +18,9 @@ is the cluster's or kadmin's own message on the page, flashed as an error; nothi
 from __future__ import annotations
 
 import time
-import urllib.request
 from dataclasses import dataclass, field
 
 from flask import Blueprint, request, url_for
-from prometheus_client.parser import text_string_to_metric_families
 
 from admin_cli.configs import Entity, alter_config_admin
 from admin_cli.groups import list_consumer_groups
@@ -31,11 +29,11 @@ from admin_cli.topics import delete_topic_admin, leaders_admin, parse_config_arg
 from kbroker.common.admin_errors import AdminError
 from kbroker.protocol.client import EARLIEST, LATEST, Broker, KafkaError, TopicPartition, Unreachable
 
+from . import prometheus
 from .web import as_json, client, console, done, form_text, page
 
 blueprint = Blueprint("topics", __name__)
 RATE_WINDOW = 30.0          # seconds of samples a rate is taken over
-BYTES_OUT = "kafka_server_brokertopicmetrics_bytesout"
 
 
 @dataclass
@@ -119,8 +117,9 @@ def _rate(name: str) -> float | None:
     return max(0.0, (v1 - v0) / (t1 - t0))
 
 
-def _sample_end_offsets(md) -> None:
-    """One sample of each topic's summed end offsets (its partitions with a leader)."""
+def sample_end_offsets(md) -> dict[str, int]:
+    """One sample of each topic's summed end offsets (its partitions with a leader) into the console's series;
+    returns the sums."""
     led = [TopicPartition(t, p) for t, info in md.topics.items() for p, part in info.partitions.items()
            if part.leader in md.brokers]
     ends = client().list_offsets({tp: LATEST for tp in led}) if led else {}
@@ -131,38 +130,24 @@ def _sample_end_offsets(md) -> None:
     now = time.time()
     for t, total in totals.items():
         console().series(f"topic-end:{t}").add(now, total)
-
-
-def _sample_bytes_out() -> bool:
-    """One sample of each topic's bytes out, summed over the brokers' Prometheus endpoints; False when the
-    console has none (or none answered)."""
-    totals: dict[str, float] = {}
-    answered = False
-    for url in console().settings.metrics_urls:
-        try:
-            with urllib.request.urlopen(url, timeout=2) as r:
-                text = r.read().decode("utf-8", "replace")
-        except (OSError, ValueError):
-            continue
-        answered = True
-        for family in text_string_to_metric_families(text):
-            if family.name != BYTES_OUT:
-                continue
-            for s in family.samples:
-                if s.name.endswith("_total") and "topic" in s.labels:
-                    totals[s.labels["topic"]] = totals.get(s.labels["topic"], 0.0) + s.value
-    now = time.time()
-    for t, total in totals.items():
-        console().series(f"topic-out:{t}").add(now, total)
-    return answered
+    return totals
 
 
 def _rates(md) -> tuple[dict[str, float | None], dict[str, float | None] | None]:
-    _sample_end_offsets(md)
+    """Each topic's rate in (messages/s) and, when a broker's Prometheus endpoint answers, rate out (bytes/s summed
+    over the brokers); None for the rates out when none answers."""
+    sample_end_offsets(md)
     rates_in = {t: _rate(f"topic-end:{t}") for t in md.topics}
-    if not _sample_bytes_out():
+    endpoints = prometheus.discover_endpoints()
+    prometheus.sample(endpoints)
+    answering = [e for e in endpoints if e.url and not e.error]
+    if not answering:
         return rates_in, None
-    return rates_in, {t: _rate(f"topic-out:{t}") for t in md.topics}
+    rates_out = {}
+    for t in md.topics:
+        rates = [r for e in answering if (r := _rate(prometheus.key(f"topic-out:{t}", e))) is not None]
+        rates_out[t] = sum(rates) if rates else None
+    return rates_in, rates_out
 
 
 @blueprint.get("/topics")

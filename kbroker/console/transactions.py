@@ -48,7 +48,8 @@ def index():
     described = txn_ops.describe_all(c, [], [])
     now_ms = int(time.time() * 1000)
     hanging, errors = txn_ops.find_hanging(c, described, None, int(max_minutes * 60_000), now_ms)
-    return page("transactions.html", transactions=[(txn_ops.TransactionView(d, now_ms), _utc(d.start_time_ms)) for d in described],
+    views = [(txn_ops.TransactionView(d, now_ms), _utc(d.start_time_ms)) for d in described]
+    return page("transactions.html", transactions=views,
                 hanging=hanging, errors=[f"{tp}: {error_text(code)}" for tp, code in errors.items()],
                 max_minutes=max_minutes, problem=problem, open_states=txn_ops.OPEN_STATES)
 

@@ -69,6 +69,7 @@ class Console:
         self.seen_brokers: dict[int, SeenBroker] = {}
         self.cluster_id: str | None = None
         self._series: dict[str, Series] = {}
+        self.request_types: set[str] = set()     # request types the brokers' metrics listed (the p99 chart's choice)
 
     def series(self, name: str, max_age: float = 600.0) -> Series:
         """The named history (made on first use), e.g. "lag:GROUP"."""

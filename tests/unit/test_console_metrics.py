@@ -9,7 +9,7 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily
 
-from kbroker.console.brokers import parse_metrics, quantile
+from kbroker.console.prometheus import parse_metrics, quantile
 from kbroker.metrics import TIME_BUCKETS
 
 
