@@ -121,3 +121,9 @@ def test_pages_send_a_content_security_policy(console):
     with urllib.request.urlopen(console.url + "/", timeout=10) as r:
         policy = r.headers["Content-Security-Policy"]
     assert "script-src 'self'" in policy and "frame-ancestors 'none'" in policy
+
+
+def test_without_the_brokers_metrics_the_topics_page_says_why_there_is_no_rate_out(console, page):
+    page.goto(console.url + "/topics")
+    assert page.locator("#topics th", has_text="Out").count() == 0
+    assert "metrics.port" in page.inner_text("main") and "--metrics-url" in page.inner_text("main")
