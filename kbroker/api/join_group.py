@@ -19,6 +19,7 @@ from __future__ import annotations
 import gevent.event
 from kafka.protocol.consumer import JoinGroupRequest, JoinGroupResponse
 
+from ..metrics import remote_wait
 from ..protocol.errors import Errors
 from .context import RequestContext
 
@@ -51,6 +52,7 @@ def handle(request, ctx: RequestContext):
         request.group_id, request.member_id, instance_id, version >= 4 and instance_id is None,
         ctx.client_id or "", client_host(ctx), rebalance_timeout, session_timeout, request.protocol_type,
         list(protocols.items()), result.set)
+    remote_wait(result)             # the rebalance: Kafka's join purgatory
     r = result.get()
     protocol_name = r.protocol_name if version >= 7 else (r.protocol_name or "")
     return RESPONSE(version=version, error_code=r.error, generation_id=r.generation_id,

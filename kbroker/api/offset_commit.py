@@ -24,6 +24,7 @@ import gevent.event
 from kafka.protocol.consumer import OffsetCommitRequest, OffsetCommitResponse
 
 from ..coordinator.schemas import OffsetAndMetadata
+from ..metrics import remote_wait
 from ..protocol.errors import Errors, KafkaError
 from .context import RequestContext
 
@@ -110,6 +111,7 @@ def handle(request, ctx: RequestContext):
         broker.group_coordinator.handle_commit_offsets(
             request.group_id, request.member_id, request.group_instance_id if version >= 7 else None,
             request.generation_id_or_member_epoch, offsets, result.set)
+        remote_wait(result)         # the __consumer_offsets append's replication
         errors.update(result.get())
     return RESPONSE(version=version, topics=response_topics(Topic, Partition, order, errors))
 

@@ -18,6 +18,7 @@ import gevent.event
 from kafka.protocol.consumer import SyncGroupRequest, SyncGroupResponse
 
 from ..coordinator.group import SyncGroupResult
+from ..metrics import remote_wait
 from ..protocol.errors import Errors
 from .context import RequestContext
 
@@ -39,6 +40,7 @@ def handle(request, ctx: RequestContext):
             request.protocol_type if version >= 5 else None, request.protocol_name if version >= 5 else None,
             request.group_instance_id if version >= 3 else None,
             {a.member_id: bytes(a.assignment) for a in request.assignments}, result.set)
+        remote_wait(result)         # the leader's assignment: Kafka's sync wait
         r = result.get()
     return RESPONSE(version=version, error_code=r.error, protocol_type=r.protocol_type,
                     protocol_name=r.protocol_name, assignment=r.assignment)

@@ -21,6 +21,7 @@ import gevent.event
 from kafka.protocol.producer import TxnOffsetCommitRequest, TxnOffsetCommitResponse
 
 from ..coordinator.schemas import OffsetAndMetadata
+from ..metrics import remote_wait
 from ..protocol.errors import Errors
 from .context import RequestContext
 from .offset_commit import known_partitions, refuse_unreadable_topics, response_topics
@@ -56,6 +57,7 @@ def handle(request, ctx: RequestContext):
         broker.group_coordinator.handle_txn_commit_offsets(request.group_id, request.producer_id,
                                                            request.producer_epoch, member_id, instance_id,
                                                            generation, offsets, result.set)
+        remote_wait(result)         # the __consumer_offsets append's replication
         errors.update(result.get())
     if version < 2:
         errors = {tp: Errors.COORDINATOR_NOT_AVAILABLE if e == Errors.COORDINATOR_LOAD_IN_PROGRESS else e

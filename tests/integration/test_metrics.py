@@ -179,6 +179,14 @@ def test_metrics_and_logs_after_traffic_and_a_dead_follower(cluster):
     assert total(everyone, group_series + "numgroupsstable") == 1
     assert total(everyone, group_series + "numgroups") == 1
     assert total(everyone, group_series + "numoffsets") == 1
+    # The coordinator's waits are remote time, as in Kafka's purgatories: the rebalance (JoinGroup), the leader's
+    # assignment (SyncGroup), the offsets append's replication (OffsetCommit).
+    for request in ("JoinGroup", "SyncGroup", "OffsetCommit"):
+        remote = sum(sum(by_label(x, "kafka_network_requestmetrics_remotetime_seconds_sum", "version",
+                                  request=request).values()) for x in everyone.values())
+        assert remote > 0, request
+        if request == "JoinGroup":      # the first join waits out group.initial.rebalance.delay.ms (3 s): remote
+            assert remote >= 2.5, remote
     for i, x in everyone.items():   # 50 __consumer_offsets partitions over 3 brokers: each loaded some
         assert 0 <= x[("kafka_server_group_coordinator_metrics_partition_load_time_avg", frozenset())] \
             <= x[("kafka_server_group_coordinator_metrics_partition_load_time_max", frozenset())] < 30_000, i
