@@ -89,8 +89,11 @@ def cluster2m(zookeeper, tmp_path_factory):
     c.stop()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser():
+    """Chromium for one test module. Not for the session: Playwright's sync API keeps an asyncio loop running in
+    the worker while it is started, and a later test of the same worker calling asyncio.run (aiokafka's) would
+    fail with "asyncio.run() cannot be called from a running event loop"."""
     from playwright.sync_api import sync_playwright
     if not os.path.exists(CHROMIUM):
         pytest.fail(f"{CHROMIUM} is missing: `make test-system-deps` installs Debian's chromium")

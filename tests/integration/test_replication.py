@@ -102,7 +102,9 @@ def test_whole_isr_dead(cluster_factory, unclean):
         assert results[0][0] is not None
     else:
         wait_until(lambda: state(c, "u").leader == 2, message="unclean election of 2")
-        assert "UNCLEAN leader election" in "".join(b.log() for b in c.brokers.values())
+        # The controller logs the election once ZooKeeper answered its write, which this test may read first.
+        wait_until(lambda: "UNCLEAN leader election" in "".join(b.log() for b in c.brokers.values()), timeout=10,
+                   message="the state-change log's line of the unclean election")
         assert [v for _, v in consume_all(c.brokers[2].bootstrap, "u")] == [b"both-have-it"]
 
 
