@@ -17,7 +17,7 @@ document.addEventListener("DOMContentLoaded", () => {
     datasets.forEach((ds, i) => {
       const color = kb.palette[i % kb.palette.length];
       if (!chart.data.datasets[i]) {
-        chart.data.datasets.push({label: ds.label, data: [], borderWidth: 2, pointRadius: 2, tension: 0.2,
+        chart.data.datasets.push({label: ds.label, data: [], borderWidth: 2, pointRadius: 2, cubicInterpolationMode: "monotone",
           fill: false, borderColor: color, backgroundColor: color});
       }
       chart.data.datasets[i].label = ds.label;

@@ -46,7 +46,7 @@ const kb = (() => {
   function lineChart(canvas, yTitle, datasets) {
     return new Chart(canvas, {
       type: "line",
-      data: {datasets: datasets.map((d, i) => Object.assign({borderWidth: 2, pointRadius: 0, tension: 0.2,
+      data: {datasets: datasets.map((d, i) => Object.assign({borderWidth: 2, pointRadius: 0, cubicInterpolationMode: "monotone",
         fill: false, borderColor: palette[i % palette.length], backgroundColor: palette[i % palette.length]}, d))},
       options: {animation: false, maintainAspectRatio: false, parsing: false, normalized: true,
         interaction: {mode: "nearest", axis: "x", intersect: false},

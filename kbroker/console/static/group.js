@@ -42,7 +42,7 @@ document.addEventListener("DOMContentLoaded", () => {
       const color = kb.palette[i % kb.palette.length];
       if (!chart.data.datasets[i]) {
         chart.data.datasets.push({label: ds.label, data: [], borderWidth: i ? 1.5 : 2.5, pointRadius: 2,
-          tension: 0.2, fill: false, borderColor: color, backgroundColor: color});
+          cubicInterpolationMode: "monotone", fill: false, borderColor: color, backgroundColor: color});
       }
       chart.data.datasets[i].label = ds.label;
     });
