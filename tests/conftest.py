@@ -48,10 +48,7 @@ def zk_client(zk_connect):
 
 @pytest.hookimpl(tryfirst=True)    # before pytest-xdist's own hook, which reads the groups
 def pytest_collection_modifyitems(items):
-    """Under pytest-xdist's --dist loadgroup: one group per module, one for all the Spark tests. The compose
-    end-to-end test (minutes on a Docker engine, the suite's longest) goes first, so that the other worker runs the
-    rest beside it instead of the suite waiting on it at the end."""
-    items.sort(key=lambda item: not item.nodeid.startswith("tests/docker/test_compose_e2e.py"))   # stable
+    """Under pytest-xdist's --dist loadgroup: one group per module, one for all the Spark tests."""
     for item in items:
         module = item.nodeid.split("::")[0]
         item.add_marker(pytest.mark.xdist_group("spark" if module.startswith("tests/spark/") else module))
