@@ -717,8 +717,8 @@ class AdminClient(ClusterClient):
                 users=None if users is None else [Name(name=u) for u in users])
         r = self.send_any(build, self.deadline())
         if r.error_code:
-            raise KafkaError(r.error_code, f"{r.error_message or error_text(r.error_code)} "
-                                           f"({error_name(r.error_code)})")
+            raise KafkaError(r.error_code, f"{r.error_message} ({error_name(r.error_code)})" if r.error_message
+                             else error_text(r.error_code))
         return [UserResult(u.user, u.error_code, u.error_message,
                            {scram.MECHANISM_BY_ID.get(i.mechanism, str(i.mechanism)): i.iterations
                             for i in u.credential_infos}) for u in r.results]

@@ -121,6 +121,8 @@ def test_acls_decide_what_each_user_sees(secured, page):
     assert response.status == 200
     for section in ("acls", "users", "quotas"):
         assert "Not allowed" in page.inner_text(f"#{section}-refused")
+    refusal = page.inner_text("#users-refused")
+    assert refusal.count("CLUSTER_AUTHORIZATION_FAILED") == 1, refusal      # the error named once, not twice
     assert page.locator("#acls tbody tr").count() == 0 and page.locator("#users tbody tr").count() == 0
     shot(page, "security-not-allowed")
     # What the user may not do is refused with the cluster's words, on the page.
