@@ -307,9 +307,9 @@ def test_failed_up_stops_what_it_started(tmp_path):
 
 
 @pytest.mark.parametrize("key", ["broker.id", "listeners", "advertised.listeners", "log.dirs", "log.dir",
-                                 "metrics.port", "zookeeper.connect", "ssl.keystore.location"])
+                                 "metrics.port", "zookeeper.connect", "ssl.keystore.location", "broker.rack"])
 def test_up_refuses_overrides_of_per_broker_settings(tmp_path, key):
-    """`cluster up` sets each broker's id, listener, log dir, metrics port, keystore and ZooKeeper itself: an
+    """`cluster up` sets each broker's id, listener, log dir, metrics port, keystore, ZooKeeper and rack itself: an
     --override of one is a usage error (exit 2) naming the option to use, before anything starts (given
     broker.id=0 for one broker, `up` used to wait 60 s for a broker 1 that never came)."""
     data = str(tmp_path / "cluster")
