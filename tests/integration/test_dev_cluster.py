@@ -260,8 +260,8 @@ def test_up_right_after_kill9_restarts_the_broker_into_every_isr(tmp_path):
                 ["rack-1", "rack-2", "rack-3"], status
             with open(os.path.join(data, "broker-2", "server.properties")) as f:
                 assert "broker.rack=rack-2" in f.read().splitlines()
-            refused = run("cluster", "up", "--data-dir", data, "--racks", "2")
-            assert refused.returncode == 1 and "runs 3 racks" in refused.stderr, refused.stderr
+            refused = CliRunner().invoke(kbroker, ["cluster", "up", "--data-dir", data, "--racks", "2"])
+            assert refused.exit_code == 1 and "runs 3 racks" in refused.output, refused.output
 
             for pid in pids(data):
                 os.kill(pid, signal.SIGKILL)
