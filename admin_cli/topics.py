@@ -14,6 +14,11 @@ What only one source can see: ZooKeeper shows topics marked for deletion (the br
 partitions the controller has not initialised yet; through the brokers a partition whose leader is not alive
 has no leader (ZooKeeper still names the dead one, marked offline).
 
+Racks: kafka-topics.sh --describe shows none. describe-topic adds, as kadmin's own extra, each replica's broker.rack
+(from the registrations in /brokers/ids, or the brokers Metadata lists): a last column Racks (rack of each replica
+in replica order, 'none' for a broker without a rack or not alive) only when some replica's broker has a rack, so
+scripts parsing the columns of a cluster without racks see no change, and "replica_racks" in every JSON partition.
+
 The click commands `create-topic`, `list-topics`, `describe-topic` and `delete-topic` close the module:
 they check the options, take the source the global options chose (admin_cli.context) and wait where asked.
 """
@@ -71,6 +76,7 @@ class PartitionDescription:
     removing: list[int] = field(default_factory=list)
     has_state: bool = True  # False until the controller created the partition's state znode
     leader_registered: bool = True  # the leader is a broker registered in /brokers/ids
+    replica_racks: list[str | None] = field(default_factory=list)   # each replica's rack (None: none or not alive)
 
     @property
     def under_replicated(self) -> bool:
@@ -95,7 +101,8 @@ class PartitionDescription:
 
     def to_json(self) -> dict:
         return {"partition": self.partition, "leader": self.leader, "replicas": self.replicas, "isr": self.isr,
-                "adding": self.adding, "removing": self.removing, "status": self.status or None}
+                "adding": self.adding, "removing": self.removing, "status": self.status or None,
+                "replica_racks": self.replica_racks}
 
 
 @dataclass
@@ -137,8 +144,8 @@ FILTERS = {"under-replicated": lambda p: p.under_replicated, "unavailable": lamb
 class TopicDescriptions:
     """describe-topic's result. JSON: {"topics": [{"name", "topic_id", "partition_count", "replication_factor",
     "config": {overrides}, "marked_for_deletion", "partitions": [{"partition", "leader", "replicas", "isr",
-    "adding", "removing", "status": null | "offline" | "under-replicated"}]}]}; with a filter only the matching
-    partitions, and only topics that have some."""
+    "adding", "removing", "status": null | "offline" | "under-replicated", "replica_racks": [rack or null, one per
+    replica]}]}]}; with a filter only the matching partitions, and only topics that have some."""
     topics: list[TopicDescription]
     only: str | None = None             # a FILTERS key
 
@@ -151,7 +158,8 @@ class TopicDescriptions:
 
     def render(self, out: Output) -> None:
         """kafka-topics.sh --describe: per topic its header line, then one row per partition (Adding/Removing
-        columns while a partition is reassigned, Status when one is offline or under-replicated). With a
+        columns while a partition is reassigned, Status when one is offline or under-replicated, Racks last when
+        brokers have racks). With a
         filter: one table of the matching partitions with their topic, no headers, nothing when none match."""
         if self.only:
             rows = [(d.name, p) for d, parts in self._selected() for p in parts]
@@ -174,24 +182,28 @@ def _ids(xs) -> str:
 def _partition_table(rows, with_topic: bool, with_status: bool, indent: int = 0):
     reassigning = any(p.adding or p.removing for _, p in rows)
     marked = with_status and any(p.status for _, p in rows)
+    racked = any(any(p.replica_racks) for _, p in rows)
     columns = (["Topic"] if with_topic else []) + ["Partition", "Leader", "Replicas", "Isr"] \
-        + (["Adding", "Removing"] if reassigning else []) + (["Status"] if marked else [])
+        + (["Adding", "Removing"] if reassigning else []) + (["Status"] if marked else []) \
+        + (["Racks"] if racked else [])
     out = []
     for topic, p in rows:
         row = ([topic] if with_topic else []) + [p.partition, p.leader, _ids(p.replicas), _ids(p.isr)]
         row += [_ids(p.adding), _ids(p.removing)] if reassigning else []
         row += [p.status] if marked else []
+        row += [",".join(r or "none" for r in p.replica_racks)] if racked else []
         out.append(row)
     return table(columns, out, indent=indent)
 
 
-def describe_topic_zk(zk: KafkaZkClient, name: str, registered: set[int] | None = None) -> TopicDescription:
-    """Topic NAME from its znodes; registered = the broker ids in /brokers/ids (read if not given)."""
+def describe_topic_zk(zk: KafkaZkClient, name: str, racks: dict[int, str | None] | None = None
+                      ) -> TopicDescription:
+    """Topic NAME from its znodes; racks = the brokers registered in /brokers/ids, id -> rack (read if not given)."""
     assignment = zk.get_topic_assignment(name)
     if assignment is None:
         raise UnknownTopicError(f"Topic '{name}' does not exist.")
-    if registered is None:
-        registered = set(zk.get_broker_ids())
+    if racks is None:
+        racks = _registered_racks(zk)
     partitions = []
     for p, replicas in sorted(assignment.partitions.items()):
         state = zk.get_partition_state(name, p)
@@ -200,20 +212,26 @@ def describe_topic_zk(zk: KafkaZkClient, name: str, registered: set[int] | None 
                                                assignment.adding_replicas.get(p, []),
                                                assignment.removing_replicas.get(p, []),
                                                has_state=state is not None,
-                                               leader_registered=leader in registered))
+                                               leader_registered=leader in racks,
+                                               replica_racks=[racks.get(b) for b in replicas]))
     return TopicDescription(name, assignment.topic_id, partitions, zk.get_entity_config("topics", name),
                             name in zk.get_topic_deletions())
 
 
+def _registered_racks(zk: KafkaZkClient) -> dict[int, str | None]:
+    """The brokers registered in /brokers/ids: id -> its broker.rack (None without one)."""
+    return {broker_id: info.rack for broker_id, info in zk.get_all_brokers().items()}
+
+
 def describe_topics_zk(zk: KafkaZkClient, name: str | None = None, only: str | None = None) -> TopicDescriptions:
     """Topic NAME, or every topic (sorted by name) when NAME is None; topics deleted meanwhile are skipped."""
-    registered = set(zk.get_broker_ids())
+    racks = _registered_racks(zk)
     if name is not None:
-        return TopicDescriptions([describe_topic_zk(zk, name, registered)], only)
+        return TopicDescriptions([describe_topic_zk(zk, name, racks)], only)
     out = []
     for topic in zk.get_all_topics():
         try:
-            out.append(describe_topic_zk(zk, topic, registered))
+            out.append(describe_topic_zk(zk, topic, racks))
         except AdminError:
             pass
     return TopicDescriptions(out, only)
@@ -235,7 +253,9 @@ def describe_topics_admin(admin: AdminClient, name: str | None = None, only: str
         for p, part in sorted(info.partitions.items()):
             _, adding, removing = moving.get((n, p), (None, [], []))
             partitions.append(PartitionDescription(p, part.leader if part.leader >= 0 else None, part.replicas,
-                                                   part.isr, adding, removing))
+                                                   part.isr, adding, removing,
+                                                   replica_racks=[md.brokers[b].rack if b in md.brokers else None
+                                                                  for b in part.replicas]))
         overrides = {e.name: e.value for e in configs[(TOPIC_RESOURCE, n)] if e.source == "DYNAMIC_TOPIC_CONFIG"}
         out.append(TopicDescription(n, info.topic_id, partitions, overrides, False))
     return TopicDescriptions(out, only)
@@ -440,11 +460,12 @@ def describe_topic(ctx, name, under_replicated, unavailable):
     Rows of offline and under-replicated partitions are marked in a Status column, and Adding/Removing
     columns appear while a partition is being reassigned. With --under-replicated-partitions or
     --unavailable-partitions only the matching partitions are printed, one row each with its topic and no
-    topic header, and nothing at all when none matches (as kafka-topics.sh).
+    topic header, and nothing at all when none matches (as kafka-topics.sh). When brokers have racks (broker.rack),
+    a last column Racks (kadmin's own; kafka-topics.sh has none) gives each replica's rack in replica order.
 
     JSON: {"topics": [{"name", "topic_id", "partition_count", "replication_factor", "config",
     "marked_for_deletion", "partitions": [{"partition", "leader", "replicas", "isr", "adding", "removing",
-    "status"}]}]}.
+    "status", "replica_racks"}]}]}.
     """
     if under_replicated and unavailable:
         raise click.UsageError("--under-replicated-partitions and --unavailable-partitions cannot be combined.")

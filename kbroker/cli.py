@@ -3,6 +3,7 @@
   kbroker start CONFIG [--override k=v ...]        like kafka-server-start.sh
   kbroker cluster up [--brokers 3] [--data-dir DIR] a local ZooKeeper plus N brokers, and the web console
   kbroker cluster up --security sasl_ssl          ... every listener secured (also ssl, sasl_plaintext)
+  kbroker cluster up --racks 3                    ... broker i in rack rack-<(i-1) % 3 + 1>
   kbroker cluster status | down [--data-dir DIR]
   kbroker cluster stop|start|restart|kill N        one broker of it
   kbroker security init DIR [--zookeeper H:P]      the CA, broker keystores and admin credentials, alone
@@ -220,15 +221,18 @@ _data_dir = click.option("--data-dir", default=DEFAULT_DIR, show_default=True,
 @click.option("--console-port", type=click.IntRange(1, 65535),
               help="The web console's port on 127.0.0.1 [default: 8080; a running cluster: the port it had].")
 @click.option("--no-console", "console", flag_value=False, default=True, help="Do not start the web console.")
+@click.option("--racks", type=click.IntRange(1, 9), metavar="N",
+              help="Spread the brokers over N racks: broker i gets broker.rack=rack-<(i-1) % N + 1> (rack-1, rack-2, "
+                   "... in turn); new topics' replicas are then assigned rack-aware, as Kafka does.")
 def cluster_up(brokers, data_dir, zk_port, base_port, metrics_port, overrides, security, secure_zookeeper,
-               console_port, console):
+               console_port, console, racks):
     """Start ZooKeeper, the brokers and the web console; print the bootstrap servers, the console's URL (and the
     client settings when secured). On a cluster that is partly running, start only the members that are down."""
     from . import cluster as dev_cluster
     try:
         state = dev_cluster.up(data_dir, brokers, zk_port, base_port, overrides=overrides,
                                metrics_port=metrics_port, security=security, secure_zookeeper=secure_zookeeper,
-                               console=console, console_port=console_port)
+                               console=console, console_port=console_port, racks=racks)
     except dev_cluster.OverrideError as e:
         raise click.BadParameter(str(e), param_hint="--override") from None
     except dev_cluster.ClusterError as e:

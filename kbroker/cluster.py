@@ -295,7 +295,12 @@ def wait_ready(brokers, timeout: float = 60.0) -> None:
 # on metrics-port + N - 1, its own keystore, the cluster's ZooKeeper), with the option that sets them instead.
 LAUNCHER_SETTINGS = {"broker.id": "--brokers", "listeners": "--base-port", "advertised.listeners": "--base-port",
                      "log.dirs": "--data-dir", "log.dir": "--data-dir", "metrics.port": "--metrics-port",
-                     "ssl.keystore.location": "--security", "zookeeper.connect": "--zk-port"}
+                     "ssl.keystore.location": "--security", "zookeeper.connect": "--zk-port", "broker.rack": "--racks"}
+
+
+def rack_of(n: int, racks: int) -> str:
+    """Broker n's rack in a cluster of `racks` racks: rack-1, rack-2, ... in turn (broker 4 of 3 racks: rack-1)."""
+    return f"rack-{(n - 1) % racks + 1}"
 
 
 def override_settings(overrides: tuple[str, ...]) -> dict[str, str]:
@@ -397,13 +402,15 @@ def dev_settings(brokers: int) -> dict:
 
 def up(data_dir: str, brokers: int, zk_port: int, base_port: int, timeout: float = 60.0,
        overrides: tuple[str, ...] = (), metrics_port: int | None = None, security: str | None = None,
-       secure_zookeeper: bool = False, console: bool = True, console_port: int | None = None) -> dict:
+       secure_zookeeper: bool = False, console: bool = True, console_port: int | None = None,
+       racks: int | None = None) -> dict:
     """ZooKeeper and `brokers` brokers in the background; returns once wait_ready says they serve. overrides:
     KEY=VALUE settings for every broker; metrics_port: broker N serves Prometheus metrics on metrics_port + N - 1;
     security: ssl, sasl_ssl or sasl_plaintext (kbroker.security.preset, kept in <data dir>/security, the admin's
     client files written to <data dir>/client.properties and kcat.conf); secure_zookeeper: ZooKeeper with SASL and
     TLS on zk_port + 1, the brokers logging in there with zookeeper.set.acl=true (kbroker.security.zk_preset);
-    console: the web console beside them, once they serve, on console_port (default CONSOLE_PORT).
+    console: the web console beside them, once they serve, on console_port (default CONSOLE_PORT); racks: broker N
+    gets broker.rack rack_of(N, racks), kept in the state (each broker's "rack") for status and restarts.
 
     A cluster of data_dir with live members is completed instead (_complete): its members that are down start
     again and the live ones are left alone. The returned state's "started" names what this call started. When
@@ -415,12 +422,12 @@ def up(data_dir: str, brokers: int, zk_port: int, base_port: int, timeout: float
     state = _read_state(data_dir)
     if state is not None and any(_alive(m["pid"]) for _, m in _members(state)):
         return _complete(data_dir, state, timeout, overrides, metrics_port, security, secure_zookeeper, console,
-                         console_port)
+                         console_port, racks)
     logs = os.path.join(data_dir, "logs")
     os.makedirs(logs, exist_ok=True)
     if is_serving("127.0.0.1", zk_port):
         raise ClusterError(f"port {zk_port} already serves a ZooKeeper; stop it or pass --zk-port")
-    state = {"zookeeper": {"port": zk_port, "secure": secure_zookeeper}, "brokers": []}
+    state = {"zookeeper": {"port": zk_port, "secure": secure_zookeeper}, "brokers": [], "racks": racks}
     _start_zookeeper(data_dir, state)
     try:
         preset = None
@@ -429,7 +436,7 @@ def up(data_dir: str, brokers: int, zk_port: int, base_port: int, timeout: float
             properties, kcat = preset.write_client_files(data_dir)
             state["security"] = {"protocol": preset.protocol, "client_properties": properties, "kcat_conf": kcat}
             _write_admin_credentials(preset, data_dir, state)
-        started = [_add_broker(data_dir, state, n, brokers, base_port, settings, metrics_port, preset)
+        started = [_add_broker(data_dir, state, n, brokers, base_port, settings, metrics_port, preset, racks)
                    for n in range(1, brokers + 1)]
         _write_state(data_dir, state)
         wait_ready(started, timeout)
@@ -505,10 +512,10 @@ def _zk_client(data_dir: str, state: dict, session_timeout_ms: int, connection_t
 
 
 def _add_broker(data_dir: str, state: dict, n: int, brokers: int, base_port: int, overrides: dict[str, str],
-                metrics_port: int | None, preset: SecurityPreset | None) -> BrokerProcess:
-    """Write broker n's server.properties (dev_settings, then overrides), start it and add it to state. A
-    broker n the data dir held before starts once its old registration is gone: ZooKeeper, started again on its
-    data, keeps the sessions of brokers killed with it until they expire."""
+                metrics_port: int | None, preset: SecurityPreset | None, racks: int | None) -> BrokerProcess:
+    """Write broker n's server.properties (dev_settings, then overrides, its rack of `racks`), start it and add
+    it to state. A broker n the data dir held before starts once its old registration is gone: ZooKeeper, started
+    again on its data, keeps the sessions of brokers killed with it until they expire."""
     directory = os.path.join(data_dir, f"broker-{n}")
     if os.path.exists(os.path.join(directory, "server.properties")):
         _wait_unregistered(data_dir, state, n, os.path.join(directory, "server.properties"))
@@ -522,25 +529,28 @@ def _add_broker(data_dir: str, state: dict, n: int, brokers: int, base_port: int
         settings[key] = value
     if metrics_port is not None:
         settings["metrics.port"] = metrics_port + n - 1
+    rack = rack_of(n, racks) if racks else None
+    if rack:
+        settings["broker.rack"] = rack
     b = BrokerProcess.create(n, directory, _broker_connect(state), settings,
                              port=base_port + n - 1, log_path=os.path.join(data_dir, "logs", f"broker-{n}.log"),
                              detach=True, security=preset, environ=environ).start()
     state["brokers"].append({"id": n, "pid": b.pid, "port": b.port, "config": b.config_path,
                              "metrics_port": None if metrics_port is None else metrics_port + n - 1,
-                             "environ": environ})
+                             "environ": environ, "rack": rack})
     return b
 
 
 def _complete(data_dir: str, state: dict, timeout: float, overrides: tuple[str, ...],
               metrics_port: int | None, security: str | None, secure_zookeeper: bool = False,
-              console: bool = True, console_port: int | None = None) -> dict:
+              console: bool = True, console_port: int | None = None, racks: int | None = None) -> dict:
     """`up` on a cluster with live members, as `docker compose up` on a running project: ZooKeeper, if down,
     starts again on its port and data; each broker that is down starts again on the server.properties it was
     made with, once its previous registration has expired; then its console, if down (on its port), unless
     `console` is false; live members are left alone. The cluster keeps its size (`brokers` is not used), its
-    security and whether it has a console (brought up with --no-console it has none, unless console_port asks
-    for one); settings that would differ between members (--override, --metrics-port) are refused, and so is
-    another port for a console that runs."""
+    security, its racks (a broker restarts in the rack it had) and whether it has a console (brought up with
+    --no-console it has none, unless console_port asks for one); settings that would differ between members
+    (--override, --metrics-port, other racks) are refused, and so is another port for a console that runs."""
     running = state.get("security", {}).get("protocol", "").lower() or None
     if security and security != running:
         raise ClusterError(f"the cluster of {data_dir} runs {running or 'plaintext'}; `kbroker cluster down "
@@ -551,6 +561,9 @@ def _complete(data_dir: str, state: dict, timeout: float, overrides: tuple[str, 
     if overrides or metrics_port is not None:
         raise ClusterError(f"a cluster is running from {data_dir}: --override and --metrics-port apply when it "
                            f"starts whole (`kbroker cluster down --data-dir {data_dir}` first)")
+    if racks is not None and racks != state.get("racks"):
+        raise ClusterError(f"the cluster of {data_dir} runs {state.get('racks') or 'no'} racks; `kbroker cluster "
+                           f"down --data-dir {data_dir}` first to bring it up with --racks {racks}")
     running_console = state.get("console")
     if console and console_port and running_console and _alive(running_console["pid"]) \
             and running_console["port"] != console_port:
@@ -787,7 +800,8 @@ def status(data_dir: str) -> list[str] | None:
         alive = _alive(b["pid"])
         role = " controller" if controller == b["id"] else ""
         reg = "registered" if b["id"] in registered else "not registered"
-        rows.append(f"broker {b['id']}   pid {b['pid']:<7} 127.0.0.1:{b['port']:<6} "
+        rack = f"{b['rack']:<7} " if b.get("rack") else ""
+        rows.append(f"broker {b['id']}   pid {b['pid']:<7} 127.0.0.1:{b['port']:<6} {rack}"
                     f"{'running' if alive else 'DOWN'}, {reg}{role}")
     if "console" in state:
         c = state["console"]

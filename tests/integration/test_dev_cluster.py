@@ -201,15 +201,32 @@ def test_cluster_up_status_down(tmp_path):
     assert run("cluster", "status", "--data-dir", data).stdout.count("DOWN") == 5
 
 
+def describe_racks(zk_port: int, base: int, topic: str) -> list[list[str]]:
+    """Each partition's replica racks as `kadmin describe-topic -o json` shows them, the same through ZooKeeper and
+    through the brokers; the table's last column, Racks, says the same."""
+    shown = []
+    for target in (["--zookeeper", f"127.0.0.1:{zk_port}"], ["--bootstrap-server", f"127.0.0.1:{base}"]):
+        described = CliRunner().invoke(kadmin, [*target, "-o", "json", "describe-topic", topic])
+        assert described.exit_code == 0, described.output
+        shown.append([p["replica_racks"] for p in json.loads(described.stdout)["topics"][0]["partitions"]])
+        rows = CliRunner().invoke(kadmin, [*target, "describe-topic", topic]).stdout.splitlines()[1:]
+        assert rows[0].split() == ["Partition", "Leader", "Replicas", "Isr", "Racks"], rows
+        assert [row.split()[-1].split(",") for row in rows[1:]] == shown[-1]
+    assert shown[0] == shown[1]
+    return shown[0]
+
+
 def test_up_right_after_kill9_restarts_the_broker_into_every_isr(tmp_path):
     """kill -9 of a broker, then `up` at once (`make up`): the broker is dead though not yet reaped, and still
-    registered in ZooKeeper until its session expires; `up` starts it again once that registration is gone,
-    and it rejoins the ISR of every partition of a topic replicated on all three brokers. The same when every
-    member is killed: ZooKeeper, started again on its data, keeps the brokers' sessions until they expire."""
+    registered in ZooKeeper until its session expires; `up` starts it again once that registration is gone (in
+    the rack it had: --racks 3 puts broker N in rack-N), and it rejoins the ISR of every partition of a topic
+    replicated on all three brokers, each partition's replicas in the three racks as describe-topic shows. The
+    same when every member is killed: ZooKeeper, started again on its data, keeps the brokers' sessions until
+    they expire."""
     data = str(tmp_path / "cluster")
     zk_port, base = free_port(), free_port_range(3)
     args = ("cluster", "up", "--brokers", "3", "--data-dir", data, "--zk-port", str(zk_port), "--base-port",
-            str(base), "--override", SHORT_SESSION, "--no-console")
+            str(base), "--override", SHORT_SESSION, "--no-console", "--racks", "3")
     everyone = {p: [1, 2, 3] for p in range(3)}
 
     def in_every_isr(who: str):
@@ -226,6 +243,8 @@ def test_up_right_after_kill9_restarts_the_broker_into_every_isr(tmp_path):
                                                   "--partitions", "3", "--replication-factor", "3"])
             assert created.exit_code == 0, created.output
             in_every_isr("brokers 1, 2, 3")
+            racks = describe_racks(zk_port, base, "clicks")
+            assert len(racks) == 3 and all(sorted(r) == ["rack-1", "rack-2", "rack-3"] for r in racks), racks
 
             killed = pids(data)[2]
             os.kill(killed, signal.SIGKILL)
@@ -237,6 +256,12 @@ def test_up_right_after_kill9_restarts_the_broker_into_every_isr(tmp_path):
             in_every_isr("broker 2")
             status = run("cluster", "status", "--data-dir", data).stdout
             assert status.count("running, registered") == 3, status
+            assert [re.search(r"rack-\d", line)[0] for line in status.splitlines()[1:4]] == \
+                ["rack-1", "rack-2", "rack-3"], status
+            with open(os.path.join(data, "broker-2", "server.properties")) as f:
+                assert "broker.rack=rack-2" in f.read().splitlines()
+            refused = CliRunner().invoke(kbroker, ["cluster", "up", "--data-dir", data, "--racks", "2"])
+            assert refused.exit_code == 1 and "runs 3 racks" in refused.output, refused.output
 
             for pid in pids(data):
                 os.kill(pid, signal.SIGKILL)
@@ -282,9 +307,9 @@ def test_failed_up_stops_what_it_started(tmp_path):
 
 
 @pytest.mark.parametrize("key", ["broker.id", "listeners", "advertised.listeners", "log.dirs", "log.dir",
-                                 "metrics.port", "zookeeper.connect", "ssl.keystore.location"])
+                                 "metrics.port", "zookeeper.connect", "ssl.keystore.location", "broker.rack"])
 def test_up_refuses_overrides_of_per_broker_settings(tmp_path, key):
-    """`cluster up` sets each broker's id, listener, log dir, metrics port, keystore and ZooKeeper itself: an
+    """`cluster up` sets each broker's id, listener, log dir, metrics port, keystore, ZooKeeper and rack itself: an
     --override of one is a usage error (exit 2) naming the option to use, before anything starts (given
     broker.id=0 for one broker, `up` used to wait 60 s for a broker 1 that never came)."""
     data = str(tmp_path / "cluster")

@@ -112,8 +112,9 @@ def test_topics_same_both_ways(cluster):
     assert t["config"] == {"cleanup.policy": "compact", "retention.ms": "86400000"}
     assert len(t["topic_id"]) == 22                         # Kafka's base64 form, backfilled by the controller
     for p in t["partitions"]:
-        assert set(p) == {"partition", "leader", "replicas", "isr", "adding", "removing", "status"}
+        assert set(p) == {"partition", "leader", "replicas", "isr", "adding", "removing", "status", "replica_racks"}
         assert p["leader"] == p["replicas"][0] and p["status"] is None
+        assert p["replica_racks"] == [None, None]             # brokers without broker.rack
     b_state = settled(c, b)["topics"][0]
     assert [p["replicas"] for p in b_state["partitions"]] == [[1, 2], [2, 3], [3, 1], [1, 3]]
 
@@ -129,7 +130,7 @@ def test_topics_same_both_ways(cluster):
     table = same(c, "describe-topic", a, output="table").splitlines()
     assert table[0] == (f"Topic: {a}\tTopicId: {t['topic_id']}\tPartitionCount: 3\tReplicationFactor: 2\t"
                         "Configs: cleanup.policy=compact,retention.ms=86400000")
-    assert table[1].split() == ["Partition", "Leader", "Replicas", "Isr"]
+    assert table[1].split() == ["Partition", "Leader", "Replicas", "Isr"]    # no Racks column without racks
     assert [row.split()[0] for row in table[2:]] == ["0", "1", "2"]
 
     # Refusals: the same line and exit status both ways, and nothing created.

@@ -137,6 +137,14 @@ def test_rack_alternated_broker_list():
     assert rack_alternated({1: "a", 2: "a", 3: "a", 4: "b"}) == [1, 4, 2, 3]
 
 
+def test_rack_aware_kafkas_documented_example():
+    # AdminUtils' scaladoc (Kafka 2.8): the rack alternated list 0, 3, 1, 5, 4, 2, six partitions of RF 3
+    # round-robin over it, then partition 6 with the followers shifted (0,4,2 instead of repeating 0,3,1).
+    racks = {0: "rack1", 1: "rack3", 2: "rack3", 3: "rack2", 4: "rack2", 5: "rack1"}
+    assert assign_replicas(racks, 7, 3, start_index=0, shift=0) == {
+        0: [0, 3, 1], 1: [3, 1, 5], 2: [1, 5, 4], 3: [5, 4, 2], 4: [4, 2, 0], 5: [2, 0, 3], 6: [0, 4, 2]}
+
+
 def test_rack_aware_by_hand():
     # Ordered rack by rack: [0, 2, 1, 3]; the follower is the next broker, which sits in the other rack.
     racks = {0: "a", 1: "a", 2: "b", 3: "b"}

@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from kbroker import cli
-from kbroker.cluster import free_port
+from kbroker.cluster import free_port, rack_of
 from kbroker.config import NON_CONFIG_ENV, SETTINGS, env_to_key, load
 
 yaml = pytest.importorskip("yaml", reason="PyYAML is not installed (pip install pyyaml) - cannot parse docker-compose.yml")
@@ -111,7 +111,8 @@ def test_broker_environment_is_accepted_by_kbroker(compose, name):
         assert var.startswith("KAFKA_") and var not in NON_CONFIG_ENV, var
         assert env_to_key(var) in SETTINGS, f"{var} maps to {env_to_key(var)!r}, which kbroker does not know"
     required = {"KAFKA_BROKER_ID", "KAFKA_ZOOKEEPER_CONNECT", "KAFKA_LISTENERS", "KAFKA_ADVERTISED_LISTENERS",
-                "KAFKA_LISTENER_SECURITY_PROTOCOL_MAP", "KAFKA_INTER_BROKER_LISTENER_NAME", "KAFKA_LOG_DIRS"}
+                "KAFKA_LISTENER_SECURITY_PROTOCOL_MAP", "KAFKA_INTER_BROKER_LISTENER_NAME", "KAFKA_LOG_DIRS",
+                "KAFKA_BROKER_RACK"}
     assert required <= set(env)
 
     cfg = load(None, environ=env)  # raises ConfigError on anything kbroker refuses
@@ -125,6 +126,7 @@ def test_broker_environment_is_accepted_by_kbroker(compose, name):
     assert {l.name: (l.host, l.port) for l in cfg.advertised_listeners} == {
         "INTERNAL": (name, 19092), "EXTERNAL": ("localhost", host_port)}
     assert cfg.inter_broker_listener == "INTERNAL"
+    assert cfg["broker.rack"] == rack_of(broker_id, 3)     # one rack each, named as `cluster up --racks 3` does
     # Replication settings for a 3-broker cluster.
     assert cfg["default.replication.factor"] == 3
     assert cfg["offsets.topic.replication.factor"] == 3
