@@ -380,8 +380,8 @@ class BrokerMetrics:
                  lambda st: st.received_bytes),
                 ("network_io", "Reads of a request and writes of a response (network-io-total).",
                  lambda st: st.receives + st.sends),
-                ("successful_authentication", "Connections authenticated by TLS or SASL (successful-authentication).",
-                 lambda st: st.auth_ok),
+                ("successful_authentication", "Connections authenticated by TLS or SASL "
+                                              "(successful-authentication).", lambda st: st.auth_ok),
                 ("successful_authentication_no_reauth", ("Connections authenticated by a client that cannot "
                                                          "re-authenticate: TLS, or SASL without SaslAuthenticate v1+ "
                                                          "(successful-authentication-no-reauth)."),

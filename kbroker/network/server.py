@@ -195,11 +195,11 @@ class ListenerStats:
 
 
 class RequestTimes:
-    """One request's timeline in time.perf_counter() seconds (Kafka's RequestChannel.Request): `received` when its
-    frame (of `size` bytes, after the size prefix) was read; the dispatcher stamps `dequeued` (its handling starts), `local_done` (the handler returned),
-    `ready` (the response is made), adds `remote` (waits inside the handler that Kafka's handlers park in a
-    purgatory) and names it (`name`, `version`, `throttle_ms`); `send_start` and `end` frame the answer's send.
-    A request the dispatcher did not name (it closed the connection) is not reported."""
+    """One request's timeline in time.perf_counter() seconds (Kafka's RequestChannel.Request): `received` when its frame
+    (of `size` bytes, after the size prefix) was read; the dispatcher stamps `dequeued` (its handling starts),
+    `local_done` (the handler returned), `ready` (the response is made), adds `remote` (waits inside the handler that
+    Kafka's handlers park in a purgatory) and names it (`name`, `version`, `throttle_ms`); `send_start` and `end` frame
+    the answer's send. A request the dispatcher did not name (it closed the connection) is not reported."""
     __slots__ = ("dequeued", "end", "local_done", "name", "ready", "received", "remote", "send_start", "size",
                  "throttle_ms", "version")
 
