@@ -159,11 +159,13 @@ _SELECTOR_COUNTERS = ("connection-close", "connection-creation", "network-io", "
                       "incoming-byte", "response", "select", "successful-authentication", "failed-authentication",
                       "successful-reauthentication", "failed-reauthentication")
 _SELECTOR_GAUGES = ("request-size-avg", "request-size-max", "io-wait-time-ns-avg", "io-wait-ratio", "io-time-ns-avg",
-                    "io-ratio", "connection-count", "reauthentication-latency-max", "reauthentication-latency-avg",
-                    "successful-authentication-no-reauth-total")
+                    "io-ratio", "connection-count", "reauthentication-latency-max", "reauthentication-latency-avg")
 COMMON_TABLE = (
     *((f"kafka.server:type=socket-server-metrics {name}-rate, {name}-total",
        f"kafka_server_socketservermetrics_{name.replace('-', '_')}") for name in _SELECTOR_COUNTERS),
+    # a "-total" alone is a counter too
+    ("kafka.server:type=socket-server-metrics successful-authentication-no-reauth-total",
+     "kafka_server_socketservermetrics_successful_authentication_no_reauth"),
     *((f"kafka.server:type=socket-server-metrics {name}", f"kafka_server_socketservermetrics_{name.replace('-', '_')}")
       for name in _SELECTOR_GAUGES),
 )

@@ -43,6 +43,8 @@ log = logging.getLogger("kbroker.metrics")
 
 # Upper bounds in seconds, from a fast request's half millisecond to a long-poll fetch's half minute.
 TIME_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+# Upper bounds in bytes, powers of 4 from a heartbeat's 64 B to the 100 MiB of socket.request.max.bytes.
+BYTE_BUCKETS = tuple(float(4 ** k) for k in range(3, 15))
 
 
 class Histogram:
@@ -102,14 +104,18 @@ _REQUEST_PHASES = (
 
 
 class RequestStats:
-    """Kafka's RequestMetrics time histograms of one request name and version."""
-    __slots__ = ("phases",)
+    """Kafka's RequestMetrics time histograms of one request name and version, and its sizes (RequestBytes)."""
+    __slots__ = ("phases", "sizes")
 
     def __init__(self):
         self.phases = tuple(Histogram() for _ in _REQUEST_PHASES)
+        self.sizes = Histogram(BYTE_BUCKETS)
 
     def observe(self, t) -> None:
         """t: a network.server.RequestTimes, sent. (Histogram.observe inlined: this runs once per request.)"""
+        sizes, size = self.sizes, t.size
+        sizes.counts[bisect_left(BYTE_BUCKETS, size)] += 1
+        sizes.sum += size
         remote = t.remote
         for h, seconds in zip(self.phases, (
                 t.dequeued - t.received, max(0.0, t.local_done - t.dequeued - remote),
@@ -119,39 +125,62 @@ class RequestStats:
             h.sum += seconds
 
 
+class Window:
+    """Changes of cumulative counts over the last WINDOW seconds (since start, before the first WINDOW), from
+    samples taken at scrapes, SAMPLE_EVERY seconds apart at least: Kafka's client-style averages, maxima and ratios
+    are over a window of samples too (metrics.num.samples x metrics.sample.window.ms, 2 x 30 s). A peak (a maximum
+    the caller tracks, reset when a sample is taken) is kept per sample so the window's maximum can be told."""
+    WINDOW = 60.0
+    SAMPLE_EVERY = 5.0
+
+    def __init__(self, totals: tuple):
+        self._samples = deque([(time.perf_counter(), totals, 0)])   # (time, totals, peak since the previous)
+
+    def advance(self, totals: tuple, peak=0) -> tuple[float, tuple, object, bool]:
+        """(seconds covered, each total's change over them, the largest peak within them, whether a sample was
+        taken now: the caller then starts a new peak)."""
+        now, samples = time.perf_counter(), self._samples
+        while len(samples) > 1 and now - samples[1][0] >= self.WINDOW:
+            samples.popleft()
+        t0, totals0, _ = samples[0]
+        largest = max([peak, *(p for _, _, p in list(samples)[1:])])
+        taken = now - samples[-1][0] >= self.SAMPLE_EVERY
+        if taken:
+            samples.append((now, totals, peak))
+        return now - t0, tuple(b - a for a, b in zip(totals0, totals)), largest, taken
+
+
 class LoopIdle:
     """The share of wall time the gevent hub's loop waits for I/O with nothing to run: a prepare watcher of the
     lowest priority (after gevent's own callbacks) stamps the time the loop is about to block, a check watcher of
-    the highest (before any I/O callback) adds the wait once it returns. fraction() is over the last WINDOW seconds
-    of scrapes (since start, before the first WINDOW). Two watcher calls per loop iteration, where the request
-    quotas' switch tracer (quota.client_quotas.LoopTime) would cost every greenlet switch and still only time the
-    greenlets it was told to, not the loop's waits."""
-    WINDOW = 60.0
-    SAMPLE_EVERY = 5.0   # seconds between the samples the window is measured from (taken at scrapes)
+    the highest (before any I/O callback) adds the wait once it returns and counts the poll (Kafka's `select`).
+    Measured over a Window of scrapes. Two watcher calls per loop iteration, where the request quotas' switch
+    tracer (quota.client_quotas.LoopTime) would cost every greenlet switch and still only time the greenlets it was
+    told to, not the loop's waits."""
 
     def __init__(self):
         loop = gevent.get_hub().loop
-        self.idle, self._blocked_at = 0.0, time.perf_counter()
+        self.idle, self.polls, self._blocked_at = 0.0, 0, time.perf_counter()
         self._prepare, self._check = loop.prepare(ref=False), loop.check(ref=False)
         self._prepare.priority, self._check.priority = -2, 2     # libev's EV_MINPRI and EV_MAXPRI
         self._prepare.start(self._about_to_block)
         self._check.start(self._woken)
-        self._samples = deque([(time.perf_counter(), 0.0)])
+        self._window = Window((0.0, 0))
 
     def _about_to_block(self) -> None:
         self._blocked_at = time.perf_counter()
 
     def _woken(self) -> None:
         self.idle += time.perf_counter() - self._blocked_at
+        self.polls += 1
 
-    def fraction(self) -> float:
-        now, idle, samples = time.perf_counter(), self.idle, self._samples
-        while len(samples) > 1 and now - samples[1][0] >= self.WINDOW:
-            samples.popleft()
-        t0, idle0 = samples[0]
-        if now - samples[-1][0] >= self.SAMPLE_EVERY:
-            samples.append((now, idle))
-        return min(1.0, (idle - idle0) / (now - t0)) if now > t0 else 1.0
+    def sample(self) -> tuple[float, float, float]:
+        """Over the window: (idle fraction, average wait per poll in s, average work between polls in s)."""
+        span, (idle, polls), _, _ = self._window.advance((self.idle, self.polls))
+        if span <= 0:
+            return 1.0, 0.0, 0.0
+        idle = min(idle, span)
+        return idle / span, idle / polls if polls else 0.0, (span - idle) / polls if polls else 0.0
 
     def stop(self) -> None:
         self._prepare.stop()
@@ -254,6 +283,7 @@ class BrokerMetrics:
         PlatformCollector(registry=self.registry)
         self._http: WSGIServer | None = None
         self.loop_idle: LoopIdle | None = None   # measured while served
+        self._listener_windows: dict[str, Window] = {}   # request_size_avg|max's, per listener
 
     # ---- hot paths ----------------------------------------------------------------------------------------
     def topic(self, name: str) -> TopicStats:
@@ -332,6 +362,70 @@ class BrokerMetrics:
             yield GaugeMetricFamily("kafka_server_socketservermetrics_connection_count", "Open client and "
                                     "broker connections (connection-count).",
                                     value=len(server.socket_server.connections))
+            yield from self._selector_metrics(server.socket_server.listener_stats)
+
+    def _selector_metrics(self, listener_stats: dict):
+        """Kafka's socket-server-metrics, the network layer's counts (network.server.ListenerStats) per listener,
+        and the loop's (LoopIdle) as the one network processor's. Kafka's Selector names them as a client sees
+        its connections: on a broker `request` is a response sent, `response` a request read."""
+        prefix, labels, processor = "kafka_server_socketservermetrics_", ["listener", "networkProcessor"], "0"
+        listeners = sorted(listener_stats.items())
+        for name, doc, count in (
+                ("request", "Responses sent: Kafka's Selector counts a broker's sends as `request` (request-total).",
+                 lambda st: st.sends),
+                ("response", ("Requests read: Kafka's Selector counts a broker's receives as `response` "
+                              "(response-total)."), lambda st: st.receives),
+                ("outgoing_byte", "Bytes of the responses sent (outgoing-byte-total).", lambda st: st.sent_bytes),
+                ("incoming_byte", "Bytes of the requests read, size prefixes included (incoming-byte-total).",
+                 lambda st: st.received_bytes),
+                ("network_io", "Reads of a request and writes of a response (network-io-total).",
+                 lambda st: st.receives + st.sends),
+                ("successful_authentication", "Connections authenticated by TLS or SASL "
+                                              "(successful-authentication).", lambda st: st.auth_ok),
+                ("successful_authentication_no_reauth", ("Connections authenticated by a client that cannot "
+                                                         "re-authenticate: TLS, or SASL without SaslAuthenticate v1+ "
+                                                         "(successful-authentication-no-reauth)."),
+                 lambda st: st.auth_no_reauth),
+                ("failed_authentication", "TLS handshakes or SASL exchanges that failed (failed-authentication).",
+                 lambda st: st.auth_failed)):
+            family = CounterMetricFamily(f"{prefix}{name}", doc, labels=labels)
+            for listener, st in listeners:
+                family.add_metric([listener, processor], count(st))
+            yield family
+        avg = GaugeMetricFamily(f"{prefix}request_size_avg", "Average size of the responses sent in the last "
+                                "minute, NaN without one (request-size-avg).", labels=labels)
+        peak = GaugeMetricFamily(f"{prefix}request_size_max", "Largest response sent in the last minute, NaN "
+                                 "without one (request-size-max).", labels=labels)
+        for listener, st in listeners:
+            window = self._listener_windows.get(listener)
+            if window is None:
+                window = self._listener_windows[listener] = Window((0, 0))
+            _, (sends, sent_bytes), largest, taken = window.advance((st.sends, st.sent_bytes), st.send_max)
+            if taken:
+                st.send_max = 0
+            avg.add_metric([listener, processor], sent_bytes / sends if sends else float("nan"))
+            peak.add_metric([listener, processor], largest if sends else float("nan"))
+        yield avg
+        yield peak
+        if self.loop_idle is None:
+            return
+        idle, wait_s, busy_s = self.loop_idle.sample()
+        select = CounterMetricFamily(f"{prefix}select", "Times the event loop polled for I/O (select-total).",
+                                     labels=["networkProcessor"])
+        select.add_metric([processor], self.loop_idle.polls)
+        yield select
+        for name, doc, value in (
+                ("io_wait_ratio", ("Fraction of the last minute the event loop waited for I/O (io-wait-ratio; the "
+                                   "idle gauges' value)."), idle),
+                ("io_ratio", ("Fraction of the last minute the event loop worked: I/O and request handling, one "
+                              "loop (io-ratio)."), 1.0 - idle),
+                ("io_wait_time_ns_avg", "Average wait of a poll for I/O in the last minute (io-wait-time-ns-avg).",
+                 wait_s * 1e9),
+                ("io_time_ns_avg", ("Average work of the event loop between two polls in the last minute "
+                                    "(io-time-ns-avg)."), busy_s * 1e9)):
+            family = GaugeMetricFamily(f"{prefix}{name}", doc, labels=["networkProcessor"])
+            family.add_metric([processor], value)
+            yield family
 
     def _replica_gauges(self):
         rm = getattr(self.server, "replica_manager", None)   # None before the server created it
@@ -387,13 +481,22 @@ class BrokerMetrics:
                                        "as Kafka) and version (RequestsPerSec).", labels=["request", "version"])
         families = [HistogramMetricFamily(f"kafka_network_requestmetrics_{suffix}_seconds", doc,
                                           labels=["request", "version"]) for suffix, doc in _REQUEST_PHASES]
+        sizes: dict[str, Histogram] = {}   # RequestBytes is per request, over its versions
         for (name, version), stats in sorted(self.requests.items()):
             labels = [name, str(version)]
             requests.add_metric(labels, stats.phases[-1].count)
             for family, h in zip(families, stats.phases):
                 family.add_metric(labels, h.buckets(), h.sum)
+            total = sizes.setdefault(name, Histogram(BYTE_BUCKETS))
+            total.counts = [a + b for a, b in zip(total.counts, stats.sizes.counts)]
+            total.sum += stats.sizes.sum
         yield requests
         yield from families
+        request_bytes = HistogramMetricFamily("kafka_network_requestmetrics_requestbytes", "Sizes of the requests "
+                                              "read, in bytes, header included (RequestBytes).", labels=["request"])
+        for name, h in sizes.items():
+            request_bytes.add_metric([name], h.buckets(), h.sum)
+        yield request_bytes
 
     def _partition_gauges(self):
         """Kafka's per-partition kafka.cluster:type=Partition flags (0 where this broker does not lead)."""
@@ -470,7 +573,7 @@ class BrokerMetrics:
         handles them."""
         if self.loop_idle is None:
             return
-        idle = self.loop_idle.fraction()
+        idle = self.loop_idle.sample()[0]
         yield GaugeMetricFamily("kafka_network_socketserver_networkprocessoravgidlepercent", "Fraction (0..1) of "
                                 "the last minute the broker's event loop waited for I/O with nothing to run "
                                 "(NetworkProcessorAvgIdlePercent).", value=idle)

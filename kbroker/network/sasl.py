@@ -64,6 +64,7 @@ class SaslAuthenticator:
         self.state = HANDSHAKE_OR_VERSIONS
         self.raw = False           # a v0 handshake: tokens come as raw frames
         self.close_after = False   # the next answer ends the connection (after the failure delay)
+        self.client_reauth = False  # the client sent a SaslAuthenticate above v0: it could re-authenticate
         self.mechanism: str | None = None
         self.principal: str | None = None
         self._exchange = None

@@ -34,6 +34,11 @@ the listener it came in on, that listener's security protocol, the peer address 
 Each request read gets a RequestTimes, its timeline as Kafka's RequestChannel.Request keeps it: the server stamps
 when it was read and when its answer's send began and ended, the dispatcher the rest; once the answer is sent (or
 none was due) it goes to the request_done sink (the broker's metrics: Kafka's request time breakdown).
+
+Each listener counts what Kafka's Selector counts for its socket-server-metrics (ListenerStats, read by
+kbroker.metrics at scrapes): frames read and bytes, answers sent and bytes, authentications ended. As in Kafka, the
+frames of a SASL exchange and their answers are not counted (Kafka's authenticator reads them itself); a TLS
+handshake or a SASL exchange that ends the connection with an authentication error counts a failed one.
 """
 from __future__ import annotations
 
@@ -56,11 +61,12 @@ from ..protocol.header import CloseConnection
 from ..protocol.hotpath import is_file_slice
 from ..quota.connection_quotas import ConnectionThrottled, TooManyConnections
 from . import tls
-from .sasl import SaslAuthenticator, SaslSettings
+from .sasl import SASL_AUTHENTICATE, SaslAuthenticator, SaslSettings
 
 log = logging.getLogger("kbroker.network")
 _SIZE = struct.Struct(">i")
 _API_KEY = struct.Struct(">h")
+_API_KEY_VERSION = struct.Struct(">hh")
 TLS_CHUNK = 256 * 1024   # bytes of a file slice read at a time for a TLS connection
 FAILURE_LINGER = 1.0     # seconds the client gets to close first after a SASL failure answer
 PRODUCE_API_KEY = 0      # the only request read while earlier answers are deferred
@@ -132,26 +138,30 @@ def linger_for_close(sock, seconds: float) -> None:
 LARGE_PIECE = 64 * 1024   # send_pieces sends byte pieces this large without copying them
 
 
-def send_pieces(sock, pieces, zero_copy: bool = True) -> None:
+def send_pieces(sock, pieces, zero_copy: bool = True) -> int:
     """Write a response given as pieces: small byte pieces are coalesced, large ones (cached down-converted
     records) sent as they are, file slices go by sendfile (zero_copy, plaintext sockets) or are read and sent
-    (TLS sockets)."""
+    (TLS sockets). Returns the bytes sent."""
     pending = bytearray()
+    sent = 0
     for piece in pieces:
         if is_file_slice(piece):
             if pending:
                 sock.sendall(pending)
                 pending = bytearray()
             (send_file_slice if zero_copy else copy_file_slice)(sock, piece)
+            sent += piece.length
         elif len(piece) >= LARGE_PIECE:
             if pending:
                 sock.sendall(pending)
                 pending = bytearray()
             sock.sendall(piece)
+            sent += len(piece)
         else:
             pending += piece
     if pending:
         sock.sendall(pending)
+    return sent + len(pending)
 
 
 def stamping(dispatch):
@@ -167,17 +177,34 @@ def stamping(dispatch):
     return stamped
 
 
-class RequestTimes:
-    """One request's timeline in time.perf_counter() seconds (Kafka's RequestChannel.Request): `received` when its
-    frame was read; the dispatcher stamps `dequeued` (its handling starts), `local_done` (the handler returned),
-    `ready` (the response is made), adds `remote` (waits inside the handler that Kafka's handlers park in a
-    purgatory) and names it (`name`, `version`, `throttle_ms`); `send_start` and `end` frame the answer's send.
-    A request the dispatcher did not name (it closed the connection) is not reported."""
-    __slots__ = ("dequeued", "end", "local_done", "name", "ready", "received", "remote", "send_start", "throttle_ms",
-                 "version")
+class ListenerStats:
+    """One listener's counts for Kafka's socket-server-metrics (kbroker.metrics names them), updated on the
+    connections' greenlets once authenticated: frames read (`receives`, their bytes with the size prefix),
+    answers sent (`sends`, their bytes, the largest since metrics last sampled it), authentications ended."""
+    __slots__ = ("auth_failed", "auth_no_reauth", "auth_ok", "received_bytes", "receives", "send_max", "sends",
+                 "sent_bytes")
 
-    def __init__(self, received: float):
-        self.received = received
+    def __init__(self):
+        for name in self.__slots__:
+            setattr(self, name, 0)
+
+    def authenticated(self, client_reauth: bool) -> None:
+        self.auth_ok += 1
+        if not client_reauth:
+            self.auth_no_reauth += 1
+
+
+class RequestTimes:
+    """One request's timeline in time.perf_counter() seconds (Kafka's RequestChannel.Request): `received` when its frame
+    (of `size` bytes, after the size prefix) was read; the dispatcher stamps `dequeued` (its handling starts),
+    `local_done` (the handler returned), `ready` (the response is made), adds `remote` (waits inside the handler that
+    Kafka's handlers park in a purgatory) and names it (`name`, `version`, `throttle_ms`); `send_start` and `end` frame
+    the answer's send. A request the dispatcher did not name (it closed the connection) is not reported."""
+    __slots__ = ("dequeued", "end", "local_done", "name", "ready", "received", "remote", "send_start", "size",
+                 "throttle_ms", "version")
+
+    def __init__(self, received: float, size: int = 0):
+        self.received, self.size = received, size
         self.remote = 0.0
         self.name = None
         self.throttle_ms = 0
@@ -187,11 +214,12 @@ class _Answers:
     """A connection's answers not sent yet, in request order (response pieces, None for no response, or
     DeferredAnswers, each with its request's RequestTimes): every answer leaves through here. Whichever greenlet
     completes the answer at the head sends it and every ready one behind it; one sender at a time. Each answer
-    sent (or due none) reports its request's times to request_done."""
+    sent (or due none) reports its request's times to request_done; each one sent counts in `stats` (None while a
+    SASL exchange runs)."""
 
-    def __init__(self, sock, address, zero_copy: bool, request_done):
+    def __init__(self, sock, address, zero_copy: bool, request_done, stats: ListenerStats | None):
         self.sock, self.address, self.zero_copy = sock, address, zero_copy
-        self.request_done = request_done
+        self.request_done, self.stats = request_done, stats
         self.queue: deque = deque()
         self.sending = False
         self.broken = False            # a send failed or an answer failed: the connection is being closed
@@ -226,7 +254,13 @@ class _Answers:
                     times.send_start = clock()
                     try:
                         if head is not None:
-                            send_pieces(self.sock, head, self.zero_copy)
+                            sent = send_pieces(self.sock, head, self.zero_copy)
+                            stats = self.stats
+                            if stats is not None:
+                                stats.sends += 1
+                                stats.sent_bytes += sent
+                                if sent > stats.send_max:   # noqa: PLR1730 (max() costs a call per response)
+                                    stats.send_max = sent
                     except OSError as e:
                         log.debug("closing connection from %s:%s: %s", self.address[0], self.address[1], e)
                         self._break()
@@ -307,6 +341,7 @@ class SocketServer:
         self.sockets: dict[str, socket.socket] = {}     # listening socket per listener name
         self.bound_ports: dict[str, int] = {}
         self.listeners = listeners
+        self.listener_stats = {l.name: ListenerStats() for l in listeners}
         self.connections: dict = {}                     # socket -> Session, of every admitted connection
         self._throttled: set = set()                    # sockets waiting to be closed unserved
         self._greenlets: list = []                      # the acceptors and the reaper
@@ -391,6 +426,7 @@ class SocketServer:
 
     def _handler(self, listener):
         listener_name, protocol = listener.name, listener.security_protocol
+        stats = self.listener_stats[listener_name]
 
         def handle(sock, address, ip):
             # the listener's context now: a rotated key store serves the connections accepted after it
@@ -404,7 +440,11 @@ class SocketServer:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 if tls_context is not None:
                     # wrapping detaches the plain socket: from here the TLS one is the connection
-                    conn = tls.handshake(tls_context, sock, f"{ip}:{address[1]}")
+                    try:
+                        conn = tls.handshake(tls_context, sock, f"{ip}:{address[1]}")
+                    except tls.HandshakeRefused:
+                        stats.auth_failed += 1
+                        conn = None
                     self.connections.pop(sock, None)
                     if conn is None:
                         return
@@ -416,7 +456,9 @@ class SocketServer:
                         return
                 if listener_name in self.sasl_settings:
                     session.sasl = SaslAuthenticator(self.sasl_settings[listener_name], f"{ip}:{address[1]}")
-                self._serve(conn, address, session)
+                elif tls_context is not None:   # SSL: the handshake authenticated (no re-authentication there)
+                    stats.authenticated(False)
+                self._serve(conn, address, session, stats)
             finally:
                 self.connections.pop(conn, None)
                 self.quotas.dec(listener_name, ip)
@@ -463,9 +505,9 @@ class SocketServer:
         except OSError:
             pass
 
-    def _serve(self, sock, address, session: Session) -> None:
+    def _serve(self, sock, address, session: Session, stats: ListenerStats) -> None:
         answers = _Answers(sock, address, session.security_protocol in ("PLAINTEXT", "SASL_PLAINTEXT"),
-                           self.request_done)
+                           self.request_done, None if session.sasl else stats)
         clock = time.perf_counter
         while True:
             session.wait_unmuted()
@@ -481,12 +523,16 @@ class SocketServer:
             if frame is None:
                 log.debug("connection from %s:%s closed mid-request", *address[:2])
                 return
-            times = RequestTimes(clock())
+            times = RequestTimes(clock(), size)
             auth = session.sasl
             if auth is not None and not auth.complete:
-                if not self._authenticating(sock, answers, address, session, frame, times):
+                if not self._authenticating(sock, answers, address, session, frame, times, stats):
                     return
+                if auth.complete:
+                    answers.stats = stats
                 continue
+            stats.receives += 1
+            stats.received_bytes += size + 4
             if answers.queue:   # deferred answers wait: only a Produce goes ahead of them (the docstring's overlap)
                 api_key = _API_KEY.unpack_from(frame, 0)[0] if len(frame) >= 2 else -1
                 answers.wait_for_room(all_sent=api_key != PRODUCE_API_KEY)
@@ -515,15 +561,17 @@ class SocketServer:
         return not answers.broken
 
     def _authenticating(self, sock, answers: _Answers, address, session: Session, frame,
-                        times: RequestTimes) -> bool:
+                        times: RequestTimes, stats: ListenerStats) -> bool:
         """One frame before SASL authentication completed: a raw token after a v0 handshake, else a request the
         state machine must allow. False when the connection must close: a request not allowed (no answer), or
-        after answering a failure (sent after connection.failed.authentication.delay.ms, as Kafka delays it)."""
+        after answering a failure (sent after connection.failed.authentication.delay.ms, as Kafka delays it; counted
+        in stats as a failed authentication, as Kafka counts its AuthenticationExceptions)."""
         auth = session.sasl
         delay = self.config["connection.failed.authentication.delay.ms"] / 1000.0
         if auth.raw:
             answer = auth.raw_token(frame)
             if answer is None:
+                stats.auth_failed += 1
                 gevent.sleep(delay)
                 return False
             try:
@@ -531,17 +579,21 @@ class SocketServer:
             except OSError:
                 return False
         else:
-            api_key = _API_KEY.unpack_from(frame, 0)[0] if len(frame) >= 2 else -1
+            api_key, version = _API_KEY_VERSION.unpack_from(frame, 0) if len(frame) >= 4 else (-1, -1)
             if not auth.allows(api_key):
                 log.info("closing connection from %s:%s: request with api key %d before SASL authentication "
                          "(state %s)", address[0], address[1], api_key, auth.state)
                 return False
+            # Kafka's connectedClientSupportsReauthentication: a SaslAuthenticate above v0 (KIP-368)
+            auth.client_reauth = auth.client_reauth or (api_key == SASL_AUTHENTICATE and version > 0)
             if not self._answer(answers, address, session, frame, times, delay):
                 return False
             if auth.close_after:
+                stats.auth_failed += 1
                 linger_for_close(sock, FAILURE_LINGER)
                 return False
         if auth.complete:
+            stats.authenticated(auth.client_reauth)
             session.principal = auth.principal
             log.debug("%s:%s authenticated as %s (%s)", address[0], address[1], auth.principal, auth.mechanism)
         return True

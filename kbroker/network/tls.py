@@ -94,8 +94,14 @@ class PrincipalMapper:
         return None
 
 
+class HandshakeRefused(Exception):
+    """The TLS handshake failed on a TLS error (Kafka's SslAuthenticationException: a failed authentication), not on
+    the peer going away."""
+
+
 def handshake(ctx: gssl.SSLContext, sock, peer: str):
-    """The TLS socket over an accepted one, handshake done; None when the handshake fails (the caller closes)."""
+    """The TLS socket over an accepted one, handshake done; None when the peer left or timed out, HandshakeRefused
+    on a TLS error (the caller closes either way)."""
     tls = None
     try:
         tls = ctx.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
@@ -107,6 +113,8 @@ def handshake(ctx: gssl.SSLContext, sock, peer: str):
         log.info("TLS handshake with %s failed: %s", peer, e)
         if tls is not None:
             tls.close()
+        if isinstance(e, gssl.SSLError) and not isinstance(e, (gssl.SSLEOFError, gssl.SSLZeroReturnError)):
+            raise HandshakeRefused(str(e)) from None
         return None
 
 

@@ -223,6 +223,33 @@ def test_metrics_and_logs_after_traffic_and_a_dead_follower(cluster):
     assert by_label(s, "kafka_network_requestmetrics_requests_total", "version", request="Produce").get("2")
     assert by_label(s, "kafka_network_requestmetrics_requests_total", "version", request="FetchConsumer").get("2")
 
+    # Kafka's socket-server-metrics of the listener: 20 produce requests of 1000-byte records (acks=1, one request
+    # each) are 20 more requests read (`response`, as Kafka's Selector names a broker's receives) and answers sent
+    # (`request`), at least their records' bytes in, and 20 more Produce sizes in RequestBytes.
+    net, plain = "kafka_server_socketservermetrics_", {"listener": "PLAINTEXT", "networkProcessor": "0"}
+    before = scrape(leader)
+    producer = KafkaProducer(bootstrap_servers=leader.bootstrap, acks=1, linger_ms=0)
+    for i in range(20):
+        producer.send(TOPIC, value=b"%04d" % i * 250, partition=0).get(10)
+    producer.close()
+    after = scrape(leader)
+    grew = lambda name, **labels: value(after, name, **labels) - value(before, name, **labels)  # noqa: E731
+    assert grew(f"{net}response_total", **plain) >= 20
+    assert grew(f"{net}request_total", **plain) >= 20
+    assert grew(f"{net}network_io_total", **plain) >= 40
+    assert grew(f"{net}incoming_byte_total", **plain) >= 20 * 1000
+    assert grew(f"{net}outgoing_byte_total", **plain) > 0
+    assert value(after, f"{net}request_size_max", **plain) >= value(after, f"{net}request_size_avg", **plain) > 0
+    assert grew("kafka_network_requestmetrics_requestbytes_count", request="Produce") >= 20
+    assert grew("kafka_network_requestmetrics_requestbytes_sum", request="Produce") >= 20 * 1000
+    assert value(after, f"{net}successful_authentication_total", **plain) == 0   # Kafka counts none on PLAINTEXT
+    assert value(after, f"{net}failed_authentication_total", **plain) == 0
+    assert value(after, f"{net}select_total", networkProcessor="0") > 0
+    wait_ratio = value(after, f"{net}io_wait_ratio", networkProcessor="0")
+    assert 0 < wait_ratio <= 1
+    assert math.isclose(wait_ratio + value(after, f"{net}io_ratio", networkProcessor="0"), 1.0)
+    assert value(after, f"{net}io_wait_time_ns_avg", networkProcessor="0") > 0
+
     # A follower (not the controller) dies: the leader shrinks the ISR within replica.lag.time.max.ms, down to
     # min.insync.replicas; the controller times the broker change as Kafka's LeaderElectionRateAndTimeMs.
     assert value(s, "kafka_cluster_partition_underreplicated", **partition) == 0

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import socket
 import struct
+import urllib.request
 import uuid
 
 import pytest
@@ -37,8 +38,8 @@ def put_scram_user(zk, user: str, password: str, iterations: int = 4096) -> None
 
 
 class Secured:
-    def __init__(self, cluster: Cluster, ports: dict[str, int], pki: dict[str, str]):
-        self.cluster, self.ports, self.pki = cluster, ports, pki
+    def __init__(self, cluster: Cluster, ports: dict[str, int], pki: dict[str, str], metrics_port: int):
+        self.cluster, self.ports, self.pki, self.metrics_port = cluster, ports, pki, metrics_port
 
     def bootstrap(self, listener: str) -> str:
         return f"127.0.0.1:{self.ports[listener]}"
@@ -59,9 +60,11 @@ def secured(zookeeper, tmp_path_factory):
     for user, password in SCRAM_USERS.items():
         put_scram_user(cluster.zk, user, password)
     ports = {name: free_port() for name in ("SASL_PLAINTEXT", "SASL_SSL", "SSL")}
+    metrics_port = free_port()
     one_line = lambda pem: pem.replace("\n", "")   # noqa: E731  (PEM on one properties line, as Kafka reads it)
     b = cluster.add(1, start=False, **{
         "listeners": "PLAINTEXT://127.0.0.1:{port}," + ",".join(f"{n}://127.0.0.1:{p}" for n, p in ports.items()),
+        "metrics.port": metrics_port,
         "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
         "listener.name.sasl_plaintext.plain.sasl.jaas.config": jaas({"username": "admin", "password": "admin-secret",
                                                                      **{f"user_{u}": p for u, p in PLAIN_USERS.items()}}),
@@ -76,7 +79,7 @@ def secured(zookeeper, tmp_path_factory):
     fill_port(b)
     b.start("--logger", "kafka.request.logger=DEBUG")   # its lines name each request's principal
     cluster.wait_ready([1])
-    yield Secured(cluster, ports, pki)
+    yield Secured(cluster, ports, pki, metrics_port)
     cluster.stop()
 
 
@@ -187,6 +190,44 @@ def test_shared_client_wrong_password_is_not_retried(secured, listener, mechanis
             client.metadata([])
     assert e.value.code == Errors.SASL_AUTHENTICATION_FAILED
     assert "Authentication failed" in str(e.value)
+
+
+def test_authentications_are_counted_per_listener(secured):
+    """Kafka's socket-server-metrics successful/failed-authentication-total per listener: a SASL login, a wrong
+    password, a TLS client certificate, a client speaking plaintext to the TLS listener."""
+    from prometheus_client.parser import text_string_to_metric_families
+    from kbroker.protocol.client import ClusterClient, KafkaError
+
+    def counts() -> dict:
+        with urllib.request.urlopen(f"http://127.0.0.1:{secured.metrics_port}/metrics", timeout=5) as r:
+            text = r.read().decode()
+        return {(s.name.removeprefix("kafka_server_socketservermetrics_"), s.labels["listener"]): s.value
+                for f in text_string_to_metric_families(text) for s in f.samples
+                if s.name.endswith("authentication_total") or s.name.endswith("authentication_no_reauth_total")}
+
+    def grew(name: str, listener: str) -> float:
+        return counts()[(name, listener)] - before[(name, listener)]
+
+    before = counts()
+    with ClusterClient(secured.bootstrap("SASL_PLAINTEXT"), "sec-metrics", timeout=30,
+                       security=client_security(secured, "SASL_PLAINTEXT", "PLAIN", "alice", "alice-secret")) as c:
+        c.metadata([])
+    with ClusterClient(secured.bootstrap("SASL_PLAINTEXT"), "sec-metrics", timeout=30,
+                       security=client_security(secured, "SASL_PLAINTEXT", "PLAIN", "alice", "wrong")) as c:
+        with pytest.raises(KafkaError):
+            c.metadata([])
+    with ClusterClient(secured.bootstrap("SSL"), "sec-metrics", timeout=30,
+                       security=client_security(secured, "SSL")) as c:
+        c.metadata([])
+    with socket.create_connection(("127.0.0.1", secured.ports["SSL"]), timeout=10) as s:
+        s.sendall(raw_frame(18, 0, b""))   # ApiVersions in plaintext: the TLS handshake fails
+    wait_until(lambda: grew("failed_authentication_total", "SASL_PLAINTEXT") == 1
+               and grew("failed_authentication_total", "SSL") == 1, timeout=10, message="failures counted")
+    assert grew("successful_authentication_total", "SASL_PLAINTEXT") == 1
+    assert grew("successful_authentication_total", "SSL") == 1
+    assert grew("successful_authentication_no_reauth_total", "SSL") == 1   # TLS cannot re-authenticate
+    assert grew("successful_authentication_total", "SASL_SSL") == 0
+    assert counts()[("successful_authentication_total", "PLAINTEXT")] == 0
 
 
 # ---- raw sockets ---------------------------------------------------------------------------------------------
