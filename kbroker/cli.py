@@ -221,9 +221,10 @@ _data_dir = click.option("--data-dir", default=DEFAULT_DIR, show_default=True,
 @click.option("--console-port", type=click.IntRange(1, 65535),
               help="The web console's port on 127.0.0.1 [default: 8080; a running cluster: the port it had].")
 @click.option("--no-console", "console", flag_value=False, default=True, help="Do not start the web console.")
-@click.option("--zookeepers", type=click.Choice(["1", "3", "5"]), default="1", show_default=True,
+@click.option("--zookeepers", type=click.Choice(["1", "3", "5"]),
               help="ZooKeeper servers: more than 1 is an ensemble, member N (zk-N) serving clients on ZK_PORT + N - 1, "
-                   "its quorum ports the 2 x ZOOKEEPERS ports after them.")
+                   "its quorum ports the 2 x ZOOKEEPERS ports after them [default: 1; a stopped cluster: as many as "
+                   "it had].")
 def cluster_up(brokers, data_dir, zk_port, base_port, metrics_port, overrides, security, secure_zookeeper,
                console_port, console, zookeepers):
     """Start ZooKeeper, the brokers and the web console; print the bootstrap servers, the console's URL (and the
@@ -232,7 +233,7 @@ def cluster_up(brokers, data_dir, zk_port, base_port, metrics_port, overrides, s
     try:
         state = dev_cluster.up(data_dir, brokers, zk_port, base_port, overrides=overrides,
                                metrics_port=metrics_port, security=security, secure_zookeeper=secure_zookeeper,
-                               console=console, console_port=console_port, zookeepers=int(zookeepers))
+                               console=console, console_port=console_port, zookeepers=zookeepers and int(zookeepers))
     except dev_cluster.OverrideError as e:
         raise click.BadParameter(str(e), param_hint="--override") from None
     except dev_cluster.ClusterError as e:

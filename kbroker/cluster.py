@@ -400,14 +400,15 @@ def dev_settings(brokers: int) -> dict:
 def up(data_dir: str, brokers: int, zk_port: int, base_port: int, timeout: float = 60.0,
        overrides: tuple[str, ...] = (), metrics_port: int | None = None, security: str | None = None,
        secure_zookeeper: bool = False, console: bool = True, console_port: int | None = None,
-       zookeepers: int = 1) -> dict:
+       zookeepers: int | None = None) -> dict:
     """ZooKeeper and `brokers` brokers in the background; returns once wait_ready says they serve. overrides:
     KEY=VALUE settings for every broker; metrics_port: broker N serves Prometheus metrics on metrics_port + N - 1;
     security: ssl, sasl_ssl or sasl_plaintext (kbroker.security.preset, kept in <data dir>/security, the admin's
     client files written to <data dir>/client.properties and kcat.conf); secure_zookeeper: ZooKeeper with SASL and
     TLS on zk_port + 1, the brokers logging in there with zookeeper.set.acl=true (kbroker.security.zk_preset);
     console: the web console beside them, once they serve, on console_port (default CONSOLE_PORT); zookeepers:
-    more than 1 runs an ensemble of that many members (zk_ensemble_ports; not with secure_zookeeper).
+    more than 1 runs an ensemble of that many members (zk.launcher.ensemble's ports from zk_port; not with
+    secure_zookeeper); None: as many as the data dir's cluster had when it stopped, else 1.
 
     A cluster of data_dir with live members is completed instead (_complete): its members that are down start
     again and the live ones are left alone. The returned state's "started" names what this call started. When
@@ -422,6 +423,8 @@ def up(data_dir: str, brokers: int, zk_port: int, base_port: int, timeout: float
                          console_port)
     logs = os.path.join(data_dir, "logs")
     os.makedirs(logs, exist_ok=True)
+    if zookeepers is None:
+        zookeepers = state["zookeeper"].get("size", 1) if state is not None else 1
     if zookeepers > 1 and secure_zookeeper:
         raise ClusterError("--secure-zookeeper runs one ZooKeeper: a secured ensemble is not supported (drop "
                            "--zookeepers or --secure-zookeeper)")

@@ -285,8 +285,8 @@ def test_zookeeper_ensemble_survives_its_leader(tmp_path):
     """`up --zookeepers 3`: three members on consecutive ports, one leader and two followers in `status`, the
     brokers and `zookeeper.connect` on all three; kill -9 of the leader (`cluster kill zk-N`): the other two elect
     a new leader and the broker keeps serving (a topic created through it, its session kept); `start zk-N` brings
-    the old leader back as a follower, `up` restarts a stopped member, `down` stops them all. A secured ensemble
-    is refused before anything starts."""
+    the old leader back as a follower, `up` restarts a stopped member, `down` stops them all and `up` brings back
+    all three on their data. A secured ensemble is refused before anything starts."""
     data = str(tmp_path / "cluster")
     zk_port, base = free_port_range(9), free_port()
     connect = f"127.0.0.1:{zk_port},127.0.0.1:{zk_port + 1},127.0.0.1:{zk_port + 2}"
@@ -332,10 +332,17 @@ def test_zookeeper_ensemble_survives_its_leader(tmp_path):
         assert sorted(modes().values()) == ["serving, follower", "serving, follower", "serving, leader"]
         unknown = run("cluster", "kill", "zk-4", "--data-dir", data)
         assert unknown.returncode == 1 and "no zk-4 in the cluster" in unknown.stderr
-    finally:
+
         down = run("cluster", "down", "--data-dir", data)
-    assert down.returncode == 0 and all(f"zk-{n} (pid" in down.stdout for n in (1, 2, 3)), down.stdout
-    assert all(role == "DOWN" for role in modes().values())
+        assert down.returncode == 0 and all(f"zk-{n} (pid" in down.stdout for n in (1, 2, 3)), down.stdout
+        assert all(role == "DOWN" for role in modes().values())
+        again = run("cluster", "up", "--brokers", "1", "--data-dir", data, "--zk-port", str(zk_port), "--base-port",
+                    str(base), "--no-console")    # a stopped cluster comes back on as many members as it had
+        assert again.returncode == 0 and "started            zk-1, zk-2, zk-3, broker 1\n" in again.stdout, \
+            again.stderr
+        assert "after" in CliRunner().invoke(kadmin, ["--zookeeper", connect, "list-topics"]).output
+    finally:
+        run("cluster", "down", "--data-dir", data)
 
 
 @pytest.mark.parametrize("key", ["broker.id", "listeners", "advertised.listeners", "log.dirs", "log.dir",
