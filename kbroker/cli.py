@@ -341,36 +341,22 @@ def _member_command(name: str, doc: str):
     @_data_dir
     def command(member, data_dir):
         from . import cluster as dev_cluster
-        if not member.isdigit():
-            return _zookeeper_command(name, member, data_dir)
-        broker_id = int(member)
+        if member.isdigit():
+            label, stop, start = (f"broker {member}", dev_cluster.stop_broker, dev_cluster.start_broker)
+            member = int(member)
+        else:
+            label, stop, start = member, dev_cluster.stop_zookeeper, dev_cluster.start_zookeeper
         try:
             if name in ("stop", "restart", "kill"):
-                was = dev_cluster.stop_broker(data_dir, broker_id, kill=name == "kill")
-                click.echo(f"broker {broker_id} {'killed' if name == 'kill' else 'stopped'}" if was else
-                           f"broker {broker_id} was not running")
+                was = stop(data_dir, member, kill=name == "kill")
+                click.echo(f"{label} {'killed' if name == 'kill' else 'stopped'}" if was else f"{label} was not running")
             if name in ("start", "restart"):
-                entry = dev_cluster.start_broker(data_dir, broker_id)
-                click.echo(f"broker {broker_id} serving on 127.0.0.1:{entry['port']} (pid {entry['pid']})")
+                entry = start(data_dir, member)
+                click.echo(f"{label} serving on 127.0.0.1:{entry['port']} (pid {entry['pid']})")
         except dev_cluster.ClusterError as e:
             click.echo(f"error: {e}", err=True)
             sys.exit(1)
     return command
-
-
-def _zookeeper_command(name: str, member: str, data_dir: str) -> None:
-    """`kbroker cluster stop|start|restart|kill zk-N` (or `zookeeper`, a single server)."""
-    from . import cluster as dev_cluster
-    try:
-        if name in ("stop", "restart", "kill"):
-            was = dev_cluster.stop_zookeeper(data_dir, member, kill=name == "kill")
-            click.echo(f"{member} {'killed' if name == 'kill' else 'stopped'}" if was else f"{member} was not running")
-        if name in ("start", "restart"):
-            entry = dev_cluster.start_zookeeper(data_dir, member)
-            click.echo(f"{member} serving on 127.0.0.1:{entry['port']} (pid {entry['pid']})")
-    except dev_cluster.ClusterError as e:
-        click.echo(f"error: {e}", err=True)
-        sys.exit(1)
 
 
 _member_command("stop", "Stop broker N (SIGTERM: a controlled shutdown), or ZooKeeper member zk-N.")
