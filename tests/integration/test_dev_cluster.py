@@ -324,8 +324,9 @@ def test_zookeeper_ensemble_survives_its_leader(tmp_path):
 
         started = run("cluster", "start", leader, "--data-dir", data)
         assert started.returncode == 0 and started.stdout.startswith(f"{leader} serving on"), started.stderr
-        assert modes()[leader] == "serving, follower"
-        follower = next(name for name, role in modes().items() if role.endswith("follower"))
+        roles = modes()
+        assert roles[leader] == "serving, follower"
+        follower = next(name for name, role in roles.items() if role.endswith("follower"))
         assert run("cluster", "stop", follower, "--data-dir", data).stdout == f"{follower} stopped\n"
         again = run("cluster", "up", "--data-dir", data)
         assert again.returncode == 0 and f"started            {follower}\n" in again.stdout, again.stderr
