@@ -5,7 +5,8 @@
   kbroker cluster up --security sasl_ssl          ... every listener secured (also ssl, sasl_plaintext)
   kbroker cluster up --racks 3                    ... broker i in rack rack-<(i-1) % 3 + 1>
   kbroker cluster status | down [--data-dir DIR]
-  kbroker cluster stop|start|restart|kill N        one broker of it
+  kbroker cluster up --zookeepers 3               ... on a ZooKeeper ensemble of 3 (or 5) members
+  kbroker cluster stop|start|restart|kill N|zk-N   one broker of it, or one ZooKeeper member
   kbroker security init DIR [--zookeeper H:P]      the CA, broker keystores and admin credentials, alone
   kbroker healthcheck [PORT ...]                   the image's HEALTHCHECK: every listener answers ApiVersions
   kbroker console --bootstrap-server H:P [--port 8080]  the web console
@@ -224,15 +225,20 @@ _data_dir = click.option("--data-dir", default=DEFAULT_DIR, show_default=True,
 @click.option("--racks", type=click.IntRange(1, 9), metavar="N",
               help="Spread the brokers over N racks: broker i gets broker.rack=rack-<(i-1) % N + 1> (rack-1, rack-2, "
                    "... in turn); new topics' replicas are then assigned rack-aware, as Kafka does.")
+@click.option("--zookeepers", type=click.Choice(["1", "3", "5"]),
+              help="ZooKeeper servers: more than 1 is an ensemble, member N (zk-N) serving clients on ZK_PORT + N - 1, "
+                   "its quorum ports the 2 x ZOOKEEPERS ports after them [default: 1; a stopped cluster: as many as "
+                   "it had].")
 def cluster_up(brokers, data_dir, zk_port, base_port, metrics_port, overrides, security, secure_zookeeper,
-               console_port, console, racks):
+               console_port, console, racks, zookeepers):
     """Start ZooKeeper, the brokers and the web console; print the bootstrap servers, the console's URL (and the
     client settings when secured). On a cluster that is partly running, start only the members that are down."""
     from . import cluster as dev_cluster
     try:
         state = dev_cluster.up(data_dir, brokers, zk_port, base_port, overrides=overrides,
                                metrics_port=metrics_port, security=security, secure_zookeeper=secure_zookeeper,
-                               console=console, console_port=console_port, racks=racks)
+                               console=console, console_port=console_port, racks=racks,
+                               zookeepers=zookeepers and int(zookeepers))
     except dev_cluster.OverrideError as e:
         raise click.BadParameter(str(e), param_hint="--override") from None
     except dev_cluster.ClusterError as e:
@@ -333,30 +339,35 @@ def security_init(directory, protocol, brokers, hosts, admin_password, zookeeper
 
 
 def _member_command(name: str, doc: str):
-    """`kbroker cluster stop|start|restart|kill N`: one broker of the development cluster."""
+    """`kbroker cluster stop|start|restart|kill N|zk-N`: one broker of the development cluster, or one of its
+    ZooKeeper servers (zk-N: member N of its ensemble)."""
     @cluster.command(name, help=doc)
-    @click.argument("broker_id", metavar="N", type=int)
+    @click.argument("member", metavar="N|zk-N")
     @_data_dir
-    def command(broker_id, data_dir):
+    def command(member, data_dir):
         from . import cluster as dev_cluster
+        if member.isdigit():
+            label, stop, start = (f"broker {member}", dev_cluster.stop_broker, dev_cluster.start_broker)
+            member = int(member)
+        else:
+            label, stop, start = member, dev_cluster.stop_zookeeper, dev_cluster.start_zookeeper
         try:
             if name in ("stop", "restart", "kill"):
-                was = dev_cluster.stop_broker(data_dir, broker_id, kill=name == "kill")
-                click.echo(f"broker {broker_id} {'killed' if name == 'kill' else 'stopped'}" if was else
-                           f"broker {broker_id} was not running")
+                was = stop(data_dir, member, kill=name == "kill")
+                click.echo(f"{label} {'killed' if name == 'kill' else 'stopped'}" if was else f"{label} was not running")
             if name in ("start", "restart"):
-                entry = dev_cluster.start_broker(data_dir, broker_id)
-                click.echo(f"broker {broker_id} serving on 127.0.0.1:{entry['port']} (pid {entry['pid']})")
+                entry = start(data_dir, member)
+                click.echo(f"{label} serving on 127.0.0.1:{entry['port']} (pid {entry['pid']})")
         except dev_cluster.ClusterError as e:
             click.echo(f"error: {e}", err=True)
             sys.exit(1)
     return command
 
 
-_member_command("stop", "Stop broker N (SIGTERM: a controlled shutdown).")
-_member_command("kill", "Kill broker N (SIGKILL: no controlled shutdown, as a crash).")
-_member_command("start", "Start broker N again and wait until it serves.")
-_member_command("restart", "Stop broker N, start it again and wait until it serves.")
+_member_command("stop", "Stop broker N (SIGTERM: a controlled shutdown), or ZooKeeper member zk-N.")
+_member_command("kill", "Kill broker N (SIGKILL: no controlled shutdown, as a crash), or ZooKeeper member zk-N.")
+_member_command("start", "Start broker N again and wait until it serves, or ZooKeeper member zk-N.")
+_member_command("restart", "Stop broker N, start it again and wait until it serves, or ZooKeeper member zk-N.")
 
 
 def listener_ports(listeners: str) -> list[int]:

@@ -6,7 +6,8 @@ Registering in ZooKeeper is not enough: a broker registers before the controller
 reaches it, and until then it answers Metadata with no brokers, which makes librdkafka's clients stall for
 minutes. The Metadata request is the launcher's only Kafka request (`metadata`, through the shared client).
 
-The development cluster's layout under its data dir: zookeeper/ (its data), broker-N/ (server.properties and
+The development cluster's layout under its data dir: zookeeper/ (its data; zk-N/ for member N of an ensemble,
+`--zookeepers 3` or 5, named zk-N by status and the one-member commands), broker-N/ (server.properties and
 log dir), logs/ (one log per process) and cluster.json (pids and ports, read by status, down and the one-member
 commands). Its processes run in their own sessions so they outlive the command that started them. `up` on a
 cluster that is partly running starts what is down and leaves the rest alone (a member is down when its process
@@ -40,7 +41,7 @@ from collections import deque
 from kafka.protocol.metadata import MetadataRequest
 
 from zk.client import KafkaZkClient, ZkError
-from zk.launcher import ZooKeeperNotInstalled, ZooKeeperServer, is_serving
+from zk.launcher import ZooKeeperNotInstalled, ZooKeeperServer, ensemble, ensemble_connect, is_serving, mode
 
 from .config import ConfigError, load
 from .protocol.client import Connection, KafkaError
@@ -323,7 +324,8 @@ def override_settings(overrides: tuple[str, ...]) -> dict[str, str]:
 # What the cluster's processes run (`python -m kbroker.cli start|console`, ZooKeeper's java): a pid recorded in
 # cluster.json is a member only while it runs one of these. Pids are reused (pid_max is 32768 on many machines):
 # a member stopped minutes ago may have left its pid to another program, which `down` must not signal.
-_MEMBER_COMMANDS = (b"kbroker.cli", b"org.apache.zookeeper.server.ZooKeeperServerMain")
+_MEMBER_COMMANDS = (b"kbroker.cli", b"org.apache.zookeeper.server.ZooKeeperServerMain",
+                    b"org.apache.zookeeper.server.quorum.QuorumPeerMain")
 
 
 def _alive(pid: int | None) -> bool:
@@ -403,14 +405,16 @@ def dev_settings(brokers: int) -> dict:
 def up(data_dir: str, brokers: int, zk_port: int, base_port: int, timeout: float = 60.0,
        overrides: tuple[str, ...] = (), metrics_port: int | None = None, security: str | None = None,
        secure_zookeeper: bool = False, console: bool = True, console_port: int | None = None,
-       racks: int | None = None) -> dict:
+       racks: int | None = None, zookeepers: int | None = None) -> dict:
     """ZooKeeper and `brokers` brokers in the background; returns once wait_ready says they serve. overrides:
     KEY=VALUE settings for every broker; metrics_port: broker N serves Prometheus metrics on metrics_port + N - 1;
     security: ssl, sasl_ssl or sasl_plaintext (kbroker.security.preset, kept in <data dir>/security, the admin's
     client files written to <data dir>/client.properties and kcat.conf); secure_zookeeper: ZooKeeper with SASL and
     TLS on zk_port + 1, the brokers logging in there with zookeeper.set.acl=true (kbroker.security.zk_preset);
     console: the web console beside them, once they serve, on console_port (default CONSOLE_PORT); racks: broker N
-    gets broker.rack rack_of(N, racks), kept in the state (each broker's "rack") for status and restarts.
+    gets broker.rack rack_of(N, racks), kept in the state (each broker's "rack") for status and restarts;
+    zookeepers: more than 1 runs an ensemble of that many members (zk.launcher.ensemble's ports from zk_port; not
+    with secure_zookeeper); None: as many as the data dir's cluster had when it stopped, else 1.
 
     A cluster of data_dir with live members is completed instead (_complete): its members that are down start
     again and the live ones are left alone. The returned state's "started" names what this call started. When
@@ -425,9 +429,17 @@ def up(data_dir: str, brokers: int, zk_port: int, base_port: int, timeout: float
                          console_port, racks)
     logs = os.path.join(data_dir, "logs")
     os.makedirs(logs, exist_ok=True)
-    if is_serving("127.0.0.1", zk_port):
-        raise ClusterError(f"port {zk_port} already serves a ZooKeeper; stop it or pass --zk-port")
+    if zookeepers is None:
+        zookeepers = state["zookeeper"].get("size", 1) if state is not None else 1
+    if zookeepers > 1 and secure_zookeeper:
+        raise ClusterError("--secure-zookeeper runs one ZooKeeper: a secured ensemble is not supported (drop "
+                           "--zookeepers or --secure-zookeeper)")
+    for port in range(zk_port, zk_port + zookeepers):
+        if is_serving("127.0.0.1", port):
+            raise ClusterError(f"port {port} already serves a ZooKeeper; stop it or pass --zk-port")
     state = {"zookeeper": {"port": zk_port, "secure": secure_zookeeper}, "brokers": [], "racks": racks}
+    if zookeepers > 1:
+        state["zookeeper"]["size"] = zookeepers
     _start_zookeeper(data_dir, state)
     try:
         preset = None
@@ -451,19 +463,25 @@ def up(data_dir: str, brokers: int, zk_port: int, base_port: int, timeout: float
 
 
 def _members(state: dict) -> list[tuple[str, dict]]:
-    """(name, entry) of each member of a cluster state: "zookeeper", then "broker N" in order, then "console"
-    when the cluster has one."""
+    """(name, entry) of each member of a cluster state: its ZooKeeper servers (_zk_members), then "broker N" in
+    order, then "console" when the cluster has one."""
     console = [("console", state["console"])] if "console" in state else []
-    return [("zookeeper", state["zookeeper"]), *((f"broker {b['id']}", b) for b in state["brokers"]), *console]
+    return [*_zk_members(state), *((f"broker {b['id']}", b) for b in state["brokers"]), *console]
+
+
+def _zk_members(state: dict) -> list[tuple[str, dict]]:
+    """(name, entry) of the cluster's ZooKeeper servers: "zookeeper", or "zk-N" for each member of an ensemble."""
+    zk = state["zookeeper"]
+    return [(f"zk-{m['id']}", m) for m in zk["members"]] if "members" in zk else [("zookeeper", zk)]
 
 
 def _stop(state: dict, names) -> list[str]:
     """Stop the members of state named in names: the console, then the brokers (SIGTERM: a controlled shutdown;
     SIGKILL after 15 s), then ZooKeeper; "NAME (pid N)" of each that was running."""
-    zookeeper, *others = _members(state)
-    console = [m for m in others if m[0] == "console"]
-    brokers = [m for m in others if m[0] != "console"]
-    return [f"{name} (pid {m['pid']})" for group, timeout in ((console, 10), (brokers, 15), ([zookeeper], 10))
+    zookeepers = _zk_members(state)
+    console = [("console", state["console"])] if "console" in state else []
+    brokers = [m for m in _members(state) if m not in zookeepers and m not in console]
+    return [f"{name} (pid {m['pid']})" for group, timeout in ((console, 10), (brokers, 15), (zookeepers, 10))
             for name, m in group if name in names and _alive(m["pid"]) and stop_pid(m["pid"], timeout)]
 
 
@@ -484,9 +502,14 @@ def _zk_preset(data_dir: str, state: dict) -> SecureZooKeeper | None:
         else None
 
 
-def _start_zookeeper(data_dir: str, state: dict) -> None:
-    """Start the cluster's ZooKeeper (detached) on state's port and its data dir (secured: TLS on the next port);
-    its pid and connect strings go to state ("broker_connect": where brokers connect)."""
+def _start_zookeeper(data_dir: str, state: dict, names=None) -> list[str]:
+    """Start the cluster's ZooKeeper servers that are down (only those named in names, if given), detached, and
+    wait until they serve; the names of those it started. Their pids and the connect strings go to state
+    ("broker_connect": where brokers connect)."""
+    if "size" in state["zookeeper"]:
+        return _start_ensemble(data_dir, state, names)
+    if _alive(state["zookeeper"].get("pid")) or (names is not None and "zookeeper" not in names):
+        return []
     zk_port, secure = state["zookeeper"]["port"], state["zookeeper"].get("secure", False)
     preset = _zk_preset(data_dir, state)
     zk = ZooKeeperServer(zk_port, os.path.join(data_dir, "zookeeper"), os.path.join(data_dir, "logs", "zookeeper.log"),
@@ -497,6 +520,34 @@ def _start_zookeeper(data_dir: str, state: dict) -> None:
         raise ClusterError(str(e)) from None
     state["zookeeper"] = {"pid": pid, "port": zk_port, "connect": zk.connect, "secure": secure,
                           "broker_connect": zk.secure_connect if secure else zk.connect}
+    return ["zookeeper"]
+
+
+def _start_ensemble(data_dir: str, state: dict, names=None) -> list[str]:
+    """_start_zookeeper for an ensemble: member N (zk-N/ its data, logs/zk-N.log) on the ports of
+    zk.launcher.ensemble from the cluster's port. Its members are started together, then waited for (a member
+    serves once a quorum runs); when one does not serve, those started here are stopped again."""
+    zk = state["zookeeper"]
+    members = ensemble(zk["port"], zk["size"])
+    entries = zk.get("members") or [{"id": m.myid, "pid": None, "port": m.client_port} for m in members]
+    connect = ensemble_connect(members)
+    state["zookeeper"] = {**zk, "members": entries, "connect": connect, "broker_connect": connect}
+    servers = []
+    try:
+        for member, entry in zip(members, entries):
+            name = f"zk-{member.myid}"
+            if not _alive(entry["pid"]) and (names is None or name in names):
+                servers.append((name, ZooKeeperServer(member.client_port, os.path.join(data_dir, name),
+                                                      os.path.join(data_dir, "logs", f"{name}.log"),
+                                                      ensemble=members)))
+                entry["pid"] = servers[-1][1].start(detach=True, wait=False)
+        for _, server in servers:
+            server.wait_serving()
+    except (ZooKeeperNotInstalled, RuntimeError) as e:
+        for _, server in servers:
+            server.stop()
+        raise ClusterError(str(e)) from None
+    return [name for name, _ in servers]
 
 
 def _broker_connect(state: dict) -> str:
@@ -571,9 +622,7 @@ def _complete(data_dir: str, state: dict, timeout: float, overrides: tuple[str, 
                            f"cluster down --data-dir {data_dir}`) to start it on port {console_port}")
     started_names: list[str] = []
     try:
-        if not _alive(state["zookeeper"]["pid"]):
-            _start_zookeeper(data_dir, state)
-            started_names.append("zookeeper")
+        started_names += _start_zookeeper(data_dir, state)
         preset = _preset(data_dir, state)
         client_security = preset.client_security() if preset else None
         started = []
@@ -714,13 +763,49 @@ def stop_broker(data_dir: str, broker_id: int, kill: bool = False) -> bool:
     """SIGTERM (a controlled shutdown; SIGKILL after 30 s) or, with kill, SIGKILL one broker of the development
     cluster. False when it was not running."""
     _, b = _member(os.path.abspath(data_dir), broker_id)
-    if not _alive(b["pid"]):
+    return _stop_member(b["pid"], f"broker {broker_id}", kill, 30)
+
+
+def _stop_member(pid: int | None, name: str, kill: bool, timeout: float) -> bool:
+    """SIGTERM (SIGKILL after timeout seconds) or, with kill, SIGKILL the member pid; False if it was not running."""
+    if not _alive(pid):
         return False
     if not kill:
-        return stop_pid(b["pid"], timeout=30)
-    os.kill(b["pid"], signal.SIGKILL)
-    wait_until(lambda: not _alive(b["pid"]), 10, message=f"broker {broker_id} to exit")
+        return stop_pid(pid, timeout=timeout)
+    os.kill(pid, signal.SIGKILL)
+    wait_until(lambda: not _alive(pid), 10, message=f"{name} to exit")
     return True
+
+
+def _zk_member(data_dir: str, name: str) -> tuple[dict, dict]:
+    """(the cluster state, the entry of its ZooKeeper server name: "zookeeper" or "zk-N"); ClusterError when there
+    is no such cluster or server."""
+    state = _read_state(data_dir)
+    if state is None:
+        raise ClusterError(f"no cluster in {data_dir}")
+    members = dict(_zk_members(state))
+    if name not in members:
+        raise ClusterError(f"no {name} in the cluster of {data_dir} (its ZooKeeper: {', '.join(members)})")
+    return state, members[name]
+
+
+def stop_zookeeper(data_dir: str, name: str, kill: bool = False) -> bool:
+    """SIGTERM or, with kill, SIGKILL one ZooKeeper server of the development cluster (zk-N, a member of its
+    ensemble). False when it was not running."""
+    _, m = _zk_member(os.path.abspath(data_dir), name)
+    return _stop_member(m["pid"], name, kill, 10)
+
+
+def start_zookeeper(data_dir: str, name: str) -> dict:
+    """Start one stopped ZooKeeper server of the development cluster on its data and wait until it serves (a
+    member of an ensemble: once it has joined the quorum); its entry in cluster.json, with the new pid."""
+    data_dir = os.path.abspath(data_dir)
+    state, m = _zk_member(data_dir, name)
+    if _alive(m["pid"]):
+        raise ClusterError(f"{name} is already running (pid {m['pid']})")
+    _start_zookeeper(data_dir, state, [name])
+    _write_state(data_dir, state)
+    return dict(_zk_members(state))[name]
 
 
 def _wait_unregistered(data_dir: str, state: dict, broker_id: int, config_path: str) -> None:
@@ -779,14 +864,23 @@ def down(data_dir: str) -> list[str]:
     return _stop(state, [name for name, _ in _members(state)])
 
 
+def _zk_mode(entry: dict) -> str:
+    """A ZooKeeper server's state for status: "serving, <mode>" (standalone, leader, follower), "running, not
+    serving" (a member without a quorum), or DOWN."""
+    found = mode("127.0.0.1", entry["port"])
+    if found:
+        return f"serving, {found}"
+    return "running, not serving" if _alive(entry["pid"]) else "DOWN"
+
+
 def status(data_dir: str) -> list[str] | None:
     data_dir = os.path.abspath(data_dir)
     state = _read_state(data_dir)
     if state is None:
         return None
     zk = state["zookeeper"]
-    rows = [f"zookeeper  pid {zk['pid']:<7} {zk['connect']:<16} "
-            f"{'serving' if is_serving('127.0.0.1', zk['port']) else 'DOWN'}"]
+    rows = [f"{name:<10} pid {m['pid'] or '-':<7} {'127.0.0.1:' + str(m['port']):<16} {_zk_mode(m)}"
+            for name, m in _zk_members(state)]
     controller, registered = None, set()
     try:
         client = _zk_client(data_dir, state, 6000, 3000)

@@ -9,10 +9,16 @@ zoo.cfg written into its data dir instead: the plain clientPort, a TLS secureCli
 factory, from Debian's netty jars beside it; client certificates required), the SASL authentication provider with
 the JAAS file's `Server` section (DIGEST-MD5 users), and the x509 provider, so TLS clients are known by their
 certificate's subject too.
+
+One member of an ensemble (`kbroker cluster up --zookeepers 3`, tests of ZooKeeper faults) runs as QuorumPeerMain
+on a zoo.cfg with the ensemble's `server.N=host:peer:election` lines and a myid file in its own data dir. It
+serves (answers `srvr` with a Mode) only once a quorum of members runs, so an ensemble's members are started
+first and waited for together (start(wait=False), then wait_serving).
 """
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -48,6 +54,42 @@ class ZkServerSecurity:
         return "".join(f"{k}={v}\n" for k, v in lines.items())
 
 
+@dataclass(frozen=True)
+class EnsembleMember:
+    """One server of an ensemble: its myid, the port clients connect to, and its quorum ports (followers sync
+    with the leader on peer_port; leader election runs on election_port)."""
+    myid: int
+    client_port: int
+    peer_port: int
+    election_port: int
+    host: str = "127.0.0.1"
+
+
+def ensemble(base_port: int, size: int, host: str = "127.0.0.1") -> tuple[EnsembleMember, ...]:
+    """size members on consecutive ports: client ports base_port .. base_port + size - 1, then their peer ports,
+    then their election ports (3 * size ports in all)."""
+    return tuple(EnsembleMember(i + 1, base_port + i, base_port + size + i, base_port + 2 * size + i, host)
+                 for i in range(size))
+
+
+def ensemble_connect(members) -> str:
+    """The connect string naming every member (host:port,host:port,...)."""
+    return ",".join(f"{m.host}:{m.client_port}" for m in members)
+
+
+def ensemble_cfg(myid: int, members, data_dir: str, tick_time_ms: int = 1000) -> str:
+    """The zoo.cfg of member myid of an ensemble: initLimit/syncLimit in ticks (10 s to sync with a leader, 5 s
+    of silence before a follower is dropped at tickTime 1000), the admin server off, `srvr` and `mntr` allowed
+    (the launcher reads a member's mode from `srvr`), one server line per member."""
+    member = next((m for m in members if m.myid == myid), None)
+    if member is None:
+        raise ValueError(f"no member {myid} in the ensemble ({', '.join(str(m.myid) for m in members)})")
+    lines = {"tickTime": tick_time_ms, "initLimit": 10, "syncLimit": 5, "dataDir": data_dir,
+             "clientPort": member.client_port, "admin.enableServer": "false", "4lw.commands.whitelist": "srvr,mntr",
+             **{f"server.{m.myid}": f"{m.host}:{m.peer_port}:{m.election_port}" for m in members}}
+    return "".join(f"{k}={v}\n" for k, v in lines.items())
+
+
 def _classpath() -> str:
     missing = [j for j in ZK_JARS if not os.path.exists(j)]
     if missing or shutil.which("java") is None:
@@ -80,20 +122,31 @@ def _accepts(host: str, port: int) -> bool:
 
 
 def is_serving(host: str, port: int) -> bool:
+    return mode(host, port) is not None
+
+
+def mode(host: str, port: int) -> str | None:
+    """What `srvr` says the server on host:port is (standalone, leader or follower); None when nothing answers or
+    it does not serve (an ensemble member without a quorum)."""
     try:
-        return "Mode:" in four_letter(host, port)
+        found = re.search(r"^Mode: (\S+)", four_letter(host, port), re.MULTILINE)
     except OSError:
-        return False
+        return None
+    return found[1] if found else None
 
 
 class ZooKeeperServer:
     """host: the address clients reach it at; netns: a network namespace to run in (`ip netns exec`, partition
     tests; the server listens on every address of that namespace, and start() must be called from a thread in
-    a namespace that reaches host)."""
+    a namespace that reaches host). ensemble: the members of the ensemble this server is the one with the client
+    port `port` of (not with security)."""
 
     def __init__(self, port: int, data_dir: str, log_path: str | None = None, tick_time_ms: int = 1000,
                  heap: str = "64m", host: str = "127.0.0.1", netns: str | None = None,
-                 security: ZkServerSecurity | None = None):
+                 security: ZkServerSecurity | None = None, ensemble: tuple[EnsembleMember, ...] = ()):
+        self.myid = next((m.myid for m in ensemble if m.client_port == port), None)
+        if ensemble and (self.myid is None or security is not None):
+            raise ValueError("an ensemble member needs a port of the ensemble and no security")
         self.port = port
         self.host = host
         self.netns = netns
@@ -102,6 +155,7 @@ class ZooKeeperServer:
         self.tick_time_ms = tick_time_ms
         self.heap = heap
         self.security = security
+        self.ensemble = ensemble
         self.proc: subprocess.Popen | None = None
 
     @property
@@ -120,10 +174,12 @@ class ZooKeeperServer:
         if self.security is not None:
             argv[-3:] = [os.path.join(self.data_dir, "zoo.cfg")]
             argv.insert(1, f"-Djava.security.auth.login.config={self.security.jaas_path}")
+        if self.ensemble:
+            argv[-4:] = ["org.apache.zookeeper.server.quorum.QuorumPeerMain", os.path.join(self.data_dir, "zoo.cfg")]
         return ["ip", "netns", "exec", self.netns, *argv] if self.netns else argv
 
-    def start(self, timeout: float = 30.0, detach: bool = False) -> int:
-        """Start the server and wait until it answers `srvr`. Returns its pid."""
+    def start(self, timeout: float = 30.0, detach: bool = False, wait: bool = True) -> int:
+        """Start the server and (wait) wait until it answers `srvr`. Returns its pid."""
         if is_serving(self.host, self.port):
             raise RuntimeError(f"something already serves ZooKeeper on port {self.port}")
         cmd = self.command()
@@ -131,17 +187,29 @@ class ZooKeeperServer:
         if self.security is not None:
             with open(os.path.join(self.data_dir, "zoo.cfg"), "w") as f:
                 f.write(self.security.zoo_cfg(self.port, self.data_dir, self.tick_time_ms))
+        if self.ensemble:
+            with open(os.path.join(self.data_dir, "zoo.cfg"), "w") as f:
+                f.write(ensemble_cfg(self.myid, self.ensemble, self.data_dir, self.tick_time_ms))
+            with open(os.path.join(self.data_dir, "myid"), "w") as f:
+                f.write(f"{self.myid}\n")
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                      cwd=self.data_dir, start_new_session=detach)
         log.close()
+        if wait:
+            self.wait_serving(timeout)
+        return self.proc.pid
+
+    def wait_serving(self, timeout: float = 30.0) -> None:
+        """Until it answers `srvr` with a mode (its TLS port accepting too, when secured); RuntimeError, the
+        server stopped, if it exits or does not serve within timeout seconds."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"ZooKeeper exited with code {self.proc.returncode}; see {self.log_path}")
             if is_serving(self.host, self.port) and (self.security is None or _accepts(self.host,
                                                                                       self.security.secure_port)):
-                return self.proc.pid
+                return
             time.sleep(0.05)
         self.stop()
         raise RuntimeError(f"ZooKeeper did not serve on port {self.port} within {timeout:g}s; see {self.log_path}")

@@ -306,6 +306,71 @@ def test_failed_up_stops_what_it_started(tmp_path):
         run("cluster", "down", "--data-dir", data)
 
 
+def test_zookeeper_ensemble_survives_its_leader(tmp_path):
+    """`up --zookeepers 3`: three members on consecutive ports, one leader and two followers in `status`, the
+    brokers and `zookeeper.connect` on all three; kill -9 of the leader (`cluster kill zk-N`): the other two elect
+    a new leader and the broker keeps serving (a topic created through it, its session kept); `start zk-N` brings
+    the old leader back as a follower, `up` restarts a stopped member, `down` stops them all and `up` brings back
+    all three on their data. A secured ensemble is refused before anything starts."""
+    data = str(tmp_path / "cluster")
+    zk_port, base = free_port_range(9), free_port()
+    connect = f"127.0.0.1:{zk_port},127.0.0.1:{zk_port + 1},127.0.0.1:{zk_port + 2}"
+    refused = run("cluster", "up", "--zookeepers", "3", "--secure-zookeeper", "--data-dir", data)
+    assert refused.returncode == 1 and "a secured ensemble is not supported" in refused.stderr, refused.stderr
+
+    def modes() -> dict[str, str]:
+        rows = run("cluster", "status", "--data-dir", data).stdout.splitlines()
+        return {r.split()[0]: r.split(None, 4)[4] for r in rows if r.startswith("zk-")}
+
+    up = run("cluster", "up", "--zookeepers", "3", "--brokers", "1", "--data-dir", data, "--zk-port", str(zk_port),
+             "--base-port", str(base), "--no-console")
+    try:
+        assert up.returncode == 0, up.stderr
+        assert "started            zk-1, zk-2, zk-3, broker 1\n" in up.stdout
+        assert f"zookeeper.connect  {connect}\n" in up.stdout
+        with open(os.path.join(data, "broker-1", "server.properties")) as f:
+            assert f"zookeeper.connect={connect}\n" in f.read()
+        roles = modes()
+        assert sorted(roles.values()) == ["serving, follower", "serving, follower", "serving, leader"], roles
+        leader = next(name for name, role in roles.items() if role.endswith("leader"))
+
+        killed = run("cluster", "kill", leader, "--data-dir", data)
+        assert killed.returncode == 0 and killed.stdout == f"{leader} killed\n", killed.stderr
+        roles = wait_until(lambda: (r := modes()) and "serving, leader" in r.values() and r, 30,
+                           message="a new ZooKeeper leader")
+        assert roles[leader] == "DOWN" and sorted(roles.values()) == ["DOWN", "serving, follower", "serving, leader"]
+        created = CliRunner().invoke(kadmin, ["--bootstrap-server", f"127.0.0.1:{base}", "create-topic", "after",
+                                              "--partitions", "2", "--replication-factor", "1"])
+        assert created.exit_code == 0, created.output
+        wait_until(lambda: [lead for lead, _, _ in leaders(topic_metadata(f"127.0.0.1:{base}", ["after"]),
+                                                               "after").values()] == [1, 1], 30,
+                   message="topic after to be served by broker 1")
+        assert "running, registered controller" in run("cluster", "status", "--data-dir", data).stdout
+
+        started = run("cluster", "start", leader, "--data-dir", data)
+        assert started.returncode == 0 and started.stdout.startswith(f"{leader} serving on"), started.stderr
+        roles = modes()
+        assert roles[leader] == "serving, follower"
+        follower = next(name for name, role in roles.items() if role.endswith("follower"))
+        assert run("cluster", "stop", follower, "--data-dir", data).stdout == f"{follower} stopped\n"
+        again = run("cluster", "up", "--data-dir", data)
+        assert again.returncode == 0 and f"started            {follower}\n" in again.stdout, again.stderr
+        assert sorted(modes().values()) == ["serving, follower", "serving, follower", "serving, leader"]
+        unknown = run("cluster", "kill", "zk-4", "--data-dir", data)
+        assert unknown.returncode == 1 and "no zk-4 in the cluster" in unknown.stderr
+
+        down = run("cluster", "down", "--data-dir", data)
+        assert down.returncode == 0 and all(f"zk-{n} (pid" in down.stdout for n in (1, 2, 3)), down.stdout
+        assert all(role == "DOWN" for role in modes().values())
+        again = run("cluster", "up", "--brokers", "1", "--data-dir", data, "--zk-port", str(zk_port), "--base-port",
+                    str(base), "--no-console")    # a stopped cluster comes back on as many members as it had
+        assert again.returncode == 0 and "started            zk-1, zk-2, zk-3, broker 1\n" in again.stdout, \
+            again.stderr
+        assert "after" in CliRunner().invoke(kadmin, ["--zookeeper", connect, "list-topics"]).output
+    finally:
+        run("cluster", "down", "--data-dir", data)
+
+
 @pytest.mark.parametrize("key", ["broker.id", "listeners", "advertised.listeners", "log.dirs", "log.dir",
                                  "metrics.port", "zookeeper.connect", "ssl.keystore.location", "broker.rack"])
 def test_up_refuses_overrides_of_per_broker_settings(tmp_path, key):
