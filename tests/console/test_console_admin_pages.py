@@ -178,8 +178,11 @@ def test_a_transactional_producer_shows_in_the_list(cluster, console, page):
     row = page.locator(f"#transactions tr[data-transactional-id='{tid}']")
     assert "Ongoing" in row.inner_text() and f"{topic}-0" in row.inner_text()
     p.commit_transaction(30)
-    page.reload()
-    assert "CompleteCommit" in page.locator(f"#transactions tr[data-transactional-id='{tid}']").inner_text()
+    # EndTxn answers once PrepareCommit is written; CompleteCommit follows the markers, as in Kafka.
+    def completed():
+        page.reload()
+        return "CompleteCommit" in page.locator(f"#transactions tr[data-transactional-id='{tid}']").inner_text()
+    wait_until(completed, 15, message="the transaction listed as CompleteCommit")
 
 
 def test_a_hanging_transaction_is_found_and_aborted(cluster, console, page):
