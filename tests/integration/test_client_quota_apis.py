@@ -145,6 +145,13 @@ def test_alter_writes_every_entity_kind_as_kafka_writes_it(cluster):
     assert znode(c, f"/config/clients/{sc}") == b'{"version":1,"config":{}}'
     assert describe(c, [(CLIENT, EXACT, client)], strict=True)[2] == {}
     assert notifications(c)[-1] == f"clients/{sc}"
+    # The defaults apply to every client of the module's cluster, the other tests' requests too (the (user, client)
+    # default's 0.5 % of request time throttled one of them once): removed again.
+    removed = alter(c, (((USER, None),), {"producer_byte_rate": None}),
+                    (((USER, None), (CLIENT, None)), {"request_percentage": None}),
+                    (((CLIENT, None),), {"consumer_byte_rate": None}),
+                    (((IP, None),), {"connection_creation_rate": None}))
+    assert [code for _, code, _ in removed] == [NONE] * 4
 
 
 def test_aiokafkas_own_codec_reads_what_the_broker_answers(cluster):

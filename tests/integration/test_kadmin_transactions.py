@@ -32,6 +32,14 @@ TXN_CONFIG = {"transaction.state.log.num.partitions": 5,
               "transaction.abort.timed.out.transaction.cleanup.interval.ms": 3_600_000}
 
 
+def coordinator_id(bootstrap: str, txn_id: str) -> int:
+    """The coordinator's broker id as the coordinator itself names it, once it does: a broker that another one
+    already names may answer COORDINATOR_NOT_AVAILABLE (node -1) until its metadata has the partition's leader."""
+    def named():
+        r = find_txn_coordinator(bootstrap, txn_id)
+        return r.node_id if r.error_code == 0 else None
+    return wait_until(named, 20, message=f"the coordinator of {txn_id} named by itself")
+
 def kadmin(bootstrap, *args, output="table"):
     return CliRunner().invoke(cli, ["--bootstrap-server", bootstrap, "--output", output] + [str(a) for a in args],
                               catch_exceptions=False)
@@ -67,7 +75,7 @@ def test_list_and_describe_open_committed_and_empty_transactions(cluster_factory
     topic = create_topic(cluster, unique("txa"), partitions=2, replication_factor=3)
     open_id, done_id, empty_id = unique("open"), unique("done"), unique("empty")
     coordinators = {t: txn_coordinator(cluster, t) for t in (open_id, done_id, empty_id)}
-    node_of = {t: find_txn_coordinator(b, t).node_id for t, b in coordinators.items()}
+    node_of = {t: coordinator_id(b, t) for t, b in coordinators.items()}
 
     p_open = producer(bs, open_id)
     p_open.begin_transaction()
