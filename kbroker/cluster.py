@@ -679,7 +679,7 @@ def _port_taken(port: int) -> bool:
     return False
 
 
-def _console_serves(port: int) -> bool:
+def console_serves(port: int) -> bool:
     """Whether the console on port answers for its stylesheet (the app serves; no cluster call involved)."""
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
     try:
@@ -704,7 +704,7 @@ def _start_console(data_dir: str, state: dict, port: int, timeout: float = 30.0)
                                 stdin=subprocess.DEVNULL, cwd=_CODE_ROOT, start_new_session=True)
     state["console"]["pid"] = proc.pid
     deadline = time.monotonic() + timeout
-    while not _console_serves(port):
+    while not console_serves(port):
         if proc.poll() is not None:
             with open(log_path, errors="replace") as f:
                 last = f.read().strip().splitlines()[-1:] or [""]
@@ -899,7 +899,7 @@ def status(data_dir: str) -> list[str] | None:
                     f"{'running' if alive else 'DOWN'}, {reg}{role}")
     if "console" in state:
         c = state["console"]
-        serving = _alive(c["pid"]) and _console_serves(c["port"])
+        serving = _alive(c["pid"]) and console_serves(c["port"])
         rows.append(f"console    pid {c['pid'] or '-':<7} {console_url(c['port'])} {'serving' if serving else 'DOWN'}")
     if zk.get("secure"):
         rows.append(f"zookeeper  secured: TLS on {zk['broker_connect']}, SASL and znode ACLs; its files in "

@@ -12,12 +12,10 @@ import os
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 
 import pytest
 
-from kbroker.cluster import free_port
+from kbroker.cluster import console_serves, free_port
 from tests.clients.conftest import _start_cluster
 from tests.integration.conftest import Cluster, cluster_factory  # noqa: F401  (cluster_factory: a fixture)
 
@@ -43,11 +41,9 @@ class ConsoleProcess:
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"kbroker console exited {self.proc.returncode}:\n{self.log()}")
-            try:
-                urllib.request.urlopen(f"{self.url}/static/console.css", timeout=2).close()
+            if console_serves(self.port):
                 return self
-            except (urllib.error.URLError, OSError):
-                time.sleep(0.2)
+            time.sleep(0.2)
         raise RuntimeError(f"kbroker console did not serve within {timeout} s:\n{self.log()}")
 
     def log(self) -> str:
