@@ -138,13 +138,13 @@ def mode(host: str, port: int) -> str | None:
 class ZooKeeperServer:
     """host: the address clients reach it at; netns: a network namespace to run in (`ip netns exec`, partition
     tests; the server listens on every address of that namespace, and start() must be called from a thread in
-    a namespace that reaches host). ensemble: the members of the ensemble this server is the one with the client
-    port `port` of (not with security)."""
+    a namespace that reaches host). ensemble: the members of the ensemble this server is the one with the address
+    host:port of (not with security; members in namespaces of their own may share a port)."""
 
     def __init__(self, port: int, data_dir: str, log_path: str | None = None, tick_time_ms: int = 1000,
                  heap: str = "64m", host: str = "127.0.0.1", netns: str | None = None,
                  security: ZkServerSecurity | None = None, ensemble: tuple[EnsembleMember, ...] = ()):
-        self.myid = next((m.myid for m in ensemble if m.client_port == port), None)
+        self.myid = next((m.myid for m in ensemble if (m.host, m.client_port) == (host, port)), None)
         if ensemble and (self.myid is None or security is not None):
             raise ValueError("an ensemble member needs a port of the ensemble and no security")
         self.port = port
@@ -222,6 +222,13 @@ class ZooKeeperServer:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+        self.proc = None
+
+    def kill(self) -> None:
+        """SIGKILL: a crash (fault tests)."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
         self.proc = None
 
 

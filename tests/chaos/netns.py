@@ -1,6 +1,7 @@
 """A private network of Linux network namespaces for partition tests (test-only; needs root).
 
-One namespace per member (ZooKeeper, each broker, the clients...), named PREFIX + run id + member, each joined
+One namespace per member (ZooKeeper, each broker, the clients...), named PREFIX + run id + member (the run id
+starts with the pid of the process that made it, so a run's namespaces are told from a dead run's), each joined
 by a veth pair to one bridge that lives in a namespace of its own. Addresses are 10.213.1.M/24 and exist only
 inside these namespaces: nothing is routed anywhere else, and nothing in the machine's own namespace changes.
 
@@ -34,7 +35,7 @@ def unavailable() -> str | None:
     """Why namespaces cannot be made here (not root, no permission, no `ip` or `iptables`), or None if they can."""
     if shutil.which("iptables") is None:
         return "the `iptables` command is not installed"
-    name = f"{PREFIX}probe-{uuid.uuid4().hex[:6]}"
+    name = f"{PREFIX}{os.getpid()}-probe-{uuid.uuid4().hex[:6]}"
     try:
         _ip("netns", "add", name)
     except FileNotFoundError:
@@ -46,19 +47,25 @@ def unavailable() -> str | None:
 
 
 def delete_stale() -> None:
-    """Delete namespaces a previous run left behind (a run killed before its teardown)."""
+    """Delete namespaces a previous run left behind (a run killed before its teardown); those of a run whose
+    process lives (another test module of the same session, under pytest-xdist) stay."""
     out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, timeout=30).stdout
     for line in out.splitlines():
         name = line.split()[0] if line.strip() else ""
-        if name.startswith(PREFIX):
+        if name.startswith(PREFIX) and not _owner_alive(name):
             subprocess.run(["ip", "netns", "del", name], capture_output=True, timeout=30)
+
+
+def _owner_alive(name: str) -> bool:
+    pid = name[len(PREFIX):].split("-")[0]
+    return pid.isdigit() and os.path.exists(f"/proc/{pid}")
 
 
 class Network:
     """The namespaces of one run; members get addresses SUBNET.10, .11, ... in the order given."""
 
     def __init__(self, members: list[str]):
-        self.run = uuid.uuid4().hex[:6]
+        self.run = f"{os.getpid()}-{uuid.uuid4().hex[:4]}"
         self.bridge_ns = f"{PREFIX}{self.run}-br"
         self.members = {m: f"{PREFIX}{self.run}-{m}" for m in members}
         self.addresses = {m: f"{SUBNET}.{10 + i}" for i, m in enumerate(members)}

@@ -44,3 +44,12 @@ def test_server_runs_quorum_peer_main_on_its_zoo_cfg(tmp_path):
     assert argv[-2:] == ["org.apache.zookeeper.server.quorum.QuorumPeerMain", str(tmp_path / "zoo.cfg")]
     with pytest.raises(ValueError, match="a port of the ensemble"):
         ZooKeeperServer(2190, str(tmp_path), ensemble=members)
+
+
+def test_members_on_one_port_are_told_apart_by_address(tmp_path):
+    """Members in network namespaces of their own (the ensemble fault tests) share the client port: the server's
+    address picks its myid."""
+    members = tuple(EnsembleMember(i, 2181, 2888, 3888, f"10.0.0.{i}") for i in (1, 2, 3))
+    assert ZooKeeperServer(2181, str(tmp_path), host="10.0.0.2", ensemble=members).myid == 2
+    with pytest.raises(ValueError, match="a port of the ensemble"):
+        ZooKeeperServer(2181, str(tmp_path), ensemble=members)
