@@ -79,13 +79,14 @@ def ensemble_connect(members) -> str:
 
 def ensemble_cfg(myid: int, members, data_dir: str, tick_time_ms: int = 1000) -> str:
     """The zoo.cfg of member myid of an ensemble: initLimit/syncLimit in ticks (10 s to sync with a leader, 5 s
-    of silence before a follower is dropped at tickTime 1000), the admin server off, `srvr` and `mntr` allowed
-    (the launcher reads a member's mode from `srvr`), one server line per member."""
+    of silence before a follower is dropped at tickTime 1000), the admin server off, `srvr`, `mntr` and `cons`
+    allowed (the launcher reads a member's mode from `srvr`; `cons` lists the clients connected to it), one server
+    line per member."""
     member = next((m for m in members if m.myid == myid), None)
     if member is None:
         raise ValueError(f"no member {myid} in the ensemble ({', '.join(str(m.myid) for m in members)})")
     lines = {"tickTime": tick_time_ms, "initLimit": 10, "syncLimit": 5, "dataDir": data_dir,
-             "clientPort": member.client_port, "admin.enableServer": "false", "4lw.commands.whitelist": "srvr,mntr",
+             "clientPort": member.client_port, "admin.enableServer": "false", "4lw.commands.whitelist": "srvr,mntr,cons",
              **{f"server.{m.myid}": f"{m.host}:{m.peer_port}:{m.election_port}" for m in members}}
     return "".join(f"{k}={v}\n" for k, v in lines.items())
 

@@ -20,7 +20,7 @@ def test_member_cfg_names_every_server_and_its_own_client_port():
     assert cfg.endswith("\n")
     assert parse(cfg) == {
         "tickTime": "500", "initLimit": "10", "syncLimit": "5", "dataDir": "/data/zk-2", "clientPort": "2182",
-        "admin.enableServer": "false", "4lw.commands.whitelist": "srvr,mntr",
+        "admin.enableServer": "false", "4lw.commands.whitelist": "srvr,mntr,cons",
         "server.1": "127.0.0.1:2184:2187", "server.2": "127.0.0.1:2185:2188", "server.3": "127.0.0.1:2186:2189"}
 
 
