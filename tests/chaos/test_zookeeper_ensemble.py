@@ -173,12 +173,13 @@ def test_acks_all_survives_ensemble_faults(cluster):
         c.brokers[controller].kill9()
         wait_until(lambda: c.zk_leader() not in (None, zk_leader), 30, 0.1, "a new ZooKeeper leader")
         back = time.monotonic()
+        c.servers[zk_leader].start(wait=False)    # it rejoins while the controller fails over
         wait_until(lambda: c.zk.get_controller_id() not in (None, controller), 30, 0.2, "a new controller")
         wait_until(lambda: all(controller not in c.state(TOPIC, p).isr and c.state(TOPIC, p).leader >= 0
                                for p in range(PARTITIONS)), 30, 0.2, "the dead broker out of every ISR")
         served_again(producer, back, "the new ZooKeeper leader")
         c.brokers_alive(controller)
-        c.servers[zk_leader].start()
+        c.servers[zk_leader].wait_serving()
         assert c.modes()[zk_leader] == "follower"
         c.brokers[controller].start()
         wait_ready(c.brokers.values(), 60)
