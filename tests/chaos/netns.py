@@ -21,6 +21,8 @@ import shutil
 import subprocess
 import uuid
 
+import pytest
+
 PREFIX = "kbp-"
 SUBNET = "10.213.1"
 CLONE_NEWNET = 0x40000000
@@ -59,6 +61,18 @@ def delete_stale() -> None:
 def _owner_alive(name: str) -> bool:
     pid = name[len(PREFIX):].split("-")[0]
     return pid.isdigit() and os.path.exists(f"/proc/{pid}")
+
+
+@contextlib.contextmanager
+def module_network(members: list[str], client: str):
+    """A test module's Network of the members (namespaces of dead runs deleted first), with the calling thread in
+    the client member's namespace; the module is skipped where namespaces cannot be made."""
+    reason = unavailable()
+    if reason:
+        pytest.skip(reason)
+    delete_stale()
+    with Network(members) as net, net.entered(client):
+        yield net
 
 
 class Network:

@@ -116,13 +116,9 @@ class PartitionedCluster:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    reason = netns.unavailable()
-    if reason:
-        pytest.skip(reason)
-    netns.delete_stale()
     with contextlib.ExitStack() as stack:
-        net = stack.enter_context(netns.Network(["zk", "b1", "b2", "b3", "cl", "pr"]))
-        stack.enter_context(net.entered("cl"))     # every client of this thread (and of its threads) lives there
+        # every client of this thread (and of its threads) lives in "cl"
+        net = stack.enter_context(netns.module_network(["zk", "b1", "b2", "b3", "cl", "pr"], "cl"))
         c = PartitionedCluster(net, str(tmp_path_factory.mktemp("partitions")))
         stack.callback(c.stop)
         c.start()

@@ -128,13 +128,9 @@ class EnsembleCluster:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    reason = netns.unavailable()
-    if reason:
-        pytest.skip(reason)
-    netns.delete_stale()
     with contextlib.ExitStack() as stack:
-        net = stack.enter_context(netns.Network([*(f"zk{i}" for i in MEMBERS), *(f"b{i}" for i in BROKERS), "cl"]))
-        stack.enter_context(net.entered("cl"))     # every client of this thread (and of its threads) lives there
+        # every client of this thread (and of its threads) lives in "cl"
+        net = stack.enter_context(netns.module_network([*(f"zk{i}" for i in MEMBERS), *(f"b{i}" for i in BROKERS), "cl"], "cl"))
         c = EnsembleCluster(net, str(tmp_path_factory.mktemp("ensemble")))
         stack.callback(c.stop)
         c.start()
