@@ -86,7 +86,8 @@ def ensemble_cfg(myid: int, members, data_dir: str, tick_time_ms: int = 1000) ->
     if member is None:
         raise ValueError(f"no member {myid} in the ensemble ({', '.join(str(m.myid) for m in members)})")
     lines = {"tickTime": tick_time_ms, "initLimit": 10, "syncLimit": 5, "dataDir": data_dir,
-             "clientPort": member.client_port, "admin.enableServer": "false", "4lw.commands.whitelist": "srvr,mntr,cons",
+             "clientPort": member.client_port, "admin.enableServer": "false",
+             "4lw.commands.whitelist": "srvr,mntr,cons",
              **{f"server.{m.myid}": f"{m.host}:{m.peer_port}:{m.election_port}" for m in members}}
     return "".join(f"{k}={v}\n" for k, v in lines.items())
 

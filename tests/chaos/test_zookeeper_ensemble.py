@@ -130,7 +130,8 @@ class EnsembleCluster:
 def cluster(tmp_path_factory):
     with contextlib.ExitStack() as stack:
         # every client of this thread (and of its threads) lives in "cl"
-        net = stack.enter_context(netns.module_network([*(f"zk{i}" for i in MEMBERS), *(f"b{i}" for i in BROKERS), "cl"], "cl"))
+        members = [*(f"zk{i}" for i in MEMBERS), *(f"b{i}" for i in BROKERS), "cl"]
+        net = stack.enter_context(netns.module_network(members, "cl"))
         c = EnsembleCluster(net, str(tmp_path_factory.mktemp("ensemble")))
         stack.callback(c.stop)
         c.start()
