@@ -7,10 +7,13 @@
   Its `secure` case adds docker-compose.secure.yml: its one-shot service's `kbroker security init` command runs
   first, and the client logs in over SASL_SSL with SCRAM-SHA-512 as the admin.
 * test_compose_cluster_end_to_end: builds the image with the `docker` SDK, runs `docker compose up --wait`,
-  produces and consumes against localhost:9092 with confluent-kafka, then fails a broker over: `docker kill`
-  of the leader of a topic's partition 0 (leaders move, acks=all writes go on), a restart of that container
+  produces and consumes against localhost:9092 with confluent-kafka, then `docker kill` of the ZooKeeper
+  leader's container (found by `srvr` on the members' host ports): the other two elect a new leader, and on
+  that two-member ensemble a broker fails over: `docker kill` of the leader of a topic's partition 0 (the
+  controller moves leaders and shrinks ISRs, acks=all writes go on), a restart of that container
   (`restart: unless-stopped` does not restart a killed one) and its rejoin (registered again, back in every
-  ISR, all records readable); and tears everything down. The console service, healthy, serves on the host's
+  ISR, all records readable); `docker start` brings the ZooKeeper member back as a follower; no other broker
+  container exited or was restarted. Then everything is torn down (killed: nothing is kept). The console service, healthy, serves on the host's
   port 8080 an Overview naming the three brokers (a plain HTTP GET). Then the same with docker-compose.secure.yml,
   briefly: healthy on SASL_SSL, the admin produces and consumes with SCRAM-SHA-512, a wrong password is refused,
   and the console asks for a login, the admin's shows the Overview.
@@ -385,7 +388,7 @@ def test_compose_cluster_end_to_end(tmp_path):
             print(_compose("logs", "--no-color", check=False).stdout[-20000:])
             raise
         finally:
-            _compose("down", "-v", "--remove-orphans", check=False)
+            _compose("down", "-v", "--remove-orphans", "-t", "0", check=False)
         secured_compose(tmp_path)
     finally:
         client.close()
@@ -421,4 +424,4 @@ def secured_compose(tmp_path) -> None:
         print(_compose("logs", "--no-color", check=False, files=files).stdout[-20000:])
         raise
     finally:
-        _compose("down", "-v", "--remove-orphans", check=False, files=files)
+        _compose("down", "-v", "--remove-orphans", "-t", "0", check=False, files=files)
