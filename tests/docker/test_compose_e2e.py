@@ -13,10 +13,11 @@
   controller moves leaders and shrinks ISRs, acks=all writes go on), a restart of that container
   (`restart: unless-stopped` does not restart a killed one) and its rejoin (registered again, back in every
   ISR, all records readable); `docker start` brings the ZooKeeper member back as a follower; no other broker
-  container exited or was restarted. Then everything is torn down (killed: nothing is kept). The console service, healthy, serves on the host's
-  port 8080 an Overview naming the three brokers (a plain HTTP GET). Then the same with docker-compose.secure.yml,
-  briefly: healthy on SASL_SSL, the admin produces and consumes with SCRAM-SHA-512, a wrong password is refused,
-  and the console asks for a login, the admin's shows the Overview.
+  container exited or was restarted. Then everything is torn down (killed: nothing is kept). The console
+  service, healthy, serves on the host's port 8080 an Overview naming the three brokers (a plain HTTP GET).
+  Then the same with docker-compose.secure.yml, briefly: healthy on SASL_SSL, the admin produces and consumes
+  with SCRAM-SHA-512, a wrong password is refused, and the console asks for a login, the admin's shows the
+  Overview.
   Skipped, with the reason printed, when the SDK is missing or no Docker engine is reachable.
 
   With KBROKER_DOCKER_ENGINE set to a script that runs a command next to a Docker engine (CI sets it to

@@ -1,9 +1,10 @@
 """docker-compose.yml, Dockerfile, the image's entrypoint and `kbroker healthcheck`, checked without a Docker engine.
 
-The compose file must describe a 3-member ZooKeeper ensemble (official image) plus three brokers built from our Dockerfile, each
-configured only through KAFKA_* variables that kbroker.config accepts, with host listeners on 9092-9094, named
-volumes, healthchecks, restart policies and a healthy-ZooKeeper dependency; and the web console from the same
-image, reaching the brokers where they advertise themselves on the compose network, published on 8080."""
+The compose file must describe a 3-member ZooKeeper ensemble (official image) plus three brokers built from our
+Dockerfile, each configured only through KAFKA_* variables that kbroker.config accepts, with host listeners on
+9092-9094, named volumes, healthchecks, restart policies and a healthy-ensemble dependency; and the web console
+from the same image, reaching the brokers where they advertise themselves on the compose network, published on
+8080."""
 from __future__ import annotations
 
 import os
