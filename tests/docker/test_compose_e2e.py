@@ -7,13 +7,17 @@
   Its `secure` case adds docker-compose.secure.yml: its one-shot service's `kbroker security init` command runs
   first, and the client logs in over SASL_SSL with SCRAM-SHA-512 as the admin.
 * test_compose_cluster_end_to_end: builds the image with the `docker` SDK, runs `docker compose up --wait`,
-  produces and consumes against localhost:9092 with confluent-kafka, then fails a broker over: `docker kill`
-  of the leader of a topic's partition 0 (leaders move, acks=all writes go on), a restart of that container
+  produces and consumes against localhost:9092 with confluent-kafka, then `docker kill` of the ZooKeeper
+  leader's container (found by `srvr` on the members' host ports): the other two elect a new leader, and on
+  that two-member ensemble a broker fails over: `docker kill` of the leader of a topic's partition 0 (the
+  controller moves leaders and shrinks ISRs, acks=all writes go on), a restart of that container
   (`restart: unless-stopped` does not restart a killed one) and its rejoin (registered again, back in every
-  ISR, all records readable); and tears everything down. The console service, healthy, serves on the host's
-  port 8080 an Overview naming the three brokers (a plain HTTP GET). Then the same with docker-compose.secure.yml,
-  briefly: healthy on SASL_SSL, the admin produces and consumes with SCRAM-SHA-512, a wrong password is refused,
-  and the console asks for a login, the admin's shows the Overview.
+  ISR, all records readable); `docker start` brings the ZooKeeper member back as a follower; no other broker
+  container exited or was restarted. Then everything is torn down (killed: nothing is kept). The console
+  service, healthy, serves on the host's port 8080 an Overview naming the three brokers (a plain HTTP GET).
+  Then the same with docker-compose.secure.yml, briefly: healthy on SASL_SSL, the admin produces and consumes
+  with SCRAM-SHA-512, a wrong password is refused, and the console asks for a login, the admin's shows the
+  Overview.
   Skipped, with the reason printed, when the SDK is missing or no Docker engine is reachable.
 
   With KBROKER_DOCKER_ENGINE set to a script that runs a command next to a Docker engine (CI sets it to
@@ -42,6 +46,8 @@ IMAGE = "kbroker:latest"
 COMPOSE_PROJECT = "kbroker-e2e"
 CONSOLE = "http://localhost:8080/"
 BROKERS_INSIDE = ("kafka-1:19092", "kafka-2:19092", "kafka-3:19092")   # where the console reaches them
+ZK_INSIDE = "zookeeper-1:2181,zookeeper-2:2181,zookeeper-3:2181"        # the ensemble, on the compose network
+ZK_PORTS = {"zookeeper-1": 2181, "zookeeper-2": 2182, "zookeeper-3": 2183}   # each member's port on the host
 
 
 SECURE_FILE = "docker-compose.secure.yml"
@@ -132,7 +138,7 @@ def test_entrypoint_runs_compose_brokers_from_env_only(zk_connect, tmp_path, sec
     if secure:     # the one-shot service's command, its volume and ZooKeeper moved here
         init = _compose_service("security-init", files)
         assert init["command"][:3] == ["kbroker", "security", "init"]
-        args = [a.replace(SECRETS, secrets).replace("zookeeper:2181", zk_connect) for a in init["command"][1:]]
+        args = [a.replace(SECRETS, secrets).replace(ZK_INSIDE, zk_connect) for a in init["command"][1:]]
         subprocess.run([sys.executable, "-m", "kbroker.cli", *args], cwd=ROOT, check=True, timeout=60,
                        env={**base_env, **init["environment"]})
         with open(os.path.join(secrets, "kcat.conf")) as f:
@@ -239,11 +245,20 @@ def _partitions(admin, topic: str) -> dict[int, tuple[int, list[int]]]:
     return {p: (m.leader, sorted(m.isrs)) for p, m in meta.partitions.items()}
 
 
-def _registered() -> list[int] | None:
-    """The broker ids under /brokers/ids, as zkCli.sh in the ZooKeeper container lists them."""
-    out = _compose("exec", "-T", "zookeeper", "zkCli.sh", "ls", "/brokers/ids", check=False).stdout
-    lists = re.findall(r"^\[([0-9, ]*)\]$", out, re.M)
-    return sorted(int(i) for i in lists[-1].replace(",", " ").split()) if lists else None
+def _registered() -> list[int]:
+    """The broker ids under /brokers/ids, read through the ensemble's host ports (any live member)."""
+    from zk.client import KafkaZkClient
+    zk = KafkaZkClient(",".join(f"localhost:{p}" for p in ZK_PORTS.values()), session_timeout_ms=6000).start()
+    try:
+        return sorted(zk.get_broker_ids())
+    finally:
+        zk.close()
+
+
+def _zk_modes() -> dict[str, str | None]:
+    """Each ensemble member's Mode as it answers `srvr` on its host port (None: down, or no quorum)."""
+    from zk.launcher import mode
+    return {name: mode("localhost", port) for name, port in ZK_PORTS.items()}
 
 
 def _produce(bootstrap: str, topic: str, start: int, count: int, timeout: float = 120.0) -> None:
@@ -276,10 +291,10 @@ def _consume_all(bootstrap: str, topic: str, count: int, timeout: float = 120.0)
     return values
 
 
-def fail_over_and_rejoin(services: dict) -> None:
+def fail_over_and_rejoin(services: dict) -> str:
     """Kill the broker leading partition 0 of a new topic, check the survivors take over and keep accepting
     acks=all writes, start the killed container again and check the broker rejoins: registered, back in the
-    ISR of every partition (caught up), every record readable."""
+    ISR of every partition (caught up), every record readable. Returns the killed broker's service."""
     bootstrap = "localhost:9092,localhost:9093,localhost:9094"
     admin = _admin(bootstrap)
     topic = f"failover-{uuid.uuid4().hex[:8]}"
@@ -302,6 +317,35 @@ def fail_over_and_rejoin(services: dict) -> None:
     _wait(lambda: all(victim in isr for _, isr in _partitions(admin, topic).values()), 120,
           f"broker {victim} back in the ISR of every partition of {topic}")
     assert _consume_all(bootstrap, topic, 2000) == {f"v{i}" for i in range(2000)}
+    return f"kafka-{victim}"
+
+
+def zookeeper_leader_killed(services: dict) -> None:
+    """`docker kill` of the ZooKeeper leader's container: the other two members elect a new leader, and with the
+    ensemble down to two the brokers and their controller still do their work: a broker fails over and rejoins
+    (fail_over_and_rejoin: leaders and ISRs change through ZooKeeper, acks=all writes go on, every record read
+    back). Then `docker start` brings the killed member back as a follower. No broker container exits but the one
+    killed on purpose (restarted by the test), and none was restarted by Docker."""
+    modes = _wait(lambda: sorted(map(str, (m := _zk_modes()).values())) == ["follower", "follower", "leader"] and m,
+                  30, "a ZooKeeper leader and two followers")
+    leader = next(name for name, m in modes.items() if m == "leader")
+    brokers = {name: services[name] for name in ("kafka-1", "kafka-2", "kafka-3")}
+    for container in brokers.values():
+        container.reload()
+    started = {name: c.attrs["State"]["StartedAt"] for name, c in brokers.items()}
+    services[leader].kill()
+    modes = _wait(lambda: (m := _zk_modes()) and sorted(map(str, m.values())) == ["None", "follower", "leader"] and m,
+                  60, f"a new ZooKeeper leader without {leader}")
+    assert modes[leader] is None
+    victim = fail_over_and_rejoin(services)
+
+    services[leader].start()
+    _wait(lambda: _zk_modes()[leader] == "follower", 60, f"{leader} back in the ensemble as a follower")
+    for name, container in brokers.items():
+        container.reload()
+        state = container.attrs["State"]
+        assert state["Running"] and container.attrs["RestartCount"] == 0, (name, state)
+        assert name == victim or state["StartedAt"] == started[name], f"{name} restarted: {state}"
 
 
 def _run_inside_engine(engine: str) -> None:
@@ -329,7 +373,7 @@ def test_compose_cluster_end_to_end(tmp_path):
         try:
             services = {c.labels.get("com.docker.compose.service"): c for c in
                         client.containers.list(filters={"label": f"com.docker.compose.project={COMPOSE_PROJECT}"})}
-            assert {"zookeeper", "kafka-1", "kafka-2", "kafka-3", "console"} <= set(services)
+            assert {*ZK_PORTS, "kafka-1", "kafka-2", "kafka-3", "console"} <= set(services)
             for name in ("kafka-1", "kafka-2", "kafka-3", "console"):
                 container = services[name]
                 container.reload()
@@ -340,12 +384,12 @@ def test_compose_cluster_end_to_end(tmp_path):
                              and page, 60, "the console's Overview to name the three brokers")
             assert "<title>Overview" in overview and "3 up" in overview, overview
             produce_and_consume("localhost:9092", timeout=120)
-            fail_over_and_rejoin(services)
+            zookeeper_leader_killed(services)
         except Exception:
             print(_compose("logs", "--no-color", check=False).stdout[-20000:])
             raise
         finally:
-            _compose("down", "-v", "--remove-orphans", check=False)
+            _compose("down", "-v", "--remove-orphans", "-t", "0", check=False)
         secured_compose(tmp_path)
     finally:
         client.close()
@@ -381,4 +425,4 @@ def secured_compose(tmp_path) -> None:
         print(_compose("logs", "--no-color", check=False, files=files).stdout[-20000:])
         raise
     finally:
-        _compose("down", "-v", "--remove-orphans", check=False, files=files)
+        _compose("down", "-v", "--remove-orphans", "-t", "0", check=False, files=files)

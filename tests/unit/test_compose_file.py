@@ -1,9 +1,10 @@
 """docker-compose.yml, Dockerfile, the image's entrypoint and `kbroker healthcheck`, checked without a Docker engine.
 
-The compose file must describe ZooKeeper (official image) plus three brokers built from our Dockerfile, each
-configured only through KAFKA_* variables that kbroker.config accepts, with host listeners on 9092-9094, named
-volumes, healthchecks, restart policies and a healthy-ZooKeeper dependency; and the web console from the same
-image, reaching the brokers where they advertise themselves on the compose network, published on 8080."""
+The compose file must describe a 3-member ZooKeeper ensemble (official image) plus three brokers built from our
+Dockerfile, each configured only through KAFKA_* variables that kbroker.config accepts, with host listeners on
+9092-9094, named volumes, healthchecks, restart policies and a healthy-ensemble dependency; and the web console
+from the same image, reaching the brokers where they advertise themselves on the compose network, published on
+8080."""
 from __future__ import annotations
 
 import os
@@ -22,6 +23,8 @@ yaml = pytest.importorskip("yaml", reason="PyYAML is not installed (pip install 
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BROKERS = {"kafka-1": (1, 9092), "kafka-2": (2, 9093), "kafka-3": (3, 9094)}
+ZOOKEEPERS = {"zookeeper-1": (1, 2181), "zookeeper-2": (2, 2182), "zookeeper-3": (3, 2183)}
+ENSEMBLE = "zookeeper-1:2181,zookeeper-2:2181,zookeeper-3:2181"
 
 
 @pytest.fixture(scope="module")
@@ -49,19 +52,30 @@ def _healthcheck_cmd(service) -> list[str]:
 
 
 def test_services(compose):
-    assert set(compose["services"]) == {"zookeeper", *BROKERS, "console"}
+    assert set(compose["services"]) == {*ZOOKEEPERS, *BROKERS, "console"}
 
 
-def test_zookeeper_service(compose):
-    zk = compose["services"]["zookeeper"]
+@pytest.mark.parametrize("name", sorted(ZOOKEEPERS))
+def test_zookeeper_ensemble_member(compose, name):
+    """Each member: the official image's ZOO_MY_ID and ZOO_SERVERS (one line per member, client port 2181 on the
+    compose network), its own host port (2181 reaches zookeeper-1, as the README's snippets use), named volumes,
+    a healthcheck that needs a quorum (`srvr` answers with a Mode), 4lw srvr allowed, the admin server off."""
+    zk = compose["services"][name]
     image = zk["image"]
     assert image.split(":")[0] == "zookeeper" and image.split(":")[1].startswith("3."), image
     assert "build" not in zk
-    assert "2181:2181" in [str(p) for p in zk["ports"]]
-    assert _healthcheck_cmd(zk)[0] in ("CMD", "CMD-SHELL")
+    my_id, host_port = ZOOKEEPERS[name]
+    assert [str(p) for p in zk["ports"]] == [f"{host_port}:2181"]
+    env = _env(zk)
+    assert env["ZOO_MY_ID"] == str(my_id)
+    assert env["ZOO_SERVERS"].split() == [f"server.{i}=zookeeper-{i}:2888:3888;2181" for i in (1, 2, 3)]
+    assert "srvr" in env["ZOO_4LW_COMMANDS_WHITELIST"].split(",") and env["ZOO_ADMINSERVER_ENABLED"] == "false"
+    assert _healthcheck_cmd(zk)[0] in ("CMD", "CMD-SHELL") and "srvr" in " ".join(_healthcheck_cmd(zk))
     assert zk["restart"] == "unless-stopped"
+    assert {v.split(":")[1] for v in zk["volumes"]} == {"/data", "/datalog"}
     for volume in zk["volumes"]:
-        assert volume.split(":")[0] in compose["volumes"], f"zookeeper volume {volume} is not a named volume"
+        assert volume.split(":")[0] in compose["volumes"], f"{name} volume {volume} is not a named volume"
+    assert len({v.split(":")[0] for n in ZOOKEEPERS for v in compose["services"][n]["volumes"]}) == 6
 
 
 @pytest.mark.parametrize("name", sorted(BROKERS))
@@ -90,7 +104,7 @@ def test_broker_build_ports_volumes_restart(compose, name):
 @pytest.mark.parametrize("name", sorted(BROKERS))
 def test_broker_depends_on_healthy_zookeeper(compose, name):
     depends = compose["services"][name]["depends_on"]
-    assert depends["zookeeper"]["condition"] == "service_healthy"
+    assert all(depends[zk]["condition"] == "service_healthy" for zk in ZOOKEEPERS)
 
 
 @pytest.mark.parametrize("name", sorted(BROKERS))
@@ -117,9 +131,9 @@ def test_broker_environment_is_accepted_by_kbroker(compose, name):
 
     cfg = load(None, environ=env)  # raises ConfigError on anything kbroker refuses
     assert cfg.broker_id == broker_id
-    assert cfg["zookeeper.connect"] == "zookeeper:2181"
-    zk_host = cfg["zookeeper.connect"].split(",")[0].split(":")[0]
-    assert zk_host in compose["services"], "zookeeper.connect does not name a compose service"
+    assert cfg["zookeeper.connect"] == ENSEMBLE
+    zk_hosts = {hp.split(":")[0] for hp in cfg["zookeeper.connect"].split(",")}
+    assert zk_hosts == set(ZOOKEEPERS), "zookeeper.connect does not name the ensemble's services"
     assert cfg.log_dirs == ["/var/lib/kbroker/data"]
     assert {l.name: (l.host, l.port) for l in cfg.listeners} == {
         "INTERNAL": ("0.0.0.0", 19092), "EXTERNAL": ("0.0.0.0", 9092)}
@@ -173,7 +187,7 @@ def test_console_service(compose):
         assert cfg["metrics.port"] == 9404
     assert options["bootstrap_server"].split(",") == internal
     assert list(options["metrics_urls"]) == [f"http://{name}:9404/metrics" for name in sorted(BROKERS)]
-    assert options["zookeeper"] == "zookeeper:2181"
+    assert options["zookeeper"] == ENSEMBLE
     assert (options["host"], options["port"]) == ("0.0.0.0", 8080)
     assert [str(p) for p in console["ports"]] == ["8080:8080"]
     assert "/static/console.css" in " ".join(_healthcheck_cmd(console))
@@ -183,9 +197,13 @@ def test_console_service(compose):
 
 def test_secured_console_logs_in_with_the_admins_client_settings():
     """docker-compose.secure.yml gives the console the client.properties `kbroker security init` writes (TLS, and
-    the SASL mechanism its visitors log in with) from the secrets volume, once that service has written it."""
+    the SASL mechanism its visitors log in with) from the secrets volume, once that service has written it; that
+    service writes the admin's credentials to the ensemble, once it serves."""
     with open(os.path.join(ROOT, "docker-compose.secure.yml"), encoding="utf-8") as f:
         secure = yaml.safe_load(f)
+    init = secure["services"]["security-init"]
+    assert init["command"][init["command"].index("--zookeeper") + 1] == ENSEMBLE
+    assert all(init["depends_on"][zk]["condition"] == "service_healthy" for zk in ZOOKEEPERS)
     console = secure["services"]["console"]
     assert console["depends_on"]["security-init"]["condition"] == "service_completed_successfully"
     secrets = secure["services"]["security-init"]["command"][3]
