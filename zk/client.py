@@ -261,26 +261,31 @@ class _Transaction(TransactionRequest):
         return super().create(path, value, acl=acl or self.client.acl_for(path), **kwargs)
 
 
-def _handler(gevent: bool, tls: ssl.SSLContext | None, on_tls_error):
-    """kazoo's gevent or threading handler; with tls, each connection it makes is wrapped in that context (the
-    handshake at once, its failure passed to on_tls_error before it is raised)."""
+def _handler(gevent: bool, tls: ssl.SSLContext | None, on_tls_error, connect_timeout: float):
+    """kazoo's gevent or threading handler, whose TCP connects give up after connect_timeout (ZooKeeper's Java
+    client: the session timeout / the number of hosts; kazoo waits the whole session timeout, so one host that
+    drops packets would use up a session before the next host is tried); with tls, each connection it makes is
+    wrapped in that context (the handshake at once, its failure passed to on_tls_error before it is raised)."""
     if gevent:
         from kazoo.handlers.gevent import SequentialGeventHandler as base
     else:
         base = SequentialThreadingHandler
-    if tls is None:
-        return base()
 
-    class TlsHandler(base):
-        def create_connection(self, address, hostname=None, timeout=None, **_ignored):
-            sock = super().create_connection(address, hostname=hostname, timeout=timeout)
+    class Handler(base):
+        def create_connection(self, *args, **kwargs):
+            if kwargs.get("timeout") is not None:
+                kwargs["timeout"] = min(kwargs["timeout"], connect_timeout)
+            if tls is None:
+                return super().create_connection(*args, **kwargs)
+            address, hostname = args[0] if args else kwargs["address"], kwargs.get("hostname")
+            sock = super().create_connection(address, hostname=hostname, timeout=kwargs.get("timeout"))
             try:
                 return tls.wrap_socket(sock, server_hostname=hostname)
             except (ssl.SSLError, ssl.CertificateError) as e:
                 sock.close()
                 on_tls_error(hostname or address[0], address[1], e)
                 raise
-    return TlsHandler()
+    return Handler()
 
 
 @_translating
@@ -298,7 +303,8 @@ class KafkaZkClient:
         self.security = security or ZkClientSecurity()
         self._tls_failure: str | None = None   # the last failed TLS handshake, for start()'s message
         self._settled = None                   # start()'s event: connected, or a handshake failed
-        handler = _handler(gevent, self.security.tls, self._on_tls_error)
+        handler = _handler(gevent, self.security.tls, self._on_tls_error,
+                           session_timeout_ms / 1000.0 / len(hosts.split(",")))
         self.connect_string = connect
         self.connection_timeout = (connection_timeout_ms or session_timeout_ms) / 1000.0
         sasl = ({"mechanism": "DIGEST-MD5", "username": self.security.sasl_username,

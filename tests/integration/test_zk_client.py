@@ -92,6 +92,31 @@ def test_unreachable_zookeeper_fails_within_timeout():
     assert time.monotonic() - start < 15
 
 
+def test_a_host_that_drops_connection_attempts_is_given_up_for_the_next(zk_connect):
+    """zookeeper.connect lists hosts that drop SYNs (a powered-off server; here a listener whose backlog is full)
+    before a live one: as with ZooKeeper's Java client, each connect attempt waits the session timeout / the
+    number of hosts, so the client reaches the live host within its connection timeout (the session timeout)
+    whatever order it tries them in. Waiting the whole session timeout on the first dead host (kazoo's own
+    choice) failed start() three times in four."""
+    import socket
+
+    dead = socket.socket()
+    dead.bind(("127.0.0.1", 0))
+    dead.listen(0)
+    filler = socket.create_connection(dead.getsockname(), timeout=5)   # fills the backlog: later SYNs dropped
+    hosts, chroot = zk_connect.split("/", 1)
+    dead_host = "127.0.0.1:%d" % dead.getsockname()[1]
+    client = KafkaZkClient(f"{dead_host},{dead_host},{dead_host},{hosts}/{chroot}", session_timeout_ms=8000,
+                           gevent=True)
+    try:
+        client.start()
+        assert client.get_broker_ids() == []
+    finally:
+        client.close()
+        filler.close()
+        dead.close()
+
+
 def test_state_writes_grouped_in_multis_report_only_the_conflicts(zk_client):
     zk_client.create_top_level_paths()
     _, version = zk_client.register_controller_and_increment_epoch(1)
