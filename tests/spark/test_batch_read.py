@@ -60,6 +60,38 @@ def test_reads_every_record_exactly_with_one_spark_partition_per_kafka_partition
         [(s.partition, s.offset, s.key, s.value, s.timestamp) for s in sent]
 
 
+def task_executors(spark, action) -> list[str]:
+    """The executor id of every task of the jobs `action` runs (from the driver's status store)."""
+    sc = spark.sparkContext
+    group = unique("jobs")
+    sc.setJobGroup(group, group)
+    try:
+        action()
+    finally:
+        sc.setLocalProperty("spark.jobGroup.id", None)
+    store, tracker = sc._jsc.sc().statusStore(), sc.statusTracker()
+    out = []
+    for job in tracker.getJobIdsForGroup(group):
+        for stage in tracker.getJobInfo(job).stageIds:
+            tasks = store.taskList(stage, 0, 1000)
+            out += [tasks.apply(i).executorId() for i in range(tasks.size())]
+    return out
+
+
+def test_executors_not_the_driver_read_the_partitions(spark, kcluster, filled):
+    """On the standalone cluster each Kafka partition is read by a task in an executor (their own JVMs and Python
+    workers, started by the workers), never by the driver: the driver only plans the offset ranges."""
+    topic, sent = filled
+    got = []
+    executors = task_executors(spark, lambda: got.extend(rows_of(reader(spark, kcluster, subscribe=topic,
+                                                                         includeHeaders="true"))))
+    assert got == sent
+    assert len(executors) == 3 and "driver" not in executors
+    status = spark.sparkContext._jsc.sc().statusStore().executorList(True)
+    workers = {status.apply(i).id() for i in range(status.size())} - {"driver"}
+    assert set(executors) <= workers and len(workers) == 2          # one executor in each worker
+
+
 def test_offset_ranges_select_exactly_those_records(spark, kcluster, filled):
     topic, sent = filled
     starting = {topic: {"0": 3, "1": -2, "2": 10}}
