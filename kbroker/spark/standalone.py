@@ -64,12 +64,17 @@ class StandaloneCluster:
         return process
 
     def start(self) -> None:
+        self.launch()
+        self.wait_workers(self.workers)
+
+    def launch(self) -> None:
+        """Start the daemons without waiting for them (wait_workers() does): the caller can start other things
+        while their JVMs boot."""
         os.makedirs(self.directory, exist_ok=True)
         self._launch("master", MASTER_CLASS, "--host", "127.0.0.1", "--port", str(self.port),
                      "--webui-port", str(self.ui_port))
         for _ in range(self.workers):
             self._start_worker()
-        self.wait_workers(self.workers)
 
     def _start_worker(self) -> None:
         n = sum(name.startswith("worker-") for name in self.processes) + 1

@@ -27,17 +27,23 @@ JVM_OPTIONS = "-XX:+UseSerialGC -XX:TieredStopAtLevel=1"
 
 @pytest.fixture(scope="session")
 def spark_cluster(tmp_path_factory):
-    """A Spark standalone master and two workers (one core, 1 GB for executors each)."""
+    """A Spark standalone master and two workers (one core, 1 GB for executors each), launched: the `spark`
+    fixture waits for them after the brokers have started meanwhile."""
     from kbroker.spark.standalone import StandaloneCluster
-    with StandaloneCluster(2, str(tmp_path_factory.mktemp("spark-standalone"))) as c:
+    c = StandaloneCluster(2, str(tmp_path_factory.mktemp("spark-standalone")))
+    try:
+        c.launch()
         yield c
+    finally:
+        c.stop()
 
 
 @pytest.fixture(scope="session")
-def spark(spark_cluster):
+def spark(spark_cluster, kcluster):
     from pyspark.sql import SparkSession
 
     from kbroker.spark import register
+    spark_cluster.wait_workers(2)
     session = (SparkSession.builder.master(spark_cluster.url).appName("kbroker-tests")
                .config("spark.ui.enabled", "false")
                .config("spark.ui.showConsoleProgress", "false")
