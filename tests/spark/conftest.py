@@ -52,6 +52,9 @@ def spark(spark_cluster, kcluster):
                .config("spark.executor.memory", "512m")
                .config("spark.executor.cores", "1")
                .config("spark.executor.extraJavaOptions", JVM_OPTIONS)
+               .config("spark.locality.wait", "0")            # a task never waits for its preferred executor
+               .config("spark.task.maxFailures", "1")         # an error fails its job at once, as in local[2]:
+                                                               # the tests expect errors, not 4 attempts of each
                .config("spark.sql.shuffle.partitions", "2")
                .config("spark.sql.session.timeZone", "UTC")
                .getOrCreate())
