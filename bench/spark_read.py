@@ -188,6 +188,11 @@ def noop_reads(df, total: int, rounds: int, label: str, groups: dict[str, Callab
     return best
 
 
+def spark_cores(read: Read) -> float:
+    """Cores busy in Spark's processes (the driver and, on a cluster, the executors) during the read."""
+    return sum(pct for name, pct in read.cpu.items() if name not in ("broker", "machine")) / 100
+
+
 def cpu_cell(read: Read) -> str:
     return ", ".join(f"{name} {pct:.0f}%" for name, pct in read.cpu.items())
 
@@ -274,11 +279,13 @@ def main(argv=None) -> None:
                 "(ratio: records/s over the librdkafka consumer's in this run)",
                 ["what", "records", "seconds", "records/s", "ratio", "broker CPU"], rows)
     print_table(f"CPU during the best Spark read to the noop sink (% of one core; {os.cpu_count()} cores, processes "
-                "with their children: Python workers, executors)", ["Spark", "seconds", "CPU"],
-                [["local[2]", f"{local.seconds:.2f}", cpu_cell(local)]]
-                + [[f"standalone, {n} worker{'s' * (n > 1)}", f"{r.seconds:.2f}", cpu_cell(r)]
-                   for n, r in enumerate(reads, 1)])
-    print(f"\nscale-out: two workers read {reads[0].seconds / reads[1].seconds:.2f}x the rows/s of one")
+                "with their children: Python workers, executors; rows/CPU-s: rows per CPU second of Spark's "
+                "processes, driver's and executors')", ["Spark", "seconds", "CPU", "rows/CPU-s"],
+                [[name, f"{r.seconds:.2f}", cpu_cell(r), fmt_rate(total / r.seconds / spark_cores(r))]
+                 for name, r in [("local[2]", local)] + [(f"standalone, {n} worker{'s' * (n > 1)}", r)
+                                                          for n, r in enumerate(reads, 1)]])
+    print(f"\nscale-out: two workers read {reads[0].seconds / reads[1].seconds:.2f}x the rows/s of one; their "
+          f"executors had {reads[1].cpu['executors'] / reads[0].cpu['executors']:.2f}x the CPU")
 
 
 if __name__ == "__main__":
