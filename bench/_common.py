@@ -181,23 +181,14 @@ def descendants(*pids: int) -> list[int]:
     return out
 
 
-class MachineCpu:
-    """CPU busy on the whole machine over an interval (every process, from /proc/stat), as % of one core: the
-    bound when all the parts of a run share the machine's cores."""
+class MachineCpu(CpuMeter):
+    """CPU busy on the whole machine over an interval (every process, from /proc/stat: all but idle and iowait),
+    as % of one core: the bound when all the parts of a run share the machine's cores."""
 
-    @staticmethod
-    def _busy() -> float:
+    def _cpu(self) -> float:
         with open("/proc/stat") as f:
             fields = [int(x) for x in f.readline().split()[1:]]
-        return (sum(fields[:8]) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")   # all but idle and iowait
-
-    def start(self) -> "MachineCpu":
-        self.t0, self.c0 = time.monotonic(), self._busy()
-        return self
-
-    def percent(self) -> float:
-        dt = time.monotonic() - self.t0
-        return 100.0 * (self._busy() - self.c0) / dt if dt > 0 else 0.0
+        return (sum(fields[:8]) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
 
 
 class ProcessCpu:
