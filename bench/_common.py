@@ -162,6 +162,35 @@ def pagecache_write_limit(directory: str, total_bytes: int, block_size: int, fil
     return sum(pos) / dt
 
 
+def descendants(*pids: int) -> list[int]:
+    """pids and every process below them now (from /proc/*/stat's parent ids): e.g. a Spark worker, its executor
+    JVMs and their Python workers."""
+    children: dict[int, list[int]] = {}
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                parent = int(f.read().rpartition(")")[2].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue                                   # a process that ended meanwhile
+        children.setdefault(parent, []).append(int(entry))
+    out, todo = [], list(pids)
+    while todo:
+        pid = todo.pop()
+        out.append(pid)
+        todo += children.get(pid, [])
+    return out
+
+
+class MachineCpu(CpuMeter):
+    """CPU busy on the whole machine over an interval (every process, from /proc/stat: all but idle and iowait),
+    as % of one core: the bound when all the parts of a run share the machine's cores."""
+
+    def _cpu(self) -> float:
+        with open("/proc/stat") as f:
+            fields = [int(x) for x in f.readline().split()[1:]]
+        return (sum(fields[:8]) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
+
+
 class ProcessCpu:
     """CPU used by this (the client) process, all threads, as % of one core."""
 

@@ -3,6 +3,9 @@ them per user per minute and writes the counts to another topic, and the counts 
 
     make up                     # ZooKeeper + 3 brokers on localhost:9092-9094
     make pipeline               # the Spark extra, then this script (or: .venv/bin/python examples/pipeline.py)
+    .venv/bin/spark-submit --master spark://127.0.0.1:7077 examples/pipeline.py     # on a Spark cluster (README)
+
+Run by Python the job runs in a local Spark (local[*]); run by spark-submit, on the master it is given.
 
 1. Topics `events` (3 partitions) and `event-counts` (1 partition), replication factor 3, created through the
    Admin API if missing.
@@ -92,7 +95,7 @@ def main(argv=None) -> None:
     from pyspark.sql import functions as F
 
     from kbroker.spark import register
-    spark = (SparkSession.builder.master("local[2]").appName("kbroker-pipeline")
+    spark = (SparkSession.builder.appName("kbroker-pipeline")                 # the master: spark-submit's, or local[*]
              .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
              .config("spark.driver.memory", "512m").config("spark.driver.extraJavaOptions", "-XX:+UseSerialGC")
              .config("spark.sql.shuffle.partitions", "2").config("spark.sql.session.timeZone", "UTC").getOrCreate())

@@ -1,6 +1,9 @@
-"""Spark tests: one local[2] SparkSession for the whole test session (tuned as DESIGN.md says: UI off, SerialGC,
-512 MB; ≈6 s to start) and one real 3-broker cluster shared by the Spark tests (each test uses its own
-topics). Records are produced with confluent-kafka (librdkafka), with explicit timestamps and headers."""
+"""Spark tests: one SparkSession for the whole test session on a real Spark standalone cluster (a master and two
+workers of one core each, kbroker.spark.standalone), so reads, writes and streaming queries run in executors,
+each in its own JVM with its own Python workers (PYSPARK_PYTHON: this venv), as on a production cluster; and one
+real 3-broker cluster shared by the Spark tests (each test uses its own topics). JVMs are tuned for start-up
+(UI off, SerialGC, C1 only, 512 MB). Records are produced with confluent-kafka (librdkafka), with explicit
+timestamps and headers."""
 from __future__ import annotations
 
 import os
@@ -19,21 +22,47 @@ os.environ.setdefault("PYSPARK_PYTHON", sys.executable)          # Spark's Pytho
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
 
+JVM_OPTIONS = "-XX:+UseSerialGC -XX:TieredStopAtLevel=1"
+
+
 @pytest.fixture(scope="session")
-def spark():
+def spark_cluster(tmp_path_factory):
+    """A Spark standalone master and two workers (one core, 1 GB for executors each), launched: the `spark`
+    fixture waits for them after the brokers have started meanwhile."""
+    from kbroker.spark.standalone import StandaloneCluster
+    c = StandaloneCluster(2, str(tmp_path_factory.mktemp("spark-standalone")))
+    try:
+        c.launch()
+        yield c
+    finally:
+        c.stop()
+
+
+@pytest.fixture(scope="session")
+def spark(spark_cluster, kcluster):
     from pyspark.sql import SparkSession
 
     from kbroker.spark import register
-    session = (SparkSession.builder.master("local[2]").appName("kbroker-tests")
+    spark_cluster.wait_workers(2)
+    session = (SparkSession.builder.master(spark_cluster.url).appName("kbroker-tests")
                .config("spark.ui.enabled", "false")
                .config("spark.ui.showConsoleProgress", "false")
                .config("spark.driver.memory", "512m")
-               .config("spark.driver.extraJavaOptions", "-XX:+UseSerialGC -XX:TieredStopAtLevel=1")
+               .config("spark.driver.extraJavaOptions", JVM_OPTIONS)
+               .config("spark.executor.memory", "512m")
+               .config("spark.executor.cores", "1")
+               .config("spark.executor.extraJavaOptions", JVM_OPTIONS)
+               .config("spark.locality.wait", "0")            # a task never waits for its preferred executor
+               .config("spark.task.maxFailures", "1")         # an error fails its job at once, as in local[2]:
+                                                               # the tests expect errors, not 4 attempts of each
                .config("spark.sql.shuffle.partitions", "2")
                .config("spark.sql.session.timeZone", "UTC")
                .getOrCreate())
     session.sparkContext.setLogLevel("ERROR")
     register(session)
+    jsc = session.sparkContext._jsc.sc()
+    wait_until(lambda: jsc.getExecutorMemoryStatus().size() == 3, 60,         # the driver's entry and two more
+               message="an executor in each Spark worker")
     yield session
     session.stop()
 

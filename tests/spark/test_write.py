@@ -53,7 +53,7 @@ def test_topic_column_and_checks(spark, kcluster):
     a, b = make_topic(kcluster, unique("wa"), partitions=1), make_topic(kcluster, unique("wb"), partitions=1)
     df = spark.createDataFrame([(a, "1"), (b, "2"), (a, "3")], "topic string, value string")
     df.write.format("kbroker").option("kafka.bootstrap.servers", kcluster.bootstrap).mode("append").save()
-    # local[2] writes ("a", "1") and the other two rows from two concurrent tasks: no order between them.
+    # two executors write ("a", "1") and the other two rows from two concurrent tasks: no order between them.
     assert sorted(s.value for s in read_back(spark, kcluster, a)) == [b"1", b"3"]
     assert [s.value for s in read_back(spark, kcluster, b)] == [b"2"]
 
