@@ -50,7 +50,7 @@ status: $(VENV)/.installed
 # ZooKeeper, not computing. A module stays on one worker; TEST_WORKERS=0 runs it in this process.
 TEST_WORKERS ?= 3
 test: $(VENV)/.installed-test test-system-deps
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder $(PYTEST_ARGS)
 
 # examples/pipeline.py against `make up`'s cluster (needs the Spark extra, installed with the test extras)
 pipeline: $(VENV)/.installed-test
