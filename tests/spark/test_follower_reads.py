@@ -10,6 +10,7 @@ from kbroker.spark.client import KafkaClient
 from kbroker.spark.options import source_options
 from kbroker.spark.reader import OffsetRange, read_range, source_client
 from tests.clients.test_follower_fetching import bytes_out
+from tests.integration.conftest import wait_until
 from tests.spark.conftest import make_topic, produce, rows_of, unique
 
 T0 = (int(time.time()) - 3600) * 1000
@@ -48,7 +49,8 @@ def test_a_client_in_a_followers_rack_reads_from_it_and_from_the_leader_once_it_
     try:
         assert offsets == [s.offset for s in sent] == list(range(300))
         assert sent_bytes(kcluster, topic, before, (leader,))[leader] > 0
-    finally:
+    finally:   # once its ZooKeeper session expired (the id is free again), as the other Spark tests need it
+        wait_until(lambda: near not in kcluster.zk.get_broker_ids(), 30, message=f"broker {near}'s session to end")
         broker.start()
         kcluster.wait_ready([1, 2, 3])
 
