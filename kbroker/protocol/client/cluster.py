@@ -417,7 +417,7 @@ class ClusterClient:
         return results
 
     # ---- fetch and produce --------------------------------------------------------------------------------
-    def fetch_source(self, tp: TopicPartition, deadline: float) -> tuple[Broker, str, bool]:
+    def _fetch_source(self, tp: TopicPartition, deadline: float) -> tuple[Broker, str, bool]:
         """Where tp's next Fetch goes: (broker, rack to name, whether it is a preferred read replica). The
         replica the leader named while it is kept and in the metadata (else the partition goes LEADER_ONLY);
         the leader, with client_rack unless the partition is LEADER_ONLY."""
@@ -446,12 +446,12 @@ class ClusterClient:
 
     def send_fetch(self, tp: TopicPartition, offset: int, max_bytes: int, max_wait_ms: int = 500,
                    isolation_level: int = 0) -> tuple | None:
-        """Send a Fetch of tp at offset (to fetch_source) without waiting for the answer, so that the broker sends
+        """Send a Fetch of tp at offset (to _fetch_source) without waiting for the answer, so that the broker sends
         it while the caller works; pass the result to the next fetch() as `sent`. None when it could not be sent
         for a retriable reason (fetch() then sends it again)."""
         deadline = self.deadline()
         try:
-            broker, rack, from_replica = self.fetch_source(tp, deadline)
+            broker, rack, from_replica = self._fetch_source(tp, deadline)
             c = self.connection(broker.address, deadline)
             version = c.version_for(FetchRequest, 4)
             c.submit(fetch_request(version, tp.topic, tp.partition, offset, max_bytes, max_wait_ms=max_wait_ms,
@@ -489,7 +489,7 @@ class ClusterClient:
 
         def attempt(deadline):
             while True:                             # at most: leader, the replica it names, the leader again
-                broker, rack, from_replica = self.fetch_source(tp, deadline)
+                broker, rack, from_replica = self._fetch_source(tp, deadline)
                 try:
                     version = self.connection(broker.address, deadline).version_for(FetchRequest, 4)
                     request = fetch_request(version, tp.topic, tp.partition, offset, max_bytes,
