@@ -1,22 +1,25 @@
 """The Spark data source's Kafka client: the project's ClusterClient (kbroker.protocol.client) over plain
 blocking sockets (Spark's Python workers are ordinary threads), with what the source and sink ask of it:
 partitions of topics, offsets by position or by time, fetches (their records stay one memoryview into the
-received frame) and produces, each routed to the partition's leader and retried until `timeout`.
+received frame) and produces, each routed to the partition's leader (fetches naming a client rack: to the
+replica the leader names, KIP-392) and retried until `timeout`.
 """
 from __future__ import annotations
 
 from ..protocol.client import EARLIEST, LATEST, ClusterClient, KafkaError, TopicPartition, error_name
+from ..protocol.client.cluster import METADATA_MAX_AGE
 from ..protocol.client.security import ClientSecurity
 
-__all__ = ["EARLIEST", "LATEST", "KafkaClient", "KafkaError", "TopicPartition"]
+__all__ = ["EARLIEST", "LATEST", "METADATA_MAX_AGE", "KafkaClient", "KafkaError", "TopicPartition"]
 
 
 class KafkaClient(ClusterClient):
     """Requests routed to leaders through a metadata cache, retried on retriable errors within `timeout`."""
 
     def __init__(self, bootstrap: str, client_id: str = "kbroker-spark", timeout: float = 30.0,
-                 isolation_level: int = 0, security: ClientSecurity | None = None):
-        super().__init__(bootstrap, client_id, timeout, security=security)
+                 isolation_level: int = 0, security: ClientSecurity | None = None, client_rack: str = "",
+                 metadata_max_age: float = METADATA_MAX_AGE):
+        super().__init__(bootstrap, client_id, timeout, security, client_rack, metadata_max_age)
         self.isolation_level = isolation_level  # 1 READ_COMMITTED: LATEST is the last stable offset
 
     def partitions_of(self, topics: list[str]) -> dict[str, list[int]]:

@@ -10,6 +10,9 @@ Security is the Kafka client's: `kafka.security.protocol`, `kafka.sasl.mechanism
 (or librdkafka's `kafka.sasl.username`/`kafka.sasl.password`), `kafka.ssl.truststore.*`, `kafka.ssl.keystore.*`,
 `kafka.ssl.endpoint.identification.algorithm`, read without the prefix by ClientSecurity.from_properties on the
 driver (files are read there; executors get their PEM text).
+
+`kafka.client.rack` is the consumer's client.rack (KIP-392): fetches name it, and a leader with a replica
+selector may send them to a replica in that rack, kept for `kafka.metadata.max.age.ms` (ClusterClient).
 """
 from __future__ import annotations
 
@@ -20,7 +23,7 @@ from dataclasses import dataclass
 
 from ..protocol.client import KafkaError
 from ..protocol.client.security import ClientSecurity
-from .client import EARLIEST, LATEST, TopicPartition
+from .client import EARLIEST, LATEST, METADATA_MAX_AGE, TopicPartition
 
 # Kafka consumer options Spark refuses, and why (its wording).
 _UNSUPPORTED = {
@@ -84,6 +87,8 @@ class SourceOptions:
     request_timeout: float
     max_partition_fetch_bytes: int
     isolation_level: int                        # 0 read_uncommitted, 1 read_committed (Kafka's wire values)
+    client_rack: str = ""                       # "": fetches name no rack (the leader serves them)
+    metadata_max_age: float = METADATA_MAX_AGE  # seconds a replica the leader named is read from
     security: ClientSecurity = ClientSecurity()
 
 
@@ -261,6 +266,8 @@ def source_options(options: Mapping[str, str], streaming: bool) -> SourceOptions
         request_timeout=timeout_ms / 1000,
         max_partition_fetch_bytes=_positive(o, "kafka.max.partition.fetch.bytes") or 8 * 1024 * 1024,
         isolation_level=_ISOLATION_LEVELS[isolation],
+        client_rack=o.get("kafka.client.rack", "").strip(),
+        metadata_max_age=(_positive(o, "kafka.metadata.max.age.ms") or METADATA_MAX_AGE * 1000) / 1000,
         security=_security(o),
     )
 

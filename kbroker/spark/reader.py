@@ -79,9 +79,10 @@ def report_data_loss(fail: bool, what: str) -> None:
 
 
 def source_client(options: SourceOptions) -> KafkaClient:
-    """A client for the source's requests (ListOffsets LATEST and Fetch at the source's isolation level)."""
+    """A client for the source's requests (ListOffsets LATEST and Fetch at the source's isolation level, fetches
+    naming kafka.client.rack)."""
     return KafkaClient(options.bootstrap, options.client_id, options.request_timeout, options.isolation_level,
-                       options.security)
+                       options.security, options.client_rack, options.metadata_max_age)
 
 
 # ---- planning ----------------------------------------------------------------------------------------------
@@ -181,8 +182,9 @@ def plan(options: SourceOptions) -> list[OffsetRange]:
 
 # ---- reading -----------------------------------------------------------------------------------------------
 def read_range(client: KafkaClient, r: OffsetRange, options: SourceOptions):
-    """The records of r as pyarrow RecordBatches (one per Fetch), from r's leader; retriable errors are
-    retried by the client, OFFSET_OUT_OF_RANGE and missing records follow failOnDataLoss. The next Fetch is
+    """The records of r as pyarrow RecordBatches (one per Fetch), from r's leader (or the replica in
+    kafka.client.rack it names); retriable errors are retried by the client, OFFSET_OUT_OF_RANGE (the leader's:
+    a follower's sends the client back to the leader) and missing records follow failOnDataLoss. The next Fetch is
     sent before a response is parsed, so the broker's sending and our parsing overlap."""
     tp, offset, empty, sent = r.tp, r.start, 0, None
     isolation = options.isolation_level

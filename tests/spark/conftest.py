@@ -1,7 +1,9 @@
 """Spark tests: one SparkSession for the whole test session on a real Spark standalone cluster (a master and two
 workers of one core each, kbroker.spark.standalone), so reads, writes and streaming queries run in executors,
 each in its own JVM with its own Python workers (PYSPARK_PYTHON: this venv), as on a production cluster; and one
-real 3-broker cluster shared by the Spark tests (each test uses its own topics). JVMs are tuned for start-up
+real 3-broker cluster shared by the Spark tests (each test uses its own topics; broker i in rack ri with the
+rack-aware replica selector and a metrics port, which change nothing for reads that name no rack). JVMs are tuned
+for start-up
 (UI off, SerialGC, C1 only, 512 MB). Records are produced with confluent-kafka (librdkafka), with explicit
 timestamps and headers."""
 from __future__ import annotations
@@ -13,8 +15,9 @@ from dataclasses import dataclass
 
 import pytest
 
+from kbroker.replica.selector import RACK_AWARE_REPLICA_SELECTOR
 from tests.clients._util import leaders_known
-from tests.conftest import fresh_chroot
+from tests.conftest import free_port, fresh_chroot
 from tests.integration.conftest import Cluster, wait_until
 from zk.admin import AdminZkClient
 
@@ -69,10 +72,15 @@ def spark(spark_cluster, kcluster):
 
 @pytest.fixture(scope="session")
 def kcluster(zookeeper, tmp_path_factory):
-    """Three brokers shared by the Spark tests."""
+    """Three brokers shared by the Spark tests, broker i in rack ri (follower fetching: test_follower_reads)."""
     c = Cluster(fresh_chroot(zookeeper), str(tmp_path_factory.mktemp("spark")))
     try:
-        yield c.start_brokers(3)
+        for i in (1, 2, 3):
+            port = free_port()
+            c.add(i, **{"broker.rack": f"r{i}", "replica.selector.class": RACK_AWARE_REPLICA_SELECTOR,
+                        "metrics.port": port}).metrics_port = port
+        c.wait_ready([1, 2, 3])
+        yield c
     finally:
         c.stop()
 

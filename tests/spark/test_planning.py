@@ -37,6 +37,7 @@ def test_arrow_schemas_are_what_spark_derives_from_the_spark_schemas():
     ({**BOOT, "subscribe": "t", "endingOffsets": '{"t":{"0":-2}}'}, False, "endingOffsets for t-0 can't be earliest"),
     ({**BOOT, "subscribe": "t", "endingOffsets": "latest"}, True, "Ending offset not valid in streaming queries"),
     ({**BOOT, "subscribe": "t", "minPartitions": "0"}, False, "must be a positive integer"),
+    ({**BOOT, "subscribe": "t", "kafka.metadata.max.age.ms": "soon"}, True, "must be a positive integer"),
     ({**BOOT, "subscribe": "t", "startingOffsets": "{bad"}, False, "is not valid JSON"),
     ({**BOOT, "subscribe": "t", "kafka.group.id": "g", "kafka.enable.auto.commit": "true"}, False,
      "'enable.auto.commit' is not supported"),
@@ -53,6 +54,11 @@ def test_source_options_defaults_and_precedence():
     assert (o.starting.kind, o.starting.timestamp) == ("timestamp", 1000)        # the timestamp wins
     assert (o.ending.kind, o.fail_on_data_loss, o.include_headers) == ("latest", True, False)
     assert source_options({**BOOT, "subscribe": "a"}, streaming=True).starting.kind == "latest"
+    o = source_options({**BOOT, "subscribe": "a"}, streaming=False)
+    assert (o.client_rack, o.metadata_max_age) == ("", 300.0)                   # Kafka's defaults: no rack, 5 min
+    o = source_options({**BOOT, "subscribe": "a", "kafka.client.rack": "r2", "kafka.metadata.max.age.ms": "1500"},
+                       streaming=True)
+    assert (o.client_rack, o.metadata_max_age) == ("r2", 1.5)
     o = source_options({**BOOT, "assign": '{"a":[1,0]}', "endingOffsetsByTimestamp": '{"a":{"0":7,"1":8}}'}, False)
     assert o.subscription.partitions == (TopicPartition("a", 0), TopicPartition("a", 1))
     assert o.ending.offsets == ((TopicPartition("a", 0), 7), (TopicPartition("a", 1), 8))

@@ -7,6 +7,15 @@ Kafka 2.8 serve (Connection.version_for). Every call finishes within `timeout` s
 included, or raises KafkaError: Unreachable when no broker answers, TimedOut when retrying outlasted the
 deadline. A retriable error (errors.RETRIABLE, or a lost connection) drops the metadata (and the connection)
 and is tried again after RETRY_BACKOFF, as Kafka's clients do.
+
+Follower fetching (KIP-392, the consumer's side): a client given `client_rack` sends it in its fetches (v11+);
+when the leader answers with a preferred_read_replica, that partition's fetches go to that replica (at once, in
+the same call) until `metadata_max_age` seconds have passed or the replica fails: an error code from it
+(NOT_LEADER_OR_FOLLOWER, OFFSET_OUT_OF_RANGE from a lagging follower, FENCED/UNKNOWN_LEADER_EPOCH, ...) or a
+lost connection, as Kafka's consumer keeps it. The fetch is then made again from the leader, never answered
+with the replica's error, and, unlike Kafka's consumer (which asks the leader again, which may name the same
+replica until it sees it gone), the partition is read from the leader without the rack for metadata_max_age.
+Without client_rack nothing changes: fetches go to the leader with an empty rack.
 """
 from __future__ import annotations
 
@@ -28,6 +37,8 @@ from .errors import (COORDINATOR_ERRORS, COORDINATOR_MOVED, RETRIABLE, Connectio
                      error_text)
 
 RETRY_BACKOFF = 0.1
+METADATA_MAX_AGE = 300.0           # seconds a preferred read replica is kept (Kafka's metadata.max.age.ms)
+LEADER_ONLY = -1                   # a partition read from the leader without the rack (its replica failed)
 LATEST, EARLIEST = -1, -2          # ListOffsets timestamps
 
 
@@ -120,12 +131,18 @@ def is_retriable(e: KafkaError) -> bool:
 class ClusterClient:
     """Blocking requests to a cluster reached through bootstrap servers ('h:p,...' or [(host, port)])."""
 
-    def __init__(self, bootstrap, client_id: str, timeout: float = 30.0, security: ClientSecurity | None = None):
-        """security: how to reach the brokers' listener (TLS, SASL login); plaintext when None."""
+    def __init__(self, bootstrap, client_id: str, timeout: float = 30.0, security: ClientSecurity | None = None,
+                 client_rack: str = "", metadata_max_age: float = METADATA_MAX_AGE):
+        """security: how to reach the brokers' listener (TLS, SASL login); plaintext when None. client_rack: the
+        rack fetches name (Kafka's client.rack), so a leader may send them to a replica in it for up to
+        metadata_max_age seconds."""
         self.bootstrap = parse_bootstrap(bootstrap) if isinstance(bootstrap, str) else list(bootstrap)
         self.client_id = client_id
         self.timeout = timeout
         self.security = security
+        self.client_rack = client_rack
+        self.metadata_max_age = metadata_max_age
+        self._read_from: dict[TopicPartition, tuple[int, float]] = {}   # tp -> (replica or LEADER_ONLY, until)
         self.connections: dict[tuple[str, int], Connection] = {}
         self.cached: Metadata | None = None
         self._coordinators: dict[tuple[int, str], Broker] = {}
@@ -400,54 +417,95 @@ class ClusterClient:
         return results
 
     # ---- fetch and produce --------------------------------------------------------------------------------
+    def _fetch_source(self, tp: TopicPartition, deadline: float) -> tuple[Broker, str, bool]:
+        """Where tp's next Fetch goes: (broker, rack to name, whether it is a preferred read replica). The
+        replica the leader named while it is kept and in the metadata (else the partition goes LEADER_ONLY);
+        the leader, with client_rack unless the partition is LEADER_ONLY."""
+        node_id, until = self._read_from.get(tp, (LEADER_ONLY, 0.0))
+        if time.monotonic() >= until:
+            self._read_from.pop(tp, None)
+            return self.leader(tp, deadline), self.client_rack, False
+        if node_id != LEADER_ONLY:
+            replica = self.known_metadata([tp.topic], deadline).brokers.get(node_id)
+            if replica is not None:
+                return replica, self.client_rack, True
+            self._read_from[tp] = (LEADER_ONLY, until)
+        return self.leader(tp, deadline), "", False
+
+    def _answer(self, tp: TopicPartition, fetched: FetchPartitionData | None,
+                from_replica: bool) -> FetchPartitionData | None:
+        """fetched (None: the connection was lost) when it answers the Fetch of tp; None when tp is to be fetched
+        again at once: from the replica the leader named, or from the leader after the replica failed."""
+        if from_replica and (fetched is None or fetched.error_code):
+            self._read_from[tp] = (LEADER_ONLY, time.monotonic() + self.metadata_max_age)
+            return None
+        if fetched is not None and fetched.preferred_read_replica >= 0:
+            self._read_from[tp] = (fetched.preferred_read_replica, time.monotonic() + self.metadata_max_age)
+            return None
+        return fetched
+
     def send_fetch(self, tp: TopicPartition, offset: int, max_bytes: int, max_wait_ms: int = 500,
                    isolation_level: int = 0) -> tuple | None:
-        """Send a Fetch of tp at offset to its leader without waiting for the answer, so that the broker sends it
-        while the caller works; pass the result to the next fetch() as `sent`. None when it could not be sent
+        """Send a Fetch of tp at offset (to _fetch_source) without waiting for the answer, so that the broker sends
+        it while the caller works; pass the result to the next fetch() as `sent`. None when it could not be sent
         for a retriable reason (fetch() then sends it again)."""
         deadline = self.deadline()
         try:
-            leader = self.leader(tp, deadline)
-            c = self.connection(leader.address, deadline)
+            broker, rack, from_replica = self._fetch_source(tp, deadline)
+            c = self.connection(broker.address, deadline)
             version = c.version_for(FetchRequest, 4)
             c.submit(fetch_request(version, tp.topic, tp.partition, offset, max_bytes, max_wait_ms=max_wait_ms,
-                                   isolation_level=isolation_level), decode=False, timeout=self.remaining(deadline))
+                                   isolation_level=isolation_level, rack_id=rack),
+                     decode=False, timeout=self.remaining(deadline))
         except KafkaError as e:
             if not is_retriable(e):
                 raise
             return None
-        return leader.address, tp, offset, version
+        return broker.address, tp, offset, version, from_replica
 
     def fetch(self, tp: TopicPartition, offset: int, max_bytes: int, max_wait_ms: int = 500,
               sent: tuple | None = None, isolation_level: int = 0) -> FetchPartitionData:
-        """One Fetch of tp from its leader at offset (the answer to `sent` when that asked for it, sent with the
-        same isolation level); retriable errors are retried, others returned. The records are [one view into
-        the received frame] or []; with isolation_level 1 (READ_COMMITTED) they end at the last stable offset
-        and aborted_transactions lists the aborted transactions among them."""
+        """One Fetch of tp at offset from its leader, or its preferred read replica (see the module's docstring),
+        or the answer to `sent` when that asked for it, sent with the same isolation level; retriable errors are
+        retried, others returned. The records are [one view into the received frame] or []; with isolation_level
+        1 (READ_COMMITTED) they end at the last stable offset and aborted_transactions lists the aborted
+        transactions among them."""
         if sent is not None:
-            address, sent_tp, sent_offset, version = sent
+            address, sent_tp, sent_offset, version, from_replica = sent
             c = self.connections.get(address)
             if c is None or not c.in_flight or (sent_tp, sent_offset) != (tp, offset):
                 self.drop(address)                  # its answer would be read as the next one's
             else:
                 try:
                     fetched = decode_fetch_response(c.receive(), version).partition(*tp)
-                    if fetched.error_code not in RETRIABLE:
-                        return fetched
                 except ConnectionLost:
                     self.drop(address)
-                self.cached = None
+                    fetched = None
+                answer = self._answer(tp, fetched, from_replica)
+                if answer is not None and answer.error_code not in RETRIABLE:
+                    return answer
+                if answer is not None or (fetched is None and not from_replica):
+                    self.cached = None
 
         def attempt(deadline):
-            leader = self.leader(tp, deadline)
-            version = self.connection(leader.address, deadline).version_for(FetchRequest, 4)
-            body = self.send(leader, lambda c: fetch_request(version, tp.topic, tp.partition, offset, max_bytes,
-                                                             max_wait_ms=max_wait_ms, isolation_level=isolation_level),
-                             deadline, decode=False)
-            fetched = decode_fetch_response(body, version).partition(*tp)
-            if fetched.error_code in RETRIABLE:
-                raise KafkaError(fetched.error_code, f"Fetch {tp}: {error_name(fetched.error_code)}")
-            return fetched
+            while True:                             # at most: leader, the replica it names, the leader again
+                broker, rack, from_replica = self._fetch_source(tp, deadline)
+                try:
+                    version = self.connection(broker.address, deadline).version_for(FetchRequest, 4)
+                    request = fetch_request(version, tp.topic, tp.partition, offset, max_bytes,
+                                            max_wait_ms=max_wait_ms, isolation_level=isolation_level, rack_id=rack)
+                    body = self.send(broker, lambda c, r=request: r, deadline, decode=False)
+                    fetched = decode_fetch_response(body, version).partition(*tp)
+                except ConnectionLost:
+                    if not from_replica:
+                        raise
+                    fetched = None
+                answer = self._answer(tp, fetched, from_replica)
+                if answer is None:
+                    continue
+                if answer.error_code in RETRIABLE:
+                    raise KafkaError(answer.error_code, f"Fetch {tp}: {error_name(answer.error_code)}")
+                return answer
         return self.retrying(f"Fetch {tp} at offset {offset}", attempt)
 
     def init_producer_id(self) -> tuple[int, int]:
