@@ -356,7 +356,8 @@ def _run_inside_engine(engine: str) -> None:
     started = time.monotonic()
     run = subprocess.run([engine, sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", node],
                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=1200)
-    print(run.stdout[-20000:], run.stderr[-5000:], sep="\n")
+    failure = [line for line in run.stdout.splitlines() if line.startswith(("E ", ">"))]   # the inner assertion
+    print(run.stdout[-20000:], run.stderr[-5000:], *failure, sep="\n")
     print(f"docker e2e through {engine}: {time.monotonic() - started:.0f} s")
     assert run.returncode == 0 and re.search(r"\b1 passed\b", run.stdout), f"{engine} run failed (rc {run.returncode})"
 
@@ -386,7 +387,7 @@ def test_compose_cluster_end_to_end(tmp_path):
             produce_and_consume("localhost:9092", timeout=120)
             zookeeper_leader_killed(services)
         except Exception:
-            print(_compose("logs", "--no-color", check=False).stdout[-20000:])
+            print(_compose("logs", "--no-color", "--timestamps", "--tail", "150", check=False).stdout)
             raise
         finally:
             _compose("down", "-v", "--remove-orphans", "-t", "0", check=False)
