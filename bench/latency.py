@@ -11,9 +11,12 @@ p50, p99, p99.9 and max of the end-to-end latency (send → `poll()` returned it
 the issue's targets (p50 ≤ 3 ms, p99 ≤ 15 ms); per case it also logs the cores each broker and this process
 (the clients) used, and the brokers' side of the produce latency from their Prometheus metrics
 (`kafka_network_requestmetrics_totaltime_seconds` of Produce: arrival → answer, the acks=all wait included;
-mean and the bucket holding p50 and p99). Producer and consumer run in this process, so their clocks agree; the producer uses `--linger-ms`
-(0; librdkafka's default is 5) and the consumer `fetch.wait.max.ms` 100 (a long poll the broker answers as soon
-as the records are committed).
+mean and the bucket holding p50 and p99), and how long each broker's hub and this process waited for a core while
+runnable (the run-queue wait of /proc/<pid>/schedstat: ms per s and the longest stall, the latter also a column of
+the table) with the machine's CPU pressure: on a shared machine a broker not scheduled holds every record of its
+partitions, and the acks=all tail follows these stalls (bench/README). Producer and consumer run in this
+process, so their clocks agree; the producer uses `--linger-ms` (0; librdkafka's default is 5) and the consumer
+`fetch.wait.max.ms` 100 (a long poll the broker answers as soon as the records are committed).
 
     .venv/bin/python -m bench.latency [--seconds 20] [--rate 10000] [--acks all --acks 1] [--partitions 3]
                                       [--linger-ms 0]
@@ -69,6 +72,75 @@ class Receiver(threading.Thread):
             if m is not None and m.error() is None:
                 samples.append((_STAMP.unpack_from(m.value())[0], time.monotonic_ns()))
         self.consumer.close()
+
+
+class RunQueueMeter(threading.Thread):
+    """How long each process's main thread (a broker's gevent hub) waited for a core while runnable, over a case:
+    the run-queue wait of /proc/<pid>/schedstat (second field), sampled every `interval` s. A stretch of samples
+    whose wait grew by at least 80 % of the time between them is one stall (the hub ready but not run: no request,
+    fetch or timer of that broker moves meanwhile); per process the total (ms per s) and the longest stall (ms),
+    and the machine's CPU pressure (/proc/pressure/cpu "some": the share of time some runnable task waited).
+    Linux only: elsewhere it reports nothing."""
+
+    def __init__(self, pids: dict[str, int], interval: float = 0.02):
+        super().__init__(daemon=True)
+        self.pids, self.interval = pids, interval
+        self.stopping = threading.Event()
+        self.total = dict.fromkeys(pids, 0.0)
+        self.longest = dict.fromkeys(pids, 0.0)
+        self.available = os.path.exists(f"/proc/{os.getpid()}/schedstat")
+
+    @staticmethod
+    def _wait(path: str) -> float | None:
+        """The run-queue wait so far (ns) of a schedstat file."""
+        try:
+            with open(path) as f:
+                return float(f.read().split()[1])
+        except (OSError, IndexError, ValueError):
+            return None
+
+    def _pressure(self) -> float | None:
+        try:
+            with open("/proc/pressure/cpu") as f:
+                return float(f.readline().split("total=")[1]) / 1e6   # µs -> s
+        except (OSError, IndexError, ValueError):
+            return None
+
+    def run(self) -> None:
+        paths = {name: f"/proc/{pid}/schedstat" for name, pid in self.pids.items()}
+        waits = {name: self._wait(path) for name, path in paths.items()}
+        streak = dict.fromkeys(paths, 0.0)
+        self.t0, self.p0 = time.monotonic(), self._pressure()
+        last = self.t0
+        while not self.stopping.wait(self.interval):
+            now = time.monotonic()
+            for name, path in paths.items():
+                wait = self._wait(path)
+                if wait is None or waits[name] is None:
+                    continue
+                grown = (wait - waits[name]) / 1e9
+                waits[name] = wait
+                self.total[name] += grown
+                streak[name] = streak[name] + grown if grown >= 0.8 * (now - last) else 0.0
+                self.longest[name] = max(self.longest[name], streak[name])
+            last = now
+        self.elapsed = time.monotonic() - self.t0
+        p1 = self._pressure()
+        self.pressure = None if p1 is None or self.p0 is None else (p1 - self.p0) / self.elapsed
+
+    def stop(self) -> str:
+        """Stop sampling; the figures as one log line."""
+        self.stopping.set()
+        self.join()
+        if not self.available:
+            return "no /proc/<pid>/schedstat here"
+        figures = ", ".join(f"{name} {self.total[name] / self.elapsed * 1e3:.0f} ms/s (longest "
+                            f"{self.longest[name] * 1e3:.0f} ms)" for name in self.pids)
+        pressure = "" if self.pressure is None else f"; machine CPU pressure (some) {self.pressure:.0%}"
+        return figures + pressure
+
+    def longest_broker_stall_ms(self) -> float:
+        return max((v for name, v in self.longest.items() if name.startswith("broker")), default=0.0) * 1e3
 
 
 def produce_times(metrics_port: int) -> tuple[list[tuple[float, float]], float]:
@@ -190,10 +262,13 @@ def main() -> None:
                 pids = {f"broker {b['id']}": b["pid"] for b in state["brokers"]}
                 pids["client (this process)"] = os.getpid()
                 cpu = {name: CpuMeter(pid).start() for name, pid in pids.items()}
+                waits = RunQueueMeter(pids)
+                waits.start()
                 produced = [produce_times(b["metrics_port"]) for b in state["brokers"]]
                 r = run_case(bootstrap, "latency", args.partitions, acks, args.rate, args.size, args.seconds,
                              args.warmup, args.linger_ms)
                 cpu = {name: meter.percent() / 100 for name, meter in cpu.items()}
+                waited = waits.stop()
                 brokers_side = broker_produce_summary(produced, [produce_times(b["metrics_port"])
                                                                  for b in state["brokers"]])
             for name, values in (("end to end", r["e2e"]), ("produce (ack)", r["produce"])):
@@ -201,15 +276,17 @@ def main() -> None:
                 ratios = (f"{p50 / TARGET_P50_MS:.2f} / {p99 / TARGET_P99_MS:.2f}" if name == "end to end" else "")
                 rows.append([f"acks={acks}, {name}", fmt_rate(r["rate"]), f"{len(values):,}", f"{p50:.2f}",
                              f"{p99:.2f}", f"{percentile(values, 0.999):.2f}",
-                             f"{values[-1] if values else float('nan'):.2f}", ratios])
+                             f"{values[-1] if values else float('nan'):.2f}", ratios,
+                             f"{waits.longest_broker_stall_ms():.0f}" if waits.available else "-"])
             log(f"acks={acks}: cores used during the case: " + ", ".join(f"{n} {c:.2f}" for n, c in cpu.items()))
+            log(f"acks={acks}: run-queue wait (runnable, waiting for a core): {waited}")
             log(f"acks={acks}: the brokers' side (TotalTime, warm-up included): {brokers_side}")
             if r["failed"] or r["received"] < r["sent"]:
                 log(f"acks={acks}: {r['failed']} failed, {r['received']:,} of {r['sent']:,} received")
     print_table(f"Latency at a fixed rate, 3 brokers, RF 3, min ISR 2, {args.partitions} partitions, {args.size} B "
                 f"values, linger.ms {args.linger_ms:g} (load average {load:.2f} at start; ms)",
                 ["case", "records/s", "samples", "p50", "p99", "p99.9", "max",
-                 f"p50 / p99 to target ({TARGET_P50_MS:g} / {TARGET_P99_MS:g} ms)"], rows)
+                 f"p50 / p99 to target ({TARGET_P50_MS:g} / {TARGET_P99_MS:g} ms)", "longest broker stall"], rows)
 
 
 if __name__ == "__main__":
