@@ -11,12 +11,12 @@ p50, p99, p99.9 and max of the end-to-end latency (send → `poll()` returned it
 the issue's targets (p50 ≤ 3 ms, p99 ≤ 15 ms); per case it also logs the cores each broker and this process
 (the clients) used, and the brokers' side of the produce latency from their Prometheus metrics
 (`kafka_network_requestmetrics_totaltime_seconds` of Produce: arrival → answer, the acks=all wait included;
-mean and the bucket holding p50 and p99), and how long each broker's hub and this process waited for a core while
-runnable (the run-queue wait of /proc/<pid>/schedstat: ms per s and the longest stall, the latter also a column of
-the table) with the machine's CPU pressure: on a shared machine a broker not scheduled holds every record of its
-partitions, and the acks=all tail follows these stalls (bench/README). Producer and consumer run in this
-process, so their clocks agree; the producer uses `--linger-ms` (0; librdkafka's default is 5) and the consumer
-`fetch.wait.max.ms` 100 (a long poll the broker answers as soon as the records are committed).
+mean and the bucket holding p50 and p99), and how long each broker's hub and this process's main thread waited for
+a core while runnable (the run-queue wait of /proc/<pid>/schedstat: ms per s and the longest stall, the latter also
+a column of the table) with the machine's CPU pressure: on a shared machine a broker not scheduled holds every
+record of its partitions, and the acks=all tail follows these stalls (bench/README). Producer and consumer run in
+this process, so their clocks agree; the producer uses `--linger-ms` (0; librdkafka's default is 5) and the
+consumer `fetch.wait.max.ms` 100 (a long poll the broker answers as soon as the records are committed).
 
     .venv/bin/python -m bench.latency [--seconds 20] [--rate 10000] [--acks all --acks 1] [--partitions 3]
                                       [--linger-ms 0]
