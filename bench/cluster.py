@@ -91,8 +91,10 @@ def create_to_visible(brokers, controller: int, topics: int, prefix: str, partit
     try:
         for i in range(topics):
             name = f"visible-{prefix}-{i}"
-            answer = conns[controller].send(CreateTopicsRequest(version=4, timeout_ms=30000, validate_only=False, topics=[
-                T(name=name, num_partitions=partitions, replication_factor=3, assignments=[], configs=[])]))
+            answer = conns[controller].send(CreateTopicsRequest(version=4, timeout_ms=30000, validate_only=False,
+                                                                topics=[T(name=name, num_partitions=partitions,
+                                                                          replication_factor=3, assignments=[],
+                                                                          configs=[])]))
             if answer.topics[0].error_code:
                 raise RuntimeError(f"CreateTopics {name}: error {answer.topics[0].error_code}")
             answered = time.monotonic()
@@ -196,14 +198,15 @@ def scale_phases(args, zk, state: dict, data: str, rows: list) -> None:
 
     # 2. Many partitions: create, then kill -9 the broker leading a third of them.
     n = args.partitions
-    t0 = time.monotonic()
-    zk_admin.AdminZkClient(zk).create_topic("scale", partitions=n, replication_factor=2)
-    wait_until(lambda: len(zk.children("/brokers/topics/scale/partitions")) >= n, 600, 0.2)
-    t_states = time.monotonic() - t0
-    wait_until(lambda: all(s and s.leader >= 0 and len(s.isr) == 2 for s in states(zk, "scale", n).values()),
-               900, 1)
-    t_online = time.monotonic() - t0
-    t_served = settle(zk, state["brokers"], "scale", n) - t0
+    with profiled(args, "create", state["brokers"]):
+        t0 = time.monotonic()
+        zk_admin.AdminZkClient(zk).create_topic("scale", partitions=n, replication_factor=2)
+        wait_until(lambda: len(zk.children("/brokers/topics/scale/partitions")) >= n, 600, 0.2)
+        t_states = time.monotonic() - t0
+        wait_until(lambda: all(s and s.leader >= 0 and len(s.isr) == 2 for s in states(zk, "scale", n).values()),
+                   900, 1)
+        t_online = time.monotonic() - t0
+        t_served = settle(zk, state["brokers"], "scale", n) - t0
     rows.append((f"create {n} partitions: state znodes written (s)", f"{t_states:.2f}", ""))
     rows.append((f"create {n} partitions: every one has a leader (s)", f"{t_online:.1f}", ""))
     rows.append((f"create {n} partitions: every broker serves them (s)", f"{t_served:.1f}", ""))
