@@ -119,7 +119,8 @@ class LeaderEpochCheckpointFile:
 
 class LeaderEpochFileCache:
     """Leader epoch -> first offset of that epoch for one partition (Kafka's LeaderEpochFileCache), written
-    through to `leader-epoch-checkpoint` on every change. run_blocking(fn) runs the write (it fsyncs)."""
+    through to `leader-epoch-checkpoint` on every change but a new leader's (see assign). run_blocking(fn) runs the
+    write (it fsyncs)."""
 
     def __init__(self, path: str, log_end_offset: Callable[[], int],
                  run_blocking: Callable[[Callable[[], None]], object] | None = None):

@@ -22,6 +22,9 @@
   replaceSegments; a crash between the steps is repaired at load), and `truncation_count` /
   `truncation_listeners` tell it about truncations (listeners are called with the new log end offset).
 
+A new leader's epoch (assign_leader_epoch) is checkpointed before the first append in it, or at flush or close,
+not when the leadership starts: a LeaderAndIsr making thousands of leaders does not wait for their fsyncs.
+
 Producer state (producer_state.py, Kafka's ProducerStateManager) belongs to the log: loaded after the segments
 (after an unclean shutdown from the newest snapshot at or below the first segment recovered, replaying from
 there), snapshotted at every roll and at close, reloaded on truncation; the snapshot of a deleted segment goes
