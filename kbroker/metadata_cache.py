@@ -60,18 +60,26 @@ class MetadataCache:
         """Apply one UpdateMetadata; returns the partitions it deleted (leader -2 means 'being deleted')."""
         self.controller_id = controller_id
         self.brokers = {b.id: b for b in brokers}
-        partitions = {t: dict(ps) for t, ps in self.partitions.items()}
+        # Only the topics named are copied (O(partitions in the request), not O(all)): the others' dicts are
+        # shared with the previous snapshot, which nothing mutates.
+        partitions = dict(self.partitions)
+        copied: set[str] = set()
         deleted = []
         for s in states:
+            if s.topic not in copied:
+                copied.add(s.topic)
+                partitions[s.topic] = dict(partitions.get(s.topic, ()))
+            topic = partitions[s.topic]
             if s.leader == LEADER_DURING_DELETE:
-                topic = partitions.get(s.topic)
-                if topic is not None and topic.pop(s.partition, None) is not None:
+                if topic.pop(s.partition, None) is not None:
                     deleted.append((s.topic, s.partition))
-                    if not topic:
-                        del partitions[s.topic]
             else:
-                partitions.setdefault(s.topic, {})[s.partition] = s
-        ids = {t: i for t, i in self.topic_ids.items() if t in partitions}
+                topic[s.partition] = s
+        ids = dict(self.topic_ids)
+        for t in copied:
+            if not partitions[t]:
+                del partitions[t]
+                ids.pop(t, None)
         for t, i in topic_ids.items():
             if t in partitions and i is not None and i.int != 0:
                 ids[t] = i

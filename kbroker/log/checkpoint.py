@@ -119,7 +119,8 @@ class LeaderEpochCheckpointFile:
 
 class LeaderEpochFileCache:
     """Leader epoch -> first offset of that epoch for one partition (Kafka's LeaderEpochFileCache), written
-    through to `leader-epoch-checkpoint` on every change. run_blocking(fn) runs the write (it fsyncs)."""
+    through to `leader-epoch-checkpoint` on every change but a new leader's (see assign). run_blocking(fn) runs the
+    write (it fsyncs)."""
 
     def __init__(self, path: str, log_end_offset: Callable[[], int],
                  run_blocking: Callable[[Callable[[], None]], object] | None = None):
@@ -129,6 +130,7 @@ class LeaderEpochFileCache:
         self._run_blocking = run_blocking or (lambda fn: fn())
         self._epochs: list[EpochEntry] = self.checkpoint.read()
         self.writing = 0   # checkpoint writes in flight
+        self.pending = False   # an entry assign(..., write=False) left for write_pending()
 
     @property
     def entries(self) -> list[EpochEntry]:
@@ -148,14 +150,28 @@ class LeaderEpochFileCache:
 
     def _flush(self) -> None:
         entries = list(self._epochs)
+        self.pending = False
         self.writing += 1   # (the log's directory must not be renamed meanwhile: Log.rename_dir waits)
         try:
             self._run_blocking(lambda: self.checkpoint.write(entries))
         finally:
             self.writing -= 1
 
-    def assign(self, epoch: int, start_offset: int) -> None:
-        """Record that `epoch` starts at start_offset, dropping entries that would break monotonicity."""
+    def write_pending(self, blocking: bool = False) -> None:
+        """Write the entries if assign(..., write=False) left them unwritten (blocking: here, not through
+        run_blocking)."""
+        if self.pending:
+            if blocking:
+                self.pending = False
+                self.checkpoint.write(list(self._epochs))
+            else:
+                self._flush()
+
+    def assign(self, epoch: int, start_offset: int, write: bool = True) -> None:
+        """Record that `epoch` starts at start_offset, dropping entries that would break monotonicity.
+        write False: a new leader's epoch at its log end, written (and fsynced) only by write_pending(), which the
+        log runs before its next append, flush or close: nothing is stored in the epoch before its entry is, and a
+        LeaderAndIsr making thousands of leaders costs no fsync per partition."""
         if self._epochs and self._epochs[-1].epoch == epoch and start_offset >= self._epochs[-1].start_offset:
             return
         new = EpochEntry(epoch, start_offset)
@@ -165,7 +181,10 @@ class LeaderEpochFileCache:
             logger.warning("new epoch entry %s caused truncation of conflicting entries %s in %s",
                            new, removed, self.checkpoint.path)
         self._epochs = retained + [new]
-        self._flush()
+        if write:
+            self._flush()
+        else:
+            self.pending = True
 
     def end_offset_for(self, requested_epoch: int) -> tuple[int, int]:
         """(epoch, end offset): the largest epoch <= requested_epoch and the start offset of the next epoch,

@@ -22,6 +22,9 @@
   replaceSegments; a crash between the steps is repaired at load), and `truncation_count` /
   `truncation_listeners` tell it about truncations (listeners are called with the new log end offset).
 
+A new leader's epoch (assign_leader_epoch) is checkpointed before the first append in it, or at flush or close,
+not when the leadership starts: a LeaderAndIsr making thousands of leaders does not wait for their fsyncs.
+
 Producer state (producer_state.py, Kafka's ProducerStateManager) belongs to the log: loaded after the segments
 (after an unclean shutdown from the newest snapshot at or below the first segment recovered, replaying from
 there), snapshotted at every roll and at close, reloaded on truncation; the snapshot of a deleted segment goes
@@ -490,6 +493,7 @@ class Log:
             raise RecordBatchTooLarge(f"Message batch size is {size} bytes in append to partition "
                                       f"{log_dir_name(self.topic_partition)}, which exceeds the maximum configured "
                                       f"segment size of {self.config.segment_bytes}.")
+        self.leader_epoch_cache.write_pending()   # (a new leader's epoch, stored before anything in it)
         segment = self.active_segment
         if segment.should_roll(self.config.segment_bytes, self.config.segment_ms, size, max_timestamp, last_offset,
                                self._clock.now_ms()):
@@ -518,10 +522,10 @@ class Log:
         while self._writes_in_flight:
             time.sleep(0.001)   # (cooperative in the broker, where time is monkey-patched by gevent)
 
-    @_io("writing the leader epoch checkpoint")
     def assign_leader_epoch(self, epoch: int, start_offset: int) -> None:
-        """A new leader epoch starts at start_offset (written through to leader-epoch-checkpoint)."""
-        self.leader_epoch_cache.assign(epoch, start_offset)
+        """A new leader epoch starts at start_offset, the log end: leader-epoch-checkpoint is written before the
+        next append (or flush, or close), not now."""
+        self.leader_epoch_cache.assign(epoch, start_offset, write=False)
 
     def _update_leader_epochs(self, data) -> None:
         """The leader epoch of each v2 batch starts at its base offset; a v0/v1 append clears the cache."""
@@ -574,6 +578,7 @@ class Log:
     def flush(self, offset: int | None = None) -> None:
         """fsync the segments holding offsets from the recovery point up to offset (default: the log end
         offset), then advance the recovery point to it."""
+        self.leader_epoch_cache.write_pending()
         offset = self.log_end_offset if offset is None else offset
         start = self.recovery_point
         snapshots = self.producer_state.take_unflushed()
@@ -898,6 +903,7 @@ class Log:
         self._pending_deletes = []
         self.producer_state.take_snapshot()
         ProducerStateManager.flush_snapshots(self.producer_state.take_unflushed())
+        self.leader_epoch_cache.write_pending(blocking=True)
         for segment in self.segments:
             segment.close()
 

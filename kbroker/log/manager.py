@@ -49,6 +49,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import time
 from typing import Callable, Iterable, Mapping
 
 from ..clock import Clock
@@ -64,6 +65,7 @@ from .log import (CLEAN_SHUTDOWN_FILE, DELETE_DIR_SUFFIX, Log, RunBlocking, Topi
 logger = logging.getLogger("kbroker.log")
 
 SHUTDOWN_BATCH = 100   # logs flushed and closed by one thread-pool task at shutdown
+LOAD_YIELD_EVERY = 50  # logs loaded at start-up between two yields to the hub (its ZooKeeper session's pings)
 
 
 class LogManager:
@@ -177,7 +179,10 @@ class LogManager:
         recovery_points = self._read_checkpoint(log_dir, RECOVERY_POINT_CHECKPOINT)
         log_start_offsets = self._read_checkpoint(log_dir, LOG_START_OFFSET_CHECKPOINT)
         high_watermarks = self._read_checkpoint(log_dir, REPLICATION_OFFSET_CHECKPOINT)
-        for name in sorted(os.listdir(log_dir)):
+        for i, name in enumerate(sorted(os.listdir(log_dir))):
+            if i % LOAD_YIELD_EVERY == LOAD_YIELD_EVERY - 1:
+                # Tens of thousands of logs take longer than the ZooKeeper session timeout: let its pings out.
+                time.sleep(0)   # (cooperative in the broker, where time is monkey-patched by gevent)
             path = os.path.join(log_dir, name)
             if not os.path.isdir(path):
                 continue

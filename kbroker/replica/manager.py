@@ -5,8 +5,8 @@ refused whole (STALE_CONTROLLER_EPOCH), a partition state whose leader epoch is 
 is refused for that partition, a request stamped with an older broker epoch is STALE_BROKER_EPOCH.
 LeaderAndIsr creates the partition's log (with its topic config from ZooKeeper) on first sight, off the hub; becoming
 follower moves the partition to a replica fetcher for its leader (which first truncates by leader epoch);
-becoming leader stops fetching it; the become-leader transitions of one request run several at a time, as each
-waits for its leader-epoch checkpoint's fsyncs. StopReplica stops fetching and, with delete, removes the log.
+becoming leader stops fetching it and starts a leader epoch, whose leader-epoch-checkpoint is written (fsynced)
+before the first append in it, not during the request. StopReplica stops fetching and, with delete, removes the log.
 
 Log dirs (JBOD): alter_replica_log_dirs (AlterReplicaLogDirs, Kafka's ReplicaManager.alterReplicaLogDirs) creates
 a partition's future log in the log dir asked for and has the log dir mover (log_dir_mover.py) fill it and swap
@@ -80,7 +80,6 @@ state_change = logging.getLogger("state-change")
 log = logging.getLogger("kbroker.replica")
 
 ISR_NOTIFICATION_INTERVAL_S = 0.25
-LEADER_TRANSITIONS_IN_FLIGHT = 8   # of one LeaderAndIsr; gevent's thread pool (fsyncs) has 10 threads
 LOG_CREATION_BATCH = 100           # new logs made by one thread-pool task
 LOG_CREATIONS_IN_FLIGHT = 4        # such tasks at once
 MARKER_TIMEOUT_MS = 30000          # Kafka appends markers with request.timeout.ms (default 30 s)
@@ -202,7 +201,6 @@ class ReplicaManager:
                 wanted[tp] = (configs[s.topic_name], bool(s.is_new))
         new_logs = self._create_logs(wanted)
         leaders, followers = [], []
-        transitions = gevent.pool.Pool(LEADER_TRANSITIONS_IN_FLIGHT)
         for i, s in enumerate(states):
             if i % 100 == 99:
                 gevent.sleep(0)   # thousands of partitions: let ZooKeeper pings and other requests through
@@ -244,16 +242,8 @@ class ReplicaManager:
                 current.on_high_watermark_moved = self._complete_delayed
                 self.partitions[tp] = current
             errors[tp] = Errors.NONE
-            if s.leader == self.broker_id:
-                # Becoming leader waits for the leader-epoch checkpoint's fsyncs: several at once (spawn waits
-                # for a free slot).
-                transitions.spawn(self._make_leader_or_follower, tp, current, s, topic_id, controller_id, live_leaders,
-                                  errors)
-                leaders.append((tp, s.leader_epoch))
-            else:
-                self._make_leader_or_follower(tp, current, s, topic_id, controller_id, live_leaders, errors)
-                followers.append((tp, s.leader_epoch))
-        transitions.join(raise_error=True)
+            self._make_leader_or_follower(tp, current, s, topic_id, controller_id, live_leaders, errors)
+            (leaders if s.leader == self.broker_id else followers).append((tp, s.leader_epoch))
         for tp, error in errors.items():
             if error == Errors.NONE and self.log_manager.get_future_log(tp) is not None:
                 self.log_dir_mover.add(tp)

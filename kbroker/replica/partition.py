@@ -143,11 +143,11 @@ class Partition:
             if self.is_leader:
                 now = self.clock.now_ms()
                 self.leader_epoch_start_offset = self.log.log_end_offset
-                # Before the checkpoint's fsync below yields to the hub: the ISR check and follower fetches that run
-                # meanwhile must see this leadership's followers (the previous ones made the ISR look out of sync).
+                # This leadership's followers, caught up as of now (the previous ones made the ISR look out of sync).
                 self.remote = {r: RemoteReplica(last_caught_up_ms=now if r in self.isr else 0)
                                for r in self.replicas if r != self.broker_id}
-                # A new leader epoch starts at the current end of the log.
+                # A new leader epoch starts at the current end of the log (its checkpoint is written before the
+                # first append in it).
                 self.log.assign_leader_epoch(leader_epoch, self.leader_epoch_start_offset)
                 self.maybe_increment_high_watermark()
             else:

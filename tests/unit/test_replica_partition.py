@@ -13,6 +13,7 @@ import weakref
 import pytest
 
 from kbroker.clock import MockClock
+from kbroker.log.checkpoint import EpochEntry, LeaderEpochCheckpointFile
 from kbroker.log.config import LogConfig
 from kbroker.log.manager import LogManager
 from kbroker.protocol.errors import Errors, KafkaError
@@ -65,21 +66,34 @@ def test_becoming_leader_starts_an_epoch_at_the_log_end_and_tracks_every_followe
     assert p.remote[2].log_end_offset == -1
 
 
-def test_the_isr_check_while_becoming_leader_waits_for_its_checkpoint_finds_the_followers_in_sync(tmp_path):
-    """Becoming leader writes the leader-epoch checkpoint (an fsync in the thread pool: the hub runs the ISR check
-    meanwhile). The ISR check then must see the new leadership's followers caught up, not the ones of before
-    (which shrank a new leader's ISR to itself)."""
-    p, clock, writer = make_partition(tmp_path, leader=2)
+def test_a_new_leader_epoch_is_checkpointed_before_the_first_append_in_it(tmp_path):
+    """Becoming leader writes no leader-epoch checkpoint (a LeaderAndIsr making thousands of leaders would wait
+    for as many fsyncs): the first append in the epoch writes it first (an fsync in the thread pool, the hub runs
+    the ISR check meanwhile, which must see the new leadership's followers caught up), a restart reads it back."""
+    p, clock, writer = make_partition(tmp_path, leader=2, prefill=3)
     cache = p.log.leader_epoch_cache
     write = cache._run_blocking
-    shrunk = []
+    seen = []
 
-    def fsync_meanwhile_the_isr_check(fn):
-        shrunk.append(p.maybe_shrink_isr())
+    def write_meanwhile_the_isr_check(fn):
+        seen.append((p.maybe_shrink_isr(), p.log.log_end_offset))
         return write(fn)
-    cache._run_blocking = fsync_meanwhile_the_isr_check
+    cache._run_blocking = write_meanwhile_the_isr_check
     p.apply_state(1, 6, [1, 2, 3], [1, 2, 3], zk_version=1, controller_epoch=1, topic_id=None)
-    assert shrunk == [False] and writer.writes == []
+    assert seen == [] and cache.latest_entry == EpochEntry(6, 3)
+    assert EpochEntry(6, 3) not in LeaderEpochCheckpointFile(cache.checkpoint.path).read()
+    produce(p, 2, acks=1)
+    assert seen == [(False, 3)] and writer.writes == []   # written before the records, followers in sync
+    assert LeaderEpochCheckpointFile(cache.checkpoint.path).read()[-1] == EpochEntry(6, 3)
+    produce(p, 2, acks=1)
+    assert len(seen) == 1
+
+
+def test_a_new_leader_epoch_without_appends_is_checkpointed_at_close(tmp_path):
+    p, _, _ = make_partition(tmp_path, prefill=3)
+    path = p.log.leader_epoch_cache.checkpoint.path
+    p.log.close()
+    assert LeaderEpochCheckpointFile(path).read() == [EpochEntry(5, 3)]
 
 
 def test_becoming_follower_forgets_the_followers(tmp_path):
