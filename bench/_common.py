@@ -27,10 +27,12 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if REPO not in sys.path:
     sys.path.insert(0, REPO)
 
-from kbroker.cluster import BrokerProcess, free_port, wait_ready  # noqa: E402
+from kbroker.cluster import BrokerProcess, free_port, wait_ready, wait_until  # noqa: E402
 from kbroker.protocol.client import Connection  # noqa: E402
 from kbroker.protocol.client.requests import fetch_request, produce_request  # noqa: E402
 from kbroker.protocol.hotpath import FetchPartitionData, decode_fetch_response  # noqa: E402
+
+from kafka.protocol.metadata import MetadataRequest  # noqa: E402
 
 MiB = 1024 * 1024
 _I32 = struct.Struct(">i")
@@ -663,6 +665,59 @@ def create_replicated_topic(state: dict, name: str, partitions: int, config: dic
                    interval)
     finally:
         zk.close()
+
+
+# ---- what the brokers serve (cluster and scale) ----------------------------------------------------------------
+def states(zk, topic, partitions):
+    return zk.get_partition_states([(topic, p) for p in range(partitions)])
+
+
+def served(port: int, topic: str) -> dict[int, tuple[int, list[int]]]:
+    """{partition: (leader, isr)} as one broker's metadata cache serves them (Metadata v1)."""
+    conn = Connection("127.0.0.1", port, "bench-cluster", 30)
+    try:
+        response = conn.send(MetadataRequest(version=1, topics=[MetadataRequest.MetadataRequestTopic(name=topic)]))
+    finally:
+        conn.close()
+    return {p.partition_index: (p.leader_id, sorted(p.isr_nodes)) for t in response.topics for p in t.partitions}
+
+
+def settle(zk, brokers, topic: str, partitions: int, timeout: float = 900) -> float:
+    """Wait until every broker serves the leaders and ISRs ZooKeeper holds; returns (time.monotonic) when the
+    brokers were asked the last time, so the check's own ZooKeeper read does not count."""
+    def agree():
+        # A Metadata answer for 10K partitions costs a broker ~0.1 s: ask one at a time, every second, and read
+        # ZooKeeper only once the brokers agree.
+        asked = time.monotonic()
+        first = served(brokers[0]["port"], topic)
+        if any(served(b["port"], topic) != first for b in brokers[1:]):
+            return False
+        want = {tp[1]: (s.leader, sorted(s.isr)) for tp, s in states(zk, topic, partitions).items() if s}
+        return len(want) == partitions and first == want and asked
+    return wait_until(agree, timeout, 1.0)
+
+
+def wait_partitions(zk, tps, done, timeout: float) -> float:
+    """Until done(state) holds for every one of tps in ZooKeeper (a missing state is None): poll the last partition
+    (the controller writes its states in partition order), then check all. Returns (time.monotonic) when the last
+    partition was seen done, so the check of all the others (a read of thousands of znodes) does not count."""
+    remaining = sorted(tps)
+    deadline = time.monotonic() + timeout
+    while True:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{len(remaining)} partitions still not done after {timeout:g} s")
+        seen = time.monotonic()
+        if done(zk.get_partition_state(*remaining[-1])):
+            remaining = [tp for tp, s in zk.get_partition_states(remaining).items() if not done(s)]
+            if not remaining:
+                return seen
+        else:
+            time.sleep(0.02)
+
+
+def wait_new_leaders(zk, tps, gone: set[int], timeout: float) -> float:
+    """Until none of tps is led by a broker in `gone` (or has no leader); see wait_partitions."""
+    return wait_partitions(zk, tps, lambda s: s is not None and s.leader not in gone and s.leader >= 0, timeout)
 
 
 class PySpy:
