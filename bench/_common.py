@@ -631,8 +631,9 @@ class BenchCluster:
 def three_brokers(tmp_parent: str | None = None, keep: bool = False, overrides=(), prefix: str = "kbroker-bench-",
                   metrics: bool = False):
     """`make up`'s cluster (kbroker.cluster.up: ZooKeeper and three brokers) in a temp dir, stopped and the dir
-    removed (unless keep) on exit. Yields kbroker.cluster's state, with "bootstrap" added; metrics: each broker
-    serves Prometheus metrics on free ports (its state's "metrics_port")."""
+    removed (unless keep) on exit. Yields kbroker.cluster's state, with "bootstrap" and "data_dir" (for
+    kbroker.cluster.stop_broker / start_broker) added; metrics: each broker serves Prometheus metrics on free
+    ports (its state's "metrics_port")."""
     from kbroker import cluster as dev_cluster
     data = tempfile.mkdtemp(prefix=prefix, dir=tmp_parent)
     try:
@@ -641,6 +642,7 @@ def three_brokers(tmp_parent: str | None = None, keep: bool = False, overrides=(
         state = dev_cluster.up(data, 3, free_port(), ports, timeout=120, overrides=tuple(overrides),
                                metrics_port=ports + 3 if metrics else None, console=False)
         state["bootstrap"] = ",".join(f"127.0.0.1:{b['port']}" for b in state["brokers"])
+        state["data_dir"] = data
         yield state
     finally:
         dev_cluster.down(data)
