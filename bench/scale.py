@@ -24,7 +24,8 @@ the development cluster), grown step by step to the totals of --steps:
                topic with its leader (--visibility creations per step, each broker polled in turn).
 
 Per step: RSS of each broker (/proc/<pid>/status VmRSS), the slope (KiB per unit between steps: per partition
-replica, connection and topic the mean of the brokers; per group the sum), the idle CPU of each broker over
+replica, connection and topic the mean of the brokers; per group the sum; a partitions step measures before its
+kills, and the next slope starts from the RSS after the restarts), the idle CPU of each broker over
 --idle-seconds (% of one core), and an end-to-end check (one record produced with acks=all to a RF 3 topic and
 fetched back). A dimension stops at the first step that fails or when the machine has less than --min-free-gib
 of memory available; the table says at which step and what ran out.
@@ -334,15 +335,14 @@ def run_dimension(name: str, steps: list[int], args) -> None:
                     cpu = idle_cpu(pids, args.idle_seconds)
                 delta = [r - p for r, p in zip(rss, prev_rss)]
                 slope = (sum(delta) if name == "groups" else statistics.mean(delta)) / (units - prev_units)
-                for k in more:
-                    if k not in columns:
-                        columns.append(k)
+                columns += [k for k in figures if k not in columns]
                 check = end_to_end(state)
                 rows.append([f"{units:,}", " / ".join(f"{r / 1024:.0f}" for r in rss), f"{slope:.1f}",
                              " / ".join(f"{c:.1f}" for c in cpu), check, *[figures.get(k, "") for k in columns],
                              f"{os.getloadavg()[0]:.1f}"])
                 log(f"{name} {units}: {rows[-1]}")
-                prev_units, prev_rss, figures = units, rss, {}
+                # The partitions' kills restarted two brokers: the next slope starts from their RSS after that.
+                prev_units, prev_rss, figures = units, [rss_kib(b["pid"]) for b in state["brokers"]], {}
         except Exception as e:   # the step that failed ends the dimension: say what ran out
             stopped = f"at the step after {prev_units:,}: {resource_out(e, args.min_free_gib)}"
             log(f"{name} stopped {stopped}")
