@@ -26,9 +26,9 @@ the development cluster), grown step by step to the totals of --steps:
 Per step: RSS of each broker (/proc/<pid>/status VmRSS), the slope (KiB per unit between steps: per partition
 replica, connection and topic the mean of the brokers; per group the sum; a partitions step measures before its
 kills, and the next slope starts from the RSS after the restarts), the idle CPU of each broker over
---idle-seconds (% of one core), and an end-to-end check (one record produced with acks=all to a RF 3 topic and
-fetched back). A dimension stops at the first step that fails or when the machine has less than --min-free-gib
-of memory available; the table says at which step and what ran out.
+--idle-seconds (% of one core), its open file descriptors, and an end-to-end check (one record produced with
+acks=all to a RF 3 topic and fetched back). A dimension stops at the first step that fails or when the machine
+has less than --min-free-gib of memory available; the table says at which step and what ran out.
 
     .venv/bin/python -m bench.scale                                  # every dimension, modest steps (~6 min)
     .venv/bin/python -m bench.scale --dimension partitions --steps 10000,50000,100000
@@ -74,6 +74,10 @@ class Stop(Exception):
 def rss_kib(pid: int) -> int:
     with open(f"/proc/{pid}/status") as f:
         return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
+
+
+def open_fds(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/fd"))
 
 
 def mem_available_gib() -> float:
@@ -307,12 +311,16 @@ def run_dimension(name: str, steps: list[int], args) -> None:
     rows, columns, stopped = [], [], "no: every step done"
     with three_brokers(args.tmp_dir, args.keep, args.broker_prop, prefix=f"kbroker-bench-scale-{name}-") as state:
         create_replicated_topic(state, CHECK.topic, 1)
+        if name == "groups":    # __consumer_offsets (50 partitions, RF 3) exists before the first step's figures
+            with AdminClient(parse_bootstrap(state["bootstrap"]), 60, "bench-scale") as admin:
+                admin.commit_offsets("scale-warm-up", {CHECK: 0})
         zk = KafkaZkClient(state["zookeeper"]["connect"], 30000).start()
         try:
             pids = [b["pid"] for b in state["brokers"]]
             prev_units, prev_rss, load0 = 0, [rss_kib(p) for p in pids], os.getloadavg()[0]
             rows.append(["0 (started)", " / ".join(f"{r / 1024:.0f}" for r in prev_rss), "",
-                         " / ".join(f"{c:.1f}" for c in idle_cpu(pids, args.idle_seconds)), end_to_end(state)])
+                         " / ".join(f"{c:.1f}" for c in idle_cpu(pids, args.idle_seconds)),
+                         " / ".join(str(open_fds(p)) for p in pids), end_to_end(state)])
             figures: dict[str, str] = {}
             steps_of = DIMENSIONS[name](state, zk, steps, args)
             while True:
@@ -325,21 +333,21 @@ def run_dimension(name: str, steps: list[int], args) -> None:
                 figures.update(more)
                 if phase is None:      # a step's figures before its kills: measure the idle cluster here
                     pids = [b["pid"] for b in state["brokers"]]
-                    rss = [rss_kib(p) for p in pids]
+                    rss, fds = [rss_kib(p) for p in pids], [open_fds(p) for p in pids]
                     cpu = idle_cpu(pids, args.idle_seconds)
                     continue
                 if name != "partitions":
                     time.sleep(1.0)
                     pids = [b["pid"] for b in state["brokers"]]
-                    rss = [rss_kib(p) for p in pids]
+                    rss, fds = [rss_kib(p) for p in pids], [open_fds(p) for p in pids]
                     cpu = idle_cpu(pids, args.idle_seconds)
                 delta = [r - p for r, p in zip(rss, prev_rss)]
                 slope = (sum(delta) if name == "groups" else statistics.mean(delta)) / (units - prev_units)
                 columns += [k for k in figures if k not in columns]
                 check = end_to_end(state)
                 rows.append([f"{units:,}", " / ".join(f"{r / 1024:.0f}" for r in rss), f"{slope:.1f}",
-                             " / ".join(f"{c:.1f}" for c in cpu), check, *[figures.get(k, "") for k in columns],
-                             f"{os.getloadavg()[0]:.1f}"])
+                             " / ".join(f"{c:.1f}" for c in cpu), " / ".join(map(str, fds)), check,
+                             *[figures.get(k, "") for k in columns], f"{os.getloadavg()[0]:.1f}"])
                 log(f"{name} {units}: {rows[-1]}")
                 # The partitions' kills restarted two brokers: the next slope starts from their RSS after that.
                 prev_units, prev_rss, figures = units, [rss_kib(b["pid"]) for b in state["brokers"]], {}
@@ -349,7 +357,7 @@ def run_dimension(name: str, steps: list[int], args) -> None:
         finally:
             zk.close()
     slope_name = "KiB/group (3 brokers)" if name == "groups" else f"KiB/{UNIT[name]} (per broker)"
-    header = ["step", "RSS MiB b1/b2/b3", slope_name, "idle CPU % b1/b2/b3", "e2e", *columns, "load1"]
+    header = ["step", "RSS MiB b1/b2/b3", slope_name, "idle CPU % b1/b2/b3", "fds b1/b2/b3", "e2e", *columns, "load1"]
     rows[0] += [""] * (len(header) - len(rows[0]) - 1) + [f"{load0:.1f}"]
     print_table(f"bench.scale {name} (stopped: {stopped})", header, rows)
 
