@@ -39,6 +39,7 @@ from __future__ import annotations
 import errno
 import multiprocessing
 import os
+import re
 import resource
 import statistics
 import sys
@@ -112,8 +113,26 @@ def end_to_end(state: dict) -> str:
     return "ok"
 
 
-def resource_out(e: BaseException, min_free: float) -> str:
+def dead_brokers(state: dict) -> str:
+    """The brokers that died, each with the last error its log names (e.g. "Too many open files")."""
+    dead = []
+    for b in state["brokers"]:
+        try:
+            with open(f"/proc/{b['pid']}/stat") as f:
+                if f.read().rpartition(")")[2].split()[0] != "Z":
+                    continue                                  # alive (a zombie is dead)
+        except OSError:
+            pass
+        with open(os.path.join(state["data_dir"], "logs", f"broker-{b['id']}.log"), errors="replace") as f:
+            errors = [line.strip() for line in f if re.search(r"Error|Exception|Too many open files", line)]
+        dead.append(f"broker {b['id']} died: {errors[-1][-300:] if errors else 'no error in its log'}")
+    return "; ".join(dead)
+
+
+def resource_out(e: BaseException, state: dict, min_free: float) -> str:
     """What ran out, as well as it can be told from the failure."""
+    if dead := dead_brokers(state):
+        return f"{dead} ({e!r})"
     if mem_available_gib() < min_free:
         return f"memory ({mem_available_gib():.1f} GiB available): {e!r}"
     if isinstance(e, OSError) and e.errno in (errno.EMFILE, errno.ENFILE):
@@ -352,7 +371,7 @@ def run_dimension(name: str, steps: list[int], args) -> None:
                 # The partitions' kills restarted two brokers: the next slope starts from their RSS after that.
                 prev_units, prev_rss, figures = units, [rss_kib(b["pid"]) for b in state["brokers"]], {}
         except Exception as e:   # the step that failed ends the dimension: say what ran out
-            stopped = f"at the step after {prev_units:,}: {resource_out(e, args.min_free_gib)}"
+            stopped = f"at the step after {prev_units:,}: {resource_out(e, state, args.min_free_gib)}"
             log(f"{name} stopped {stopped}")
         finally:
             zk.close()
