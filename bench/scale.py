@@ -30,7 +30,7 @@ kills, and the next slope starts from the RSS after the restarts), the idle CPU 
 acks=all to a RF 3 topic and fetched back). A dimension stops at the first step that fails or when the machine
 has less than --min-free-gib of memory available; the table says at which step and what ran out.
 
-    .venv/bin/python -m bench.scale                                  # every dimension, modest steps (~6 min)
+    .venv/bin/python -m bench.scale                                  # every dimension, modest steps (~5 min)
     .venv/bin/python -m bench.scale --dimension partitions --steps 10000,50000,100000
     .venv/bin/python -m bench.scale --dimension connections --steps 1000,5000,20000
 """
