@@ -27,10 +27,12 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if REPO not in sys.path:
     sys.path.insert(0, REPO)
 
-from kbroker.cluster import BrokerProcess, free_port, wait_ready  # noqa: E402
+from kbroker.cluster import BrokerProcess, free_port, wait_ready, wait_until  # noqa: E402
 from kbroker.protocol.client import Connection  # noqa: E402
 from kbroker.protocol.client.requests import fetch_request, produce_request  # noqa: E402
 from kbroker.protocol.hotpath import FetchPartitionData, decode_fetch_response  # noqa: E402
+
+from kafka.protocol.metadata import MetadataRequest  # noqa: E402
 
 MiB = 1024 * 1024
 _I32 = struct.Struct(">i")
@@ -629,8 +631,9 @@ class BenchCluster:
 def three_brokers(tmp_parent: str | None = None, keep: bool = False, overrides=(), prefix: str = "kbroker-bench-",
                   metrics: bool = False):
     """`make up`'s cluster (kbroker.cluster.up: ZooKeeper and three brokers) in a temp dir, stopped and the dir
-    removed (unless keep) on exit. Yields kbroker.cluster's state, with "bootstrap" added; metrics: each broker
-    serves Prometheus metrics on free ports (its state's "metrics_port")."""
+    removed (unless keep) on exit. Yields kbroker.cluster's state, with "bootstrap" and "data_dir" (for
+    kbroker.cluster.stop_broker / start_broker) added; metrics: each broker serves Prometheus metrics on free
+    ports (its state's "metrics_port")."""
     from kbroker import cluster as dev_cluster
     data = tempfile.mkdtemp(prefix=prefix, dir=tmp_parent)
     try:
@@ -639,6 +642,7 @@ def three_brokers(tmp_parent: str | None = None, keep: bool = False, overrides=(
         state = dev_cluster.up(data, 3, free_port(), ports, timeout=120, overrides=tuple(overrides),
                                metrics_port=ports + 3 if metrics else None, console=False)
         state["bootstrap"] = ",".join(f"127.0.0.1:{b['port']}" for b in state["brokers"])
+        state["data_dir"] = data
         yield state
     finally:
         dev_cluster.down(data)
@@ -663,6 +667,70 @@ def create_replicated_topic(state: dict, name: str, partitions: int, config: dic
                    interval)
     finally:
         zk.close()
+
+
+# ---- what the brokers serve (cluster and scale) ----------------------------------------------------------------
+def states(zk, topic, partitions):
+    return zk.get_partition_states([(topic, p) for p in range(partitions)])
+
+
+def served(port: int, topic: str) -> dict[int, tuple[int, list[int]]]:
+    """{partition: (leader, isr)} as one broker's metadata cache serves them (Metadata v1)."""
+    conn = Connection("127.0.0.1", port, "bench-cluster", 30)
+    try:
+        response = conn.send(MetadataRequest(version=1, topics=[MetadataRequest.MetadataRequestTopic(name=topic)]))
+    finally:
+        conn.close()
+    return {p.partition_index: (p.leader_id, sorted(p.isr_nodes)) for t in response.topics for p in t.partitions}
+
+
+def settle(zk, brokers, topic: str, partitions: int, timeout: float = 900) -> float:
+    """Wait until every broker serves the leaders and ISRs ZooKeeper holds; returns (time.monotonic) when the
+    brokers were asked the last time, so the check's own ZooKeeper read does not count."""
+    zk_state: dict = {"want": None, "read": 0.0}
+
+    def want(refresh: bool):
+        if refresh:
+            zk_state["want"] = {tp[1]: (s.leader, sorted(s.isr)) for tp, s in states(zk, topic, partitions).items()
+                                if s}
+            zk_state["read"] = time.monotonic()
+        return zk_state["want"]
+
+    def agree():
+        # A Metadata answer for 10K partitions costs a broker ~0.1 s: ask one at a time, every 0.2 s. Reading
+        # ZooKeeper costs more: while the brokers agree on a state ZooKeeper no longer holds (the old leaders),
+        # compare with the last read and read again at most every 2 s; a match is confirmed by a fresh read.
+        asked = time.monotonic()
+        first = served(brokers[0]["port"], topic)
+        if any(served(b["port"], topic) != first for b in brokers[1:]):
+            return False
+        if first != want(False) and time.monotonic() - zk_state["read"] < 2:
+            return False
+        return len(first) == partitions and first == want(True) and asked
+    return wait_until(agree, timeout, 0.2)
+
+
+def wait_partitions(zk, tps, done, timeout: float) -> float:
+    """Until done(state) holds for every one of tps in ZooKeeper (a missing state is None): poll the last partition
+    (the controller writes its states in partition order), then check all. Returns (time.monotonic) when the last
+    partition was seen done, so the check of all the others (a read of thousands of znodes) does not count."""
+    remaining = sorted(tps)
+    deadline = time.monotonic() + timeout
+    while True:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{len(remaining)} partitions still not done after {timeout:g} s")
+        seen = time.monotonic()
+        if done(zk.get_partition_state(*remaining[-1])):
+            remaining = [tp for tp, s in zk.get_partition_states(remaining).items() if not done(s)]
+            if not remaining:
+                return seen
+        else:
+            time.sleep(0.02)
+
+
+def wait_new_leaders(zk, tps, gone: set[int], timeout: float) -> float:
+    """Until none of tps is led by a broker in `gone` (or has no leader); see wait_partitions."""
+    return wait_partitions(zk, tps, lambda s: s is not None and s.leader not in gone and s.leader >= 0, timeout)
 
 
 class PySpy:

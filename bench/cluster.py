@@ -42,7 +42,7 @@ from zk.client import KafkaZkClient  # noqa: E402
 from kafka.protocol.admin import CreateTopicsRequest  # noqa: E402
 from kafka.protocol.metadata import MetadataRequest  # noqa: E402
 
-from bench._common import PySpy  # noqa: E402
+from bench._common import PySpy, settle, states, wait_new_leaders  # noqa: E402
 from kbroker.protocol.client import Connection  # noqa: E402
 
 
@@ -67,20 +67,6 @@ def produce_rate(bootstrap: str, topic: str, acks: str, records: int) -> float:
                 p.poll(0.01)
     p.flush(300)
     return records / (time.perf_counter() - start)
-
-
-def states(zk, topic, partitions):
-    return zk.get_partition_states([(topic, p) for p in range(partitions)])
-
-
-def served(port: int, topic: str) -> dict[int, tuple[int, list[int]]]:
-    """{partition: (leader, isr)} as one broker's metadata cache serves them (Metadata v1)."""
-    conn = Connection("127.0.0.1", port, "bench-cluster", 30)
-    try:
-        response = conn.send(MetadataRequest(version=1, topics=[MetadataRequest.MetadataRequestTopic(name=topic)]))
-    finally:
-        conn.close()
-    return {p.partition_index: (p.leader_id, sorted(p.isr_nodes)) for t in response.topics for p in t.partitions}
 
 
 def create_to_visible(brokers, controller: int, topics: int, prefix: str, partitions: int = 3) -> list[float]:
@@ -118,52 +104,6 @@ def visible_row(rows: list, brokers, zk, topics: int, beside: str, prefix: str) 
     lags = sorted(create_to_visible(brokers, zk.get_controller_id(), topics, prefix))
     rows.append((f"CreateTopics answered -> every broker lists it{beside}: p50 / max of {topics} (ms)",
                  f"{lags[len(lags) // 2] * 1000:.1f} / {lags[-1] * 1000:.1f}", "Kafka: a few ms"))
-
-
-def settle(zk, brokers, topic: str, partitions: int, timeout: float = 900) -> float:
-    """Wait until every broker serves the leaders and ISRs ZooKeeper holds; returns (time.monotonic) when the
-    brokers were asked the last time, so the check's own ZooKeeper read does not count."""
-    zk_state: dict = {"want": None, "read": 0.0}
-
-    def want(refresh: bool):
-        if refresh:
-            zk_state["want"] = {tp[1]: (s.leader, sorted(s.isr)) for tp, s in states(zk, topic, partitions).items()
-                                if s}
-            zk_state["read"] = time.monotonic()
-        return zk_state["want"]
-
-    def agree():
-        # A Metadata answer for 10K partitions costs a broker ~0.1 s: ask one at a time, every 0.2 s. Reading
-        # ZooKeeper costs more: while the brokers agree on a state ZooKeeper no longer holds (the old leaders),
-        # compare with the last read and read again at most every 2 s; a match is confirmed by a fresh read.
-        asked = time.monotonic()
-        first = served(brokers[0]["port"], topic)
-        if any(served(b["port"], topic) != first for b in brokers[1:]):
-            return False
-        if first != want(False) and time.monotonic() - zk_state["read"] < 2:
-            return False
-        return len(first) == partitions and first == want(True) and asked
-    return wait_until(agree, timeout, 0.2)
-
-
-def wait_new_leaders(zk, tps, gone: set[int], timeout: float) -> float:
-    """Until none of tps is led by a broker in `gone` (or has no leader): poll the last partition, then check
-    all. Returns (time.monotonic) when the last partition was seen with a new leader, so the check of all the
-    others (a read of thousands of znodes) does not count."""
-    remaining = sorted(tps)
-    deadline = time.monotonic() + timeout
-    while True:
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{len(remaining)} partitions still without a new leader")
-        last = zk.get_partition_state(*remaining[-1])
-        seen = time.monotonic()
-        if last is not None and last.leader not in gone and last.leader >= 0:
-            remaining = [tp for tp, s in zk.get_partition_states(remaining).items()
-                         if s is None or s.leader in gone or s.leader < 0]
-            if not remaining:
-                return seen
-        else:
-            time.sleep(0.02)
 
 
 PROFILE_SUFFIX = {"raw": "txt", "speedscope": "json", "flamegraph": "svg"}
