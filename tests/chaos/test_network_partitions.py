@@ -29,60 +29,30 @@ from kafka.protocol.metadata import MetadataRequest
 from kafka.record.memory_records import MemoryRecordsBuilder
 
 from admin_cli.main import cli as kadmin
-from kbroker.cluster import BrokerProcess, metadata, wait_ready, wait_until
+from kbroker.cluster import BrokerProcess, metadata, wait_until
 from kbroker.protocol.client import Connection
 from kbroker.protocol.client.requests import produce_request
 from kbroker.protocol.interbroker import LeaderAndIsrRequest
 from tests.chaos import netns
+from tests.chaos.cluster import BROKER_PORT, BROKERS, PARTITIONS, NamespacedCluster
 from tests.chaos.harness import AckedProducer, ChaosRun, HistoryReader, read_all, verify
 from zk.admin import AdminZkClient
-from zk.client import KafkaZkClient
 from zk.launcher import ZooKeeperServer
 
-SESSION_TIMEOUT_MS = 4000
-PARTITIONS = 3
-BROKERS = (1, 2, 3)
-ZK_PORT, BROKER_PORT = 12181, 19092
+ZK_PORT = 12181
 # A leader cut off from its followers answers acks=all produces with REQUEST_TIMED_OUT (after request.timeout.ms)
 # and its metadata still names itself, never NOT_LEADER (as Kafka's does): the producer learns of the new leader
 # from its periodic metadata refresh, here every second instead of every 5 minutes.
 PRODUCER_CONFIG = {"request.timeout.ms": 5000, "topic.metadata.refresh.interval.ms": 1000}
 
 
-class PartitionedCluster:
-    """ZooKeeper and brokers 1-3, each in its namespace; this thread stays in the clients' namespace."""
+class PartitionedCluster(NamespacedCluster):
+    """One ZooKeeper ("zk") and brokers b1-b3, each in its namespace."""
 
     def __init__(self, net: netns.Network, workdir: str):
-        self.net = net
-        self.workdir = workdir
         self.zk_server = ZooKeeperServer(ZK_PORT, os.path.join(workdir, "zookeeper"), host=net.addresses["zk"],
                                          netns=net.members["zk"])
-        self.brokers: dict[int, BrokerProcess] = {}
-        self.zk: KafkaZkClient | None = None
-
-    def start(self) -> None:
-        self.zk_server.start()
-        for i in BROKERS:
-            member = f"b{i}"
-            self.brokers[i] = BrokerProcess.create(
-                i, os.path.join(self.workdir, f"broker-{i}"), self.zk_server.connect,
-                {"zookeeper.session.timeout.ms": SESSION_TIMEOUT_MS, "replica.lag.time.max.ms": 5000,
-                 "unclean.leader.election.enable": "false", "controlled.shutdown.retry.backoff.ms": 200},
-                port=BROKER_PORT, host=self.net.addresses[member], netns=self.net.members[member]).start()
-        wait_ready(self.brokers.values(), 60)
-        self.zk = KafkaZkClient(self.zk_server.connect, 6000).start()
-
-    def stop(self) -> None:
-        for b in self.brokers.values():
-            if b.alive():
-                b.kill9()
-        if self.zk is not None:
-            self.zk.close()
-        self.zk_server.stop()
-
-    @property
-    def bootstrap(self) -> str:
-        return ",".join(b.bootstrap for b in self.brokers.values())
+        super().__init__(net, workdir, self.zk_server.connect, [self.zk_server])
 
     def kadmin(self, *args: str) -> None:
         result = CliRunner().invoke(kadmin, ["--zookeeper", self.zk_server.connect, *args])
@@ -94,16 +64,9 @@ class PartitionedCluster:
         self.kadmin("create-topic", topic, *layout, "--config", "min.insync.replicas=2")
         wait_until(lambda: self.all_in_sync(topic), 30, message=f"{topic} online")
 
-    def state(self, topic: str, partition: int):
-        return self.zk.get_partition_state(topic, partition)
-
     def leader(self, topic: str, partition: int) -> int:
         state = self.state(topic, partition)
         return state.leader if state else -1
-
-    def all_in_sync(self, topic: str) -> bool:
-        states = [self.state(topic, p) for p in range(PARTITIONS)]
-        return all(s is not None and s.leader >= 0 and sorted(s.isr) == list(BROKERS) for s in states)
 
     def controller(self) -> tuple[int | None, int]:
         """(the controller's id, /controller_epoch)."""

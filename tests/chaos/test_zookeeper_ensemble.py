@@ -25,18 +25,15 @@ import pytest
 from click.testing import CliRunner
 
 from admin_cli.main import cli as kadmin
-from kbroker.cluster import BrokerProcess, wait_ready, wait_until
+from kbroker.cluster import wait_ready, wait_until
 from tests.chaos import netns
+from tests.chaos.cluster import BROKERS, PARTITIONS, SESSION_TIMEOUT_MS, NamespacedCluster
 from tests.chaos.harness import AckedProducer, ChaosRun, HistoryReader, read_all, verify
-from tests.integration.conftest import SESSION_TIMEOUT_MS
-from zk.client import KafkaZkClient
 from zk.launcher import EnsembleMember, ZooKeeperServer, ensemble_connect, four_letter, mode
 
 TOPIC = "ensemble"
-PARTITIONS = 3
-BROKERS = (1, 2, 3)
 MEMBERS = (1, 2, 3)
-ZK_PORT, PEER_PORT, ELECTION_PORT, BROKER_PORT = 12181, 12888, 13888, 19092
+ZK_PORT, PEER_PORT, ELECTION_PORT = 12181, 12888, 13888
 QUORUM_LOST_S = 20
 # Back within the session timeout + 5 s of the quorum (issue 27).
 BOUND_S = SESSION_TIMEOUT_MS / 1000 + 5
@@ -44,50 +41,16 @@ BOUND_S = SESSION_TIMEOUT_MS / 1000 + 5
 PRODUCER_CONFIG = {"request.timeout.ms": 5000, "topic.metadata.refresh.interval.ms": 1000}
 
 
-class EnsembleCluster:
-    """Members zk1-3 and brokers b1-3, each in its namespace; this thread (and the clients) stay in "cl"."""
+class EnsembleCluster(NamespacedCluster):
+    """Members zk1-3 and brokers b1-3, each in its namespace."""
 
     def __init__(self, net: netns.Network, workdir: str):
-        self.net = net
         self.members = tuple(EnsembleMember(i, ZK_PORT, PEER_PORT, ELECTION_PORT, net.addresses[f"zk{i}"])
                              for i in MEMBERS)
-        self.connect = ensemble_connect(self.members)
-        self.servers = {m.myid: ZooKeeperServer(ZK_PORT, os.path.join(workdir, f"zk-{m.myid}"), host=m.host,
-                                                netns=net.members[f"zk{m.myid}"], ensemble=self.members)
-                        for m in self.members}
-        self.brokers = {i: BrokerProcess.create(
-            i, os.path.join(workdir, f"broker-{i}"), self.connect,
-            {"zookeeper.session.timeout.ms": SESSION_TIMEOUT_MS, "replica.lag.time.max.ms": 5000,
-             "unclean.leader.election.enable": "false", "controlled.shutdown.retry.backoff.ms": 200},
-            port=BROKER_PORT, host=net.addresses[f"b{i}"], netns=net.members[f"b{i}"]) for i in BROKERS}
-        self.zk: KafkaZkClient | None = None
-
-    def start(self) -> None:
-        for server in self.servers.values():
-            server.start(wait=False)
-        for server in self.servers.values():
-            server.wait_serving()
-        for b in self.brokers.values():
-            b.start()
-        wait_ready(self.brokers.values(), 60)
-        self.observe()
-
-    def observe(self) -> None:
-        """The test's own ZooKeeper client (closed while the quorum is lost: its session may expire meanwhile)."""
-        self.zk = KafkaZkClient(self.connect, 6000).start()
-
-    def stop(self) -> None:
-        for b in self.brokers.values():
-            if b.alive():
-                b.kill9()
-        if self.zk is not None:
-            self.zk.close()
-        for server in self.servers.values():
-            server.stop()
-
-    @property
-    def bootstrap(self) -> str:
-        return ",".join(b.bootstrap for b in self.brokers.values())
+        servers = [ZooKeeperServer(ZK_PORT, os.path.join(workdir, f"zk-{m.myid}"), host=m.host,
+                                   netns=net.members[f"zk{m.myid}"], ensemble=self.members) for m in self.members]
+        self.servers_by_id = {m.myid: server for m, server in zip(self.members, servers)}
+        super().__init__(net, workdir, ensemble_connect(self.members), servers)
 
     def modes(self) -> dict[int, str | None]:
         """Each member's mode (leader, follower; None when it does not serve)."""
@@ -104,13 +67,6 @@ class EnsembleCluster:
 
     def zk_leader(self) -> int | None:
         return next((i for i, role in self.modes().items() if role == "leader"), None)
-
-    def state(self, topic: str, partition: int):
-        return self.zk.get_partition_state(topic, partition)
-
-    def all_in_sync(self, topic: str) -> bool:
-        states = [self.state(topic, p) for p in range(PARTITIONS)]
-        return all(s is not None and s.leader >= 0 and sorted(s.isr) == list(BROKERS) for s in states)
 
     def create_topic(self, topic: str) -> None:
         """Through kadmin (ZooKeeper), then until every partition has a leader: the controller acts."""
@@ -166,17 +122,17 @@ def test_acks_all_survives_ensemble_faults(cluster):
         # 1. kill -9 of the ZooKeeper leader and of the controller broker.
         zk_leader, controller = c.zk_leader(), c.zk.get_controller_id()
         run.fault("ZK leader + controller kill -9")
-        c.servers[zk_leader].kill()
+        c.servers_by_id[zk_leader].kill()
         c.brokers[controller].kill9()
         wait_until(lambda: c.zk_leader() not in (None, zk_leader), 30, 0.1, "a new ZooKeeper leader")
         back = time.monotonic()
-        c.servers[zk_leader].start(wait=False)    # it rejoins while the controller fails over
+        c.servers_by_id[zk_leader].start(wait=False)    # it rejoins while the controller fails over
         wait_until(lambda: c.zk.get_controller_id() not in (None, controller), 30, 0.2, "a new controller")
         wait_until(lambda: all(controller not in c.state(TOPIC, p).isr and c.state(TOPIC, p).leader >= 0
                                for p in range(PARTITIONS)), 30, 0.2, "the dead broker out of every ISR")
         served_again(producer, back, "the new ZooKeeper leader")
         c.brokers_alive(controller)
-        c.servers[zk_leader].wait_serving()
+        c.servers_by_id[zk_leader].wait_serving()
         assert c.modes()[zk_leader] == "follower"
         c.brokers[controller].start()
         wait_ready(c.brokers.values(), 60)
@@ -206,7 +162,7 @@ def test_acks_all_survives_ensemble_faults(cluster):
         run.fault("ZK quorum lost 20 s")
         down = time.monotonic()
         for i in down_members:
-            c.servers[i].stop()
+            c.servers_by_id[i].stop()
         seen = len(reader.seen)
         time.sleep(QUORUM_LOST_S)
         late = down + BOUND_S
@@ -214,9 +170,9 @@ def test_acks_all_survives_ensemble_faults(cluster):
             "a partition acknowledged nothing late in the quorum loss"
         assert len(reader.seen) > seen, "the reader read nothing while the quorum was lost"
         for i in down_members:
-            c.servers[i].start(wait=False)
+            c.servers_by_id[i].start(wait=False)
         for i in down_members:
-            c.servers[i].wait_serving()
+            c.servers_by_id[i].wait_serving()
         back = time.monotonic()
         c.observe()
         c.brokers_alive()
@@ -229,8 +185,8 @@ def test_acks_all_survives_ensemble_faults(cluster):
         for i in MEMBERS:
             run.fault("ZK rolling restart")
             stopped = time.monotonic()
-            c.servers[i].stop()
-            c.servers[i].start()
+            c.servers_by_id[i].stop()
+            c.servers_by_id[i].start()
             served_again(producer, stopped, f"zk{i} restarted")
         assert sorted(c.modes().values()) == ["follower", "follower", "leader"]
         c.create_topic("after-rolling-restart")
