@@ -199,6 +199,8 @@ class Log:
         self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
         self.producer_state.load(self, next_offset, had_clean_shutdown, recovered)
         self.delete_pending_segments()
+        for segment in self.segments:
+            segment.release_fd()    # nothing read from the log yet: an idle replica holds no fd
 
     def __repr__(self) -> str:
         return f"Log({self.dir}, log_start_offset={self.log_start_offset}, log_end_offset={self.log_end_offset})"
