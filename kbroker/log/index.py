@@ -40,15 +40,18 @@ def _round_down(n: int, factor: int) -> int:
 class _Index:
     """What both indexes share: the file, its mapping, sizing, and the search (Kafka's AbstractIndex)."""
 
+    __slots__ = ("path", "base_offset", "max_index_size", "_mm", "_write_fd",
+                 "_length", "_entries", "_max_entries", "_last")
+
     ENTRY: struct.Struct
+    entry_size: int
+    _warm_entries: int   # entries in the warm section
     KEY, VALUE = 0, 1   # which half of an entry a search compares
 
     def __init__(self, path: str, base_offset: int, max_index_size: int):
         self.path = path
         self.base_offset = base_offset
         self.max_index_size = max_index_size
-        self.entry_size = self.ENTRY.size
-        self._warm_entries = WARM_SECTION_BYTES // self.entry_size
         self._mm: mmap.mmap | None = None
         self._write_fd = -1    # opened at the first entry written, closed with the mapping
         if os.path.exists(path):
@@ -269,7 +272,10 @@ class _Index:
 class OffsetIndex(_Index):
     """offset -> position of the batch holding it, one entry per index.interval.bytes of log."""
 
+    __slots__ = ()
     ENTRY = struct.Struct(">ii")
+    entry_size = ENTRY.size
+    _warm_entries = WARM_SECTION_BYTES // entry_size
 
     def _parse(self, buf, slot: int) -> tuple[int, int]:
         relative, position = self.ENTRY.unpack_from(buf, slot * 8)
@@ -335,7 +341,10 @@ class OffsetIndex(_Index):
 class TimeIndex(_Index):
     """timestamp -> offset, an entry only when the segment's max timestamp grows."""
 
+    __slots__ = ()
     ENTRY = struct.Struct(">qi")
+    entry_size = ENTRY.size
+    _warm_entries = WARM_SECTION_BYTES // entry_size
 
     def _parse(self, buf, slot: int) -> tuple[int, int]:
         timestamp, relative = self.ENTRY.unpack_from(buf, slot * 12)

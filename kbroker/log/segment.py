@@ -111,7 +111,7 @@ class LogSegment:
     or reused; `release_fd` closes it only while no slice can exist (the log's loading)."""
 
     __slots__ = ("dir", "base_offset", "index_interval_bytes", "_clock", "log_path", "_open_fd", "file_id", "_size",
-                 "_unsynced", "offset_index", "time_index", "txn_index", "_created_ms", "_rolling_based_timestamp",
+                 "_unsynced", "offset_index", "time_index", "_txn_index", "_created_ms", "_rolling_based_timestamp",
                  "_max_ts", "_bytes_since_last_index_entry", "_closed", "__weakref__")
 
     def __init__(self, dir: str, base_offset: int, *, index_interval_bytes: int = 4096,
@@ -142,7 +142,7 @@ class LogSegment:
             self._size = 0
         self.offset_index = OffsetIndex(offset_index_path(dir, base_offset, suffix), base_offset, max_index_size)
         self.time_index = TimeIndex(time_index_path(dir, base_offset, suffix), base_offset, max_index_size)
-        self.txn_index = TransactionIndex(txn_index_path(dir, base_offset, suffix))
+        self._txn_index: TransactionIndex | None = None     # read at first use: most segments have none
         self._created_ms = self._clock.now_ms()
         self._rolling_based_timestamp: int | None = None
         self._max_ts: TimestampOffset | None = None       # loaded lazily
@@ -161,6 +161,18 @@ class LogSegment:
                 return self._open_fd
             self._open_fd = fd
         return fd
+
+    @property
+    def txn_index(self) -> TransactionIndex:
+        """The aborted transactions of this segment, read from its `.txnindex` (if any) at first use."""
+        if self._txn_index is None:
+            self._txn_index = TransactionIndex(self._txn_index_path)
+        return self._txn_index
+
+    @property
+    def _txn_index_path(self) -> str:
+        cut = self.log_path.rfind(LOG_SUFFIX)      # `<base>.log<suffix>` -> `<base>.txnindex<suffix>`
+        return self.log_path[:cut] + TXN_INDEX_SUFFIX + self.log_path[cut + len(LOG_SUFFIX):]
 
     @property
     def has_open_fd(self) -> bool:
@@ -422,7 +434,8 @@ class LogSegment:
         self._size = valid
         self.file_id = next(_FILE_IDS)
         # entries of markers cut off go; missing ones are added again by the producer state's replay
-        self.txn_index.truncate_to(next_offset)
+        if self._txn_index is not None or os.path.exists(self._txn_index_path):
+            self.txn_index.truncate_to(next_offset)
         self.offset_index.trim_to_valid_size()
         # a normally closed segment ends its time index with the largest timestamp; so does a recovered one
         self.time_index.maybe_append(max_ts.timestamp, max_ts.offset, skip_full_check=True)
@@ -468,7 +481,8 @@ class LogSegment:
             self._unsynced = False
         self.offset_index.flush()
         self.time_index.flush()
-        self.txn_index.flush()
+        if self._txn_index is not None:
+            self._txn_index.flush()
 
     def close(self) -> None:
         """Write the final time index entry, trim the indexes and the file, fsync, close."""
@@ -493,7 +507,13 @@ class LogSegment:
         self._close_fd()
         self.offset_index.delete()
         self.time_index.delete()
-        self.txn_index.delete()
+        if self._txn_index is not None:
+            self._txn_index.delete()
+        else:
+            try:
+                os.unlink(self._txn_index_path)
+            except FileNotFoundError:
+                pass
         try:
             os.unlink(self.log_path)
         except FileNotFoundError:
@@ -505,9 +525,16 @@ class LogSegment:
             if not path.endswith(old_suffix):
                 raise ValueError(f"{path} does not end with {old_suffix!r}")
             return path[:len(path) - len(old_suffix)] + new_suffix
+        txn_path = self._txn_index_path
         os.rename(self.log_path, renamed(self.log_path))
         self.log_path = renamed(self.log_path)
-        for index in (self.offset_index, self.time_index, self.txn_index):
+        for index in (self.offset_index, self.time_index, self._txn_index):
+            if index is None:   # not read: its file (if any) follows the .log's name
+                try:
+                    os.rename(txn_path, renamed(txn_path))
+                except FileNotFoundError:
+                    pass
+                continue
             try:
                 index.rename_to(renamed(index.path))
             except FileNotFoundError:
@@ -523,8 +550,9 @@ class LogSegment:
         """After the partition directory was renamed: same file names under the new directory."""
         self.dir = dir
         self.log_path = os.path.join(dir, os.path.basename(self.log_path))
-        for index in (self.offset_index, self.time_index, self.txn_index):
-            index.path = os.path.join(dir, os.path.basename(index.path))
+        for index in (self.offset_index, self.time_index, self._txn_index):
+            if index is not None:
+                index.path = os.path.join(dir, os.path.basename(index.path))
 
 
 def _search_batch(data: bytes, timestamp: int, starting_offset: int) -> OffsetAndTimestamp | None:
