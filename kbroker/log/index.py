@@ -41,7 +41,7 @@ class _Index:
     """What both indexes share: the file, its mapping, sizing, and the search (Kafka's AbstractIndex)."""
 
     __slots__ = ("path", "base_offset", "max_index_size", "_mm", "_write_fd",
-                 "_length", "_entries", "_max_entries", "_last")
+                 "_length", "_entries", "_max_entries", "_last_entry")
 
     ENTRY: struct.Struct
     entry_size: int
@@ -67,7 +67,7 @@ class _Index:
                 os.close(fd)
             self._entries = 0
         self._max_entries = self._length // self.entry_size
-        self._last = self._read_last_unmapped()
+        self._last_entry = None     # read at first use (a recovery resets the index before it needs it)
 
     # ---- sizes ------------------------------------------------------------------------------------------------
 
@@ -98,6 +98,17 @@ class _Index:
         with open(self.path, "rb") as f:
             f.seek((self._entries - 1) * self.entry_size)
             return self._to_last(self._parse(f.read(self.entry_size), 0))
+
+    @property
+    def _last(self):
+        last = self._last_entry
+        if last is None:
+            last = self._last_entry = self._read_last_unmapped()
+        return last
+
+    @_last.setter
+    def _last(self, entry) -> None:
+        self._last_entry = entry
 
     def _empty_last(self):
         raise NotImplementedError

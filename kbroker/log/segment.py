@@ -396,7 +396,8 @@ class LogSegment:
         number of bytes truncated. v2 batches' leader epochs go to leader_epoch_cache when newer."""
         self.offset_index.reset()
         self.time_index.reset()
-        file_size = os.fstat(self._fd).st_size
+        # (an empty file is not opened)
+        file_size = os.fstat(self._open_fd).st_size if self._open_fd >= 0 else os.stat(self.log_path).st_size
         valid = last_index_entry = 0
         next_offset = self.base_offset
         max_ts = TimestampOffset(NO_TIMESTAMP, self.base_offset)
