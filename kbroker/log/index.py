@@ -54,11 +54,11 @@ class _Index:
         self.max_index_size = max_index_size
         self._mm: mmap.mmap | None = None
         self._write_fd = -1    # opened at the first entry written, closed with the mapping
-        if os.path.exists(path):
-            self._length = os.path.getsize(path)
+        try:
+            self._length = os.stat(path).st_size
             # a pre-existing index is assumed valid up to its last whole entry, as in Kafka
             self._entries = self._length // self.entry_size
-        else:
+        except FileNotFoundError:
             self._length = _round_down(max_index_size, self.entry_size)
             fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
             try:
