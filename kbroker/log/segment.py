@@ -437,10 +437,11 @@ class LogSegment:
         # entries of markers cut off go; missing ones are added again by the producer state's replay
         if self._txn_index is not None or os.path.exists(self._txn_index_path):
             self.txn_index.truncate_to(next_offset)
-        self.offset_index.trim_to_valid_size()
-        # a normally closed segment ends its time index with the largest timestamp; so does a recovered one
-        self.time_index.maybe_append(max_ts.timestamp, max_ts.offset, skip_full_check=True)
-        self.time_index.trim_to_valid_size()
+        if valid:   # an empty segment keeps its indexes' room (normally the active one: the log sizes it so anyway)
+            self.offset_index.trim_to_valid_size()
+            # a normally closed segment ends its time index with the largest timestamp; so does a recovered one
+            self.time_index.maybe_append(max_ts.timestamp, max_ts.offset, skip_full_check=True)
+            self.time_index.trim_to_valid_size()
         self._max_ts = max_ts
         self._rolling_based_timestamp = None
         return file_size - valid
