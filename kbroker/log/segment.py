@@ -325,9 +325,14 @@ class LogSegment:
         self.time_index.resize(size)
 
     def _trim_file(self) -> None:
-        """Cut a preallocated tail; a file not opened since it was loaded has none."""
-        if self._open_fd >= 0 and os.fstat(self._open_fd).st_size > self._size:
-            os.ftruncate(self._open_fd, self._size)
+        """Cut a preallocated tail (log.preallocate), without opening a file that is not open."""
+        fd = self._open_fd
+        if fd >= 0:
+            if os.fstat(fd).st_size > self._size:
+                os.ftruncate(fd, self._size)
+                self._unsynced = True
+        elif os.stat(self.log_path).st_size > self._size:
+            os.truncate(self.log_path, self._size)
             self._unsynced = True
 
     # ---- reads ------------------------------------------------------------------------------------------------
