@@ -186,7 +186,7 @@ class Log:
         self._truncations = 0
         self.truncation_listeners: list[Callable[["Log", int], None]] = []   # (log, new log end offset)
         self._hw_cache: tuple | None = None
-        self._append_lock: gevent.lock.RLock | None = None
+        self.append_lock = gevent.lock.RLock()
         self._writes_in_flight = 0
         os.makedirs(self.dir, exist_ok=True)
         # Through a weak reference: a Log <-> cache cycle would keep a deleted log alive once gc.freeze made it
@@ -210,14 +210,6 @@ class Log:
 
     def __repr__(self) -> str:
         return f"Log({self.dir}, log_start_offset={self.log_start_offset}, log_end_offset={self.log_end_offset})"
-
-    @property
-    def append_lock(self) -> gevent.lock.RLock:
-        """Serializes the appends (see the module docstring); made at first use: an idle replica needs none."""
-        lock = self._append_lock
-        if lock is None:
-            lock = self._append_lock = gevent.lock.RLock()
-        return lock
 
     @property
     def name(self) -> str:
