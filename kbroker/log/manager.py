@@ -184,8 +184,8 @@ class LogManager:
             if i % LOAD_YIELD_EVERY == LOAD_YIELD_EVERY - 1:
                 # Tens of thousands of logs take longer than the ZooKeeper session timeout: let its pings out. Not
                 # sleep(0): gevent may switch back here before it polls I/O (its docs say so; a restart over 40 000
-                # logs lost its session); a positive sleep waits for the next loop iteration, which polls. (Cooperative in the broker, where time is
-                # monkey-patched by gevent.)
+                # logs lost its session); a positive sleep waits for the next loop iteration, which polls.
+                # (Cooperative in the broker, where time is monkey-patched by gevent.)
                 time.sleep(LOAD_YIELD_SECONDS)
             path = os.path.join(log_dir, name)
             if not os.path.isdir(path):
