@@ -106,6 +106,8 @@ class EpochEntry(NamedTuple):
 
 
 class LeaderEpochCheckpointFile:
+    __slots__ = ("path",)
+
     def __init__(self, path: str):
         self.path = path
 
@@ -121,6 +123,8 @@ class LeaderEpochFileCache:
     """Leader epoch -> first offset of that epoch for one partition (Kafka's LeaderEpochFileCache), written
     through to `leader-epoch-checkpoint` on every change but a new leader's (see assign). run_blocking(fn) runs the
     write (it fsyncs)."""
+
+    __slots__ = ("checkpoint", "_log_end_offset", "_run_blocking", "_epochs", "writing", "pending")
 
     def __init__(self, path: str, log_end_offset: Callable[[], int],
                  run_blocking: Callable[[Callable[[], None]], object] | None = None):

@@ -40,22 +40,25 @@ def _round_down(n: int, factor: int) -> int:
 class _Index:
     """What both indexes share: the file, its mapping, sizing, and the search (Kafka's AbstractIndex)."""
 
+    __slots__ = ("path", "base_offset", "max_index_size", "_mm", "_write_fd",
+                 "_length", "_entries", "_max_entries", "_last_entry")
+
     ENTRY: struct.Struct
+    entry_size: int
+    _warm_entries: int   # entries in the warm section
     KEY, VALUE = 0, 1   # which half of an entry a search compares
 
     def __init__(self, path: str, base_offset: int, max_index_size: int):
         self.path = path
         self.base_offset = base_offset
         self.max_index_size = max_index_size
-        self.entry_size = self.ENTRY.size
-        self._warm_entries = WARM_SECTION_BYTES // self.entry_size
         self._mm: mmap.mmap | None = None
         self._write_fd = -1    # opened at the first entry written, closed with the mapping
-        if os.path.exists(path):
-            self._length = os.path.getsize(path)
+        try:
+            self._length = os.stat(path).st_size
             # a pre-existing index is assumed valid up to its last whole entry, as in Kafka
             self._entries = self._length // self.entry_size
-        else:
+        except FileNotFoundError:
             self._length = _round_down(max_index_size, self.entry_size)
             fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
             try:
@@ -64,7 +67,7 @@ class _Index:
                 os.close(fd)
             self._entries = 0
         self._max_entries = self._length // self.entry_size
-        self._last = self._read_last_unmapped()
+        self._last_entry = None     # read at first use (a recovery resets the index before it needs it)
 
     # ---- sizes ------------------------------------------------------------------------------------------------
 
@@ -95,6 +98,17 @@ class _Index:
         with open(self.path, "rb") as f:
             f.seek((self._entries - 1) * self.entry_size)
             return self._to_last(self._parse(f.read(self.entry_size), 0))
+
+    @property
+    def _last(self):
+        last = self._last_entry
+        if last is None:
+            last = self._last_entry = self._read_last_unmapped()
+        return last
+
+    @_last.setter
+    def _last(self, entry) -> None:
+        self._last_entry = entry
 
     def _empty_last(self):
         raise NotImplementedError
@@ -269,7 +283,10 @@ class _Index:
 class OffsetIndex(_Index):
     """offset -> position of the batch holding it, one entry per index.interval.bytes of log."""
 
+    __slots__ = ()
     ENTRY = struct.Struct(">ii")
+    entry_size = ENTRY.size
+    _warm_entries = WARM_SECTION_BYTES // entry_size
 
     def _parse(self, buf, slot: int) -> tuple[int, int]:
         relative, position = self.ENTRY.unpack_from(buf, slot * 8)
@@ -335,7 +352,10 @@ class OffsetIndex(_Index):
 class TimeIndex(_Index):
     """timestamp -> offset, an entry only when the segment's max timestamp grows."""
 
+    __slots__ = ()
     ENTRY = struct.Struct(">qi")
+    entry_size = ENTRY.size
+    _warm_entries = WARM_SECTION_BYTES // entry_size
 
     def _parse(self, buf, slot: int) -> tuple[int, int]:
         timestamp, relative = self.ENTRY.unpack_from(buf, slot * 12)

@@ -66,6 +66,7 @@ logger = logging.getLogger("kbroker.log")
 
 SHUTDOWN_BATCH = 100   # logs flushed and closed by one thread-pool task at shutdown
 LOAD_YIELD_EVERY = 50  # logs loaded at start-up between two yields to the hub (its ZooKeeper session's pings)
+LOAD_YIELD_SECONDS = 0.0001
 
 
 class LogManager:
@@ -181,8 +182,11 @@ class LogManager:
         high_watermarks = self._read_checkpoint(log_dir, REPLICATION_OFFSET_CHECKPOINT)
         for i, name in enumerate(sorted(os.listdir(log_dir))):
             if i % LOAD_YIELD_EVERY == LOAD_YIELD_EVERY - 1:
-                # Tens of thousands of logs take longer than the ZooKeeper session timeout: let its pings out.
-                time.sleep(0)   # (cooperative in the broker, where time is monkey-patched by gevent)
+                # Tens of thousands of logs take longer than the ZooKeeper session timeout: let its pings out. Not
+                # sleep(0): gevent may switch back here before it polls I/O (its docs say so; a restart over 40 000
+                # logs lost its session); a positive sleep waits for the next loop iteration, which polls.
+                # (Cooperative in the broker, where time is monkey-patched by gevent.)
+                time.sleep(LOAD_YIELD_SECONDS)
             path = os.path.join(log_dir, name)
             if not os.path.isdir(path):
                 continue

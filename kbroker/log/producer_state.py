@@ -120,6 +120,9 @@ def snapshot_path(dir: str, offset: int) -> str:
 
 
 class ProducerStateManager:
+    __slots__ = ("dir", "producers", "map_end_offset", "last_snap_offset", "ongoing", "unreplicated", "_snapshots",
+                 "_unflushed")
+
     def __init__(self, dir: str):
         self.dir = dir
         self.producers: dict[int, ProducerEntry] = {}

@@ -8,6 +8,7 @@ timestamp search looks inside one batch, with records.batches' decoders (aiokafk
 """
 from __future__ import annotations
 
+import errno
 import itertools
 import mmap
 import os
@@ -104,34 +105,85 @@ class OffsetAndTimestamp(NamedTuple):
 
 
 class LogSegment:
+    """The `.log` file is opened at its first read or write, not when the segment is created or loaded (as Kafka
+    opens its indexes lazily): an idle replica holds no file descriptor. Once opened it stays open until the
+    segment is closed or deleted, so a FileSlice handed out (sent with sendfile later) never sees its fd closed
+    or reused; `release_fd` closes it only while no slice can exist (the log's loading)."""
+
+    __slots__ = ("dir", "base_offset", "index_interval_bytes", "_clock", "log_path", "_open_fd", "file_id", "_size",
+                 "_unsynced", "offset_index", "time_index", "_txn_index", "_created_ms", "_rolling_based_timestamp",
+                 "_max_ts", "_bytes_since_last_index_entry", "_closed", "__weakref__")
+
     def __init__(self, dir: str, base_offset: int, *, index_interval_bytes: int = 4096,
                  max_index_size: int = 10 * 1024 * 1024, clock: Clock | None = None, preallocate_bytes: int = 0,
                  suffix: str = ""):
-        """Open the segment's files, creating the missing ones (a new index is preallocated to max_index_size;
-        a new .log to preallocate_bytes when above 0)."""
+        """Load the segment, creating the missing files (a new index is preallocated to max_index_size; a new
+        .log to preallocate_bytes when above 0)."""
         self.dir = dir
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
         self._clock = clock or Clock()
         self.log_path = log_file_path(dir, base_offset, suffix)
-        is_new = not os.path.exists(self.log_path)
-        self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
+        self._open_fd = -1
         # Identifies these bytes: a new one whenever bytes already written may change (truncation, recovery), so
         # what was derived from them (the fetch down-conversion cache) is never served after that.
         self.file_id = next(_FILE_IDS)
-        if is_new and preallocate_bytes > 0:
-            os.posix_fallocate(self._fd, 0, preallocate_bytes)
+        self._unsynced = False      # written or truncated through this object and not fsynced yet
+        self._closed = False
+        try:
+            self._size = os.stat(self.log_path).st_size
+        except FileNotFoundError:
+            fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
+            if preallocate_bytes > 0:
+                self._open_fd = fd      # kept: the segment is about to be written
+                os.posix_fallocate(fd, 0, preallocate_bytes)
+            else:
+                os.close(fd)
             self._size = 0
-        else:
-            self._size = os.fstat(self._fd).st_size
         self.offset_index = OffsetIndex(offset_index_path(dir, base_offset, suffix), base_offset, max_index_size)
         self.time_index = TimeIndex(time_index_path(dir, base_offset, suffix), base_offset, max_index_size)
-        self.txn_index = TransactionIndex(txn_index_path(dir, base_offset, suffix))
+        self._txn_index: TransactionIndex | None = None     # read at first use: most segments have none
         self._created_ms = self._clock.now_ms()
         self._rolling_based_timestamp: int | None = None
         self._max_ts: TimestampOffset | None = None       # loaded lazily
         self._bytes_since_last_index_entry = 0
-        self._closed = False
+
+    @property
+    def _fd(self) -> int:
+        """The .log file's descriptor, opened at first use (an OSError here is the log dir's, as any other)."""
+        fd = self._open_fd
+        if fd < 0:
+            if self._closed:
+                raise OSError(errno.EBADF, f"segment {self.log_path} is closed")
+            fd = os.open(self.log_path, os.O_RDWR)
+            if self._open_fd >= 0:      # opened meanwhile by another thread (the cleaner's): use that one
+                os.close(fd)
+                return self._open_fd
+            self._open_fd = fd
+        return fd
+
+    @property
+    def txn_index(self) -> TransactionIndex:
+        """The aborted transactions of this segment, read from its `.txnindex` (if any) at first use."""
+        if self._txn_index is None:
+            self._txn_index = TransactionIndex(self._txn_index_path)
+        return self._txn_index
+
+    @property
+    def _txn_index_path(self) -> str:
+        cut = self.log_path.rfind(LOG_SUFFIX)      # `<base>.log<suffix>` -> `<base>.txnindex<suffix>`
+        return self.log_path[:cut] + TXN_INDEX_SUFFIX + self.log_path[cut + len(LOG_SUFFIX):]
+
+    @property
+    def has_open_fd(self) -> bool:
+        return self._open_fd >= 0
+
+    def release_fd(self) -> None:
+        """Close the .log fd if it is open and nothing written through it waits for an fsync. Only while no
+        FileSlice of this segment can exist: when the log has just been loaded."""
+        if self._open_fd >= 0 and not self._unsynced:
+            os.close(self._open_fd)
+            self._open_fd = -1
 
     def __repr__(self) -> str:
         return f"LogSegment(base_offset={self.base_offset}, size={self._size}, path={self.log_path})"
@@ -209,6 +261,7 @@ class LogSegment:
         else:
             run_write(write)
         self._size = position + len(view)
+        self._unsynced = True
 
     # ---- the max timestamp, rolling -------------------------------------------------------------------------------
 
@@ -272,8 +325,15 @@ class LogSegment:
         self.time_index.resize(size)
 
     def _trim_file(self) -> None:
-        if os.fstat(self._fd).st_size > self._size:
-            os.ftruncate(self._fd, self._size)
+        """Cut a preallocated tail (log.preallocate), without opening a file that is not open."""
+        fd = self._open_fd
+        if fd >= 0:
+            if os.fstat(fd).st_size > self._size:
+                os.ftruncate(fd, self._size)
+                self._unsynced = True
+        elif os.stat(self.log_path).st_size > self._size:
+            os.truncate(self.log_path, self._size)
+            self._unsynced = True
 
     # ---- reads ------------------------------------------------------------------------------------------------
 
@@ -341,7 +401,8 @@ class LogSegment:
         number of bytes truncated. v2 batches' leader epochs go to leader_epoch_cache when newer."""
         self.offset_index.reset()
         self.time_index.reset()
-        file_size = os.fstat(self._fd).st_size
+        # (an empty file is not opened)
+        file_size = os.fstat(self._open_fd).st_size if self._open_fd >= 0 else os.stat(self.log_path).st_size
         valid = last_index_entry = 0
         next_offset = self.base_offset
         max_ts = TimestampOffset(NO_TIMESTAMP, self.base_offset)
@@ -373,15 +434,19 @@ class LogSegment:
                     next_offset = entry.last_offset + 1
             finally:
                 buf.close()
-        os.ftruncate(self._fd, valid)
+        if valid != file_size:
+            os.ftruncate(self._fd, valid)
+            self._unsynced = True
         self._size = valid
         self.file_id = next(_FILE_IDS)
         # entries of markers cut off go; missing ones are added again by the producer state's replay
-        self.txn_index.truncate_to(next_offset)
-        self.offset_index.trim_to_valid_size()
-        # a normally closed segment ends its time index with the largest timestamp; so does a recovered one
-        self.time_index.maybe_append(max_ts.timestamp, max_ts.offset, skip_full_check=True)
-        self.time_index.trim_to_valid_size()
+        if self._txn_index is not None or os.path.exists(self._txn_index_path):
+            self.txn_index.truncate_to(next_offset)
+        if valid:   # an empty segment keeps its indexes' room (normally the active one: the log sizes it so anyway)
+            self.offset_index.trim_to_valid_size()
+            # a normally closed segment ends its time index with the largest timestamp; so does a recovered one
+            self.time_index.maybe_append(max_ts.timestamp, max_ts.offset, skip_full_check=True)
+            self.time_index.trim_to_valid_size()
         self._max_ts = max_ts
         self._rolling_based_timestamp = None
         return file_size - valid
@@ -398,6 +463,7 @@ class LogSegment:
         if mapping is not None:
             truncated = self._size - mapping.position
             os.ftruncate(self._fd, mapping.position)
+            self._unsynced = True
             self._size = mapping.position
             self.file_id = next(_FILE_IDS)
         if self._size == 0:
@@ -410,16 +476,20 @@ class LogSegment:
     # ---- files ------------------------------------------------------------------------------------------------
 
     def flush(self) -> None:
-        """fsync the .log and both indexes (blocking: run it off the gevent hub)."""
-        try:
-            os.fsync(self._fd)
-        except OSError:
-            if not self._closed:
-                raise
-            return      # deleted while the flush was queued
+        """fsync the .log and the indexes (blocking: run it off the gevent hub). A .log not opened since it was
+        loaded has nothing of this process to write back."""
+        if self._open_fd >= 0 or self._unsynced:
+            try:
+                os.fsync(self._fd)
+            except OSError:
+                if not self._closed:
+                    raise
+                return      # deleted while the flush was queued
+            self._unsynced = False
         self.offset_index.flush()
         self.time_index.flush()
-        self.txn_index.flush()
+        if self._txn_index is not None:
+            self._txn_index.flush()
 
     def close(self) -> None:
         """Write the final time index entry, trim the indexes and the file, fsync, close."""
@@ -431,25 +501,26 @@ class LogSegment:
         self.time_index.close()
         self._trim_file()
         self.flush()
-        self._closed = True
-        os.close(self._fd)
+        self._close_fd()
 
     def close_handlers(self) -> None:
         """Close the file and unmap the indexes, writing nothing (the log dir has failed)."""
-        if not self._closed:
-            self._closed = True
-            os.close(self._fd)
+        self._close_fd()
         self.offset_index.close_handlers()
         self.time_index.close_handlers()
 
     def delete(self) -> None:
         """Close and remove the files (those already gone are fine)."""
-        if not self._closed:
-            self._closed = True
-            os.close(self._fd)
+        self._close_fd()
         self.offset_index.delete()
         self.time_index.delete()
-        self.txn_index.delete()
+        if self._txn_index is not None:
+            self._txn_index.delete()
+        else:
+            try:
+                os.unlink(self._txn_index_path)
+            except FileNotFoundError:
+                pass
         try:
             os.unlink(self.log_path)
         except FileNotFoundError:
@@ -461,20 +532,34 @@ class LogSegment:
             if not path.endswith(old_suffix):
                 raise ValueError(f"{path} does not end with {old_suffix!r}")
             return path[:len(path) - len(old_suffix)] + new_suffix
+        txn_path = self._txn_index_path
         os.rename(self.log_path, renamed(self.log_path))
         self.log_path = renamed(self.log_path)
-        for index in (self.offset_index, self.time_index, self.txn_index):
+        for index in (self.offset_index, self.time_index, self._txn_index):
+            if index is None:   # not read: its file (if any) follows the .log's name
+                try:
+                    os.rename(txn_path, renamed(txn_path))
+                except FileNotFoundError:
+                    pass
+                continue
             try:
                 index.rename_to(renamed(index.path))
             except FileNotFoundError:
                 index.path = renamed(index.path)
 
+    def _close_fd(self) -> None:
+        self._closed = True
+        fd, self._open_fd = self._open_fd, -1
+        if fd >= 0:
+            os.close(fd)
+
     def update_parent_dir(self, dir: str) -> None:
         """After the partition directory was renamed: same file names under the new directory."""
         self.dir = dir
         self.log_path = os.path.join(dir, os.path.basename(self.log_path))
-        for index in (self.offset_index, self.time_index, self.txn_index):
-            index.path = os.path.join(dir, os.path.basename(index.path))
+        for index in (self.offset_index, self.time_index, self._txn_index):
+            if index is not None:
+                index.path = os.path.join(dir, os.path.basename(index.path))
 
 
 def _search_batch(data: bytes, timestamp: int, starting_offset: int) -> OffsetAndTimestamp | None:

@@ -25,6 +25,8 @@ class AbortedTxn(NamedTuple):
 
 
 class TransactionIndex:
+    __slots__ = ("path", "entries")
+
     def __init__(self, path: str):
         self.path = path
         self.entries: list[AbortedTxn] = []

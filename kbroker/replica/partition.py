@@ -85,6 +85,10 @@ def _track_first_unstable_offset(log) -> None:
 
 
 class Partition:
+    __slots__ = ("topic", "index", "broker_id", "log", "clock", "isr_writer", "lag_max_ms", "leader", "leader_epoch",
+                 "leader_epoch_start_offset", "controller_epoch", "isr", "replicas", "zk_version", "topic_id", "remote",
+                 "on_high_watermark_moved", "producer_state", "_records_config", "__weakref__")
+
     def __init__(self, topic: str, index: int, broker_id: int, log, clock, isr_writer, lag_max_ms: int):
         self.topic, self.index = topic, index
         self.broker_id = broker_id

@@ -102,23 +102,25 @@ def test_lookup_largest_lower_bound(tmp_path):
     assert tidx.lookup(500) == TimestampOffset(500, BASE + 5)
 
 
-def _record_slots(idx):
+def _record_slots(idx, monkeypatch):
+    """The slots idx's searches read (the index classes have __slots__: patched on the class, for this test)."""
     touched = []
-    original = idx._entry
+    original = type(idx)._entry
 
-    def entry(slot):
-        touched.append(slot)
-        return original(slot)
-    idx._entry = entry
+    def entry(self, slot):
+        if self is idx:
+            touched.append(slot)
+        return original(self, slot)
+    monkeypatch.setattr(type(idx), "_entry", entry)
     return touched
 
 
-def test_warm_section_lookups_touch_only_the_last_8_kib(tmp_path):
+def test_warm_section_lookups_touch_only_the_last_8_kib(tmp_path, monkeypatch):
     n = 5000                                      # 40 KB of entries; the warm section is the last 1024
     idx = offset_index(tmp_path, max_size=n * 8)
     for i in range(n):
         idx.append(BASE + 3 * i + 1, 7 * i)
-    touched = _record_slots(idx)
+    touched = _record_slots(idx, monkeypatch)
     warm_start = n - 1 - 8192 // 8
     for target in (BASE + 3 * (n - 1) + 1, BASE + 3 * (n - 500), BASE + 3 * warm_start + 2, BASE + 10 ** 6):
         touched.clear()

@@ -504,3 +504,13 @@ def test_an_off_hub_write_is_invisible_until_written(tmp_path):
     assert (log.log_end_offset, log.active_segment.size) == (303, len(small) + len(big))
     assert log.read(3, 10 ** 7).records.read() == big
     assert log.active_segment.offset_index.entries == 1
+
+
+def test_a_preallocated_log_closed_unwritten_reopens_empty(tmp_path):
+    """A new preallocated segment's fd is closed once the log is made (an idle replica holds none): closing the log
+    must still cut the preallocated zeros, or the next clean start would take them for data."""
+    log = make_log(tmp_path, preallocate=True, segment_bytes=100000)
+    log.close()
+    assert os.path.getsize(os.path.join(log.dir, "00000000000000000000.log")) == 0
+    again = reopen(log, clean=True)
+    assert again.log_end_offset == 0 and again.read(0, 1000).records.length == 0
