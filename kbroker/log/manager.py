@@ -336,9 +336,15 @@ class LogManager:
 
     def update_topic_config(self, topic: str, config: LogConfig) -> None:
         """New settings for a topic (its overrides changed): its logs and the ones created later."""
-        self._topic_configs[topic] = config
+        self.update_topic_configs({topic: config})
+
+    def update_topic_configs(self, configs: Mapping[str, LogConfig]) -> None:
+        """update_topic_config of many topics in one walk of the logs (a LeaderAndIsr naming thousands of topics
+        walked them once per topic)."""
+        self._topic_configs.update(configs)
         for (t, _), log in (*self._logs.items(), *self._future_logs.items()):
-            if t == topic:
+            config = configs.get(t)
+            if config is not None:
                 log.update_config(config)
 
     def reconfigure_defaults(self, broker_values: Mapping) -> None:
