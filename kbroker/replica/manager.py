@@ -172,8 +172,10 @@ class ReplicaManager:
         return Errors.NONE
 
     def log_configs(self, topics) -> dict[str, LogConfig]:
-        """The topics' effective log configs: broker defaults with their /config/topics overrides (read together)."""
-        return {topic: LogConfig.from_props(self.config.values, overrides)
+        """The topics' effective log configs: broker defaults with their /config/topics overrides (read together).
+        Topics without overrides share the log manager's default config (one object, not one per topic)."""
+        return {topic: LogConfig.from_props(self.config.values, overrides) if overrides
+                else self.log_manager.default_config
                 for topic, overrides in self.zk.get_entity_configs("topics", topics).items()}
 
     def _leader_endpoint(self, leader: int, live_leaders: dict):
