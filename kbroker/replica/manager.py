@@ -432,11 +432,9 @@ class ReplicaManager:
                     versions = self.zk.update_leader_and_isr_many({p.tp: state for p, _, state in queued})
                 except Exception:
                     log.exception("writing %d ISR changes failed; they are tried again", len(queued))
-                    for partition, new_isr, _ in queued:
-                        partition.isr_written(new_isr, None)   # the next fetch or shrink round queues it again
-                    continue
+                    versions = {}
                 for partition, new_isr, state in queued:
-                    self._isr_written(partition, new_isr, state, versions[partition.tp])
+                    self._isr_written(partition, new_isr, state, versions.get(partition.tp))
         finally:
             self._isr_writer = None
 
@@ -446,8 +444,8 @@ class ReplicaManager:
                               "update to %s (the controller's LeaderAndIsr will follow)", partition.topic,
                               partition.index, state.zk_version, new_isr)
         shrink = len(new_isr) < len(partition.isr)
-        if not partition.isr_written(new_isr, version) or self.partitions.get(partition.tp) is not partition:
-            return   # (a partition stopped meanwhile is no longer ours to report)
+        if not partition.isr_written(new_isr, version):
+            return
         if shrink:
             self.metrics.isr_shrinks += 1
         else:
