@@ -34,8 +34,7 @@ StopReplica...) answers KAFKA_STORAGE_ERROR until the broker restarts; the log m
 A move between log dirs whose current or future log is in the failed dir stops (the future log is forgotten).
 
 ISR: a task shrinks the ISR of led partitions every replica.lag.time.max.ms / 2; expansions happen on follower
-fetches. Both write the state znode (zkVersion-checked; the writes queued meanwhile go together, pipelined, and the
-ISR changes when its write is answered) and, batched, an /isr_change_notification entry.
+fetches. Both write the state znode (zkVersion-checked) and, batched, an /isr_change_notification entry.
 
 Replication throttles (kbroker.quota.replication_quotas, KIP-73): a follower not in the ISR gets no records for a
 partition of leader.replication.throttled.replicas while the leader rate is over leader.replication.throttled.rate
