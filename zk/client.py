@@ -901,27 +901,16 @@ class KafkaZkClient:
     def update_leader_and_isr(self, topic: str, partition: int, state: z.LeaderAndIsr) -> int | None:
         """A partition leader's ISR change: setData with expected version = state.zk_version (not fenced by
         the controller epoch, as Kafka's leader-side write). The new zkVersion, or None on a conflict."""
-        return self.update_leader_and_isr_many({(topic, partition): state})[(topic, partition)]
-
-    def update_leader_and_isr_many(self, states: dict) -> dict:
-        """update_leader_and_isr of many partitions {tp: LeaderAndIsr}, each its own conditional setData, all
-        pipelined (one round trip's latency, as Kafka's async batches): {tp: new zkVersion, or None on a conflict}."""
-        items = list(states.items())
-        pending = [self.zk.set_async(z.TopicPartitionStateZNode.path(*tp), z.TopicPartitionStateZNode.encode(state),
-                                     version=state.zk_version) for tp, state in items]
-        out, conflicts = {}, []
-        for (tp, state), result in zip(items, pending):
-            try:
-                out[tp] = result.get().version
-            except NoNodeError:
-                out[tp] = None
-            except BadVersionError:
-                out[tp] = None
-                conflicts.append((tp, state))
-        if conflicts and _repeating.get():
-            # Run again after a lost connection, the first run may have written them (Kafka's checkLeaderAndIsrZkData).
-            out.update(self._states_written(conflicts))
-        return out
+        try:
+            stat = self.zk.set(z.TopicPartitionStateZNode.path(topic, partition),
+                               z.TopicPartitionStateZNode.encode(state), version=state.zk_version)
+        except NoNodeError:
+            return None
+        except BadVersionError:
+            # Run again after a lost connection, the first run may have written it (Kafka's checkLeaderAndIsrZkData).
+            return self._states_written([((topic, partition), state)]).get((topic, partition)) \
+                if _repeating.get() else None
+        return stat.version
 
     def create_isr_change_notification(self, partitions) -> None:
         self._create_recursive(z.IsrChangeNotificationZNode.prefix, z.IsrChangeNotificationZNode.encode(partitions),

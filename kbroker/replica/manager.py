@@ -133,8 +133,6 @@ class ReplicaManager:
         # coordinator makes or drops the producer's pending transactional offsets (server.py wires it).
         self.on_txn_marker_appended = lambda producer_id, offsets_partition, committed: None
         self._isr_changes: set = set()
-        self._queued_isrs: list = []   # [(partition, new isr, its LeaderAndIsr)] for _write_queued_isrs
-        self._isr_writer = None        # the greenlet writing them, while there are
         self._tasks: list = []
         # Called with ([(tp, leader epoch)] now led here, [(tp, leader epoch)] now followed, [(tp, epoch or None)]
         # stopped) after each LeaderAndIsr / StopReplica, as Kafka's onLeadershipChange (the group coordinator
@@ -150,9 +148,8 @@ class ReplicaManager:
         self.log_manager.dir_failure.set_listener(lambda d: gevent.spawn(self.handle_log_dir_failure, d))
 
     def shutdown(self) -> None:
-        for task in [*self._tasks, self._isr_writer]:
-            if task is not None:
-                task.kill()
+        for task in self._tasks:
+            task.kill()
         self.log_dir_mover.shutdown()
         self.fetchers.shutdown()
         self.fetch_purgatory.shutdown()
@@ -412,45 +409,23 @@ class ReplicaManager:
         self.produce_purgatory.check_and_complete(tp)
 
     # ---- ISR ----------------------------------------------------------------------------------------------
-    def write_isr(self, partition: Partition, new_isr: list[int]) -> None:
-        """Queue the leader's ISR change (Partition.isr_writer): the writes queued while the hub runs other work
-        (the expansions of one follower Fetch of thousands of partitions, a shrink round) go to ZooKeeper together,
-        pipelined, each conditional on its partition's zkVersion (_write_queued_isrs)."""
-        self._queued_isrs.append((partition, new_isr, z.LeaderAndIsr(
-            partition.leader, partition.leader_epoch, new_isr, partition.controller_epoch, partition.zk_version)))
-        if self._isr_writer is None:
-            self._isr_writer = gevent.spawn(self._write_queued_isrs)
-
-    def _write_queued_isrs(self) -> None:
-        """Write what write_isr queued, in rounds of one pipelined batch (Kafka's leaders send their ISR updates as
-        one async batch), until nothing is queued; then tell each partition the outcome of its write."""
-        try:
-            while self._queued_isrs:
-                queued, self._queued_isrs = self._queued_isrs, []
-                try:
-                    versions = self.zk.update_leader_and_isr_many({p.tp: state for p, _, state in queued})
-                except Exception:
-                    log.exception("writing %d ISR changes failed; they are tried again", len(queued))
-                    versions = {}
-                for partition, new_isr, state in queued:
-                    self._isr_written(partition, new_isr, state, versions.get(partition.tp))
-        finally:
-            self._isr_writer = None
-
-    def _isr_written(self, partition: Partition, new_isr: list[int], state, version: int | None) -> None:
-        if version is None and partition.pending_isr is not None and partition.pending_isr[0] is new_isr:
+    def write_isr(self, partition: Partition, new_isr: list[int]) -> bool:
+        """The leader's ISR change in ZooKeeper, conditional on the partition's zkVersion."""
+        state = z.LeaderAndIsr(partition.leader, partition.leader_epoch, new_isr, partition.controller_epoch,
+                               partition.zk_version)
+        version = self.zk.update_leader_and_isr(partition.topic, partition.index, state)
+        if version is None:
             state_change.info("partition %s-%d: cached zkVersion %d differs from ZooKeeper's; skipping the ISR "
                               "update to %s (the controller's LeaderAndIsr will follow)", partition.topic,
-                              partition.index, state.zk_version, new_isr)
-        shrink = len(new_isr) < len(partition.isr)
-        if not partition.isr_written(new_isr, version):
-            return
-        if shrink:
+                              partition.index, partition.zk_version, new_isr)
+            return False
+        partition.zk_version = version
+        if len(new_isr) < len(partition.isr):
             self.metrics.isr_shrinks += 1
         else:
             self.metrics.isr_expands += 1
         self._isr_changes.add(partition.tp)
-        self._complete_delayed(partition.tp)
+        return True
 
     def _isr_shrink_loop(self) -> None:
         interval = self.config["replica.lag.time.max.ms"] / 2000.0

@@ -90,10 +90,7 @@ class Partition:
         self.broker_id = broker_id
         self.log = log
         self.clock = clock
-        # (partition, new isr) -> True / False: the state znode written as the leader, or not (a conflict); None:
-        # the write is queued and the writer calls isr_written with its outcome
-        self.isr_writer = isr_writer
-        self.pending_isr: tuple[list[int], str] | None = None   # (new isr, why) of a queued write
+        self.isr_writer = isr_writer   # (partition, new isr) -> bool: write the state znode as the leader
         self.lag_max_ms = lag_max_ms   # replica.lag.time.max.ms
         self.leader = -1
         self.leader_epoch = -1
@@ -141,7 +138,6 @@ class Partition:
             self.leader, self.leader_epoch = leader, leader_epoch
             self.isr, self.replicas, self.zk_version = list(isr), list(replicas), zk_version
             self.controller_epoch = controller_epoch
-            self.pending_isr = None   # a queued ISR write of the previous state is stale (isr_written drops it)
             if topic_id is not None:
                 self.topic_id = topic_id
             if self.is_leader:
@@ -312,36 +308,12 @@ class Partition:
         return False
 
     def _write_isr(self, new_isr: list[int], why: str) -> bool:
-        """True when the ISR changed now; a queued write (one at a time) changes it at isr_written."""
-        if self.pending_isr is not None:
-            return False
-        done = self.isr_writer(self, new_isr)
-        if done is None:
-            self.pending_isr = (new_isr, why)
-            return False
-        if done:
-            self._take_isr(new_isr, why)
-        return done
-
-    def isr_written(self, new_isr: list[int], version: int | None) -> bool:
-        """The outcome of the queued write of new_isr: its new zkVersion, or None (a conflict: the controller's
-        LeaderAndIsr will follow). False, and nothing changes, when that write is no longer the pending one (a
-        LeaderAndIsr came meanwhile); True when the ISR changed (the high watermark may then move)."""
-        if self.pending_isr is None or self.pending_isr[0] is not new_isr:
-            return False
-        why = self.pending_isr[1]
-        self.pending_isr = None
-        if version is None:
-            return False
-        self.zk_version = version
-        self._take_isr(new_isr, why)
-        self.maybe_increment_high_watermark()
-        return True
-
-    def _take_isr(self, new_isr: list[int], why: str) -> None:
-        state_change.info("partition %s-%d: %s: isr %s -> %s (zkVersion %d)", self.topic, self.index, why,
-                          self.isr, new_isr, self.zk_version)
-        self.isr = list(new_isr)
+        if self.isr_writer(self, new_isr):
+            state_change.info("partition %s-%d: %s: isr %s -> %s (zkVersion %d)", self.topic, self.index, why,
+                              self.isr, new_isr, self.zk_version)
+            self.isr = list(new_isr)
+            return True
+        return False
 
     # ---- follower appends and truncation ------------------------------------------------------------------
     def append_as_follower(self, data, leader_hw: int) -> None:

@@ -209,26 +209,6 @@ def test_isr_expansion_waits_for_the_current_leader_epoch(tmp_path):
     assert writer.writes == [[1, 2, 3]] and p.isr == [1, 2, 3]
 
 
-def test_a_queued_isr_write_changes_the_isr_when_written_and_one_is_queued_at_a_time(tmp_path):
-    # The replica manager queues the write (the writer answers None) and reports its zkVersion later.
-    p, clock, writer = make_partition(tmp_path, isr=(1, 2), replicas=(1, 2, 3))
-    writer.accept = None
-    produce(p, 5)
-    p.update_follower_fetch_state(2, 5, 5)
-    p.update_follower_fetch_state(3, 5, 5)
-    p.update_follower_fetch_state(3, 5, 5)                  # already queued: not written twice
-    assert writer.writes == [[1, 2, 3]] and p.isr == [1, 2]
-    assert p.isr_written([1, 2, 3], 7) is False             # not the list it queued: someone else's outcome
-    assert p.isr_written(p.pending_isr[0], 7) is True
-    assert p.isr == [1, 2, 3] and p.zk_version == 7 and p.pending_isr is None
-    clock.advance(LAG + 1)                                  # both followers stop: a shrink is queued
-    assert p.maybe_shrink_isr() is False and writer.writes[-1] == [1]
-    queued = p.pending_isr[0]
-    p.apply_state(1, 6, [1, 2, 3], [1, 2, 3], zk_version=9, controller_epoch=1, topic_id=None)
-    assert p.isr_written(queued, 10) is False               # a LeaderAndIsr came first: the write is stale
-    assert p.isr == [1, 2, 3] and p.zk_version == 9
-
-
 def test_a_refused_isr_write_leaves_the_isr_as_it_was(tmp_path):
     p, _, writer = make_partition(tmp_path, isr=(1, 2), replicas=(1, 2, 3))
     writer.accept = False
