@@ -264,8 +264,7 @@ class KafkaServer:
                 except ValueError:
                     pass
         topic_configs = {}
-        for topic in topics:
-            overrides = self.zk.get_entity_config("topics", topic)
+        for topic, overrides in self.zk.get_entity_configs("topics", sorted(topics)).items():   # read together
             if overrides:
                 try:
                     topic_configs[topic] = LogConfig.from_props(self.config.values, overrides)

@@ -956,6 +956,12 @@ class KafkaZkClient:
         data, _ = self.get(z.ConfigEntityZNode.path(entity_type, name))
         return z.ConfigEntityZNode.decode(data)
 
+    def get_entity_configs(self, entity_type: str, names) -> dict[str, dict[str, str]]:
+        """get_entity_config of many entities, read together (get_many)."""
+        names = list(names)
+        return {name: z.ConfigEntityZNode.decode(data) for name, (data, _) in
+                zip(names, self.get_many([z.ConfigEntityZNode.path(entity_type, n) for n in names]))}
+
     def set_or_create_entity_config(self, entity_type: str, name: str, config: dict[str, str]) -> None:
         path = z.ConfigEntityZNode.path(entity_type, name)
         data = z.ConfigEntityZNode.encode(config)

@@ -49,7 +49,8 @@ class ControllerContext:
     shutting_down: set = field(default_factory=set)         # brokers in controlled shutdown: never leaders
     assignments: dict = field(default_factory=dict)         # (topic, partition) -> assigned replicas
     partition_states: dict = field(default_factory=dict)    # (topic, partition) -> LeaderAndIsr (its state znode)
-    topic_ids: dict = field(default_factory=dict)           # topic -> base64 topic id
+    topic_ids: dict = field(default_factory=dict)           # topic -> base64 topic id (set_topic_id)
+    topic_names: dict = field(default_factory=dict)         # base64 topic id -> topic, its inverse
     topics_to_delete: set = field(default_factory=set)      # marked in /admin/delete_topics
     topics_being_deleted: set = field(default_factory=set)  # those whose replicas are being stopped and deleted
     replica_deletion_states: dict = field(default_factory=dict)  # (topic, partition, broker) -> ReplicaState
@@ -70,8 +71,13 @@ class ControllerContext:
     def eligible_leaders(self) -> set[int]:
         return set(self.live_brokers) - self.shutting_down
 
+    def set_topic_id(self, topic: str, topic_id: str) -> None:
+        self.topic_ids[topic] = topic_id
+        self.topic_names[topic_id] = topic
+
     def topics(self) -> set[str]:
-        return {t for t, _ in self.assignments}
+        """The topics loaded (each has its id from the load on): not a walk of every partition."""
+        return set(self.topic_ids)
 
     def partitions_of(self, topic: str) -> list[tuple[str, int]]:
         return sorted(tp for tp in self.assignments if tp[0] == topic)
@@ -104,7 +110,7 @@ class ControllerContext:
             self.partition_states.pop(tp, None)
         for replica in [r for r in self.replica_deletion_states if r[0] == topic]:
             del self.replica_deletion_states[replica]
-        self.topic_ids.pop(topic, None)
+        self.topic_names.pop(self.topic_ids.pop(topic, None), None)
         for tp in [tp for tp in self.reassignments if tp[0] == topic]:
             del self.reassignments[tp]
             self.znode_reassignments.discard(tp)

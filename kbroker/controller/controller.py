@@ -404,7 +404,7 @@ class KafkaController:
             assignment.topic_id = z.new_base64_uuid()
             self.zk.set_topic_assignment_fenced(topic, assignment, ctx.epoch_zk_version)
             state_change.info("assigned topic id %s to topic %s", assignment.topic_id, topic)
-        ctx.topic_ids[topic] = assignment.topic_id
+        ctx.set_topic_id(topic, assignment.topic_id)
         new = []
         for p, replicas in assignment.partitions.items():
             tp = (topic, p)
@@ -586,8 +586,7 @@ class KafkaController:
             state_change.error("LeaderAndIsr response from broker %d: %s", broker_id, Errors(response.error_code).name)
             return
         if response.version >= 5:
-            names = {topic_id: topic for topic, topic_id in ctx.topic_ids.items()}
-            errors = [((names.get(uuid_to_topic_id(t.topic_id)), p.partition_index), p.error_code)
+            errors = [((ctx.topic_names.get(uuid_to_topic_id(t.topic_id)), p.partition_index), p.error_code)
                       for t in response.topics for p in t.partition_errors]
         else:
             errors = [((p.topic_name, p.partition_index), p.error_code) for p in response.partition_errors]

@@ -340,9 +340,19 @@ class LogManager:
 
     def update_topic_config(self, topic: str, config: LogConfig) -> None:
         """New settings for a topic (its overrides changed): its logs and the ones created later."""
-        self._topic_configs[topic] = config
+        self.update_topic_configs({topic: config})
+
+    def update_topic_configs(self, configs: Mapping[str, LogConfig]) -> None:
+        """update_topic_config of many topics. A topic's logs hold the config it had here (_config_for): the logs
+        are walked, once, only when a topic's config differs from that (not for every new topic a LeaderAndIsr
+        brings)."""
+        changed = {t: c for t, c in configs.items() if c != self._config_for(t)}
+        self._topic_configs.update(configs)
+        if not changed:
+            return
         for (t, _), log in (*self._logs.items(), *self._future_logs.items()):
-            if t == topic:
+            config = changed.get(t)
+            if config is not None:
                 log.update_config(config)
 
     def reconfigure_defaults(self, broker_values: Mapping) -> None:

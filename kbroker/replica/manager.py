@@ -168,9 +168,12 @@ class ReplicaManager:
         self.controller_epoch = epoch
         return Errors.NONE
 
-    def log_config(self, topic: str) -> LogConfig:
-        """The topic's effective log config: broker defaults with its /config/topics overrides."""
-        return LogConfig.from_props(self.config.values, self.zk.get_entity_config("topics", topic))
+    def log_configs(self, topics) -> dict[str, LogConfig]:
+        """The topics' effective log configs: broker defaults with their /config/topics overrides (read together).
+        Topics without overrides share the log manager's default config (one object, not one per topic)."""
+        return {topic: LogConfig.from_props(self.config.values, overrides) if overrides
+                else self.log_manager.default_config
+                for topic, overrides in self.zk.get_entity_configs("topics", topics).items()}
 
     def _leader_endpoint(self, leader: int, live_leaders: dict):
         ep = live_leaders.get(leader)
@@ -189,16 +192,13 @@ class ReplicaManager:
 
     def _become_leader_or_follower(self, controller_id: int, states, topic_ids, live_leaders) -> dict:
         errors = {}
-        configs: dict[str, LogConfig] = {}
-        wanted = {}
-        for s in states:
-            tp = (s.topic_name, s.partition_index)
-            if tp not in self.partitions and tp not in self.offline_partitions and self.broker_id in s.replicas:
-                if s.topic_name not in configs:
-                    # Once per topic and request: it walks every log of the broker.
-                    configs[s.topic_name] = config = self.log_config(s.topic_name)
-                    self.log_manager.update_topic_config(s.topic_name, config)
-                wanted[tp] = (configs[s.topic_name], bool(s.is_new))
+        new = [s for s in states if (s.topic_name, s.partition_index) not in self.partitions
+               and (s.topic_name, s.partition_index) not in self.offline_partitions and self.broker_id in s.replicas]
+        # Once per request: the configs of all its topics are read together and the logs walked once.
+        configs = self.log_configs({s.topic_name for s in new}) if new else {}
+        if configs:
+            self.log_manager.update_topic_configs(configs)
+        wanted = {(s.topic_name, s.partition_index): (configs[s.topic_name], bool(s.is_new)) for s in new}
         new_logs = self._create_logs(wanted)
         leaders, followers = [], []
         for i, s in enumerate(states):

@@ -95,7 +95,7 @@ def controller(zk: KafkaZkClient, live=(1, 2, 3), assignments=None, states=None)
     ctx.live_brokers = zk.get_all_brokers()
     for topic in zk.get_all_topics():
         assignment = zk.get_topic_assignment(topic)
-        ctx.topic_ids[topic] = assignment.topic_id
+        ctx.set_topic_id(topic, assignment.topic_id)
         ctx.assignments.update({(topic, p): replicas for p, replicas in assignment.partitions.items()})
     ctx.partition_states = {tp: s for tp, s in zk.get_partition_states(ctx.assignments).items() if s is not None}
     c.active = True
