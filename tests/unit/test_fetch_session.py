@@ -198,3 +198,15 @@ def test_an_idle_round_reads_only_the_partitions_that_changed():
     ctx.respond({A: quiet(A), C: quiet(C, hw=6)}, 4)
     ctx = cache.new_context(sid, 5, [], [], True, 5)
     assert [r[0] for r in ctx.requests] == [A]
+
+
+def test_handler_with_the_changed_partitions_named_compares_only_those():
+    h = FetchSessionHandler()
+    wanted = {A: (0,), B: (0,), C: (0,)}
+    assert h.build(wanted, [A, B, C]) == (list(wanted.items()), [])
+    h.handle_response(0, 7, [A, B, C])
+    wanted[A] = (3,)
+    del wanted[C]
+    assert h.build(wanted, [A, C]) == ([(A, (3,))], [C])     # B is not looked at
+    h.handle_response(0, 7, [])
+    assert h.build(wanted, []) == ([], [])
