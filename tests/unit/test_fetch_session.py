@@ -170,6 +170,8 @@ def test_handler_starts_over_after_session_errors_and_odd_responses():
     h.handle_error()
     assert (h.session_id, h.epoch) == (9, 0)
     assert h.build({A: (1,)}) == ([(A, (1,))], [])             # full again
+
+
 def test_handler_with_the_changed_partitions_named_compares_only_those():
     h = FetchSessionHandler()
     wanted = {A: (0,), B: (0,), C: (0,)}
