@@ -187,6 +187,21 @@ def _throttled(ctx: RequestContext, version: int, context, results: dict) -> boo
     return bool(ctx.throttle_ms)
 
 
+class _Readable:
+    """A session round's context (news, more) as the replica manager sees it: only the authorized partitions are
+    read (the others' results are the authorization errors)."""
+
+    def __init__(self, context, allowed: set):
+        self.context, self.allowed = context, allowed
+        self.session = getattr(context, "session", None)
+
+    def news(self) -> bool:
+        return self.context.news()
+
+    def more(self) -> list:
+        return [r for r in self.context.more() if r[0][0] in self.allowed]
+
+
 def handle(request, ctx: RequestContext):
     version = ctx.api_version
     follower = request.replica_id
@@ -199,6 +214,8 @@ def handle(request, ctx: RequestContext):
         forgotten = [(t.topic, p) for t in request.forgotten_topics_data for p in t.partitions]
         context = replicas.fetch_sessions.new_context(request.session_id, request.session_epoch, requests,
                                                       forgotten, follower >= 0, now)
+        if follower >= 0 and forgotten:
+            replicas.forget_follower_partitions(follower, forgotten)
     else:
         context = FetchContext(requests)
     if context.error:
@@ -220,7 +237,7 @@ def handle(request, ctx: RequestContext):
     if follower < 0 and magic < 2:
         results, conversions = _fetch_down_converted(replicas, params, readable, magic)
     else:
-        results, conversions = replicas.fetch(params, readable), {}
+        results, conversions = replicas.fetch(params, readable, _Readable(context, allowed)), {}
     results.update({r[0]: FetchPartitionData(r[0][1], error_code=Errors.TOPIC_AUTHORIZATION_FAILED)
                     for r in context.requests if r[0][0] not in allowed})
     throttled = follower < 0 and _throttled(ctx, version, context, results)
