@@ -67,8 +67,8 @@ class CachedPartition:
 
 class FetchSession:
     """A session's partitions, and those its next round reads (pending: tp -> the mark when it was last marked).
-    A partition is left out of the rounds while it is quiet: read at its end (no records possible), nothing to
-    send, no error, and unchanged since (no append, high watermark, leadership or log start move: the replica
+    A partition is left out of the rounds while it is quiet: read at its end (no records possible; a follower in
+    the ISR with the high watermark there too), nothing to send, no error, and unchanged since (no append, high watermark, leadership or log start move: the replica
     manager marks it, ReplicaManager._fetch_news), so an idle round costs O(changed), not O(partitions)."""
     __slots__ = ("id", "privileged", "partitions", "creation_ms", "last_used_ms", "epoch", "cached_size", "pending",
                  "marks", "next_order")

@@ -668,7 +668,10 @@ class ReplicaManager:
                                      "zstd-compressed topics can only be fetched with Fetch v10 or later")
                 piece, data.high_watermark, data.last_stable_offset, data.log_start_offset = partition.read(
                     fetch_offset, min(partition_max, limit), isolation, min_one, follower, follower_round)
-                data.at_end = not piece.length and fetch_offset == partition.fetchable_end(isolation, follower)
+                # Nothing to read until the partition changes (a session may leave it out): a follower also in the
+                # ISR with the high watermark there (else its next read may expand the ISR or move the HW).
+                data.at_end = not piece.length and fetch_offset == partition.fetchable_end(isolation, follower) and (
+                    follower < 0 or fetch_offset == data.high_watermark and follower in partition.isr)
                 if piece.length and throttling and self.leader_throttled(partition, follower):
                     piece = EMPTY_SLICE
                 if read_committed:
