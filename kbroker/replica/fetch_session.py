@@ -28,6 +28,9 @@ import random
 from ..protocol.errors import Errors
 
 INVALID_SESSION_ID = 0
+# A session's rounds read every partition this often: a log start offset moved by retention or DeleteRecords (no
+# mark) reaches the session's responses within it.
+SWEEP_MS = 10_000
 INITIAL_EPOCH, FINAL_EPOCH = 0, -1
 _MAX_INT = 2 ** 31 - 1
 
@@ -71,7 +74,7 @@ class FetchSession:
     the ISR with the high watermark there too), nothing to send, no error, and unchanged since (no append, high watermark, leadership or log start move: the replica
     manager marks it, ReplicaManager._fetch_news), so an idle round costs O(changed), not O(partitions)."""
     __slots__ = ("id", "privileged", "partitions", "creation_ms", "last_used_ms", "epoch", "cached_size", "pending",
-                 "marks", "next_order")
+                 "marks", "next_order", "swept_ms")
 
     def __init__(self, session_id: int, privileged: bool, partitions: dict, now: int):
         self.id, self.privileged, self.partitions = session_id, privileged, partitions
@@ -81,6 +84,14 @@ class FetchSession:
         self.marks = 1
         self.pending = dict.fromkeys(partitions, 1)   # the first incremental round reads every partition
         self.next_order = len(partitions)
+        self.swept_ms = now
+
+    def sweep(self, now: int) -> None:
+        """Every SWEEP_MS, the next round reads every partition (changes no mark covers: log start offsets)."""
+        if now - self.swept_ms >= SWEEP_MS:
+            self.swept_ms = now
+            self.marks += 1
+            self.pending.update(dict.fromkeys(self.partitions, self.marks))
 
     def request(self, tp) -> tuple:
         c = self.partitions[tp]
@@ -255,6 +266,7 @@ class FetchSessionCache:
             self.remove(session_id)
             return FetchContext(requests)
         self.touch(session, now)
+        session.sweep(now)
         session.epoch = next_epoch(session.epoch)
         return IncrementalFetchContext(session, epoch)
 

@@ -4,6 +4,7 @@ FetchSessionCache) and the fetcher's FetchSessionHandler (kbroker.protocol.clien
 from kbroker.protocol.client import FetchSessionHandler
 from kbroker.protocol.errors import Errors
 from kbroker.protocol.hotpath import FetchPartitionData
+from kbroker.replica import fetch_session
 from kbroker.replica.fetch_session import INVALID_SESSION_ID, FetchSessionCache, IncrementalFetchContext, next_epoch
 
 EVICTION_MS = 1000
@@ -213,3 +214,13 @@ def test_handler_with_the_changed_partitions_named_compares_only_those():
     assert h.build(wanted, [A, C]) == ([(A, (3,))], [C])     # B is not looked at
     h.handle_response(0, 7, [])
     assert h.build(wanted, []) == ([], [])
+
+
+def test_every_sweep_a_round_reads_the_quiet_partitions_too():
+    cache = FetchSessionCache(10, EVICTION_MS)
+    sid = open_session(cache, [A, B], privileged=True, hw=5)
+    ctx = cache.new_context(sid, 1, [], [], True, 1)
+    ctx.respond({A: quiet(A), B: quiet(B)}, 1)
+    assert cache.new_context(sid, 2, [], [], True, fetch_session.SWEEP_MS - 1).requests == []
+    ctx = cache.new_context(sid, 3, [], [], True, fetch_session.SWEEP_MS)    # a log start moved by retention has no mark
+    assert [r[0] for r in ctx.requests] == [A, B]
