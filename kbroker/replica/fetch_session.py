@@ -28,9 +28,6 @@ import random
 from ..protocol.errors import Errors
 
 INVALID_SESSION_ID = 0
-# A session's rounds read every partition this often: a log start offset moved by retention or DeleteRecords (no
-# mark) reaches the session's responses within it.
-SWEEP_MS = 10_000
 INITIAL_EPOCH, FINAL_EPOCH = 0, -1
 _MAX_INT = 2 ** 31 - 1
 
@@ -71,10 +68,11 @@ class CachedPartition:
 class FetchSession:
     """A session's partitions, and those its next round reads (pending: tp -> the mark when it was last marked).
     A partition is left out of the rounds while it is quiet: read at its end (no records possible; a follower in
-    the ISR with the high watermark there too), nothing to send, no error, and unchanged since (no append, high watermark, leadership or log start move: the replica
-    manager marks it, ReplicaManager._fetch_news), so an idle round costs O(changed), not O(partitions)."""
+    the ISR with the high watermark there too), nothing to send, no error, and unchanged since: an append, a high
+    watermark, leadership or DeleteRecords move marks it (ReplicaManager._fetch_news), a retention pass marks all
+    (mark_all). So an idle round costs O(changed), not O(partitions)."""
     __slots__ = ("id", "privileged", "partitions", "creation_ms", "last_used_ms", "epoch", "cached_size", "pending",
-                 "marks", "next_order", "swept_ms")
+                 "marks", "next_order")
 
     def __init__(self, session_id: int, privileged: bool, partitions: dict, now: int):
         self.id, self.privileged, self.partitions = session_id, privileged, partitions
@@ -84,14 +82,10 @@ class FetchSession:
         self.marks = 1
         self.pending = dict.fromkeys(partitions, 1)   # the first incremental round reads every partition
         self.next_order = len(partitions)
-        self.swept_ms = now
 
-    def sweep(self, now: int) -> None:
-        """Every SWEEP_MS, the next round reads every partition (changes no mark covers: log start offsets)."""
-        if now - self.swept_ms >= SWEEP_MS:
-            self.swept_ms = now
-            self.marks += 1
-            self.pending.update(dict.fromkeys(self.partitions, self.marks))
+    def mark_all(self) -> None:
+        self.marks += 1
+        self.pending.update(dict.fromkeys(self.partitions, self.marks))
 
     def request(self, tp) -> tuple:
         c = self.partitions[tp]
@@ -266,12 +260,17 @@ class FetchSessionCache:
             self.remove(session_id)
             return FetchContext(requests)
         self.touch(session, now)
-        session.sweep(now)
         session.epoch = next_epoch(session.epoch)
         return IncrementalFetchContext(session, epoch)
 
     def remove(self, session_id: int) -> FetchSession | None:
         return self.sessions.pop(session_id, None)
+
+    def mark_all(self) -> None:
+        """Every session's next round reads all its partitions (after a retention pass, which moves log start
+        offsets without marking the partitions)."""
+        for session in self.sessions.values():
+            session.mark_all()
 
     def changed(self, tp) -> list[int]:
         """Something changed behind tp (records appended, high watermark, log start or leadership moved): the

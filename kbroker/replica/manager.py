@@ -694,6 +694,12 @@ class ReplicaManager:
         quota = self.replication_quotas.leader
         return quota.is_throttled(partition.tp) and follower not in partition.isr and quota.is_quota_exceeded()
 
+    def delete_records(self, tp, offset: int) -> int:
+        """DeleteRecords on a partition led here: the new low watermark (its fetch sessions send it)."""
+        low = self.leader_partition(tp).delete_records(offset)
+        self._fetch_news(tp)
+        return low
+
     def forget_follower_partitions(self, follower: int, tps) -> None:
         """A follower's session forgot these partitions: its later fetches no longer count as fetches of them."""
         for tp in tps:

@@ -4,7 +4,6 @@ FetchSessionCache) and the fetcher's FetchSessionHandler (kbroker.protocol.clien
 from kbroker.protocol.client import FetchSessionHandler
 from kbroker.protocol.errors import Errors
 from kbroker.protocol.hotpath import FetchPartitionData
-from kbroker.replica import fetch_session
 from kbroker.replica.fetch_session import INVALID_SESSION_ID, FetchSessionCache, IncrementalFetchContext, next_epoch
 
 EVICTION_MS = 1000
@@ -216,11 +215,12 @@ def test_handler_with_the_changed_partitions_named_compares_only_those():
     assert h.build(wanted, []) == ([], [])
 
 
-def test_every_sweep_a_round_reads_the_quiet_partitions_too():
+def test_after_a_retention_pass_a_round_reads_the_quiet_partitions_too():
     cache = FetchSessionCache(10, EVICTION_MS)
     sid = open_session(cache, [A, B], privileged=True, hw=5)
     ctx = cache.new_context(sid, 1, [], [], True, 1)
     ctx.respond({A: quiet(A), B: quiet(B)}, 1)
-    assert cache.new_context(sid, 2, [], [], True, fetch_session.SWEEP_MS - 1).requests == []
-    ctx = cache.new_context(sid, 3, [], [], True, fetch_session.SWEEP_MS)    # a log start moved by retention has no mark
+    assert cache.new_context(sid, 2, [], [], True, 2).requests == []
+    cache.mark_all()                                          # retention moves log start offsets without marks
+    ctx = cache.new_context(sid, 3, [], [], True, 3)
     assert [r[0] for r in ctx.requests] == [A, B]
