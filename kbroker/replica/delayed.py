@@ -18,14 +18,14 @@ class DelayedFetch(DelayedOperation):
     def __init__(self, params, manager, requests, context=None):
         super().__init__(params.max_wait_ms)
         self.params, self.manager, self.requests = params, manager, requests
-        self.context = context   # a fetch session round's: a quiet partition that changed completes it (news)
+        self.context = context   # a fetch session round's: quiet partitions that changed join the check (news)
         self.done = gevent.event.Event()
         self.checked = False   # whether a partition's change (or the purgatory's first check) looked at it
 
     def try_complete(self) -> bool:
         self.checked = True
         if self.context is not None and self.context.news():
-            return self.force_complete()
+            self.requests = self.requests + self.context.more()
         params = self.params
         follower = params.replica_id
         throttling = follower >= 0 and bool(self.manager.replication_quotas.leader.throttled)

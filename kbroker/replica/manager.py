@@ -715,7 +715,7 @@ class ReplicaManager:
         the wait runs here, on the fetch's own greenlet, not on the one that completed the wait (a producer's, or
         the purgatory's reaper). What a follower is sent of leader-throttled partitions is recorded against the
         leader rate. context: the fetch session round's (fetch_session.FetchContext), whose quiet partitions were
-        not read: one that changes meanwhile wakes the wait and is read with the others (context.more)."""
+        not read: one that changes meanwhile joins the wait's check and is read with the others (context.more)."""
         if params.replica_id >= 0:
             follower_round = self.follower_rounds.get(params.replica_id)
             if follower_round is None:
@@ -749,6 +749,5 @@ class ReplicaManager:
             # The wait ran out with no partition of the fetch changing: the empty read still holds (an idle
             # session's round reads its partitions once, not twice).
             return results
-        if context is not None:
-            requests = requests + context.more()
+        requests = op.requests + context.more() if context is not None else requests
         return self.read_from_local_log(params, requests)[0]
