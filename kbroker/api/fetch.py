@@ -189,17 +189,20 @@ def _throttled(ctx: RequestContext, version: int, context, results: dict) -> boo
 
 class _Readable:
     """A session round's context (news, more) as the replica manager sees it: only the authorized partitions are
-    read (the others' results are the authorization errors)."""
+    read (the others' results are the authorization errors), the topics of those joining the round checked as they
+    join (allowed grows)."""
 
-    def __init__(self, context, allowed: set):
-        self.context, self.allowed = context, allowed
+    def __init__(self, context, ctx: RequestContext, follower: int, allowed: set):
+        self.context, self.ctx, self.follower, self.allowed = context, ctx, follower, allowed
         self.session = getattr(context, "session", None)
 
     def news(self) -> bool:
         return self.context.news()
 
     def more(self) -> list:
-        return [r for r in self.context.more() if r[0][0] in self.allowed]
+        added = self.context.more()
+        self.allowed |= _authorized_topics(self.ctx, self.follower, added)
+        return [r for r in added if r[0][0] in self.allowed]
 
 
 def handle(request, ctx: RequestContext):
@@ -237,7 +240,7 @@ def handle(request, ctx: RequestContext):
     if follower < 0 and magic < 2:
         results, conversions = _fetch_down_converted(replicas, params, readable, magic)
     else:
-        results, conversions = replicas.fetch(params, readable, _Readable(context, allowed)), {}
+        results, conversions = replicas.fetch(params, readable, _Readable(context, ctx, follower, allowed)), {}
     results.update({r[0]: FetchPartitionData(r[0][1], error_code=Errors.TOPIC_AUTHORIZATION_FAILED)
                     for r in context.requests if r[0][0] not in allowed})
     throttled = follower < 0 and _throttled(ctx, version, context, results)
