@@ -26,9 +26,10 @@ FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH (v9+ current leader epoch).
 Incremental fetch sessions (KIP-227, v7+; replica.fetch_session has the rules): session id 0 with epoch 0
 opens a session when the cache (max.incremental.fetch.session.cache.slots) has or can make room, epoch -1
 fetches without one, and a non-zero id with epoch 0 or -1 closes that session first. An incremental request
-names only added or changed partitions (and forgotten ones); every partition of the session is read (and, for
-a follower, moves its state on the leader) and waited on, but the response carries only the partitions with
-records, a changed high watermark or log start offset, or an error. Top-level FETCH_SESSION_ID_NOT_FOUND and
+names only added or changed partitions (and forgotten ones); the session's partitions are read and waited on,
+except the quiet ones (at their end and unchanged since: replica.fetch_session), which join the round when they
+change; the response carries only the partitions with records, a changed high watermark or log start offset, or
+an error. Top-level FETCH_SESSION_ID_NOT_FOUND and
 INVALID_FETCH_SESSION_EPOCH answer requests naming an unknown session or the wrong epoch.
 
 Authorization: a consumer needs Read on each topic, a follower ClusterAction on the cluster; the partitions of
