@@ -276,6 +276,11 @@ class KafkaServer:
         except KafkaStorageError as e:   # no usable log dir
             raise StartupError(str(e)) from None
 
+    def _cleanup_logs(self) -> None:
+        """Retention, then every fetch session reads all its partitions once (the log start offsets it moved)."""
+        self.log_manager.cleanup_logs()
+        self.replica_manager.fetch_sessions.mark_all()
+
     def _start_log_tasks(self) -> None:
         cfg = self.config
         lm = self.log_manager
@@ -289,7 +294,7 @@ class KafkaServer:
                     except Exception:
                         log.exception("periodic task %s failed", fn.__name__)
             self._tasks.append(gevent.spawn(loop))
-        every(cfg["log.retention.check.interval.ms"] / 1000.0, lm.cleanup_logs)
+        every(cfg["log.retention.check.interval.ms"] / 1000.0, self._cleanup_logs)
         every(1.0, lm.flush_dirty_logs)
         every(1.0, lm.delete_pending_files)
         every(cfg["log.flush.offset.checkpoint.interval.ms"] / 1000.0, lm.checkpoint_recovery_points)

@@ -28,7 +28,7 @@ def handle(request, ctx: RequestContext):
             try:
                 if t.name not in allowed:
                     raise KafkaError(Errors.TOPIC_AUTHORIZATION_FAILED)
-                low = replicas.leader_partition((t.name, p.partition_index)).delete_records(p.offset)
+                low = replicas.delete_records((t.name, p.partition_index), p.offset)
                 results.append(PartitionResult(partition_index=p.partition_index, low_watermark=low,
                                                error_code=Errors.NONE))
             except KafkaError as e:

@@ -26,9 +26,10 @@ FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH (v9+ current leader epoch).
 Incremental fetch sessions (KIP-227, v7+; replica.fetch_session has the rules): session id 0 with epoch 0
 opens a session when the cache (max.incremental.fetch.session.cache.slots) has or can make room, epoch -1
 fetches without one, and a non-zero id with epoch 0 or -1 closes that session first. An incremental request
-names only added or changed partitions (and forgotten ones); every partition of the session is read (and, for
-a follower, moves its state on the leader) and waited on, but the response carries only the partitions with
-records, a changed high watermark or log start offset, or an error. Top-level FETCH_SESSION_ID_NOT_FOUND and
+names only added or changed partitions (and forgotten ones); the session's partitions are read and waited on,
+except the quiet ones (at their end and unchanged since: replica.fetch_session), which join the round when they
+change; the response carries only the partitions with records, a changed high watermark or log start offset, or
+an error. Top-level FETCH_SESSION_ID_NOT_FOUND and
 INVALID_FETCH_SESSION_EPOCH answer requests naming an unknown session or the wrong epoch.
 
 Authorization: a consumer needs Read on each topic, a follower ClusterAction on the cluster; the partitions of
@@ -187,6 +188,24 @@ def _throttled(ctx: RequestContext, version: int, context, results: dict) -> boo
     return bool(ctx.throttle_ms)
 
 
+class _Readable:
+    """A session round's context (news, more) as the replica manager sees it: only the authorized partitions are
+    read (the others' results are the authorization errors), the topics of those joining the round checked as they
+    join (allowed grows)."""
+
+    def __init__(self, context, ctx: RequestContext, follower: int, allowed: set):
+        self.context, self.ctx, self.follower, self.allowed = context, ctx, follower, allowed
+        self.session = getattr(context, "session", None)
+
+    def news(self) -> bool:
+        return self.context.news()
+
+    def more(self) -> list:
+        added = self.context.more()
+        self.allowed |= _authorized_topics(self.ctx, self.follower, added)
+        return [r for r in added if r[0][0] in self.allowed]
+
+
 def handle(request, ctx: RequestContext):
     version = ctx.api_version
     follower = request.replica_id
@@ -199,6 +218,8 @@ def handle(request, ctx: RequestContext):
         forgotten = [(t.topic, p) for t in request.forgotten_topics_data for p in t.partitions]
         context = replicas.fetch_sessions.new_context(request.session_id, request.session_epoch, requests,
                                                       forgotten, follower >= 0, now)
+        if follower >= 0 and forgotten:
+            replicas.forget_follower_partitions(follower, forgotten)
     else:
         context = FetchContext(requests)
     if context.error:
@@ -220,7 +241,7 @@ def handle(request, ctx: RequestContext):
     if follower < 0 and magic < 2:
         results, conversions = _fetch_down_converted(replicas, params, readable, magic)
     else:
-        results, conversions = replicas.fetch(params, readable), {}
+        results, conversions = replicas.fetch(params, readable, _Readable(context, ctx, follower, allowed)), {}
     results.update({r[0]: FetchPartitionData(r[0][1], error_code=Errors.TOPIC_AUTHORIZATION_FAILED)
                     for r in context.requests if r[0][0] not in allowed})
     throttled = follower < 0 and _throttled(ctx, version, context, results)

@@ -152,6 +152,7 @@ class FetchPartitionData:
     aborted_transactions: list | None = None   # [(producer_id, first_offset)] or None
     preferred_read_replica: int = -1
     records: list = field(default_factory=list)  # pieces: bytes-like and file slices, concatenated
+    at_end: bool = False   # not sent: read at the fetchable end, nothing to read until the partition changes
 
     @property
     def records_size(self) -> int:

@@ -15,14 +15,17 @@ class DelayedFetch(DelayedOperation):
     max_wait_ms is over. The fetch reads again once `done` is set (ReplicaManager.fetch), on its own greenlet. For
     a follower, what the leader throttle holds back is not readable (Kafka's DelayedFetch.tryComplete)."""
 
-    def __init__(self, params, manager, requests):
+    def __init__(self, params, manager, requests, context=None):
         super().__init__(params.max_wait_ms)
         self.params, self.manager, self.requests = params, manager, requests
+        self.context = context   # a fetch session round's: quiet partitions that changed join the check (news)
         self.done = gevent.event.Event()
         self.checked = False   # whether a partition's change (or the purgatory's first check) looked at it
 
     def try_complete(self) -> bool:
         self.checked = True
+        if self.context is not None and self.context.news():
+            self.requests = self.requests + self.context.more()
         params = self.params
         follower = params.replica_id
         throttling = follower >= 0 and bool(self.manager.replication_quotas.leader.throttled)

@@ -32,6 +32,11 @@ INITIAL_EPOCH, FINAL_EPOCH = 0, -1
 _MAX_INT = 2 ** 31 - 1
 
 
+def session_key(session_id: int) -> tuple:
+    """The fetch purgatory key a session's waiting round watches besides its partitions (news of quiet ones)."""
+    return "fetch-session", session_id
+
+
 def next_epoch(epoch: int) -> int:
     """Kafka's FetchMetadata.nextEpoch: -1 stays -1, 2^31-1 wraps to 1."""
     if epoch < 0:
@@ -40,12 +45,13 @@ def next_epoch(epoch: int) -> int:
 
 
 class CachedPartition:
-    __slots__ = ("fetch_offset", "max_bytes", "leader_epoch", "high_watermark", "log_start_offset")
+    __slots__ = ("fetch_offset", "max_bytes", "leader_epoch", "high_watermark", "log_start_offset", "order")
 
     def __init__(self, fetch_offset: int, max_bytes: int, leader_epoch: int, high_watermark: int = -1,
-                 log_start_offset: int = -1):
+                 log_start_offset: int = -1, order: int = 0):
         self.fetch_offset, self.max_bytes, self.leader_epoch = fetch_offset, max_bytes, leader_epoch
         self.high_watermark, self.log_start_offset = high_watermark, log_start_offset
+        self.order = order   # its place in the session's order (a partition sent moves to the end)
 
     def must_respond(self, data, update: bool = True) -> bool:
         """Whether the partition's result goes in an incremental response; records what was sent (unless not
@@ -60,28 +66,57 @@ class CachedPartition:
 
 
 class FetchSession:
-    __slots__ = ("id", "privileged", "partitions", "creation_ms", "last_used_ms", "epoch", "cached_size")
+    """A session's partitions, and those its next round reads (pending: tp -> the mark when it was last marked).
+    A partition is left out of the rounds while it is quiet: read at its end (no records possible; a follower in
+    the ISR with the high watermark there too), nothing to send, no error, and unchanged since: an append, a high
+    watermark, leadership or DeleteRecords move marks it (ReplicaManager._fetch_news), a retention pass marks all
+    (mark_all). So an idle round costs O(changed), not O(partitions)."""
+    __slots__ = ("id", "privileged", "partitions", "creation_ms", "last_used_ms", "epoch", "cached_size", "pending",
+                 "marks", "next_order")
 
     def __init__(self, session_id: int, privileged: bool, partitions: dict, now: int):
         self.id, self.privileged, self.partitions = session_id, privileged, partitions
         self.creation_ms = self.last_used_ms = now
         self.epoch = next_epoch(INITIAL_EPOCH)
         self.cached_size = len(partitions)
+        self.marks = 1
+        self.pending = dict.fromkeys(partitions, 1)   # the first incremental round reads every partition
+        self.next_order = len(partitions)
 
-    def requests(self) -> list:
-        """[(tp, fetch offset, max bytes, current leader epoch)] of every partition, in session order."""
-        return [(tp, c.fetch_offset, c.max_bytes, c.leader_epoch) for tp, c in self.partitions.items()]
+    def mark_all(self) -> None:
+        self.marks += 1
+        self.pending.update(dict.fromkeys(self.partitions, self.marks))
+
+    def request(self, tp) -> tuple:
+        c = self.partitions[tp]
+        return tp, c.fetch_offset, c.max_bytes, c.leader_epoch
+
+    def requests(self, exclude=()) -> list:
+        """[(tp, fetch offset, max bytes, current leader epoch)] of the pending partitions (but exclude), in
+        session order."""
+        partitions = self.partitions
+        tps = [tp for tp in self.pending if tp in partitions and tp not in exclude]
+        tps.sort(key=lambda tp: partitions[tp].order)
+        return [self.request(tp) for tp in tps]
+
+    def mark(self, tp) -> None:
+        """Something changed behind tp: the next round (or the one waiting) reads it."""
+        self.marks += 1
+        self.pending[tp] = self.marks
 
     def update(self, requests, forgotten) -> None:
         partitions = self.partitions
         for tp, fetch_offset, max_bytes, leader_epoch in requests:
             cached = partitions.get(tp)
             if cached is None:
-                partitions[tp] = CachedPartition(fetch_offset, max_bytes, leader_epoch)
+                partitions[tp] = CachedPartition(fetch_offset, max_bytes, leader_epoch, order=self.next_order)
+                self.next_order += 1
             else:
                 cached.fetch_offset, cached.max_bytes, cached.leader_epoch = fetch_offset, max_bytes, leader_epoch
+            self.mark(tp)
         for tp in forgotten:
             partitions.pop(tp, None)
+            self.pending.pop(tp, None)
 
     def evictable_key(self) -> tuple:
         return self.privileged, self.cached_size, self.id
@@ -93,6 +128,14 @@ class FetchContext:
 
     def __init__(self, requests):
         self.requests = requests
+
+    def news(self) -> bool:
+        """Whether a partition not read yet changed since the read (a session's quiet partition)."""
+        return False
+
+    def more(self) -> list:
+        """The requests of the partitions news() found, added to self.requests (read again with them)."""
+        return []
 
     def respond(self, results: dict, now: int) -> tuple[Errors, int, list]:
         """(top-level error, session id, [tp] to send in order) for the partitions' results {tp: data}."""
@@ -142,29 +185,52 @@ class FullFetchContext(FetchContext):
 
 
 class IncrementalFetchContext(FetchContext):
+    """An incremental round reads the session's pending partitions only (FetchSession); one that changes while
+    it waits wakes it (news) and is read with the others (more)."""
+
     def __init__(self, session: FetchSession, request_epoch: int):
         super().__init__(session.requests())
         self.session, self.request_epoch = session, request_epoch
+        self.seen = session.marks   # marks up to this one are reflected in the reads
+
+    def news(self) -> bool:
+        return self.session.marks > self.seen
+
+    def more(self) -> list:
+        session = self.session
+        self.seen = session.marks
+        added = session.requests(exclude={r[0] for r in self.requests})
+        self.requests = self.requests + added
+        return added
 
     def respond(self, results, now):
         session = self.session
         if session.epoch != next_epoch(self.request_epoch):
             # Another request of this session was handled while this one waited (a duplicate request).
             return Errors.INVALID_FETCH_SESSION_EPOCH, session.id, []
-        partitions = session.partitions
+        partitions, pending, seen = session.partitions, session.pending, self.seen
         order = []
         for request in self.requests:
             tp = request[0]
             cached = partitions.get(tp)
-            if cached is not None and cached.must_respond(results[tp]):
+            data = results.get(tp)
+            if cached is None or data is None:
+                continue
+            if cached.must_respond(data):
                 order.append(tp)
                 partitions[tp] = partitions.pop(tp)
+                cached.order = session.next_order
+                session.next_order += 1
+            elif data.at_end and pending.get(tp, 0) <= seen:
+                del pending[tp]   # quiet: left out of the rounds until something changes behind it
+                continue
+            pending.setdefault(tp, seen)
         return Errors.NONE, session.id, order
 
     def would_send(self, results):
         partitions = self.session.partitions
-        return [r[0] for r in self.requests
-                if r[0] in partitions and partitions[r[0]].must_respond(results[r[0]], update=False)]
+        return [r[0] for r in self.requests if r[0] in partitions and r[0] in results
+                and partitions[r[0]].must_respond(results[r[0]], update=False)]
 
     def throttled_session_id(self) -> int:
         return self.session.id
@@ -199,6 +265,22 @@ class FetchSessionCache:
 
     def remove(self, session_id: int) -> FetchSession | None:
         return self.sessions.pop(session_id, None)
+
+    def mark_all(self) -> None:
+        """Every session's next round reads all its partitions (after a retention pass, which moves log start
+        offsets without marking the partitions)."""
+        for session in self.sessions.values():
+            session.mark_all()
+
+    def changed(self, tp) -> list[int]:
+        """Something changed behind tp (records appended, high watermark, log start or leadership moved): the
+        sessions holding it read it in their next round (or the one waiting). Their ids."""
+        marked = []
+        for session in self.sessions.values():
+            if tp in session.partitions:
+                session.mark(tp)
+                marked.append(session.id)
+        return marked
 
     def touch(self, session: FetchSession, now: int) -> None:
         session.last_used_ms = now

@@ -56,6 +56,13 @@ class ReplicaFetcher:
                                  cfg["replica.socket.timeout.ms"] / 1000.0, cfg.inter_broker_security)
         self.partitions: dict[tuple[str, int], FetchState] = {}
         self.truncating: set = set()   # partitions added that have not truncated yet (all of them start so)
+        # What the next fetch asks of each partition, kept between rounds: a round looks again only at the
+        # partitions that may have moved (stale: added, answered, failed, truncated), so an idle round is O(changed).
+        # Every replica.lag.time.max.ms / 2 (and while the follower throttle is over its rate) it looks at all.
+        self.wanted: dict = {}
+        self.stale: set = set()
+        self.full_every = cfg["replica.lag.time.max.ms"] / 2000.0
+        self.next_full = 0.0
         self.session = FetchSessionHandler()
         self.backoff = cfg["replica.fetch.backoff.ms"] / 1000.0
         self.wakeup = gevent.event.Event()
@@ -64,11 +71,13 @@ class ReplicaFetcher:
     def add(self, tp, leader_epoch: int) -> None:
         self.partitions[tp] = FetchState(leader_epoch)
         self.truncating.add(tp)
+        self.stale.add(tp)
         self.wakeup.set()
 
     def remove(self, tp) -> None:
         self.partitions.pop(tp, None)
         self.truncating.discard(tp)
+        self.stale.add(tp)
 
     def shutdown(self) -> None:
         self.greenlet.kill()
@@ -134,6 +143,7 @@ class ReplicaFetcher:
                     continue
                 partition.truncate_for_leader_epoch(p.leader_epoch, p.end_offset)
                 self.truncating.discard(tp)
+                self.stale.add(tp)
 
     # ---- fetching -----------------------------------------------------------------------------------------
     def _fetch_once(self) -> bool:
@@ -143,10 +153,20 @@ class ReplicaFetcher:
         max_bytes = cfg["replica.fetch.max.bytes"]
         quota = self.manager.replication_quotas.follower
         throttling = bool(quota.throttled) and quota.is_quota_exceeded()
-        wanted = {}
-        for tp, state in self.partitions.items():
+        wanted, stale = self.wanted, self.stale
+        if throttling or now >= self.next_full:
+            self.next_full = now + self.full_every
+            stale = self.partitions.keys() | wanted.keys()
+        self.stale = set()
+        looked = list(stale)
+        for tp in looked:
+            state = self.partitions.get(tp)
             partition = self._partition(tp)
-            if partition is None or tp in self.truncating or state.failed_until > now:
+            wanted.pop(tp, None)
+            if partition is None or tp in self.truncating:
+                continue
+            if state.failed_until > now:
+                self.stale.add(tp)   # looked at again each round until its backoff is over
                 continue
             if throttling and state.lag != 0 and quota.is_throttled(tp):
                 continue   # Kafka's shouldFollowerThrottle
@@ -155,7 +175,7 @@ class ReplicaFetcher:
         if not wanted:
             return False
         session = self.session
-        send, forget = session.build(wanted)
+        send, forget = session.build(wanted, looked)
         R = FetchRequest
         by_topic: dict = {}
         for tp, (fetch_offset, log_start, partition_max, leader_epoch) in send:
@@ -184,6 +204,7 @@ class ReplicaFetcher:
         for topic, partitions in response.topics:
             for p in partitions:
                 tp = (topic, p.partition)
+                self.stale.add(tp)
                 partition = self._partition(tp)
                 if partition is None:
                     continue

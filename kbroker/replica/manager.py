@@ -70,10 +70,10 @@ from ..quota.replication_quotas import ReplicationQuotas
 from ..records.convert import ConversionCache
 from ..records.validator import RecordValidationError
 from .delayed import DelayedFetch, DelayedProduce
-from .fetch_session import FetchSessionCache
+from .fetch_session import FetchSessionCache, session_key
 from .fetcher import ReplicaFetcherManager
 from .log_dir_mover import LogDirMover
-from .partition import READ_COMMITTED, Partition
+from .partition import READ_COMMITTED, FollowerRound, Partition
 from .selector import ReplicaView, preferred_read_replica
 
 state_change = logging.getLogger("state-change")
@@ -129,6 +129,7 @@ class ReplicaManager:
         self.rack_aware = config["replica.selector.class"] is not None   # RackAwareReplicaSelector (KIP-392)
         self.fetch_sessions = FetchSessionCache(config["max.incremental.fetch.session.cache.slots"],
                                                 config["min.incremental.fetch.session.eviction.ms"])
+        self.follower_rounds: dict[int, FollowerRound] = {}   # follower id -> when its last fetch started
         # (producer id, __consumer_offsets partition, committed) after a marker there is replicated: the group
         # coordinator makes or drops the producer's pending transactional offsets (server.py wires it).
         self.on_txn_marker_appended = lambda producer_id, offsets_partition, committed: None
@@ -405,8 +406,18 @@ class ReplicaManager:
         log.warning("stopped serving replicas in dir %s", log_dir)
 
     def _complete_delayed(self, tp) -> None:
-        self.fetch_purgatory.check_and_complete(tp)
+        self._fetch_news(tp)
         self.produce_purgatory.check_and_complete(tp)
+
+    def _fetch_news(self, tp) -> None:
+        """Something changed behind tp: followers at its end were so until now, the fetch sessions holding it read
+        it again (the rounds waiting wake), and the fetches waiting on it check."""
+        partition = self.partitions.get(tp)
+        if partition is not None:
+            partition.settle_followers()
+        for session_id in self.fetch_sessions.changed(tp):
+            self.fetch_purgatory.check_and_complete(session_key(session_id))
+        self.fetch_purgatory.check_and_complete(tp)
 
     # ---- ISR ----------------------------------------------------------------------------------------------
     def write_isr(self, partition: Partition, new_isr: list[int]) -> bool:
@@ -499,7 +510,7 @@ class ReplicaManager:
             return ReplicaView(broker_id, broker.rack, leo, since_ms, True, log_start)
         own = partition.log
         leader = view(self.broker_id, own.log_end_offset, 0, own.log_start_offset)
-        followers = [view(r, replica.log_end_offset, now - replica.last_caught_up_ms, replica.log_start_offset)
+        followers = [view(r, replica.log_end_offset, now - replica.caught_up_ms(), replica.log_start_offset)
                      for r, replica in partition.remote.items()]
         return preferred_read_replica(params.client_rack, leader, followers, fetch_offset)
 
@@ -528,7 +539,7 @@ class ReplicaManager:
                 results[tp] = (Errors.NONE, r.first_offset, r.log_append_time, r.log_start_offset, None, [])
                 if r.last_offset >= 0:
                     appended[tp] = r.last_offset
-                self.fetch_purgatory.check_and_complete(tp)
+                self._fetch_news(tp)
             except KafkaError as e:
                 if stats is not None:
                     stats.failed_produce_requests += 1
@@ -588,7 +599,7 @@ class ReplicaManager:
                     offset = partition.append_txn_marker(producer_id, epoch, committed, coordinator_epoch)
                     appended[tp] = max(offset, appended.get(tp, -1))
                     errors[tp] = Errors.NONE
-                    self.fetch_purgatory.check_and_complete(tp)
+                    self._fetch_news(tp)
                 except KafkaError as e:
                     log.info("transaction marker of producer %d for %s-%d failed: %s: %s", producer_id, tp[0],
                              tp[1], e.code.name, e)
@@ -633,6 +644,7 @@ class ReplicaManager:
         throttling = follower >= 0 and bool(self.replication_quotas.leader.throttled)
         min_one = params.version > 2
         limit = params.max_bytes
+        follower_round = self.follower_rounds.get(follower) if follower >= 0 else None
         results, total, errored = {}, 0, False
         for tp, fetch_offset, partition_max, leader_epoch in requests:
             data = FetchPartitionData(tp[1])
@@ -655,7 +667,11 @@ class ReplicaManager:
                     raise KafkaError(Errors.UNSUPPORTED_COMPRESSION_TYPE,
                                      "zstd-compressed topics can only be fetched with Fetch v10 or later")
                 piece, data.high_watermark, data.last_stable_offset, data.log_start_offset = partition.read(
-                    fetch_offset, min(partition_max, limit), isolation, min_one, follower)
+                    fetch_offset, min(partition_max, limit), isolation, min_one, follower, follower_round)
+                # Nothing to read until the partition changes (a session may leave it out): a follower also in the
+                # ISR with the high watermark there (else its next read may expand the ISR or move the HW).
+                data.at_end = not piece.length and fetch_offset == partition.fetchable_end(isolation, follower) and (
+                    follower < 0 or fetch_offset == data.high_watermark and follower in partition.isr)
                 if piece.length and throttling and self.leader_throttled(partition, follower):
                     piece = EMPTY_SLICE
                 if read_committed:
@@ -678,14 +694,34 @@ class ReplicaManager:
         quota = self.replication_quotas.leader
         return quota.is_throttled(partition.tp) and follower not in partition.isr and quota.is_quota_exceeded()
 
-    def fetch(self, params: FetchParams, requests) -> dict:
+    def delete_records(self, tp, offset: int) -> int:
+        """DeleteRecords on a partition led here: the new low watermark (its fetch sessions send it)."""
+        low = self.leader_partition(tp).delete_records(offset)
+        self._fetch_news(tp)
+        return low
+
+    def forget_follower_partitions(self, follower: int, tps) -> None:
+        """A follower's session forgot these partitions: its later fetches no longer count as fetches of them."""
+        for tp in tps:
+            partition = self.partitions.get(tp)
+            replica = partition.remote.get(follower) if partition is not None else None
+            if replica is not None:
+                replica.settle()
+
+    def fetch(self, params: FetchParams, requests, context=None) -> dict:
         """Kafka's fetchMessages: {tp: FetchPartitionData} of read_from_local_log, answered at once when the wait
         is 0, min_bytes were read, a partition failed or nothing was asked; else after waiting in the fetch
         purgatory (DelayedFetch) until min_bytes are readable or max_wait_ms is over, read again. The read after
         the wait runs here, on the fetch's own greenlet, not on the one that completed the wait (a producer's, or
         the purgatory's reaper). What a follower is sent of leader-throttled partitions is recorded against the
-        leader rate."""
-        results = self._read_or_wait(params, requests)
+        leader rate. context: the fetch session round's (fetch_session.FetchContext), whose quiet partitions were
+        not read: one that changes meanwhile joins the wait's check and is read with the others (context.more)."""
+        if params.replica_id >= 0:
+            follower_round = self.follower_rounds.get(params.replica_id)
+            if follower_round is None:
+                follower_round = self.follower_rounds[params.replica_id] = FollowerRound()
+            follower_round.last_ms = self.clock.now_ms()
+        results = self._read_or_wait(params, requests, context)
         quota = self.replication_quotas.leader
         if params.replica_id >= 0 and quota.throttled:
             sent = sum(data.records_size for tp, data in results.items() if data.records and quota.is_throttled(tp))
@@ -693,14 +729,17 @@ class ReplicaManager:
                 quota.record(sent)
         return results
 
-    def _read_or_wait(self, params: FetchParams, requests) -> dict:
+    def _read_or_wait(self, params: FetchParams, requests, context=None) -> dict:
         purgatory = self.fetch_purgatory
         checks = purgatory.checks
         results, size, errored = self.read_from_local_log(params, requests)   # a follower's read may move the HW
-        if params.max_wait_ms <= 0 or size >= params.min_bytes or errored or not requests:
+        session = getattr(context, "session", None)
+        if params.max_wait_ms <= 0 or size >= params.min_bytes or errored or not requests and session is None:
             return results
-        op = DelayedFetch(params, self, requests)
+        op = DelayedFetch(params, self, requests, context)
         keys = [r[0] for r in requests]
+        if session is not None:
+            keys.append(session_key(session.id))
         if checks == purgatory.checks:   # nothing changed behind any partition while reading
             purgatory.watch(op, keys)
             remote_wait(op.done)
@@ -710,4 +749,5 @@ class ReplicaManager:
             # The wait ran out with no partition of the fetch changing: the empty read still holds (an idle
             # session's round reads its partitions once, not twice).
             return results
+        requests = op.requests + context.more() if context is not None else requests
         return self.read_from_local_log(params, requests)[0]

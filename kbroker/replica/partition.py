@@ -67,14 +67,37 @@ class AppendResult:
     converted_count: int = 0    # of those, records converted to the log's message format
 
 
+class FollowerRound:
+    """When a follower's last fetch started (ReplicaManager.fetch): the time its session's quiet partitions were
+    implicitly fetched at their end (replica.fetch_session leaves them out of the reads)."""
+    __slots__ = ("last_ms",)
+
+    def __init__(self, last_ms: int = 0):
+        self.last_ms = last_ms
+
+
 @dataclass
 class RemoteReplica:
-    """The leader's view of one follower."""
+    """The leader's view of one follower. While it sits at the log end offset (idle_round set), each fetch of
+    that follower counts as a fetch of this partition at the end, until the partition changes (settle)."""
     log_end_offset: int = -1
     last_caught_up_ms: int = 0
     last_fetch_leader_leo: int = -1
     last_fetch_ms: int = 0
     log_start_offset: int = -1   # as its fetches last said (Fetch v5+); -1 unknown (KIP-392's replica choice)
+    idle_round: FollowerRound | None = None
+
+    def caught_up_ms(self) -> int:
+        r = self.idle_round
+        return self.last_caught_up_ms if r is None else max(self.last_caught_up_ms, r.last_ms)
+
+    def settle(self) -> None:
+        """Fold the fetches at the end counted by idle_round into the times (before the partition changes)."""
+        r = self.idle_round
+        if r is not None:
+            self.idle_round = None
+            self.last_caught_up_ms = max(self.last_caught_up_ms, r.last_ms)
+            self.last_fetch_ms = max(self.last_fetch_ms, r.last_ms)
 
 
 def _track_first_unstable_offset(log) -> None:
@@ -255,8 +278,10 @@ class Partition:
         return None
 
     # ---- followers, seen from the leader ------------------------------------------------------------------
-    def update_follower_fetch_state(self, follower: int, fetch_offset: int, leader_leo: int) -> bool:
-        """A follower fetched from fetch_offset; True if the high watermark moved."""
+    def update_follower_fetch_state(self, follower: int, fetch_offset: int, leader_leo: int,
+                                    follower_round: FollowerRound | None = None) -> bool:
+        """A follower fetched from fetch_offset; True if the high watermark moved. At the end, its later fetches
+        (follower_round) count as fetches of this partition at the end until it changes (settle_followers)."""
         replica = self.remote.get(follower)
         if replica is None:
             return False
@@ -265,7 +290,10 @@ class Partition:
             # An idle partition (in-sync follower still at the end, HW there too): only the times move.
             replica.last_caught_up_ms = max(replica.last_caught_up_ms, now)
             replica.last_fetch_leader_leo, replica.last_fetch_ms = leader_leo, now
+            replica.idle_round = follower_round
             return False
+        replica.settle()
+        replica.idle_round = follower_round if fetch_offset >= leader_leo else None
         if fetch_offset >= leader_leo:
             replica.last_caught_up_ms = max(replica.last_caught_up_ms, now)
         elif fetch_offset >= replica.last_fetch_leader_leo:
@@ -275,6 +303,12 @@ class Partition:
         self._maybe_expand_isr(follower, replica)
         return self.maybe_increment_high_watermark()
 
+    def settle_followers(self) -> None:
+        """The partition is changing: followers at its end were so until now (RemoteReplica.settle)."""
+        for replica in self.remote.values():
+            if replica.idle_round is not None:
+                replica.settle()
+
     def maybe_increment_high_watermark(self) -> bool:
         if not self.is_leader:
             return False
@@ -283,7 +317,7 @@ class Partition:
         now = self.clock.now_ms()
         lag = self.lag_max_ms
         for r, replica in self.remote.items():
-            if r in self.isr or now - replica.last_caught_up_ms <= lag:
+            if r in self.isr or now - replica.caught_up_ms() <= lag:
                 new_hw = min(new_hw, max(replica.log_end_offset, 0))
         if new_hw > log.high_watermark:
             log.update_high_watermark(new_hw)
@@ -303,7 +337,7 @@ class Partition:
             return False
         now = self.clock.now_ms()
         lagging = [r for r in self.isr if r != self.broker_id and
-                   now - self.remote.get(r, RemoteReplica()).last_caught_up_ms > self.lag_max_ms]
+                   now - self.remote.get(r, RemoteReplica()).caught_up_ms() > self.lag_max_ms]
         if not lagging:
             return False
         if self._write_isr([r for r in self.isr if r not in lagging], f"shrinking ISR, out of sync: {lagging}"):
@@ -408,7 +442,7 @@ class Partition:
         return [(t.producer_id, t.first_offset) for t in self.log.collect_aborted_txns(start, end)]
 
     def read(self, fetch_offset: int, max_bytes: int, isolation_level: int, min_one_message: bool,
-             follower: int = -1):
+             follower: int = -1, follower_round: FollowerRound | None = None):
         """(records as a file slice, high watermark, last stable offset, log start offset), as Kafka's
         Partition.readRecords. Consumers read up to the high watermark (READ_COMMITTED: the last stable offset); a
         follower reads up to the log end offset and its fetch offset updates its state. A fetcher already at the
@@ -424,7 +458,7 @@ class Partition:
             except OffsetOutOfRange as e:
                 raise KafkaError(Errors.OFFSET_OUT_OF_RANGE, str(e)) from None
         if follower >= 0:
-            self.update_follower_fetch_state(follower, fetch_offset, leo)
+            self.update_follower_fetch_state(follower, fetch_offset, leo, follower_round)
         hw = log.high_watermark
         state = self.producer_state   # with no transaction open or unreplicated the LSO is the HW: no call needed
         lso = log.last_stable_offset if state.ongoing or state.unreplicated else hw

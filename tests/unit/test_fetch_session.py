@@ -170,3 +170,57 @@ def test_handler_starts_over_after_session_errors_and_odd_responses():
     h.handle_error()
     assert (h.session_id, h.epoch) == (9, 0)
     assert h.build({A: (1,)}) == ([(A, (1,))], [])             # full again
+
+
+
+
+
+def quiet(tp, hw=5):
+    d = data(tp, hw)
+    d.at_end = True
+    return d
+
+
+def test_an_idle_round_reads_only_the_partitions_that_changed():
+    cache = FetchSessionCache(10, EVICTION_MS)
+    sid = open_session(cache, [A, B, C], privileged=True, hw=5)
+    ctx = cache.new_context(sid, 1, [], [], True, 1)
+    assert [r[0] for r in ctx.requests] == [A, B, C]          # the first round reads every partition
+    assert ctx.respond({A: quiet(A), B: data(B, hw=5, records=[b"x"]), C: quiet(C)}, 1) == (Errors.NONE, sid, [B])
+    ctx = cache.new_context(sid, 2, [], [], True, 2)
+    assert [r[0] for r in ctx.requests] == [B]                # A and C are quiet: not read
+    ctx.respond({B: quiet(B)}, 2)
+    ctx = cache.new_context(sid, 3, [], [], True, 3)
+    assert ctx.requests == [] and not ctx.news()              # an idle round reads nothing
+    assert cache.changed(C) == [sid] and cache.changed(("other", 0)) == []
+    assert ctx.news() and [r[0] for r in ctx.more()] == [C]   # the waiting round wakes and reads C
+    assert ctx.respond({C: data(C, hw=6, records=[b"y"])}, 3) == (Errors.NONE, sid, [C])
+    ctx = cache.new_context(sid, 4, [req(A, 7)], [], True, 4)   # a partition the request names is read
+    assert [r[0] for r in ctx.requests] == [A, C]
+    cache.changed(A)                                          # changed after the read: read again next round
+    ctx.respond({A: quiet(A), C: quiet(C, hw=6)}, 4)
+    ctx = cache.new_context(sid, 5, [], [], True, 5)
+    assert [r[0] for r in ctx.requests] == [A]
+
+
+def test_handler_with_the_changed_partitions_named_compares_only_those():
+    h = FetchSessionHandler()
+    wanted = {A: (0,), B: (0,), C: (0,)}
+    assert h.build(wanted, [A, B, C]) == (list(wanted.items()), [])
+    h.handle_response(0, 7, [A, B, C])
+    wanted[A] = (3,)
+    del wanted[C]
+    assert h.build(wanted, [A, C]) == ([(A, (3,))], [C])     # B is not looked at
+    h.handle_response(0, 7, [])
+    assert h.build(wanted, []) == ([], [])
+
+
+def test_after_a_retention_pass_a_round_reads_the_quiet_partitions_too():
+    cache = FetchSessionCache(10, EVICTION_MS)
+    sid = open_session(cache, [A, B], privileged=True, hw=5)
+    ctx = cache.new_context(sid, 1, [], [], True, 1)
+    ctx.respond({A: quiet(A), B: quiet(B)}, 1)
+    assert cache.new_context(sid, 2, [], [], True, 2).requests == []
+    cache.mark_all()                                          # retention moves log start offsets without marks
+    ctx = cache.new_context(sid, 3, [], [], True, 3)
+    assert [r[0] for r in ctx.requests] == [A, B]

@@ -50,6 +50,7 @@ def test_a_partition_that_leaves_the_fetcher_during_its_append_ends_the_round_cl
     fetcher.client = _Leader(b"records", high_watermark=5)
     fetcher.partitions = {TP: FetchState(leader_epoch=0)}
     fetcher.truncating, fetcher.session = set(), FetchSessionHandler()
+    fetcher.wanted, fetcher.stale, fetcher.full_every, fetcher.next_full = {}, {TP}, 15.0, 0.0
     fetcher.wakeup = gevent.event.Event()
     assert fetcher._fetch_once() is True      # was: KeyError ('t', 0), the fetcher's round failed
     assert follower.appended == [b"records"]

@@ -17,7 +17,7 @@ from kbroker.log.checkpoint import EpochEntry, LeaderEpochCheckpointFile
 from kbroker.log.config import LogConfig
 from kbroker.log.manager import LogManager
 from kbroker.protocol.errors import Errors, KafkaError
-from kbroker.replica.partition import Partition
+from kbroker.replica.partition import FollowerRound, Partition
 
 from .test_log_batches import fill, v2_batch
 from .test_log_partition_log import make_log
@@ -181,6 +181,27 @@ def test_an_idle_in_sync_follower_fetching_at_the_end_stays_in_sync(tmp_path):
         assert p.update_follower_fetch_state(2, 3, 3) is False
     assert p.maybe_shrink_isr() is False and p.isr == [1, 2]
     clock.advance(LAG + 1)                                  # then it stops fetching
+    assert p.maybe_shrink_isr() is True and p.isr == [1]
+
+
+def test_a_follower_at_the_end_stays_in_sync_through_its_rounds_without_reading_the_partition(tmp_path):
+    # A session's quiet partition is not read: the follower's fetches (its round) count as fetches at the end,
+    # until the partition changes (settle_followers) or the follower stops fetching.
+    p, clock, _ = make_partition(tmp_path, isr=(1, 2), replicas=(1, 2))
+    produce(p, 3)
+    fetches = FollowerRound(clock.now_ms())
+    assert p.update_follower_fetch_state(2, 3, 3, fetches) is True
+    for _ in range(3):
+        clock.advance(LAG // 2)
+        fetches.last_ms = clock.now_ms()                    # a fetch of follower 2 that did not read this partition
+        assert p.maybe_shrink_isr() is False
+    p.settle_followers()                                    # an append comes: caught up as of its last round
+    produce(p, 2)
+    assert p.remote[2].last_caught_up_ms == clock.now_ms() and p.remote[2].idle_round is None
+    clock.advance(LAG // 2)
+    fetches.last_ms = clock.now_ms()                        # rounds no longer count: it is behind now
+    p.update_follower_fetch_state(2, 3, 5, fetches)         # one fetch behind: caught up as of its last fetch
+    clock.advance(LAG // 2 + 1)
     assert p.maybe_shrink_isr() is True and p.isr == [1]
 
 

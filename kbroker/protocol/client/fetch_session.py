@@ -27,13 +27,27 @@ class FetchSessionHandler:
     def is_full(self) -> bool:
         return self.epoch == INITIAL_EPOCH
 
-    def build(self, wanted: dict) -> tuple[list, list]:
+    def build(self, wanted: dict, changed=None) -> tuple[list, list]:
         """(partitions to send, partitions to forget) for a request fetching `wanted` ({tp: parameters}, in
         order; parameters are any comparable value holding what the request carries for the partition). The
-        request carries self.session_id and self.epoch."""
-        session, self.partitions = self.partitions, wanted
+        request carries self.session_id and self.epoch. changed: the only partitions whose parameters may differ
+        from the previous request's, for a caller that keeps wanted between requests (None: any may)."""
         if self.is_full:
+            self.partitions = dict(wanted)
             return list(wanted.items()), []
+        if changed is not None:
+            session, send, forget = self.partitions, [], []
+            for tp in changed:
+                params, old = wanted.get(tp), session.get(tp)
+                if params is None:
+                    if old is not None:
+                        forget.append(tp)
+                        del session[tp]
+                elif params != old:
+                    send.append((tp, params))
+                    session[tp] = params
+            return send, forget
+        session, self.partitions = self.partitions, dict(wanted)
         send, kept = [], 0
         for tp, params in wanted.items():
             old = session.get(tp)
