@@ -912,6 +912,25 @@ class KafkaZkClient:
                 if _repeating.get() else None
         return stat.version
 
+    def update_leader_and_isrs(self, items) -> dict:
+        """update_leader_and_isr of many partitions, [(tp, LeaderAndIsr)], pipelined (one round trip for all, each
+        still conditional on its own zkVersion): {tp: the new zkVersion, or None on a conflict}."""
+        pending = [(tp, state, self.zk.set_async(z.TopicPartitionStateZNode.path(*tp),
+                                                 z.TopicPartitionStateZNode.encode(state), version=state.zk_version))
+                   for tp, state in items]
+        out, conflicts = {}, []
+        for tp, state, result in pending:
+            try:
+                out[tp] = result.get().version
+            except NoNodeError:
+                out[tp] = None
+            except BadVersionError:
+                out[tp] = None
+                conflicts.append((tp, state))
+        if conflicts and _repeating.get():   # a run before the connection broke may have written them
+            out.update(self._states_written(conflicts))
+        return out
+
     def create_isr_change_notification(self, partitions) -> None:
         self._create_recursive(z.IsrChangeNotificationZNode.prefix, z.IsrChangeNotificationZNode.encode(partitions),
                               sequence=True)

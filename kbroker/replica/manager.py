@@ -424,7 +424,33 @@ class ReplicaManager:
         """The leader's ISR change in ZooKeeper, conditional on the partition's zkVersion."""
         state = z.LeaderAndIsr(partition.leader, partition.leader_epoch, new_isr, partition.controller_epoch,
                                partition.zk_version)
-        version = self.zk.update_leader_and_isr(partition.topic, partition.index, state)
+        return self._isr_version(partition, new_isr, self.zk.update_leader_and_isr(partition.topic, partition.index,
+                                                                                 state))
+
+    def write_isr_expansions(self, expansions) -> None:
+        """The ISR expansions one follower Fetch allowed, [(partition, new ISR)], written together: pipelined
+        conditional setData (one ZooKeeper round trip for all, not one per partition: a restarted follower of
+        thousands of partitions rejoins their ISRs in a few rounds). An expansion whose partition changed while
+        ZooKeeper answered (a LeaderAndIsr, another write) is dropped; the follower's next Fetch tries again."""
+        items = [(partition, new_isr, z.LeaderAndIsr(partition.leader, partition.leader_epoch, new_isr,
+                                                     partition.controller_epoch, partition.zk_version))
+                 for partition, new_isr in expansions]
+        try:
+            versions = self.zk.update_leader_and_isrs([(partition.tp, state) for partition, _, state in items])
+        except Exception as e:
+            log.warning("writing %d ISR expansions failed (%r); the followers' next fetches try again", len(items), e)
+            return
+        for partition, new_isr, state in items:
+            if (self.partitions.get(partition.tp) is not partition or not partition.is_leader
+                    or partition.leader_epoch != state.leader_epoch or partition.zk_version != state.zk_version):
+                continue
+            if self._isr_version(partition, new_isr, versions.get(partition.tp)):
+                partition.isr_written(new_isr, f"expanding ISR with broker {new_isr[-1]}")
+                partition.maybe_increment_high_watermark()
+                self._complete_delayed(partition.tp)
+
+    def _isr_version(self, partition: Partition, new_isr: list[int], version: int | None) -> bool:
+        """Take the zkVersion an ISR write got (None: a conflict, reported and left to the controller)."""
         if version is None:
             state_change.info("partition %s-%d: cached zkVersion %d differs from ZooKeeper's; skipping the ISR "
                               "update to %s (the controller's LeaderAndIsr will follow)", partition.topic,
@@ -646,6 +672,7 @@ class ReplicaManager:
         limit = params.max_bytes
         follower_round = self.follower_rounds.get(follower) if follower >= 0 else None
         results, total, errored = {}, 0, False
+        expansions = [] if follower >= 0 else None
         for tp, fetch_offset, partition_max, leader_epoch in requests:
             data = FetchPartitionData(tp[1])
             try:
@@ -667,7 +694,7 @@ class ReplicaManager:
                     raise KafkaError(Errors.UNSUPPORTED_COMPRESSION_TYPE,
                                      "zstd-compressed topics can only be fetched with Fetch v10 or later")
                 piece, data.high_watermark, data.last_stable_offset, data.log_start_offset = partition.read(
-                    fetch_offset, min(partition_max, limit), isolation, min_one, follower, follower_round)
+                    fetch_offset, min(partition_max, limit), isolation, min_one, follower, follower_round, expansions)
                 # Nothing to read until the partition changes (a session may leave it out): a follower also in the
                 # ISR with the high watermark there (else its next read may expand the ISR or move the HW).
                 data.at_end = not piece.length and fetch_offset == partition.fetchable_end(isolation, follower) and (
@@ -686,6 +713,8 @@ class ReplicaManager:
                 data.error_code = e.code
                 errored = True
             results[tp] = data
+        if expansions:
+            self.write_isr_expansions(expansions)
         return results, total, errored
 
     def leader_throttled(self, partition: Partition, follower: int) -> bool:

@@ -279,9 +279,12 @@ class Partition:
 
     # ---- followers, seen from the leader ------------------------------------------------------------------
     def update_follower_fetch_state(self, follower: int, fetch_offset: int, leader_leo: int,
-                                    follower_round: FollowerRound | None = None) -> bool:
+                                    follower_round: FollowerRound | None = None,
+                                    expansions: list | None = None) -> bool:
         """A follower fetched from fetch_offset; True if the high watermark moved. At the end, its later fetches
-        (follower_round) count as fetches of this partition at the end until it changes (settle_followers)."""
+        (follower_round) count as fetches of this partition at the end until it changes (settle_followers). An
+        ISR expansion it allows is written at once, or added to `expansions` as (partition, new ISR) for the
+        caller to write with the others of the same Fetch (ReplicaManager.write_isr_expansions)."""
         replica = self.remote.get(follower)
         if replica is None:
             return False
@@ -300,7 +303,7 @@ class Partition:
             replica.last_caught_up_ms = max(replica.last_caught_up_ms, replica.last_fetch_ms)
         replica.log_end_offset = fetch_offset
         replica.last_fetch_leader_leo, replica.last_fetch_ms = leader_leo, now
-        self._maybe_expand_isr(follower, replica)
+        self._maybe_expand_isr(follower, replica, expansions)
         return self.maybe_increment_high_watermark()
 
     def settle_followers(self) -> None:
@@ -325,11 +328,20 @@ class Partition:
             return True
         return False
 
-    def _maybe_expand_isr(self, follower: int, replica: RemoteReplica) -> None:
+    def _maybe_expand_isr(self, follower: int, replica: RemoteReplica, expansions: list | None) -> None:
         if follower in self.isr or follower not in self.replicas:
             return
         if replica.log_end_offset >= self.log.high_watermark and replica.log_end_offset >= self.leader_epoch_start_offset:
-            self._write_isr(self.isr + [follower], f"expanding ISR with broker {follower}")
+            if expansions is None:
+                self._write_isr(self.isr + [follower], f"expanding ISR with broker {follower}")
+            else:
+                expansions.append((self, self.isr + [follower]))
+
+    def isr_written(self, new_isr: list[int], why: str) -> None:
+        """ZooKeeper holds new_isr (written by the caller, zk_version updated): take it."""
+        state_change.info("partition %s-%d: %s: isr %s -> %s (zkVersion %d)", self.topic, self.index, why,
+                          self.isr, new_isr, self.zk_version)
+        self.isr = list(new_isr)
 
     def maybe_shrink_isr(self) -> bool:
         """Drop followers that have not caught up within replica.lag.time.max.ms; True if the ISR changed."""
@@ -347,9 +359,7 @@ class Partition:
 
     def _write_isr(self, new_isr: list[int], why: str) -> bool:
         if self.isr_writer(self, new_isr):
-            state_change.info("partition %s-%d: %s: isr %s -> %s (zkVersion %d)", self.topic, self.index, why,
-                              self.isr, new_isr, self.zk_version)
-            self.isr = list(new_isr)
+            self.isr_written(new_isr, why)
             return True
         return False
 
@@ -442,11 +452,12 @@ class Partition:
         return [(t.producer_id, t.first_offset) for t in self.log.collect_aborted_txns(start, end)]
 
     def read(self, fetch_offset: int, max_bytes: int, isolation_level: int, min_one_message: bool,
-             follower: int = -1, follower_round: FollowerRound | None = None):
+             follower: int = -1, follower_round: FollowerRound | None = None, expansions: list | None = None):
         """(records as a file slice, high watermark, last stable offset, log start offset), as Kafka's
         Partition.readRecords. Consumers read up to the high watermark (READ_COMMITTED: the last stable offset); a
-        follower reads up to the log end offset and its fetch offset updates its state. A fetcher already at the
-        end reads nothing (the common case of an idle partition in a fetch session)."""
+        follower reads up to the log end offset and its fetch offset updates its state (an ISR expansion goes to
+        `expansions`, see update_follower_fetch_state). A fetcher already at the end reads nothing (the common case
+        of an idle partition in a fetch session)."""
         log = self.log
         leo = log.log_end_offset
         limit = self.fetchable_end(isolation_level, follower)
@@ -458,7 +469,7 @@ class Partition:
             except OffsetOutOfRange as e:
                 raise KafkaError(Errors.OFFSET_OUT_OF_RANGE, str(e)) from None
         if follower >= 0:
-            self.update_follower_fetch_state(follower, fetch_offset, leo, follower_round)
+            self.update_follower_fetch_state(follower, fetch_offset, leo, follower_round, expansions)
         hw = log.high_watermark
         state = self.producer_state   # with no transaction open or unreplicated the LSO is the HW: no call needed
         lso = log.last_stable_offset if state.ongoing or state.unreplicated else hw

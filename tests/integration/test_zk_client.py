@@ -117,6 +117,19 @@ def test_a_host_that_drops_connection_attempts_is_given_up_for_the_next(zk_conne
         dead.close()
 
 
+def test_leaders_isr_writes_pipelined_each_checked_against_its_own_zk_version(zk_client):
+    zk_client.create_top_level_paths()
+    _, version = zk_client.register_controller_and_increment_epoch(1)
+    zk_client.create_topic_assignment("t", z.TopicAssignment({p: [1, 2] for p in range(4)}))
+    zk_client.create_partition_states_fenced({("t", p): z.LeaderAndIsr(1, 0, [1], 1) for p in range(4)}, version)
+    # The controller moved partition 2 on meanwhile: that leader's cached zkVersion 0 is stale.
+    assert zk_client.update_leader_and_isr("t", 2, z.LeaderAndIsr(2, 1, [2], 1, 0)) == 1
+    written = zk_client.update_leader_and_isrs([(("t", p), z.LeaderAndIsr(1, 0, [1, 2], 1, 0)) for p in (0, 1, 2, 3, 9)])
+    assert written == {("t", 0): 1, ("t", 1): 1, ("t", 2): None, ("t", 3): 1, ("t", 9): None}   # 9: no znode
+    states = zk_client.get_partition_states([("t", p) for p in range(4)])
+    assert [states[("t", p)].isr for p in range(4)] == [[1, 2], [1, 2], [2], [1, 2]]
+
+
 def test_state_writes_grouped_in_multis_report_only_the_conflicts(zk_client):
     zk_client.create_top_level_paths()
     _, version = zk_client.register_controller_and_increment_epoch(1)
