@@ -141,10 +141,11 @@ class ZooKeeperServer:
     """host: the address clients reach it at; netns: a network namespace to run in (`ip netns exec`, partition
     tests; the server listens on every address of that namespace, and start() must be called from a thread in
     a namespace that reaches host). ensemble: the members of the ensemble this server is the one with the address
-    host:port of (not with security; members in namespaces of their own may share a port)."""
+    host:port of (not with security; members in namespaces of their own may share a port). heap: the JVM's -Xmx,
+    Kafka's bin/zookeeper-server-start.sh default (512M; 64m ran out of heap near 50 000 partitions)."""
 
     def __init__(self, port: int, data_dir: str, log_path: str | None = None, tick_time_ms: int = 1000,
-                 heap: str = "64m", host: str = "127.0.0.1", netns: str | None = None,
+                 heap: str = "512m", host: str = "127.0.0.1", netns: str | None = None,
                  security: ZkServerSecurity | None = None, ensemble: tuple[EnsembleMember, ...] = ()):
         self.myid = next((m.myid for m in ensemble if (m.host, m.client_port) == (host, port)), None)
         if ensemble and (self.myid is None or security is not None):
