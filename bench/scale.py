@@ -150,8 +150,9 @@ def broker(state: dict, broker_id: int) -> dict:
 
 
 def restart(state: dict, broker_id: int, zk, tps, timeout: float) -> float:
-    """Start a killed broker again (kbroker.cluster.start_broker, once its znode is gone); seconds from its start
-    until it is back in the ISR of every one of tps."""
+    """Start a killed broker again (kbroker.cluster.start_broker, once its znode is gone and the controller has
+    taken it out of the ISR of every one of tps); seconds from its start until it is back in all those ISRs."""
+    wait_partitions(zk, tps, lambda s: s is not None and broker_id not in s.isr, timeout)
     t0 = time.monotonic()
     entry = dev_cluster.start_broker(state["data_dir"], broker_id, timeout)
     broker(state, broker_id)["pid"] = entry["pid"]
