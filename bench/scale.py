@@ -44,6 +44,7 @@ import resource
 import statistics
 import sys
 import time
+import traceback
 
 if __package__ in (None, ""):          # `python bench/scale.py`
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -373,7 +374,8 @@ def run_dimension(name: str, steps: list[int], args) -> None:
                 prev_units, prev_rss, figures = units, [rss_kib(b["pid"]) for b in state["brokers"]], {}
         except Exception as e:   # the step that failed ends the dimension: say what ran out
             stopped = f"at the step after {prev_units:,}: {resource_out(e, state, args.min_free_gib)}"
-            log(f"{name} stopped {stopped}")
+            where = traceback.extract_tb(e.__traceback__)[-3:]
+            log(f"{name} stopped {stopped} (in {' < '.join(f'{f.name} {f.filename}:{f.lineno}' for f in where[::-1])})")
         finally:
             zk.close()
     slope_name = "KiB/group (3 brokers)" if name == "groups" else f"KiB/{UNIT[name]} (per broker)"

@@ -39,6 +39,8 @@ from prometheus_client import CollectorRegistry, PlatformCollector, ProcessColle
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.utils import floatToGoString
 
+from .common.hub import yield_to_hub
+
 log = logging.getLogger("kbroker.metrics")
 
 # Upper bounds in seconds, from a fast request's half millisecond to a long-poll fetch's half minute.
@@ -261,7 +263,7 @@ def _per_partition(table, items: list):
         for label, (_, obj) in zip(labels, items):
             family.add_metric(label, read(obj))
         yield family
-        gevent.sleep(0.001)   # (sleep(0) would run ready greenlets only, not the loop's I/O and timers)
+        yield_to_hub()
 
 
 class BrokerMetrics:

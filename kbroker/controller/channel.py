@@ -20,6 +20,7 @@ import logging
 import gevent
 from gevent.queue import Queue
 
+from ..common.hub import yield_to_hub
 from ..metadata_cache import topic_id_to_uuid
 from ..protocol import controller_requests as encoded
 from ..protocol.client import Connection, KafkaError
@@ -228,7 +229,7 @@ class RequestBatch:
                                   "become-follower partitions (controller epoch %d)", b, leading, total - leading,
                                   ctx.epoch)
                 out.append((b, request, body, self.leader_and_isr_callback))
-                gevent.sleep(0)
+                yield_to_hub()
         sent: dict[int, list[int]] = {}   # partition count -> brokers, for the state-change log
         built: dict[bool, bytes] = {}     # every partition or not -> body (for the first broker's epoch)
         R = UpdateMetadataRequest
@@ -244,7 +245,7 @@ class RequestBatch:
                                  controller_epoch=ctx.epoch, broker_epoch=epoch, topic_states=[],
                                  live_brokers=self._live_brokers())
                     built[everything] = encoded.encode(envelope, self._update_metadata_topic_states(partitions))
-                    gevent.sleep(0)
+                    yield_to_hub()
                 sent.setdefault(len(partitions), []).append(b)
                 out.append((b, request, encoded.with_broker_epoch(built[everything], epoch), None))
         for count, brokers in sent.items():

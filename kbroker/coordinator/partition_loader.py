@@ -16,6 +16,7 @@ from typing import Callable
 import gevent
 import gevent.queue
 
+from ..common.hub import yield_to_hub
 from ..protocol.errors import Errors, KafkaError
 from ..records.entries import CorruptEntry, iter_entries
 
@@ -168,7 +169,7 @@ class CoordinatorPartitions:
                 progressed = True
             if not progressed:
                 break
-            gevent.sleep(0)   # let requests run between chunks of a long log
+            yield_to_hub()   # let requests run between chunks of a long log
 
     def still_leader(self, partition, epoch: int) -> bool:
         return not self._shutting_down and partition.is_leader and partition.leader_epoch == epoch

@@ -49,10 +49,10 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-import time
 from typing import Callable, Iterable, Mapping
 
 from ..clock import Clock
+from ..common.hub import yield_to_hub
 from .checkpoint import (LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT,
                          OffsetCheckpointFile, fsync_dir)
 from .cleaner import CleanerConfig, LogCleaner
@@ -66,7 +66,6 @@ logger = logging.getLogger("kbroker.log")
 
 SHUTDOWN_BATCH = 100   # logs flushed and closed by one thread-pool task at shutdown
 LOAD_YIELD_EVERY = 50  # logs loaded at start-up between two yields to the hub (its ZooKeeper session's pings)
-LOAD_YIELD_SECONDS = 0.0001
 
 
 class LogManager:
@@ -182,11 +181,7 @@ class LogManager:
         high_watermarks = self._read_checkpoint(log_dir, REPLICATION_OFFSET_CHECKPOINT)
         for i, name in enumerate(sorted(os.listdir(log_dir))):
             if i % LOAD_YIELD_EVERY == LOAD_YIELD_EVERY - 1:
-                # Tens of thousands of logs take longer than the ZooKeeper session timeout: let its pings out. Not
-                # sleep(0): gevent may switch back here before it polls I/O (its docs say so; a restart over 40 000
-                # logs lost its session); a positive sleep waits for the next loop iteration, which polls.
-                # (Cooperative in the broker, where time is monkey-patched by gevent.)
-                time.sleep(LOAD_YIELD_SECONDS)
+                yield_to_hub()   # tens of thousands of logs take longer than the ZooKeeper session timeout
             path = os.path.join(log_dir, name)
             if not os.path.isdir(path):
                 continue

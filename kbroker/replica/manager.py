@@ -57,6 +57,7 @@ import gevent.lock
 import gevent.pool
 
 from zk import znodes as z
+from ..common.hub import yield_to_hub
 from ..common.internal_topics import GROUP_METADATA_TOPIC, INTERNAL_TOPICS
 from ..log.config import LogConfig
 from ..log.errors import KafkaStorageError
@@ -204,7 +205,7 @@ class ReplicaManager:
         leaders, followers = [], []
         for i, s in enumerate(states):
             if i % 100 == 99:
-                gevent.sleep(0)   # thousands of partitions: let ZooKeeper pings and other requests through
+                yield_to_hub()   # thousands of partitions: let ZooKeeper pings and other requests through
             tp = (s.topic_name, s.partition_index)
             current = self.partitions.get(tp)
             topic_id = topic_ids.get(s.topic_name)
