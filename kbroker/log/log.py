@@ -31,7 +31,7 @@ there), snapshotted at every roll and at close, reloaded on truncation; the snap
 with it, and `delete_snapshots_after_recovery_point_checkpoint` drops those recovery no longer needs. Snapshot
 files are fsynced by `flush`, with the segments, through run_blocking.
 
-Transactions: the partition (which updates the producer state) gives `first_unstable_offset`; `last_stable_offset`
+Transactions: the producer state (the partition updates it) gives `first_unstable_offset`; `last_stable_offset`
 is min(it, high watermark), where READ_COMMITTED reads and the cleaner stop. Aborted transactions are indexed
 (`add_aborted_txn`) in the `.txnindex` of the segment holding their ABORT marker and found by
 `collect_aborted_txns`; the entries follow their segment through truncation, recovery, renames and deletion.
@@ -148,9 +148,6 @@ def log_future_dir_name(tp: TopicPartition) -> str:
 class Log:
     # Called with the seconds each flush took (the broker's log flush histogram); None: not timed.
     flush_observer: Callable[[float], None] | None = None
-    # The first offset of the oldest open or unreplicated transaction, or None: set by the partition, which
-    # keeps the producer state (the log cleaner and reads stop at the last stable offset).
-    first_unstable_offset: Callable[[], int | None] = staticmethod(lambda: None)
     # Called with the log when it gets periodic work (`has_periodic_work`): the LogManager's periodic flush and
     # deletion visit only the logs that called it, not every log each second.
     on_periodic_work: Callable[["Log"], None] = staticmethod(lambda log: None)
@@ -166,7 +163,6 @@ class Log:
         # __init__ gives the instance a dict of its own (≈ 1.6 KiB per log in Python 3.11, the largest per-replica
         # cost).
         self.flush_observer = Log.flush_observer
-        self.first_unstable_offset = Log.first_unstable_offset
         self.on_periodic_work = Log.on_periodic_work
         self.dir = os.path.abspath(dir)
         self.parent_dir = os.path.dirname(self.dir)     # the log dir (renames stay in it)
@@ -449,6 +445,11 @@ class Log:
     @property
     def high_watermark(self) -> int:
         return self._high_watermark
+
+    def first_unstable_offset(self) -> int | None:
+        """The first offset of the oldest open or unreplicated transaction in the producer state, or None (the
+        log cleaner and READ_COMMITTED reads stop at the last stable offset)."""
+        return self.producer_state.first_unstable_offset(self._high_watermark)
 
     @property
     def last_stable_offset(self) -> int:
