@@ -47,6 +47,7 @@ import os
 import re
 import shutil
 import struct
+import sys
 import time
 import uuid
 import weakref
@@ -164,8 +165,8 @@ class Log:
         # cost).
         self.flush_observer = Log.flush_observer
         self.on_periodic_work = Log.on_periodic_work
-        self.dir = os.path.abspath(dir)
-        self.parent_dir = os.path.dirname(self.dir)     # the log dir (renames stay in it)
+        self.dir = sys.intern(os.path.abspath(dir))     # interned: its files' paths share it (log.paths)
+        self.parent_dir = sys.intern(os.path.dirname(self.dir))     # the log dir (renames stay in it): shared
         self.dir_failure = dir_failure
         self.dir_failed = False
         self.topic_partition = parse_topic_partition(os.path.basename(self.dir))
@@ -933,7 +934,7 @@ class Log:
             time.sleep(0.001)   # (cooperative in the broker, where time is monkey-patched by gevent)
         new_dir = os.path.join(self.parent_dir, name)
         os.rename(self.dir, new_dir)
-        self.dir = new_dir
+        self.dir = sys.intern(new_dir)
         for segment in list(self.segments) + [s for _, s in self._pending_deletes]:
             segment.update_parent_dir(new_dir)
         self.producer_state.update_parent_dir(new_dir)
