@@ -420,7 +420,7 @@ class Partition:
             return
         cache = log.leader_epoch_cache
         if cache.latest_epoch is not None and leader_epoch != cache.latest_epoch:
-            _, our_end = cache.end_offset_for(leader_epoch)
+            _, our_end = log.end_offset_for_epoch(leader_epoch)
             target = min(end_offset, our_end if our_end >= 0 else end_offset, log.log_end_offset)
         else:
             target = min(end_offset, log.log_end_offset)
@@ -485,7 +485,7 @@ class Partition:
 
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
         """OffsetForLeaderEpoch: (the largest epoch <= epoch, where it ends) in this leader's log."""
-        return self.log.leader_epoch_cache.end_offset_for(epoch)
+        return self.log.end_offset_for_epoch(epoch)
 
     def delete_records(self, offset: int) -> int:
         """Move the log start offset up to offset (-1: the high watermark); the new low watermark."""
