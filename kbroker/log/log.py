@@ -211,7 +211,8 @@ class Log:
         self.parent_dir = sys.intern(os.path.dirname(self.dir))     # the log dir (renames stay in it): shared
         self.dir_failure = dir_failure
         self.dir_failed = False
-        self.topic_partition = parse_topic_partition(os.path.basename(self.dir))
+        topic, partition = parse_topic_partition(os.path.basename(self.dir))
+        self.topic_partition = (sys.intern(topic), partition)      # a topic's logs share its name
         self.config = config
         self._clock = clock or Clock()
         self._run_blocking: RunBlocking = run_blocking or (lambda fn: fn())
@@ -220,7 +221,7 @@ class Log:
         self.last_flush_time = self._clock.now_ms()
         self.records_appended = 0          # records written by append (the broker's messages-in metric)
         self._view: tuple[tuple[LogSegment, ...], tuple[int, ...]] = ((), ())
-        self._pending_deletes: list[tuple[int, LogSegment]] = []
+        self._pending_deletes: list[tuple[int, LogSegment]] | tuple = ()   # (due, segment); () while none
         self._pending_flush_offset: int | None = None
         self._truncations = 0
         self.truncation_listeners: list[Callable[["Log", int], None]] = []   # (log, new log end offset)
@@ -307,7 +308,7 @@ class Log:
             self.producer_state.mark_snapshot_for_deletion(segment.base_offset)
         logger.info("%s deleting segments %s due to %s", self.name, [s.base_offset for s in segments], reason)
         due = self._clock.monotonic_ms() + self.config.file_delete_delay_ms
-        self._pending_deletes.extend((due, s) for s in segments)
+        self._pending_deletes = [*self._pending_deletes, *((due, s) for s in segments)]
         self.on_periodic_work(self)
 
     @_io("deleting segments")
@@ -319,7 +320,7 @@ class Log:
         due = [s for t, s in self._pending_deletes if force or t <= now]
         if not due:
             return 0
-        self._pending_deletes = [(t, s) for t, s in self._pending_deletes if not (force or t <= now)]
+        self._pending_deletes = [(t, s) for t, s in self._pending_deletes if not (force or t <= now)] or ()
         self._run_blocking(lambda: [self._delete_segment(s) for s in due])
         return len(due)
 
@@ -935,7 +936,7 @@ class Log:
         for segment in old_segments:
             segment.change_file_suffixes("", DELETED_SUFFIX)
         due = self._clock.monotonic_ms() + self.config.file_delete_delay_ms
-        self._pending_deletes.extend((due, s) for s in old_segments)
+        self._pending_deletes = [*self._pending_deletes, *((due, s) for s in old_segments)]
         self.on_periodic_work(self)
         new_segment.change_file_suffixes(SWAP_SUFFIX, "")
         logger.info("%s replaced segments %s with cleaned segment %d (%d bytes)", self.name,
@@ -955,7 +956,7 @@ class Log:
         self._wait_for_writes()
         for _, segment in self._pending_deletes:
             self._delete_segment(segment)
-        self._pending_deletes = []
+        self._pending_deletes = ()
         self.producer_state.take_snapshot()
         ProducerStateManager.flush_snapshots(self.producer_state.take_unflushed())
         self.leader_epoch_cache.write_pending(blocking=True)
@@ -988,7 +989,7 @@ class Log:
         self._wait_for_writes()
         for _, segment in self._pending_deletes:
             self._delete_segment(segment)
-        self._pending_deletes = []
+        self._pending_deletes = ()
         for segment in self.segments:
             segment.delete()
         self._set_segments([])
