@@ -16,7 +16,7 @@ import os
 from typing import Callable, Iterable, Mapping, NamedTuple
 
 from .errors import CorruptCheckpoint
-from .paths import split
+from .paths import InternedPath
 
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
@@ -106,19 +106,11 @@ class EpochEntry(NamedTuple):
     start_offset: int
 
 
-class LeaderEpochCheckpointFile:
-    __slots__ = ("_dir", "_name")
+class LeaderEpochCheckpointFile(InternedPath):
+    __slots__ = ()
 
     def __init__(self, path: str):
-        self._dir, self._name = split(path)
-
-    @property
-    def path(self) -> str:
-        return os.path.join(self._dir, self._name)
-
-    @path.setter
-    def path(self, path: str) -> None:
-        self._dir, self._name = split(path)
+        self.path = path
 
     def write(self, entries: Iterable[EpochEntry]) -> None:
         write_checkpoint(self.path, [f"{e.epoch} {e.start_offset}" for e in entries])

@@ -17,7 +17,7 @@ import struct
 from typing import NamedTuple
 
 from .errors import CorruptIndex, InvalidOffset
-from .paths import split
+from .paths import InternedPath
 
 WARM_SECTION_BYTES = 8192
 MAX_RELATIVE_OFFSET = 2 ** 31 - 1
@@ -38,10 +38,10 @@ def _round_down(n: int, factor: int) -> int:
     return factor * (n // factor)
 
 
-class _Index:
+class _Index(InternedPath):
     """What both indexes share: the file, its mapping, sizing, and the search (Kafka's AbstractIndex)."""
 
-    __slots__ = ("_dir", "_name", "base_offset", "max_index_size", "_mm", "_write_fd",
+    __slots__ = ("base_offset", "max_index_size", "_mm", "_write_fd",
                  "_length", "_entries", "_max_entries", "_last_entry")
 
     ENTRY: struct.Struct
@@ -50,7 +50,7 @@ class _Index:
     KEY, VALUE = 0, 1   # which half of an entry a search compares
 
     def __init__(self, path: str, base_offset: int, max_index_size: int):
-        self._dir, self._name = split(path)
+        self.path = path
         self.base_offset = base_offset
         self.max_index_size = max_index_size
         self._mm: mmap.mmap | None = None
@@ -69,14 +69,6 @@ class _Index:
             self._entries = 0
         self._max_entries = self._length // self.entry_size
         self._last_entry = None     # read at first use (a recovery resets the index before it needs it)
-
-    @property
-    def path(self) -> str:
-        return os.path.join(self._dir, self._name)
-
-    @path.setter
-    def path(self, path: str) -> None:
-        self._dir, self._name = split(path)
 
     # ---- sizes ------------------------------------------------------------------------------------------------
 

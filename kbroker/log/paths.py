@@ -8,6 +8,16 @@ import os
 import sys
 
 
-def split(path: str) -> tuple[str, str]:
-    head, tail = os.path.split(path)
-    return sys.intern(head), sys.intern(tail)
+class InternedPath:
+    """A base for an object with a file `path`, kept as that (directory, name) pair."""
+
+    __slots__ = ("_dir", "_name")
+
+    @property
+    def path(self) -> str:
+        return os.path.join(self._dir, self._name)
+
+    @path.setter
+    def path(self, path: str) -> None:
+        head, tail = os.path.split(path)
+        self._dir, self._name = sys.intern(head), sys.intern(tail)
