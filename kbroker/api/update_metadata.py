@@ -10,7 +10,7 @@ Authorization: needs ClusterAction on the cluster (else CLUSTER_AUTHORIZATION_FA
 from __future__ import annotations
 
 from .. import collector
-from ..metadata_cache import CachedBroker, PartitionState
+from ..metadata_cache import CachedBroker, PartitionState, shared_tuple
 from ..protocol.errors import Errors
 from ..protocol.interbroker import UpdateMetadataRequest, UpdateMetadataResponse
 from .context import RequestContext
@@ -43,8 +43,10 @@ def _states(request, version):
     else:
         pairs = [(t.topic_name, s) for t in request.topic_states for s in t.partition_states]
         ids = {t.topic_name: t.topic_id for t in request.topic_states} if version >= 7 else {}
-    states = [PartitionState(topic, s.partition_index, s.leader, s.leader_epoch, list(s.isr), list(s.replicas),
-                             list(s.offline_replicas or []) if version >= 4 else [], s.zk_version,
+    shared: dict = {}
+    states = [PartitionState(topic, s.partition_index, s.leader, s.leader_epoch, shared_tuple(s.isr, shared),
+                             shared_tuple(s.replicas, shared),
+                             shared_tuple(s.offline_replicas or (), shared) if version >= 4 else (), s.zk_version,
                              s.controller_epoch)
               for topic, s in pairs]
     return states, ids

@@ -16,6 +16,7 @@ import os
 from typing import Callable, Iterable, Mapping, NamedTuple
 
 from .errors import CorruptCheckpoint
+from .paths import InternedPath
 
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
@@ -105,8 +106,8 @@ class EpochEntry(NamedTuple):
     start_offset: int
 
 
-class LeaderEpochCheckpointFile:
-    __slots__ = ("path",)
+class LeaderEpochCheckpointFile(InternedPath):
+    __slots__ = ()
 
     def __init__(self, path: str):
         self.path = path
@@ -124,13 +125,11 @@ class LeaderEpochFileCache:
     through to `leader-epoch-checkpoint` on every change but a new leader's (see assign). run_blocking(fn) runs the
     write (it fsyncs)."""
 
-    __slots__ = ("checkpoint", "_log_end_offset", "_run_blocking", "_epochs", "writing", "pending")
+    __slots__ = ("checkpoint", "_run_blocking", "_epochs", "writing", "pending")
 
-    def __init__(self, path: str, log_end_offset: Callable[[], int],
-                 run_blocking: Callable[[Callable[[], None]], object] | None = None):
+    def __init__(self, path: str, run_blocking: Callable[[Callable[[], None]], object] | None = None):
         self.checkpoint = LeaderEpochCheckpointFile(path)
         open(path, "a").close()     # Kafka creates the file, empty, with the log
-        self._log_end_offset = log_end_offset
         self._run_blocking = run_blocking or (lambda fn: fn())
         self._epochs: list[EpochEntry] = self.checkpoint.read()
         self.writing = 0   # checkpoint writes in flight
@@ -190,13 +189,13 @@ class LeaderEpochFileCache:
         else:
             self.pending = True
 
-    def end_offset_for(self, requested_epoch: int) -> tuple[int, int]:
+    def end_offset_for(self, requested_epoch: int, log_end_offset: int) -> tuple[int, int]:
         """(epoch, end offset): the largest epoch <= requested_epoch and the start offset of the next epoch,
         or the log end offset for the latest epoch; (-1, -1) when unknown (Kafka's endOffsetFor)."""
         if requested_epoch == UNDEFINED_EPOCH:
             return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
         if self.latest_epoch == requested_epoch:
-            return requested_epoch, self._log_end_offset()
+            return requested_epoch, log_end_offset
         subsequent = [e for e in self._epochs if e.epoch > requested_epoch]
         previous = [e for e in self._epochs if e.epoch <= requested_epoch]
         if not subsequent:

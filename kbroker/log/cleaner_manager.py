@@ -241,6 +241,7 @@ class LogCleanerManager:
         self.uncleanable: set[TopicPartition] = set()
         self.last_stats: dict[TopicPartition, object] = {}               # the executor's CleanerStats
         self.stopped = False
+        self._truncation_listener = self._on_truncation    # bound once: every attached log's listener
         for d in log_dirs:
             self._checkpoint_of_dir(os.path.abspath(d))
 
@@ -293,8 +294,8 @@ class LogCleanerManager:
 
     def attach(self, log: Log) -> None:
         """Follow the log's truncations: the checkpoint and the clean marks never stay beyond its end."""
-        if self._on_truncation not in log.truncation_listeners:
-            log.truncation_listeners.append(self._on_truncation)
+        if self._truncation_listener not in log.truncation_listeners:
+            log.truncation_listeners.append(self._truncation_listener)
 
     def _on_truncation(self, log: Log, end_offset: int) -> None:
         tp = log.topic_partition

@@ -17,6 +17,7 @@ import struct
 from typing import NamedTuple
 
 from .errors import CorruptIndex, InvalidOffset
+from .paths import InternedPath
 
 WARM_SECTION_BYTES = 8192
 MAX_RELATIVE_OFFSET = 2 ** 31 - 1
@@ -37,10 +38,10 @@ def _round_down(n: int, factor: int) -> int:
     return factor * (n // factor)
 
 
-class _Index:
+class _Index(InternedPath):
     """What both indexes share: the file, its mapping, sizing, and the search (Kafka's AbstractIndex)."""
 
-    __slots__ = ("path", "base_offset", "max_index_size", "_mm", "_write_fd",
+    __slots__ = ("base_offset", "max_index_size", "_mm", "_write_fd",
                  "_length", "_entries", "_max_entries", "_last_entry")
 
     ENTRY: struct.Struct

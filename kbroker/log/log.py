@@ -31,7 +31,7 @@ there), snapshotted at every roll and at close, reloaded on truncation; the snap
 with it, and `delete_snapshots_after_recovery_point_checkpoint` drops those recovery no longer needs. Snapshot
 files are fsynced by `flush`, with the segments, through run_blocking.
 
-Transactions: the partition (which updates the producer state) gives `first_unstable_offset`; `last_stable_offset`
+Transactions: the producer state (the partition updates it) gives `first_unstable_offset`; `last_stable_offset`
 is min(it, high watermark), where READ_COMMITTED reads and the cleaner stop. Aborted transactions are indexed
 (`add_aborted_txn`) in the `.txnindex` of the segment holding their ABORT marker and found by
 `collect_aborted_txns`; the entries follow their segment through truncation, recovery, renames and deletion.
@@ -47,9 +47,9 @@ import os
 import re
 import shutil
 import struct
+import sys
 import time
 import uuid
-import weakref
 from bisect import bisect_left, bisect_right
 from typing import Callable
 
@@ -106,6 +106,49 @@ def _io(what: str):
     return wrap
 
 
+class AppendLock:
+    """A log's append lock: gevent's RLock (reentrant, owned by a greenlet), whose Semaphore is made only when a
+    second greenlet has to wait for it. The lock of a log that is never contended stays one small object (issue 28:
+    an RLock and its Semaphore cost ≈ 220 B per replica, for every idle replica)."""
+
+    __slots__ = ("_owner", "_count", "_block")
+
+    def __init__(self):
+        self._owner = None
+        self._count = 0
+        self._block: gevent.lock.Semaphore | None = None    # once made, held (value 0) by whoever owns the lock
+
+    def acquire(self) -> bool:
+        me = gevent.getcurrent()
+        if self._owner is me:
+            self._count += 1
+            return True
+        if self._block is None and self._owner is not None:
+            self._block = gevent.lock.Semaphore(0)      # the owner holds it
+        if self._block is not None:
+            self._block.acquire()
+        self._owner, self._count = me, 1
+        return True
+
+    def release(self) -> None:
+        if self._owner is not gevent.getcurrent():
+            raise RuntimeError("cannot release an append lock this greenlet does not hold")
+        self._count -= 1
+        if not self._count:
+            self._owner = None
+            if self._block is not None:
+                self._block.release()
+
+    def locked(self) -> bool:
+        return self._count > 0
+
+    def __enter__(self) -> bool:
+        return self.acquire()
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+
 def _appending(fn):
     """Run a Log method holding the log's append lock (it waits for an append writing off the hub)."""
     @functools.wraps(fn)
@@ -148,9 +191,6 @@ def log_future_dir_name(tp: TopicPartition) -> str:
 class Log:
     # Called with the seconds each flush took (the broker's log flush histogram); None: not timed.
     flush_observer: Callable[[float], None] | None = None
-    # The first offset of the oldest open or unreplicated transaction, or None: set by the partition, which
-    # keeps the producer state (the log cleaner and reads stop at the last stable offset).
-    first_unstable_offset: Callable[[], int | None] = staticmethod(lambda: None)
     # Called with the log when it gets periodic work (`has_periodic_work`): the LogManager's periodic flush and
     # deletion visit only the logs that called it, not every log each second.
     on_periodic_work: Callable[["Log"], None] = staticmethod(lambda log: None)
@@ -166,13 +206,13 @@ class Log:
         # __init__ gives the instance a dict of its own (≈ 1.6 KiB per log in Python 3.11, the largest per-replica
         # cost).
         self.flush_observer = Log.flush_observer
-        self.first_unstable_offset = Log.first_unstable_offset
         self.on_periodic_work = Log.on_periodic_work
-        self.dir = os.path.abspath(dir)
-        self.parent_dir = os.path.dirname(self.dir)     # the log dir (renames stay in it)
+        self.dir = sys.intern(os.path.abspath(dir))     # interned: its files' paths share it (log.paths)
+        self.parent_dir = sys.intern(os.path.dirname(self.dir))     # the log dir (renames stay in it): shared
         self.dir_failure = dir_failure
         self.dir_failed = False
-        self.topic_partition = parse_topic_partition(os.path.basename(self.dir))
+        topic, partition = parse_topic_partition(os.path.basename(self.dir))
+        self.topic_partition = (sys.intern(topic), partition)      # a topic's logs share its name
         self.config = config
         self._clock = clock or Clock()
         self._run_blocking: RunBlocking = run_blocking or (lambda fn: fn())
@@ -181,19 +221,16 @@ class Log:
         self.last_flush_time = self._clock.now_ms()
         self.records_appended = 0          # records written by append (the broker's messages-in metric)
         self._view: tuple[tuple[LogSegment, ...], tuple[int, ...]] = ((), ())
-        self._pending_deletes: list[tuple[int, LogSegment]] = []
+        self._pending_deletes: list[tuple[int, LogSegment]] | tuple = ()   # (due, segment); () while none
         self._pending_flush_offset: int | None = None
         self._truncations = 0
         self.truncation_listeners: list[Callable[["Log", int], None]] = []   # (log, new log end offset)
         self._hw_cache: tuple | None = None
-        self.append_lock = gevent.lock.RLock()
+        self.append_lock = AppendLock()
         self._writes_in_flight = 0
         os.makedirs(self.dir, exist_ok=True)
-        # Through a weak reference: a Log <-> cache cycle would keep a deleted log alive once gc.freeze made it
-        # permanent.
-        this = weakref.ref(self)
         self.leader_epoch_cache = LeaderEpochFileCache(os.path.join(self.dir, LEADER_EPOCH_CHECKPOINT),
-                                                       lambda: this().log_end_offset, self._run_blocking)
+                                                       self._run_blocking)
         self.producer_state = ProducerStateManager(self.dir)
         next_offset, recovered = self._load_segments(had_clean_shutdown)
         active = self.active_segment
@@ -271,7 +308,7 @@ class Log:
             self.producer_state.mark_snapshot_for_deletion(segment.base_offset)
         logger.info("%s deleting segments %s due to %s", self.name, [s.base_offset for s in segments], reason)
         due = self._clock.monotonic_ms() + self.config.file_delete_delay_ms
-        self._pending_deletes.extend((due, s) for s in segments)
+        self._pending_deletes = [*self._pending_deletes, *((due, s) for s in segments)]
         self.on_periodic_work(self)
 
     @_io("deleting segments")
@@ -283,7 +320,7 @@ class Log:
         due = [s for t, s in self._pending_deletes if force or t <= now]
         if not due:
             return 0
-        self._pending_deletes = [(t, s) for t, s in self._pending_deletes if not (force or t <= now)]
+        self._pending_deletes = [(t, s) for t, s in self._pending_deletes if not (force or t <= now)] or ()
         self._run_blocking(lambda: [self._delete_segment(s) for s in due])
         return len(due)
 
@@ -449,6 +486,15 @@ class Log:
     @property
     def high_watermark(self) -> int:
         return self._high_watermark
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """(the largest epoch <= epoch, where it ends: the log end offset for the latest), or (-1, -1)."""
+        return self.leader_epoch_cache.end_offset_for(epoch, self.log_end_offset)
+
+    def first_unstable_offset(self) -> int | None:
+        """The first offset of the oldest open or unreplicated transaction in the producer state, or None (the
+        log cleaner and READ_COMMITTED reads stop at the last stable offset)."""
+        return self.producer_state.first_unstable_offset(self._high_watermark)
 
     @property
     def last_stable_offset(self) -> int:
@@ -890,7 +936,7 @@ class Log:
         for segment in old_segments:
             segment.change_file_suffixes("", DELETED_SUFFIX)
         due = self._clock.monotonic_ms() + self.config.file_delete_delay_ms
-        self._pending_deletes.extend((due, s) for s in old_segments)
+        self._pending_deletes = [*self._pending_deletes, *((due, s) for s in old_segments)]
         self.on_periodic_work(self)
         new_segment.change_file_suffixes(SWAP_SUFFIX, "")
         logger.info("%s replaced segments %s with cleaned segment %d (%d bytes)", self.name,
@@ -910,7 +956,7 @@ class Log:
         self._wait_for_writes()
         for _, segment in self._pending_deletes:
             self._delete_segment(segment)
-        self._pending_deletes = []
+        self._pending_deletes = ()
         self.producer_state.take_snapshot()
         ProducerStateManager.flush_snapshots(self.producer_state.take_unflushed())
         self.leader_epoch_cache.write_pending(blocking=True)
@@ -932,7 +978,7 @@ class Log:
             time.sleep(0.001)   # (cooperative in the broker, where time is monkey-patched by gevent)
         new_dir = os.path.join(self.parent_dir, name)
         os.rename(self.dir, new_dir)
-        self.dir = new_dir
+        self.dir = sys.intern(new_dir)
         for segment in list(self.segments) + [s for _, s in self._pending_deletes]:
             segment.update_parent_dir(new_dir)
         self.producer_state.update_parent_dir(new_dir)
@@ -943,7 +989,7 @@ class Log:
         self._wait_for_writes()
         for _, segment in self._pending_deletes:
             self._delete_segment(segment)
-        self._pending_deletes = []
+        self._pending_deletes = ()
         for segment in self.segments:
             segment.delete()
         self._set_segments([])

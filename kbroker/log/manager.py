@@ -95,6 +95,7 @@ class LogManager:
         self._logs_to_delete: list[tuple[int, Log]] = []
         self._checkpointed: dict[str, dict[TopicPartition, int]] = {}   # path -> the offsets last written there
         self._with_periodic_work: set[Log] = set()    # may have a flush or deletions due (see _track)
+        self._add_periodic_work = self._with_periodic_work.add     # bound once: every log's on_periodic_work
         self._create_and_validate_log_dirs({os.path.abspath(d) for d in initial_offline_dirs})
         self.cleaner = LogCleaner(self.live_log_dirs, cleaner_config or CleanerConfig(enable=False), self._clock,
                                   self._run_blocking, lambda: self._logs)
@@ -517,7 +518,7 @@ class LogManager:
     def _track(self, log: Log) -> None:
         """Have the periodic tasks visit the log now (loading may have left snapshots to fsync) and whenever it
         gets periodic work."""
-        log.on_periodic_work = self._with_periodic_work.add
+        log.on_periodic_work = self._add_periodic_work
         self._with_periodic_work.add(log)
 
     def _logs_with_periodic_work(self) -> list[Log]:

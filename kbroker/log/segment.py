@@ -13,6 +13,7 @@ import itertools
 import mmap
 import os
 import struct
+import sys
 from typing import Iterator, NamedTuple
 
 from ..clock import Clock
@@ -110,7 +111,7 @@ class LogSegment:
     segment is closed or deleted, so a FileSlice handed out (sent with sendfile later) never sees its fd closed
     or reused; `release_fd` closes it only while no slice can exist (the log's loading)."""
 
-    __slots__ = ("dir", "base_offset", "index_interval_bytes", "_clock", "log_path", "_open_fd", "file_id", "_size",
+    __slots__ = ("dir", "base_offset", "index_interval_bytes", "_clock", "_log_name", "_open_fd", "file_id", "_size",
                  "_unsynced", "offset_index", "time_index", "_txn_index", "_created_ms", "_rolling_based_timestamp",
                  "_max_ts", "_bytes_since_last_index_entry", "_closed", "__weakref__")
 
@@ -119,11 +120,11 @@ class LogSegment:
                  suffix: str = ""):
         """Load the segment, creating the missing files (a new index is preallocated to max_index_size; a new
         .log to preallocate_bytes when above 0)."""
-        self.dir = dir
+        self.dir = sys.intern(dir)
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
         self._clock = clock or Clock()
-        self.log_path = log_file_path(dir, base_offset, suffix)
+        self._log_name = sys.intern(filename_prefix(base_offset) + LOG_SUFFIX + suffix)   # (see log.paths)
         self._open_fd = -1
         # Identifies these bytes: a new one whenever bytes already written may change (truncation, recovery), so
         # what was derived from them (the fetch down-conversion cache) is never served after that.
@@ -161,6 +162,10 @@ class LogSegment:
                 return self._open_fd
             self._open_fd = fd
         return fd
+
+    @property
+    def log_path(self) -> str:
+        return os.path.join(self.dir, self._log_name)
 
     @property
     def txn_index(self) -> TransactionIndex:
@@ -534,7 +539,7 @@ class LogSegment:
             return path[:len(path) - len(old_suffix)] + new_suffix
         txn_path = self._txn_index_path
         os.rename(self.log_path, renamed(self.log_path))
-        self.log_path = renamed(self.log_path)
+        self._log_name = sys.intern(renamed(self._log_name))
         for index in (self.offset_index, self.time_index, self._txn_index):
             if index is None:   # not read: its file (if any) follows the .log's name
                 try:
@@ -555,8 +560,7 @@ class LogSegment:
 
     def update_parent_dir(self, dir: str) -> None:
         """After the partition directory was renamed: same file names under the new directory."""
-        self.dir = dir
-        self.log_path = os.path.join(dir, os.path.basename(self.log_path))
+        self.dir = sys.intern(dir)
         for index in (self.offset_index, self.time_index, self._txn_index):
             if index is not None:
                 index.path = os.path.join(dir, os.path.basename(index.path))

@@ -39,7 +39,7 @@ OFFSET_FOR_LEADER_EPOCH_VERSION = 3
 LIST_OFFSETS_VERSION = 5
 
 
-@dataclass
+@dataclass(slots=True)
 class FetchState:
     leader_epoch: int
     failed_until: float = 0.0

@@ -115,10 +115,10 @@ class LogDirMover:
         epoch = future.leader_epoch_cache.latest_epoch
         target = future.high_watermark
         if epoch is not None:
-            current_epoch, end = current.leader_epoch_cache.end_offset_for(epoch)
+            current_epoch, end = current.end_offset_for_epoch(epoch)
             if end >= 0:
                 target = end if current_epoch == epoch else min(
-                    end, future.leader_epoch_cache.end_offset_for(current_epoch)[1])
+                    end, future.end_offset_for_epoch(current_epoch)[1])
         target = min(target, current.log_end_offset)
         if target < future.log_end_offset:
             future.truncate_to(target)

@@ -140,6 +140,10 @@ class ReplicaManager:
         # stopped) after each LeaderAndIsr / StopReplica, as Kafka's onLeadershipChange (the group coordinator
         # loads and unloads __consumer_offsets partitions from it). Listeners must not block.
         self.leadership_listeners: list = []
+        # Every partition's hooks: bound once here, not a bound method object per partition.
+        self._log_flush_observer = self.metrics.log_flush.observe
+        self._isr_writer = self.write_isr
+        self._on_high_watermark_moved = self._complete_delayed
 
     def startup(self) -> None:
         self.fetch_purgatory.start()
@@ -238,10 +242,10 @@ class ReplicaManager:
                         self.offline_partitions.add(tp)
                     errors[tp] = e.code
                     continue
-                partition_log.flush_observer = self.metrics.log_flush.observe
-                current = Partition(tp[0], tp[1], self.broker_id, partition_log, self.clock, self.write_isr,
+                partition_log.flush_observer = self._log_flush_observer
+                current = Partition(tp[0], tp[1], self.broker_id, partition_log, self.clock, self._isr_writer,
                                     self.config["replica.lag.time.max.ms"])
-                current.on_high_watermark_moved = self._complete_delayed
+                current.on_high_watermark_moved = self._on_high_watermark_moved
                 self.partitions[tp] = current
             errors[tp] = Errors.NONE
             self._make_leader_or_follower(tp, current, s, topic_id, controller_id, live_leaders, errors)

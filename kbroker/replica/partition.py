@@ -30,8 +30,10 @@ from __future__ import annotations
 import logging
 import uuid
 import weakref
+from collections.abc import Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
+from types import MappingProxyType
 
 from ..log.config import LogConfig
 from ..log.errors import OffsetOutOfRange, RecordBatchTooLarge
@@ -47,14 +49,28 @@ state_change = logging.getLogger("state-change")
 READ_UNCOMMITTED, READ_COMMITTED = 0, 1
 
 
+# One RecordsConfig per distinct setting, shared by every partition with it (thousands of partitions, a few
+# settings); weakly held, so a setting no partition uses any more goes.
+_RECORDS_CONFIGS: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+
+
 def records_config(config: LogConfig) -> RecordsConfig:
-    return RecordsConfig(
+    derived = RecordsConfig(
         magic=magic_for_format_version(config.message_format_version),
         timestamp_type=LOG_APPEND_TIME if config.message_timestamp_type == "LogAppendTime" else CREATE_TIME,
         max_timestamp_difference_ms=config.message_timestamp_difference_max_ms,
         compression_type=config.compression_type,
         max_message_bytes=config.max_message_bytes,
         compacted="compact" in config.cleanup_policy)
+    return _RECORDS_CONFIGS.setdefault(astuple(derived), derived)
+
+
+# A follower's `remote`: one shared empty mapping (a leader gets a dict of its own).
+_NO_REMOTES: Mapping[int, RemoteReplica] = MappingProxyType({})
+
+
+def _ignore_high_watermark(tp) -> None:
+    pass
 
 
 @dataclass
@@ -76,7 +92,7 @@ class FollowerRound:
         self.last_ms = last_ms
 
 
-@dataclass
+@dataclass(slots=True)
 class RemoteReplica:
     """The leader's view of one follower. While it sits at the log end offset (idle_round set), each fetch of
     that follower counts as a fetch of this partition at the end, until the partition changes (settle)."""
@@ -100,17 +116,11 @@ class RemoteReplica:
             self.last_fetch_ms = max(self.last_fetch_ms, r.last_ms)
 
 
-def _track_first_unstable_offset(log) -> None:
-    """The log's reads stop at the first unstable offset of its producer state. Through a weak reference: a log
-    whose own attribute refers back to it is a cycle, which outlives the log once gc.freeze made it permanent."""
-    this = weakref.ref(log)
-    log.first_unstable_offset = lambda: this().producer_state.first_unstable_offset(this().high_watermark)
-
-
 class Partition:
     __slots__ = ("topic", "index", "broker_id", "log", "clock", "isr_writer", "lag_max_ms", "leader", "leader_epoch",
                  "leader_epoch_start_offset", "controller_epoch", "isr", "replicas", "zk_version", "topic_id", "remote",
-                 "on_high_watermark_moved", "producer_state", "_records_config", "__weakref__")
+                 "on_high_watermark_moved", "producer_state", "_records_source", "_records_config",
+                 "__weakref__")
 
     def __init__(self, topic: str, index: int, broker_id: int, log, clock, isr_writer, lag_max_ms: int):
         self.topic, self.index = topic, index
@@ -127,13 +137,12 @@ class Partition:
         self.replicas: list[int] = []
         self.zk_version = 0
         self.topic_id: uuid.UUID | None = None
-        self.remote: dict[int, RemoteReplica] = {}
+        self.remote: Mapping[int, RemoteReplica] = _NO_REMOTES
         # called with the partition's tp when its high watermark moved (the replica manager completes the
         # produce and fetch requests waiting on it)
-        self.on_high_watermark_moved = lambda tp: None
+        self.on_high_watermark_moved = _ignore_high_watermark
         self.producer_state = log.producer_state
-        _track_first_unstable_offset(log)
-        self._records_config = (log.config, records_config(log.config))
+        self._records_source, self._records_config = log.config, records_config(log.config)
 
     @property
     def tp(self) -> tuple[str, int]:
@@ -150,11 +159,9 @@ class Partition:
     @property
     def records_config(self) -> RecordsConfig:
         """The validation settings of the log's current config (derived again when a dynamic change replaced it)."""
-        source, derived = self._records_config
-        if source is not self.log.config:
-            derived = records_config(self.log.config)
-            self._records_config = (self.log.config, derived)
-        return derived
+        if self._records_source is not self.log.config:
+            self._records_source, self._records_config = self.log.config, records_config(self.log.config)
+        return self._records_config
 
     def apply_state(self, leader: int, leader_epoch: int, isr, replicas, zk_version: int, controller_epoch: int,
                     topic_id: uuid.UUID | None) -> None:
@@ -178,7 +185,7 @@ class Partition:
                 self.log.assign_leader_epoch(leader_epoch, self.leader_epoch_start_offset)
                 self.maybe_increment_high_watermark()
             else:
-                self.remote = {}
+                self.remote = _NO_REMOTES
 
     # ---- leader appends -----------------------------------------------------------------------------------
     @contextmanager
@@ -402,7 +409,6 @@ class Partition:
         log.flush_observer = self.log.flush_observer
         self.log = log
         self.producer_state = log.producer_state
-        _track_first_unstable_offset(log)
 
     def truncate_to(self, offset: int, reason: str) -> None:
         if offset < self.log.log_end_offset:
@@ -424,7 +430,7 @@ class Partition:
             return
         cache = log.leader_epoch_cache
         if cache.latest_epoch is not None and leader_epoch != cache.latest_epoch:
-            _, our_end = cache.end_offset_for(leader_epoch)
+            _, our_end = log.end_offset_for_epoch(leader_epoch)
             target = min(end_offset, our_end if our_end >= 0 else end_offset, log.log_end_offset)
         else:
             target = min(end_offset, log.log_end_offset)
@@ -490,7 +496,7 @@ class Partition:
 
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
         """OffsetForLeaderEpoch: (the largest epoch <= epoch, where it ends) in this leader's log."""
-        return self.log.leader_epoch_cache.end_offset_for(epoch)
+        return self.log.end_offset_for_epoch(epoch)
 
     def delete_records(self, offset: int) -> int:
         """Move the log start offset up to offset (-1: the high watermark); the new low watermark."""

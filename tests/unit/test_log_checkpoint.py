@@ -54,27 +54,27 @@ def test_leader_epoch_checkpoint_format(tmp_path):
 
 def test_leader_epoch_cache(tmp_path):
     path = str(tmp_path / "leader-epoch-checkpoint")
-    leo = [100]
+    leo = 100   # the log end offset
     writes = []
 
     def run_blocking(fn):
         writes.append(fn)
         fn()
-    cache = LeaderEpochFileCache(path, lambda: leo[0], run_blocking)
+    cache = LeaderEpochFileCache(path, run_blocking)
     assert os.path.getsize(path) == 0 and cache.latest_epoch is None
-    assert cache.end_offset_for(0) == (-1, -1)
+    assert cache.end_offset_for(0, leo) == (-1, -1)
     cache.assign(1, 0)
     cache.assign(1, 10)                 # same epoch, later offset: nothing to record
     cache.assign(2, 40)
     cache.assign(4, 70)
     assert cache.entries == [(1, 0), (2, 40), (4, 70)] and len(writes) == 3
-    assert LeaderEpochFileCache(path, lambda: 0).entries == cache.entries          # persisted
-    assert cache.end_offset_for(4) == (4, 100)                  # the latest epoch ends at the log end offset
-    assert cache.end_offset_for(2) == (2, 70)
-    assert cache.end_offset_for(3) == (2, 70)                   # unknown epoch: the one before it
-    assert cache.end_offset_for(0) == (0, 0)                    # below every epoch: the first start offset
-    assert cache.end_offset_for(-1) == (-1, -1)
-    assert cache.end_offset_for(9) == (-1, -1)
+    assert LeaderEpochFileCache(path).entries == cache.entries          # persisted
+    assert cache.end_offset_for(4, leo) == (4, 100)                  # the latest epoch ends at the log end offset
+    assert cache.end_offset_for(2, leo) == (2, 70)
+    assert cache.end_offset_for(3, leo) == (2, 70)                   # unknown epoch: the one before it
+    assert cache.end_offset_for(0, leo) == (0, 0)                    # below every epoch: the first start offset
+    assert cache.end_offset_for(-1, leo) == (-1, -1)
+    assert cache.end_offset_for(9, leo) == (-1, -1)
     cache.assign(3, 50)                 # a new leader's epoch conflicting with entries after it
     assert cache.entries == [(1, 0), (2, 40), (3, 50)]
     cache.truncate_from_end(50)

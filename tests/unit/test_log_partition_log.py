@@ -6,12 +6,13 @@ import logging
 import os
 import struct
 
+import gevent
 import pytest
 
 from kbroker.clock import MockClock
 from kbroker.log.config import LogConfig
 from kbroker.log.errors import OffsetOutOfRange, RecordBatchTooLarge, UnexpectedAppendOffset
-from kbroker.log.log import OFF_HUB_WRITE_BYTES, Log, parse_topic_partition
+from kbroker.log.log import OFF_HUB_WRITE_BYTES, AppendLock, Log, parse_topic_partition
 from kbroker.log.segment import OffsetAndTimestamp
 
 from .test_log_batches import T0, append_batch, fill, legacy_messages, v2_batch
@@ -462,8 +463,8 @@ def test_leader_epochs_are_checkpointed_from_appended_batches(tmp_path):
     append_batch(log, 10, 5, epoch=5)
     path = os.path.join(log.dir, "leader-epoch-checkpoint")
     assert open(path).read() == "0\n2\n3 0\n5 10\n"
-    assert log.leader_epoch_cache.end_offset_for(3) == (3, 10)
-    assert log.leader_epoch_cache.end_offset_for(5) == (5, 15)
+    assert log.end_offset_for_epoch(3) == (3, 10)
+    assert log.end_offset_for_epoch(5) == (5, 15)
     log.truncate_to(10)
     assert open(path).read() == "0\n1\n3 0\n"
     data = legacy_messages(1, 10, 2)
@@ -504,6 +505,26 @@ def test_an_off_hub_write_is_invisible_until_written(tmp_path):
     assert (log.log_end_offset, log.active_segment.size) == (303, len(small) + len(big))
     assert log.read(3, 10 ** 7).records.read() == big
     assert log.active_segment.offset_index.entries == 1
+
+
+def test_the_append_lock_is_reentrant_and_queues_other_greenlets():
+    """Its semaphore is made only at the first contention: each greenlet, re-entering it and yielding inside,
+    still keeps the others out until its last release; a release by a greenlet not holding it is refused."""
+    lock = AppendLock()
+    order = []
+
+    def hold(name):
+        with lock:
+            with lock:
+                order.append(f"{name} in")
+                gevent.sleep(0)
+            gevent.sleep(0)
+            order.append(f"{name} out")
+    gevent.joinall([gevent.spawn(hold, name) for name in "abc"])
+    assert order == ["a in", "a out", "b in", "b out", "c in", "c out"]
+    assert not lock.locked()
+    with pytest.raises(RuntimeError):
+        lock.release()
 
 
 def test_a_preallocated_log_closed_unwritten_reopens_empty(tmp_path):
