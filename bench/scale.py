@@ -200,11 +200,12 @@ def partitions(state: dict, zk, steps: list[int], args):
         dev_cluster.wait_until(lambda: zk.get_controller_id() not in (None, controller), 120, 0.02,
                                "a new controller")
         elected = time.monotonic()
-        failover = wait_new_leaders(zk, [tp for tp, lead in leaders.items() if lead == controller], {controller},
-                                    timeout)
+        led = [tp for tp, lead in leaders.items() if lead == controller]   # none when it came back in the step before
+        failover = wait_new_leaders(zk, led, {controller}, timeout)
         restart(state, controller, zk, tps, timeout)
         yield n, {"re-elect (s)": f"{reelect - gone:.2f}", "start-up (s)": f"{startup:.1f}",
-                  "new ctrl (s)": f"{elected - t_kill:.1f}", "failover (s)": f"{failover - elected:.2f}"}, "done"
+                  "new ctrl (s)": f"{elected - t_kill:.1f}",
+                  "failover (s)": f"{failover - elected:.2f}" if led else "(led none)"}, "done"
 
 
 def _hold(port: int, pipe) -> None:
