@@ -259,7 +259,9 @@ def test_metrics_and_logs_after_traffic_and_a_dead_follower(cluster):
     broker_changes = value(scrape(c.brokers[controller]), elections)
     zk_requests = value(scrape(leader), "kafka_server_zookeeperclientmetrics_zookeeperrequestlatency_seconds_count")
     c.brokers[victim].kill9()
-    wait_until(lambda: value(s := scrape(leader), "kafka_server_replicamanager_underreplicatedpartitions") >= 1
+    # (this partition's shrink: the leader's other partitions, __consumer_offsets', shrink in the same pass)
+    wait_until(lambda: value(s := scrape(leader), "kafka_cluster_partition_underreplicated", **partition) == 1
+               and value(s, "kafka_server_replicamanager_underreplicatedpartitions") >= 1
                and value(s, "kafka_server_replicamanager_isrshrinks_total") >= 1, timeout=10,
                message="under-replicated partition and an ISR shrink")
     s = scrape(leader)
