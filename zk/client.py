@@ -901,20 +901,12 @@ class KafkaZkClient:
     def update_leader_and_isr(self, topic: str, partition: int, state: z.LeaderAndIsr) -> int | None:
         """A partition leader's ISR change: setData with expected version = state.zk_version (not fenced by
         the controller epoch, as Kafka's leader-side write). The new zkVersion, or None on a conflict."""
-        try:
-            stat = self.zk.set(z.TopicPartitionStateZNode.path(topic, partition),
-                               z.TopicPartitionStateZNode.encode(state), version=state.zk_version)
-        except NoNodeError:
-            return None
-        except BadVersionError:
-            # Run again after a lost connection, the first run may have written it (Kafka's checkLeaderAndIsrZkData).
-            return self._states_written([((topic, partition), state)]).get((topic, partition)) \
-                if _repeating.get() else None
-        return stat.version
+        return self.update_leader_and_isrs([((topic, partition), state)])[(topic, partition)]
 
     def update_leader_and_isrs(self, items) -> dict:
         """update_leader_and_isr of many partitions, [(tp, LeaderAndIsr)], pipelined (one round trip for all, each
-        still conditional on its own zkVersion): {tp: the new zkVersion, or None on a conflict}."""
+        still conditional on its own zkVersion): {tp: the new zkVersion, or None on a conflict}. Run again after a
+        lost connection, a conflict may be the first run's own write (Kafka's checkLeaderAndIsrZkData)."""
         pending = [(tp, state, self.zk.set_async(z.TopicPartitionStateZNode.path(*tp),
                                                  z.TopicPartitionStateZNode.encode(state), version=state.zk_version))
                    for tp, state in items]

@@ -427,19 +427,15 @@ class ReplicaManager:
     # ---- ISR ----------------------------------------------------------------------------------------------
     def write_isr(self, partition: Partition, new_isr: list[int]) -> bool:
         """The leader's ISR change in ZooKeeper, conditional on the partition's zkVersion."""
-        state = z.LeaderAndIsr(partition.leader, partition.leader_epoch, new_isr, partition.controller_epoch,
-                               partition.zk_version)
-        return self._isr_version(partition, new_isr, self.zk.update_leader_and_isr(partition.topic, partition.index,
-                                                                                 state))
+        return self._isr_version(partition, new_isr, self.zk.update_leader_and_isr(
+            partition.topic, partition.index, self._isr_state(partition, new_isr)))
 
     def write_isr_expansions(self, expansions) -> None:
         """The ISR expansions one follower Fetch allowed, [(partition, new ISR)], written together: pipelined
         conditional setData (one ZooKeeper round trip for all, not one per partition: a restarted follower of
         thousands of partitions rejoins their ISRs in a few rounds). An expansion whose partition changed while
         ZooKeeper answered (a LeaderAndIsr, another write) is dropped; the follower's next Fetch tries again."""
-        items = [(partition, new_isr, z.LeaderAndIsr(partition.leader, partition.leader_epoch, new_isr,
-                                                     partition.controller_epoch, partition.zk_version))
-                 for partition, new_isr in expansions]
+        items = [(partition, new_isr, self._isr_state(partition, new_isr)) for partition, new_isr in expansions]
         try:
             versions = self.zk.update_leader_and_isrs([(partition.tp, state) for partition, _, state in items])
         except Exception as e:
@@ -453,6 +449,12 @@ class ReplicaManager:
                 partition.isr_written(new_isr, f"expanding ISR with broker {new_isr[-1]}")
                 partition.maybe_increment_high_watermark()
                 self._complete_delayed(partition.tp)
+
+    @staticmethod
+    def _isr_state(partition: Partition, new_isr: list[int]) -> z.LeaderAndIsr:
+        """The state znode's content with new_isr, conditional on the partition's cached zkVersion."""
+        return z.LeaderAndIsr(partition.leader, partition.leader_epoch, new_isr, partition.controller_epoch,
+                              partition.zk_version)
 
     def _isr_version(self, partition: Partition, new_isr: list[int], version: int | None) -> bool:
         """Take the zkVersion an ISR write got (None: a conflict, reported and left to the controller)."""
