@@ -61,9 +61,9 @@ from __future__ import annotations
 import os
 from dataclasses import replace
 
-import gevent
 from kafka.protocol.consumer import FetchRequest, FetchResponse
 
+from ..common.hub import yield_to_hub
 from ..log.segment import EMPTY_SLICE, FileSlice
 from ..protocol.errors import Errors, KafkaError
 from ..protocol.hotpath import FetchPartitionData, FetchResponseData, fetch_response_size
@@ -77,11 +77,6 @@ MIN_VERSION, MAX_VERSION = 0, 12
 REQUEST, RESPONSE = FetchRequest, FetchResponse
 
 _NOT_HOSTED = (Errors.UNKNOWN_TOPIC_OR_PARTITION, Errors.NOT_LEADER_OR_FOLLOWER)
-
-
-def _yield() -> None:
-    """Let other connections run between stretches of conversion."""
-    gevent.sleep(0)
 
 
 def _file_reader(fd: int):
@@ -101,7 +96,7 @@ def _down_converted(replicas, params, tp, piece, fetch_offset: int, magic: int, 
     while piece.length:
         pieces, records, after = down_convert(
             _file_reader(piece.fd), piece.file_id, piece.position, piece.position + piece.length, magic,
-            fetch_offset=fetch_offset, max_bytes=max_bytes, cache=replicas.conversion_cache, pause=_yield)
+            fetch_offset=fetch_offset, max_bytes=max_bytes, cache=replicas.conversion_cache, pause=yield_to_hub)
         converted += records
         if pieces or after is None:
             return pieces, converted

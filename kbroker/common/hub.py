@@ -1,5 +1,5 @@
 """Yielding to the gevent hub from a long loop (LeaderAndIsr over tens of thousands of partitions, log loading,
-the controller's request building, loading a coordinator partition, a metrics scrape).
+the controller's request building, loading a coordinator partition, a metrics scrape, down-converting a fetch).
 
 gevent.sleep(0) runs only the greenlets already ready to run: the loop's I/O and timers wait until it turns, so a
 long loop of sleep(0)s can hold a broker's ZooKeeper pings past the session timeout (a broker applying a LeaderAndIsr
