@@ -447,8 +447,7 @@ class ReplicaManager:
                 continue
             if self._isr_version(partition, new_isr, versions.get(partition.tp)):
                 partition.isr_written(new_isr, f"expanding ISR with broker {new_isr[-1]}")
-                partition.maybe_increment_high_watermark()
-                self._complete_delayed(partition.tp)
+                partition.maybe_increment_high_watermark()   # (its hook completes what waits on a moved HW)
 
     @staticmethod
     def _isr_state(partition: Partition, new_isr: list[int]) -> z.LeaderAndIsr:
