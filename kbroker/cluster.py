@@ -842,9 +842,10 @@ def _restart(data_dir: str, state: dict, entry: dict, security: ClientSecurity |
     return b
 
 
-def start_broker(data_dir: str, broker_id: int, timeout: float = 60.0) -> dict:
+def start_broker(data_dir: str, broker_id: int, timeout: float = 60.0, started=None) -> dict:
     """Start one stopped broker of the development cluster on its server.properties and wait until it serves
-    (wait_ready, logged in as the admin on a secured cluster); its entry in cluster.json, with the new pid."""
+    (wait_ready, logged in as the admin on a secured cluster); its entry in cluster.json, with the new pid.
+    started(pid), if given, is called once the process runs, before the wait (a profiler attaching)."""
     data_dir = os.path.abspath(data_dir)
     state, entry = _member(data_dir, broker_id)
     if _alive(entry["pid"]):
@@ -852,6 +853,8 @@ def start_broker(data_dir: str, broker_id: int, timeout: float = 60.0) -> dict:
     preset = _preset(data_dir, state)
     b = _restart(data_dir, state, entry, preset.client_security() if preset else None)
     _write_state(data_dir, state)
+    if started is not None:
+        started(entry["pid"])
     wait_ready([b], timeout)
     return entry
 

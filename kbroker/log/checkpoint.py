@@ -127,11 +127,14 @@ class LeaderEpochFileCache:
 
     __slots__ = ("checkpoint", "_run_blocking", "_epochs", "writing", "pending")
 
-    def __init__(self, path: str, run_blocking: Callable[[Callable[[], None]], object] | None = None):
+    def __init__(self, path: str, run_blocking: Callable[[Callable[[], None]], object] | None = None,
+                 exists: bool | None = None):
+        """exists: whether the file is there, if the caller knows (a log's load: one system call less)."""
         self.checkpoint = LeaderEpochCheckpointFile(path)
-        open(path, "a").close()     # Kafka creates the file, empty, with the log
+        if not exists:
+            open(path, "a").close()     # Kafka creates the file, empty, with the log
         self._run_blocking = run_blocking or (lambda fn: fn())
-        self._epochs: list[EpochEntry] = self.checkpoint.read()
+        self._epochs: list[EpochEntry] = self.checkpoint.read() if exists is not False else []
         self.writing = 0   # checkpoint writes in flight
         self.pending = False   # an entry assign(..., write=False) left for write_pending()
 

@@ -78,6 +78,7 @@ LATEST_TIMESTAMP = -1
 NO_TIMESTAMP = -1
 
 _SEGMENT_FILE = re.compile(r"^(\d{20})\.(log|index|timeindex|txnindex)$")
+_TEMP_SUFFIXES = (DELETED_SUFFIX, CLEANED_SUFFIX, SWAP_SUFFIX)   # files a crash may leave (see _load_segments)
 _MARKED_DIR = re.compile(r"^(.+-\d+)\.\S+-(delete|future)$")
 _EPOCH = struct.Struct(">i")
 # Appends of at least this many bytes are written in run_blocking's thread pool. The hand-off costs the hub
@@ -228,11 +229,11 @@ class Log:
         self._hw_cache: tuple | None = None
         self.append_lock = AppendLock()
         self._writes_in_flight = 0
-        os.makedirs(self.dir, exist_ok=True)
+        files = self._list_files()   # once for the whole load: loading 100 000 logs is mostly system calls
         self.leader_epoch_cache = LeaderEpochFileCache(os.path.join(self.dir, LEADER_EPOCH_CHECKPOINT),
-                                                       self._run_blocking)
-        self.producer_state = ProducerStateManager(self.dir)
-        next_offset, recovered = self._load_segments(had_clean_shutdown)
+                                                       self._run_blocking, LEADER_EPOCH_CHECKPOINT in files)
+        self.producer_state = ProducerStateManager(self.dir, files)
+        next_offset, recovered = self._load_segments(had_clean_shutdown, files)
         active = self.active_segment
         self._leo = LogOffsetMetadata(next_offset, active.base_offset, active.size)
         self.log_start_offset = max(log_start_offset, self.segments[0].base_offset)
@@ -334,14 +335,24 @@ class Log:
 
     # ---- loading and recovery -------------------------------------------------------------------------------------
 
-    def _load_segments(self, had_clean_shutdown: bool) -> tuple[int, list[int]]:
-        """Load and check the segments, recovering the unflushed ones; the log end offset and the base offsets
-        of the segments recovered."""
-        swap_files = self._remove_temp_files_and_collect_swap_files()
+    def _list_files(self) -> set[str]:
+        """The names of the files in the log's dir (types from the listing, no stat per file); the dir is made
+        if missing."""
+        try:
+            with os.scandir(self.dir) as listing:
+                return {entry.name for entry in listing if entry.is_file()}
+        except FileNotFoundError:
+            os.makedirs(self.dir, exist_ok=True)
+            return set()
+
+    def _load_segments(self, had_clean_shutdown: bool, files: set[str]) -> tuple[int, list[int]]:
+        """Load and check the segments (files: the dir's listing), recovering the unflushed ones; the log end
+        offset and the base offsets of the segments recovered."""
+        swap_files = []
+        if any(name.endswith(_TEMP_SUFFIXES) for name in files):   # a crash cut a deletion, a clean or a swap
+            swap_files = self._remove_temp_files_and_collect_swap_files(files)
+            files = self._list_files()
         missing_indexes: dict[int, list[str]] = {}
-        # one listing (file types from it, no stat per file): loading 100 000 logs is mostly system calls
-        with os.scandir(self.dir) as listing:
-            files = {entry.name for entry in listing if entry.is_file()}
         for name in sorted(files):
             match = _SEGMENT_FILE.match(name)
             if match is None:
@@ -379,15 +390,14 @@ class Log:
         end = self._recover_log(unflushed, had_clean_shutdown)
         return end, [s.base_offset for s in unflushed if s in self.segments]
 
-    def _remove_temp_files_and_collect_swap_files(self) -> list[str]:
+    def _remove_temp_files_and_collect_swap_files(self, files: set[str]) -> list[str]:
         """Kafka's removeTempFilesAndCollectSwapFiles: delete `.deleted` and `.cleaned` files, and `.swap`
-        files that are indexes or part of an unfinished split; return the `.log.swap` files to complete."""
+        files that are indexes or part of an unfinished split (of `files`, the dir's); return the `.log.swap`
+        files to complete."""
         swaps, cleaned = [], []
         min_cleaned = float("inf")
-        for name in os.listdir(self.dir):
+        for name in sorted(files):
             path = os.path.join(self.dir, name)
-            if not os.path.isfile(path):
-                continue
             if name.endswith(DELETED_SUFFIX):
                 logger.info("%s deleting stray temporary file %s", self.name, name)
                 os.unlink(path)
@@ -443,7 +453,8 @@ class Log:
 
     def _recover_segment(self, segment: LogSegment) -> int:
         truncated = segment.recover(leader_epoch_cache=self.leader_epoch_cache)
-        logger.log(logging.WARNING if truncated else logging.INFO,
+        # (an empty segment, most of 100 000 replicas' after a crash, had nothing to recover: not worth a line each)
+        logger.log(logging.WARNING if truncated else logging.INFO if segment.size else logging.DEBUG,
                    "%s recovered segment %s: truncated %d bytes at byte %d, next offset %d", self.name,
                    os.path.basename(segment.log_path), truncated, segment.size, segment.read_next_offset())
         return truncated

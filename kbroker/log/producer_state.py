@@ -36,7 +36,7 @@ import os
 import re
 import struct
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
@@ -130,12 +130,14 @@ class ProducerStateManager:
     __slots__ = ("dir", "producers", "map_end_offset", "last_snap_offset", "ongoing", "unreplicated", "_snapshots",
                  "_unflushed")
 
-    def __init__(self, dir: str):
+    def __init__(self, dir: str, files: Iterable[str] | None = None):
+        """files: the names in dir, if the caller listed it already (a log's load lists its dir once)."""
         self.dir = dir
         self.map_end_offset = 0   # batches below this offset are reflected in the state
         self.last_snap_offset = 0
         self._forget_producers()
-        self._snapshots = sorted(int(m.group(1)) for m in map(_SNAPSHOT_FILE.match, os.listdir(dir)) if m) or ()
+        names = os.listdir(dir) if files is None else files
+        self._snapshots = sorted(int(m.group(1)) for m in map(_SNAPSHOT_FILE.match, names) if m) or ()
         self._unflushed: list[str] | tuple = ()              # snapshot files written, not fsynced yet
 
     def _forget_producers(self) -> None:

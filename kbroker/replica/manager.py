@@ -254,6 +254,7 @@ class ReplicaManager:
             if error == Errors.NONE and self.log_manager.get_future_log(tp) is not None:
                 self.log_dir_mover.add(tp)
         self.fetchers.shutdown_idle()
+        self._complete_delayed(*(tp for tp, _ in leaders + followers))
         self._notify_leadership(leaders, followers, [])
         return errors
 
@@ -289,7 +290,6 @@ class ReplicaManager:
                 self.fetchers.add_partition(tp, s.leader, endpoint[0], endpoint[1], s.leader_epoch)
         state_change.info("partition %s-%d: %s (leader %d, leader epoch %d, isr %s) from controller %d",
                           tp[0], tp[1], role, s.leader, s.leader_epoch, list(s.isr), controller_id)
-        self._complete_delayed(tp)
 
     def _notify_leadership(self, leaders, followers, stopped) -> None:
         if not (leaders or followers or stopped):
@@ -334,8 +334,7 @@ class ReplicaManager:
             hosted = {t for t, _ in self.partitions}
             for topic in {t for t, _ in to_delete} - hosted:
                 self.metrics.remove_topic(topic)
-        for tp, _ in stopped:
-            self._complete_delayed(tp)
+        self._complete_delayed(*(tp for tp, _ in stopped))
         self._notify_leadership([], [], stopped)
         return errors
 
@@ -393,8 +392,7 @@ class ReplicaManager:
         for topic in {t for t, _ in offline}:
             if not any(t == topic for t, _ in self.partitions):
                 self.metrics.remove_topic(topic)
-        for tp in offline:
-            self._complete_delayed(tp)
+        self._complete_delayed(*offline)
         log.warning("broker %d stopped fetchers for partitions %s because they are in the failed log directory %s",
                     self.broker_id, ",".join(f"{t}-{p}" for t, p in offline), log_dir)
         for tp, future in self.log_manager.future_logs.items():   # moves from or to the failed dir stop
@@ -410,19 +408,26 @@ class ReplicaManager:
                 gevent.sleep(1)
         log.warning("stopped serving replicas in dir %s", log_dir)
 
-    def _complete_delayed(self, tp) -> None:
-        self._fetch_news(tp)
-        self.produce_purgatory.check_and_complete(tp)
+    def _complete_delayed(self, *tps) -> None:
+        self._fetch_news(*tps)
+        for tp in tps:
+            self.produce_purgatory.check_and_complete(tp)
 
-    def _fetch_news(self, tp) -> None:
-        """Something changed behind tp: followers at its end were so until now, the fetch sessions holding it read
-        it again (the rounds waiting wake), and the fetches waiting on it check."""
-        partition = self.partitions.get(tp)
-        if partition is not None:
-            partition.settle_followers()
-        for session_id in self.fetch_sessions.changed(tp):
+    def _fetch_news(self, *tps) -> None:
+        """Something changed behind tps: followers at their end were so until now, the fetch sessions holding them
+        read them again (the rounds waiting wake), and the fetches waiting on them check. A session's waiting round
+        is checked once for all of tps: its check reads every partition of the round, so a check per partition of
+        a LeaderAndIsr for 100 000 partitions was quadratic (Kafka completes them after all partitions too)."""
+        sessions = set()
+        for tp in tps:
+            partition = self.partitions.get(tp)
+            if partition is not None:
+                partition.settle_followers()
+            sessions.update(self.fetch_sessions.changed(tp))
+        for session_id in sessions:
             self.fetch_purgatory.check_and_complete(session_key(session_id))
-        self.fetch_purgatory.check_and_complete(tp)
+        for tp in tps:
+            self.fetch_purgatory.check_and_complete(tp)
 
     # ---- ISR ----------------------------------------------------------------------------------------------
     def write_isr(self, partition: Partition, new_isr: list[int]) -> bool:
@@ -474,7 +479,9 @@ class ReplicaManager:
         interval = self.config["replica.lag.time.max.ms"] / 2000.0
         while True:
             gevent.sleep(interval)
-            for tp, partition in list(self.partitions.items()):
+            for i, (tp, partition) in enumerate(list(self.partitions.items())):
+                if i % 1000 == 999:
+                    yield_to_hub()   # (100 000 partitions: a pass takes longer than a ZooKeeper ping's due)
                 try:
                     if partition.maybe_shrink_isr():
                         self._complete_delayed(tp)
