@@ -126,18 +126,26 @@ class DelayedOperationPurgatory:
 
     def check_and_complete(self, key: Hashable) -> int:
         """Try to complete the operations watched under `key`; return how many this call completed."""
+        return self.check_and_complete_all((key,))
+
+    def check_and_complete_all(self, keys: Iterable[Hashable]) -> int:
+        """check_and_complete of every key, trying each operation once though several of the keys watch it: a
+        LeaderAndIsr changes thousands of partitions one waiting fetch watches, and each try reads them all."""
         self.checks += 1
-        ops = self._watchers.get(key)
-        if ops is None:
+        watched = [(key, ops) for key in keys if (ops := self._watchers.get(key)) is not None]
+        if not watched:
             return 0
+        found: dict[DelayedOperation, None] = {}
+        for _, ops in watched:
+            found.update(ops)
         completed = 0
-        for op in list(ops):
-            if op.is_completed:
-                ops.pop(op, None)
-            elif op.maybe_try_complete():
-                ops.pop(op, None)
+        for op in found:
+            if not op.is_completed and op.maybe_try_complete():
                 completed += 1
-        self._remove_key_if_empty(key, ops)
+        for key, ops in watched:
+            for op in [op for op in ops if op.is_completed]:
+                del ops[op]
+            self._remove_key_if_empty(key, ops)
         return completed
 
     def watched(self, key: Hashable) -> int:

@@ -410,24 +410,20 @@ class ReplicaManager:
 
     def _complete_delayed(self, *tps) -> None:
         self._fetch_news(*tps)
-        for tp in tps:
-            self.produce_purgatory.check_and_complete(tp)
+        self.produce_purgatory.check_and_complete_all(tps)
 
     def _fetch_news(self, *tps) -> None:
         """Something changed behind tps: followers at their end were so until now, the fetch sessions holding them
         read them again (the rounds waiting wake), and the fetches waiting on them check. A session's waiting round
-        is checked once for all of tps: its check reads every partition of the round, so a check per partition of
-        a LeaderAndIsr for 100 000 partitions was quadratic (Kafka completes them after all partitions too)."""
+        is checked once for all of tps, as is a fetch watching many of them: its check reads every partition it
+        waits on, so a check per partition of a LeaderAndIsr for 100 000 partitions was quadratic."""
         sessions = set()
         for tp in tps:
             partition = self.partitions.get(tp)
             if partition is not None:
                 partition.settle_followers()
             sessions.update(self.fetch_sessions.changed(tp))
-        for session_id in sessions:
-            self.fetch_purgatory.check_and_complete(session_key(session_id))
-        for tp in tps:
-            self.fetch_purgatory.check_and_complete(tp)
+        self.fetch_purgatory.check_and_complete_all([*map(session_key, sessions), *tps])
 
     # ---- ISR ----------------------------------------------------------------------------------------------
     def write_isr(self, partition: Partition, new_isr: list[int]) -> bool:

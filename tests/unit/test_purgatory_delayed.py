@@ -51,6 +51,24 @@ def test_completes_when_a_watched_key_is_checked_and_try_complete_succeeds():
     assert op.events == ["complete"]
 
 
+def test_checking_many_keys_tries_an_operation_watched_under_all_of_them_once():
+    """A LeaderAndIsr for thousands of partitions checks them together: a fetch waiting on all of them is tried
+    once, not once per partition (each try reads every partition it waits on)."""
+    _, p = make()
+    keys = [("t", i) for i in range(1000)]
+    waiting, other = Op(100), Op(100)
+    p.try_complete_else_watch(waiting, keys)
+    p.try_complete_else_watch(other, [("u", 0)])
+    waiting.tries = other.tries = 0
+    assert p.check_and_complete_all(keys + [("u", 0)]) == 0
+    assert (waiting.tries, other.tries) == (1, 1)
+    waiting.ready = True
+    assert p.check_and_complete_all(keys) == 1
+    assert waiting.tries == 2 and waiting.events == ["complete"] and other.tries == 1
+    assert [p.watched(k) for k in keys[:3]] == [0, 0, 0] and p.watched(("u", 0)) == 1 and p.delayed == 1
+    assert p.check_and_complete_all([("none", 1)]) == 0
+
+
 def test_completes_immediately_without_watching():
     _, p = make()
     op = Op(100)
