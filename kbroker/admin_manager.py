@@ -172,8 +172,7 @@ class AdminManager:
 
     def try_complete_delayed_topic_operations(self, topics) -> None:
         """New metadata arrived for these topics (Kafka's tryCompleteDelayedTopicOperations)."""
-        for topic in topics:
-            self.topic_purgatory.check_and_complete(topic)
+        self.topic_purgatory.check_and_complete_all(topics)
 
     def _alive_brokers(self) -> dict[int, str | None]:
         return self.cache.alive_broker_racks()

@@ -63,8 +63,9 @@ from .dir_failure import LogDirFailureChannel
 from .errors import (CorruptIndex, KafkaStorageError, OffsetOutOfRange, RecordBatchTooLarge,
                      UnexpectedAppendOffset, UnsupportedForMessageFormat)
 from .segment import (CLEANED_SUFFIX, DELETED_SUFFIX, EMPTY_SLICE, INDEX_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX,
-                      TIME_INDEX_SUFFIX, FetchDataInfo, LogOffsetMetadata, LogSegment, OffsetAndTimestamp,
-                      log_file_path, offset_index_path, time_index_path, txn_index_path)
+                      TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, FetchDataInfo, LogOffsetMetadata, LogSegment,
+                      OffsetAndTimestamp, filename_prefix, log_file_path, offset_index_path, time_index_path,
+                      txn_index_path)
 from .producer_state import ProducerStateManager, snapshot_path
 from .txn_index import AbortedTxn
 
@@ -387,7 +388,7 @@ class Log:
             if problem is not None:
                 logger.warning("%s rebuilding the indexes of segment %s: %s", self.name, segment.log_path, problem)
                 self._recover_segment(segment)
-        end = self._recover_log(unflushed, had_clean_shutdown)
+        end = self._recover_log(unflushed, had_clean_shutdown, None if swap_files else files)
         return end, [s.base_offset for s in unflushed if s in self.segments]
 
     def _remove_temp_files_and_collect_swap_files(self, files: set[str]) -> list[str]:
@@ -451,19 +452,22 @@ class Log:
             swap.change_file_suffixes(SWAP_SUFFIX, "")
             self._add_segment(swap)
 
-    def _recover_segment(self, segment: LogSegment) -> int:
-        truncated = segment.recover(leader_epoch_cache=self.leader_epoch_cache)
+    def _recover_segment(self, segment: LogSegment, files: set[str] | None = None) -> int:
+        """files: the dir's listing, if it is current (whether the segment has a `.txnindex`, without a stat)."""
+        has_txn_index = None if files is None else filename_prefix(segment.base_offset) + TXN_INDEX_SUFFIX in files
+        truncated = segment.recover(leader_epoch_cache=self.leader_epoch_cache, txn_index_exists=has_txn_index)
         # (an empty segment, most of 100 000 replicas' after a crash, had nothing to recover: not worth a line each)
         logger.log(logging.WARNING if truncated else logging.INFO if segment.size else logging.DEBUG,
                    "%s recovered segment %s: truncated %d bytes at byte %d, next offset %d", self.name,
                    os.path.basename(segment.log_path), truncated, segment.size, segment.read_next_offset())
         return truncated
 
-    def _recover_log(self, unflushed: tuple[LogSegment, ...], had_clean_shutdown: bool) -> int:
+    def _recover_log(self, unflushed: tuple[LogSegment, ...], had_clean_shutdown: bool,
+                     files: set[str] | None = None) -> int:
         """Recover the unflushed segments, dropping those after the first one truncated; returns the log end
-        offset."""
+        offset. files: the dir's current listing, if known."""
         for i, segment in enumerate(unflushed):
-            if self._recover_segment(segment) > 0:
+            if self._recover_segment(segment, files) > 0:
                 self._remove_and_delete_segments(unflushed[i + 1:], f"corruption in segment {segment.base_offset} "
                                                                     "found by log recovery")
                 break

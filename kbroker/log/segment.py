@@ -400,7 +400,8 @@ class LogSegment:
             raise CorruptIndex(f"index {self.offset_index.path} points at position "
                                f"{self.offset_index.last_entry.position}, beyond the log's {self._size} bytes")
 
-    def recover(self, max_message_size: int | None = None, leader_epoch_cache=None) -> int:
+    def recover(self, max_message_size: int | None = None, leader_epoch_cache=None,
+                txn_index_exists: bool | None = None) -> int:
         """Rescan the whole file, validating every entry (size, magic, CRC, offset range, and size up to
         max_message_size when given), rebuild both indexes, and truncate at the first invalid byte. Returns the
         number of bytes truncated. v2 batches' leader epochs go to leader_epoch_cache when newer."""
@@ -445,7 +446,8 @@ class LogSegment:
         self._size = valid
         self.file_id = next(_FILE_IDS)
         # entries of markers cut off go; missing ones are added again by the producer state's replay
-        if self._txn_index is not None or os.path.exists(self._txn_index_path):
+        if self._txn_index is not None or (os.path.exists(self._txn_index_path) if txn_index_exists is None
+                                           else txn_index_exists):
             self.txn_index.truncate_to(next_offset)
         if valid:   # an empty segment keeps its indexes' room (normally the active one: the log sizes it so anyway)
             self.offset_index.trim_to_valid_size()
