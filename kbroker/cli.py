@@ -16,7 +16,8 @@ Keys kbroker does not know are kept and named by one warning, as Kafka 2.8 keeps
 KBROKER_STRICT_CONFIG=true) refuses them with exit 2.
 
 Logs of `start`, as Kafka's log4j set-up: the server log on stderr (at --log-level); the `state-change` logger
-(elections, ISR changes, LeaderAndIsr handling) at INFO also into <log dir>/state-change.log; Kafka's request
+(elections, ISR changes, LeaderAndIsr handling) at INFO also into <log dir>/state-change.log, its lines about
+single partitions (`state-change.partition`) below WARNING only there; Kafka's request
 logger `kafka.request.logger` (one line per request at DEBUG, off by default) only into
 <log dir>/kafka-request.log; the authorizer's `kafka.authorizer.logger` (a line per denied operation at INFO)
 only into <log dir>/kafka-authorizer.log. The log dir is --log-dir, else $LOG_DIR (Kafka's variable), else `logs` next to
@@ -50,6 +51,7 @@ from .config import IMAGE_ENV, ConfigError, load  # noqa: E402
 
 DEFAULT_DIR = os.environ.get("KBROKER_HOME", ".kbroker")
 STATE_CHANGE_LOGGER = "state-change"
+PARTITION_CHANGE_LOGGER = "state-change.partition"   # a line per partition (Kafka's Partition.makeLeader/Follower)
 REQUEST_LOGGER = "kafka.request.logger"
 AUTHORIZER_LOGGER = "kafka.authorizer.logger"
 _LOG_FORMAT = "[%(asctime)s] %(levelname)s %(name)s: %(message)s"
@@ -103,8 +105,10 @@ def _configure_logging(level: str = "INFO", log_dir: str | None = None, loggers:
                                                              encoding="utf-8", delay=True))):
         handler.setFormatter(logging.Formatter(_LOG_FORMAT))
         logger.addHandler(handler)
-    # As Kafka's additivity=false: request and authorizer lines go to their own files only.
+    # As Kafka's additivity=false: request and authorizer lines go to their own files only, and so do the
+    # state-change lines of single partitions below WARNING (100 000 of them for one LeaderAndIsr).
     requests.propagate = authorizer.propagate = False
+    stderr.addFilter(lambda r: r.name != PARTITION_CHANGE_LOGGER or r.levelno >= logging.WARNING)
 
 
 @click.group()

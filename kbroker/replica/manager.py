@@ -78,6 +78,7 @@ from .partition import READ_COMMITTED, FollowerRound, Partition
 from .selector import ReplicaView, preferred_read_replica
 
 state_change = logging.getLogger("state-change")
+partition_change = logging.getLogger("state-change.partition")   # per partition: state-change.log only (cli)
 log = logging.getLogger("kbroker.replica")
 
 ISR_NOTIFICATION_INTERVAL_S = 0.25
@@ -227,8 +228,9 @@ class ReplicaManager:
                 errors[tp] = Errors.INCONSISTENT_TOPIC_ID
                 continue
             if current is not None and s.leader_epoch <= current.leader_epoch:
-                state_change.info("ignoring LeaderAndIsr for %s-%d from controller %d: leader epoch %d is not "
-                                  "newer than %d", tp[0], tp[1], controller_id, s.leader_epoch, current.leader_epoch)
+                partition_change.info("ignoring LeaderAndIsr for %s-%d from controller %d: leader epoch %d is "
+                                      "not newer than %d", tp[0], tp[1], controller_id, s.leader_epoch,
+                                      current.leader_epoch)
                 errors[tp] = Errors.STALE_CONTROLLER_EPOCH
                 continue
             if current is None:
@@ -288,8 +290,8 @@ class ReplicaManager:
                                      tp[0], tp[1], s.leader)
             else:
                 self.fetchers.add_partition(tp, s.leader, endpoint[0], endpoint[1], s.leader_epoch)
-        state_change.info("partition %s-%d: %s (leader %d, leader epoch %d, isr %s) from controller %d",
-                          tp[0], tp[1], role, s.leader, s.leader_epoch, list(s.isr), controller_id)
+        partition_change.info("partition %s-%d: %s (leader %d, leader epoch %d, isr %s) from controller %d",
+                              tp[0], tp[1], role, s.leader, s.leader_epoch, list(s.isr), controller_id)
 
     def _notify_leadership(self, leaders, followers, stopped) -> None:
         if not (leaders or followers or stopped):
@@ -325,7 +327,7 @@ class ReplicaManager:
                 to_delete.append(tp)
             elif removed is not None:
                 removed.leader = -1
-            state_change.info("stopped replica %s-%d%s", topic, partition, " and deleted it" if delete else "")
+            partition_change.info("stopped replica %s-%d%s", topic, partition, " and deleted it" if delete else "")
             stopped.append((tp, leader_epoch if leader_epoch >= 0 else None))
             errors.append(Errors.NONE)
         self.fetchers.shutdown_idle()

@@ -32,7 +32,7 @@ import uuid
 import weakref
 from collections.abc import Mapping
 from contextlib import contextmanager
-from dataclasses import astuple, dataclass
+from dataclasses import dataclass
 from types import MappingProxyType
 
 from ..log.config import LogConfig
@@ -55,14 +55,19 @@ _RECORDS_CONFIGS: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 
 
 def records_config(config: LogConfig) -> RecordsConfig:
-    derived = RecordsConfig(
-        magic=magic_for_format_version(config.message_format_version),
-        timestamp_type=LOG_APPEND_TIME if config.message_timestamp_type == "LogAppendTime" else CREATE_TIME,
-        max_timestamp_difference_ms=config.message_timestamp_difference_max_ms,
-        compression_type=config.compression_type,
-        max_message_bytes=config.max_message_bytes,
-        compacted="compact" in config.cleanup_policy)
-    return _RECORDS_CONFIGS.setdefault(astuple(derived), derived)
+    # keyed by the settings it derives from: a partition made by a LeaderAndIsr for 100 000 builds no config
+    key = (config.message_format_version, config.message_timestamp_type, config.message_timestamp_difference_max_ms,
+           config.compression_type, config.max_message_bytes, "compact" in config.cleanup_policy)
+    found = _RECORDS_CONFIGS.get(key)
+    if found is None:
+        found = _RECORDS_CONFIGS.setdefault(key, RecordsConfig(
+            magic=magic_for_format_version(config.message_format_version),
+            timestamp_type=LOG_APPEND_TIME if config.message_timestamp_type == "LogAppendTime" else CREATE_TIME,
+            max_timestamp_difference_ms=config.message_timestamp_difference_max_ms,
+            compression_type=config.compression_type,
+            max_message_bytes=config.max_message_bytes,
+            compacted=key[-1]))
+    return found
 
 
 # A follower's `remote`: one shared empty mapping (a leader gets a dict of its own).
