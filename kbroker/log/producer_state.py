@@ -137,7 +137,8 @@ class ProducerStateManager:
         self.last_snap_offset = 0
         self._forget_producers()
         names = os.listdir(dir) if files is None else files
-        self._snapshots = sorted(int(m.group(1)) for m in map(_SNAPSHOT_FILE.match, names) if m) or ()
+        self._snapshots = sorted(int(m.group(1)) for name in names if name.endswith(".snapshot")
+                                 and (m := _SNAPSHOT_FILE.match(name))) or ()
         self._unflushed: list[str] | tuple = ()              # snapshot files written, not fsynced yet
 
     def _forget_producers(self) -> None:
