@@ -94,6 +94,7 @@ class LogManager:
         self._preferred_dirs: dict[TopicPartition, str] = {}
         self._logs_to_delete: list[tuple[int, Log]] = []
         self._checkpointed: dict[str, dict[TopicPartition, int]] = {}   # path -> the offsets last written there
+        self._high_watermarks_mark: tuple | None = None   # what the last high-watermark checkpoint saw (see there)
         self._with_periodic_work: set[Log] = set()    # may have a flush or deletions due (see _track)
         self._add_periodic_work = self._with_periodic_work.add     # bound once: every log's on_periodic_work
         self._create_and_validate_log_dirs({os.path.abspath(d) for d in initial_offline_dirs})
@@ -597,8 +598,13 @@ class LogManager:
 
     def checkpoint_high_watermarks(self, high_watermarks: Mapping[TopicPartition, int] | None = None) -> None:
         """`replication-offset-checkpoint` of every live log dir: the given high watermarks, and each log's own
-        for partitions not given."""
+        for partitions not given. Nothing to do, without a pass over the logs, when no high watermark moved and
+        no log came or went since the last (an idle broker's every 5 s)."""
+        mark = (Log.high_watermark_moves, len(self._logs), len(self._future_logs))
+        if not high_watermarks and mark == self._high_watermarks_mark:
+            return
         self._checkpoint_live_dirs(lambda d: self._checkpoint_high_watermarks_in(d, high_watermarks or {}))
+        self._high_watermarks_mark = None if high_watermarks else mark
 
     # ---- shutdown ---------------------------------------------------------------------------------------------
 

@@ -231,6 +231,27 @@ def test_high_watermark_checkpoint_and_topic_configs(tmp_path):
     assert log.config.retention_ms == 5
 
 
+def test_high_watermark_checkpoint_follows_every_move_and_new_log(tmp_path):
+    """The periodic checkpoint skips its pass when nothing moved: a move, a new log or a deleted one still
+    reach the file."""
+    lm = manager([tmp_path])
+    log = lm.get_or_create_log(("a", 0))
+    fill(log, 4)
+    lm.checkpoint_high_watermarks()
+    assert checkpoint(tmp_path, "replication-offset-checkpoint") == {("a", 0): 0}
+    lm.checkpoint_high_watermarks()
+    log.update_high_watermark(2)
+    lm.checkpoint_high_watermarks()
+    assert checkpoint(tmp_path, "replication-offset-checkpoint") == {("a", 0): 2}
+    log.update_high_watermark(2)
+    lm.get_or_create_log(("b", 0))
+    lm.checkpoint_high_watermarks()
+    assert checkpoint(tmp_path, "replication-offset-checkpoint") == {("a", 0): 2, ("b", 0): 0}
+    lm.delete_logs([("b", 0)])
+    lm.checkpoint_high_watermarks()
+    assert checkpoint(tmp_path, "replication-offset-checkpoint") == {("a", 0): 2}
+
+
 def test_flush_dirty_logs_and_fsync_off_the_caller(tmp_path):
     calls = []
 
