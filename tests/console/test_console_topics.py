@@ -7,8 +7,10 @@ import subprocess
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+from kafka.protocol.metadata import MetadataRequest
 
 from kbroker.cluster import free_port, wait_until
+from kbroker.protocol.client import Connection
 from tests.conftest import fresh_chroot
 from tests.console.conftest import shot
 from tests.integration.conftest import Cluster
@@ -45,8 +47,22 @@ def console_without_metrics(cluster2m, console_factory):
 
 
 def create(bootstrap: str, name: str, partitions: int = 1, rf: int = 1) -> None:
+    """Create the topic and wait until every broker lists it with its leaders: CreateTopics answers once the
+    controller knows it, and the broker the console asks may learn it a moment later (as in Kafka)."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(name, partitions, rf)])[name].result(20)
+
+    def leaders(server: str) -> list[int]:   # as this one broker's metadata cache serves them
+        host, port = server.rsplit(":", 1)
+        conn = Connection(host, int(port), "console-test", 10)
+        try:
+            response = conn.send(MetadataRequest(version=1, topics=[MetadataRequest.MetadataRequestTopic(name=name)]))
+        finally:
+            conn.close()
+        return [p.leader_id for t in response.topics if not t.error_code for p in t.partitions]
+    for server in bootstrap.split(","):
+        wait_until(lambda s=server: (found := leaders(s)) and len(found) == partitions and min(found) >= 0, 20,
+                   message=f"{server} to list {name}")
 
 
 def produce(bootstrap: str, topic: str, n: int, partition: int = 0) -> None:
