@@ -7,10 +7,9 @@ import subprocess
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
-from kafka.protocol.metadata import MetadataRequest
 
 from kbroker.cluster import free_port, wait_until
-from kbroker.protocol.client import Connection
+from tests.clients._util import leaders_known
 from tests.conftest import fresh_chroot
 from tests.console.conftest import shot
 from tests.integration.conftest import Cluster
@@ -46,23 +45,12 @@ def console_without_metrics(cluster2m, console_factory):
     return console_factory(cluster2m)
 
 
-def create(bootstrap: str, name: str, partitions: int = 1, rf: int = 1) -> None:
+def create(cluster: Cluster, name: str, partitions: int = 1, rf: int = 1) -> None:
     """Create the topic and wait until every broker lists it with its leaders: CreateTopics answers once the
     controller knows it, and the broker the console asks may learn it a moment later (as in Kafka)."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
     admin.create_topics([NewTopic(name, partitions, rf)])[name].result(20)
-
-    def leaders(server: str) -> list[int]:   # as this one broker's metadata cache serves them
-        host, port = server.rsplit(":", 1)
-        conn = Connection(host, int(port), "console-test", 10)
-        try:
-            response = conn.send(MetadataRequest(version=1, topics=[MetadataRequest.MetadataRequestTopic(name=name)]))
-        finally:
-            conn.close()
-        return [p.leader_id for t in response.topics if not t.error_code for p in t.partitions]
-    for server in bootstrap.split(","):
-        wait_until(lambda s=server: (found := leaders(s)) and len(found) == partitions and min(found) >= 0, 20,
-                   message=f"{server} to list {name}")
+    wait_until(lambda: leaders_known(cluster, name, partitions), 20, message=f"every broker to list {name}")
 
 
 def produce(bootstrap: str, topic: str, n: int, partition: int = 0) -> None:
@@ -127,7 +115,7 @@ def consume_all(bootstrap: str, topic: str, partitions: int, expected: int) -> N
 
 def test_the_list_shows_each_topic_and_a_created_topic_is_seen_by_kcat(cluster2m, console, console_without_metrics,
                                                                       page):
-    create(cluster2m.bootstrap, "tp-orders", partitions=3, rf=2)
+    create(cluster2m, "tp-orders", partitions=3, rf=2)
     produce(cluster2m.bootstrap, "tp-orders", 50)
     # Without --metrics-url the console finds the endpoints from the brokers' metrics.port.
     page.goto(console_without_metrics.url + "/topics")
@@ -166,7 +154,7 @@ def test_the_list_shows_each_topic_and_a_created_topic_is_seen_by_kcat(cluster2m
 
 
 def test_a_topics_page_shows_partitions_readers_and_changes_configs_and_partitions(cluster2m, console, page):
-    create(cluster2m.bootstrap, "tp-detail", partitions=2, rf=2)
+    create(cluster2m, "tp-detail", partitions=2, rf=2)
     produce(cluster2m.bootstrap, "tp-detail", 10, partition=0)
     commit(cluster2m.bootstrap, "tp-reader", "tp-detail", 0, 4)
     page.goto(console.url + "/topics/tp-detail")
@@ -237,7 +225,7 @@ def test_bad_topics_are_refused_with_a_message_and_shown_inert(cluster2m, consol
 
 
 def test_deleting_a_topic_asks_first(cluster2m, console, page):
-    create(cluster2m.bootstrap, "tp-doomed", partitions=1, rf=1)
+    create(cluster2m, "tp-doomed", partitions=1, rf=1)
     page.goto(console.url + "/topics/tp-doomed")
     asked = []
     page.once("dialog", lambda d: (asked.append(d.message), d.dismiss()))
