@@ -137,7 +137,7 @@ class ProducerStateManager:
         self.last_snap_offset = 0
         self._forget_producers()
         names = os.listdir(dir) if files is None else files
-        self._snapshots = sorted(int(m.group(1)) for name in names if name.endswith(".snapshot")
+        self._snapshots = sorted(int(m.group(1)) for name in names if name.endswith(SNAPSHOT_SUFFIX)
                                  and (m := _SNAPSHOT_FILE.match(name))) or ()
         self._unflushed: list[str] | tuple = ()              # snapshot files written, not fsynced yet
 
