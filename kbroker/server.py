@@ -277,9 +277,10 @@ class KafkaServer:
             raise StartupError(str(e)) from None
 
     def _cleanup_logs(self) -> None:
-        """Retention, then every fetch session reads all its partitions once (the log start offsets it moved)."""
-        self.log_manager.cleanup_logs()
-        self.replica_manager.fetch_sessions.mark_all()
+        """Retention, then, if it deleted segments, every fetch session reads all its partitions once (the log
+        start offsets it moved)."""
+        if self.log_manager.cleanup_logs():
+            self.replica_manager.fetch_sessions.mark_all()
 
     def _start_log_tasks(self) -> None:
         cfg = self.config

@@ -199,6 +199,10 @@ class Log:
     # Moves of any log's high watermark in this process, a new log counting as one: the LogManager's checkpoint
     # every few seconds skips its pass over 100 000 idle logs when nothing moved since the last.
     high_watermark_moves = 0
+    # Changes of any log's start offset, recovery point, segments or config in this process, a new log counting
+    # as one: the passes over every log that only these can give work (the minute checkpoints, the fetchers' full
+    # look, the cleaner's list of compacted logs) skip while it stands still.
+    changes = 0
 
     def __init__(self, dir: str, config: LogConfig, recovery_point: int = 0, log_start_offset: int = 0,
                  clock: Clock | None = None, *, had_clean_shutdown: bool = False,
@@ -244,6 +248,7 @@ class Log:
         self.recovery_point = max(self.recovery_point, self.log_start_offset)
         self._high_watermark = self.log_start_offset
         Log.high_watermark_moves += 1
+        Log.changes += 1
         self.leader_epoch_cache.truncate_from_end(next_offset)
         self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
         self.producer_state.load(self, next_offset, had_clean_shutdown, recovered)
@@ -288,6 +293,7 @@ class Log:
     def _set_segments(self, segments) -> None:
         ordered = tuple(sorted(segments, key=lambda s: s.base_offset))
         self._view = (ordered, tuple(s.base_offset for s in ordered))
+        Log.changes += 1
 
     def _add_segment(self, segment: LogSegment) -> None:
         self._set_segments([s for s in self.segments if s.base_offset != segment.base_offset] + [segment])
@@ -678,6 +684,7 @@ class Log:
             self.flush_observer(time.perf_counter() - started)
         if self._truncations == truncations and offset > self.recovery_point:
             self.recovery_point = offset
+            Log.changes += 1
             self.last_flush_time = self._clock.now_ms()
         if self._pending_flush_offset is not None and self._pending_flush_offset <= self.recovery_point:
             self._pending_flush_offset = None
@@ -829,6 +836,7 @@ class Log:
     def _complete_truncation(self, start_offset: int, end_offset: int) -> None:
         active = self.active_segment
         self.log_start_offset = start_offset
+        Log.changes += 1
         self._leo = LogOffsetMetadata(end_offset, active.base_offset, active.size)
         self.recovery_point = min(self.recovery_point, end_offset)
         if self._pending_flush_offset is not None and self._pending_flush_offset > end_offset:
@@ -873,6 +881,7 @@ class Log:
         if new_log_start_offset > self.log_start_offset:
             self.log_start_offset = new_log_start_offset
             self.recovery_point = max(self.recovery_point, new_log_start_offset)
+            Log.changes += 1
             logger.info("%s incremented log start offset to %d", self.name, new_log_start_offset)
             self.leader_epoch_cache.truncate_from_start(new_log_start_offset)
             self.producer_state.on_log_start_offset_incremented(new_log_start_offset)
@@ -969,6 +978,7 @@ class Log:
     def update_config(self, config: LogConfig) -> None:
         """New topic settings; segment and index sizes apply from the next segment, as in Kafka."""
         self.config = config
+        Log.changes += 1
         self.on_periodic_work(self)     # flush.ms may have come down
 
     @_io("closing the log")

@@ -94,7 +94,7 @@ class LogManager:
         self._preferred_dirs: dict[TopicPartition, str] = {}
         self._logs_to_delete: list[tuple[int, Log]] = []
         self._checkpointed: dict[str, dict[TopicPartition, int]] = {}   # path -> the offsets last written there
-        self._high_watermarks_mark: tuple | None = None   # what the last high-watermark checkpoint saw (see there)
+        self._checkpoint_marks: dict[str, tuple | None] = {}   # checkpoint name -> what its last pass saw (_logs_mark)
         self._with_periodic_work: set[Log] = set()    # may have a flush or deletions due (see _track)
         self._add_periodic_work = self._with_periodic_work.add     # bound once: every log's on_periodic_work
         self._create_and_validate_log_dirs({os.path.abspath(d) for d in initial_offline_dirs})
@@ -590,21 +590,35 @@ class LogManager:
             except KafkaStorageError as e:
                 logger.error("checkpoint in %s failed: %s", log_dir, e)
 
+    def _logs_mark(self, moves: int) -> tuple:
+        """What a periodic pass over every log saw: a process-wide count of the moves it follows, and how many
+        logs there were (a log gone or a future log taking over change the counts; a new log counts a move)."""
+        return moves, len(self._logs), len(self._future_logs)
+
     def checkpoint_recovery_points(self) -> None:
-        self._checkpoint_live_dirs(self._checkpoint_recovery_points_in)
+        """`recovery-point-offset-checkpoint` of every live log dir (then the producer snapshots recovery no longer
+        needs go); nothing to do, without a pass over the logs, when no log changed since the last (Log.changes)."""
+        mark = self._logs_mark(Log.changes)
+        if mark != self._checkpoint_marks.get(RECOVERY_POINT_CHECKPOINT):
+            self._checkpoint_live_dirs(self._checkpoint_recovery_points_in)
+            self._checkpoint_marks[RECOVERY_POINT_CHECKPOINT] = mark
 
     def checkpoint_log_start_offsets(self) -> None:
-        self._checkpoint_live_dirs(self._checkpoint_log_start_offsets_in)
+        """`log-start-offset-checkpoint` of every live log dir; skipped as the recovery points are."""
+        mark = self._logs_mark(Log.changes)
+        if mark != self._checkpoint_marks.get(LOG_START_OFFSET_CHECKPOINT):
+            self._checkpoint_live_dirs(self._checkpoint_log_start_offsets_in)
+            self._checkpoint_marks[LOG_START_OFFSET_CHECKPOINT] = mark
 
     def checkpoint_high_watermarks(self, high_watermarks: Mapping[TopicPartition, int] | None = None) -> None:
         """`replication-offset-checkpoint` of every live log dir: the given high watermarks, and each log's own
         for partitions not given. Nothing to do, without a pass over the logs, when no high watermark moved and
         no log came or went since the last (an idle broker's every 5 s)."""
-        mark = (Log.high_watermark_moves, len(self._logs), len(self._future_logs))
-        if not high_watermarks and mark == self._high_watermarks_mark:
+        mark = self._logs_mark(Log.high_watermark_moves)
+        if not high_watermarks and mark == self._checkpoint_marks.get(REPLICATION_OFFSET_CHECKPOINT):
             return
         self._checkpoint_live_dirs(lambda d: self._checkpoint_high_watermarks_in(d, high_watermarks or {}))
-        self._high_watermarks_mark = None if high_watermarks else mark
+        self._checkpoint_marks[REPLICATION_OFFSET_CHECKPOINT] = None if high_watermarks else mark
 
     # ---- shutdown ---------------------------------------------------------------------------------------------
 

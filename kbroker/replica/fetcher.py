@@ -28,6 +28,7 @@ import gevent
 import gevent.event
 from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest, OffsetForLeaderEpochRequest
 
+from ..log.log import Log
 from ..protocol.client import Connection, FetchSessionHandler
 from ..protocol.errors import Errors, KafkaError
 from ..protocol.hotpath import decode_fetch_response
@@ -58,11 +59,15 @@ class ReplicaFetcher:
         self.truncating: set = set()   # partitions added that have not truncated yet (all of them start so)
         # What the next fetch asks of each partition, kept between rounds: a round looks again only at the
         # partitions that may have moved (stale: added, answered, failed, truncated), so an idle round is O(changed).
-        # Every replica.lag.time.max.ms / 2 (and while the follower throttle is over its rate) it looks at all.
+        # It looks at all while the follower throttle is over its rate and in the round after, and every
+        # replica.lag.time.max.ms / 2 if some log's start offset or segments changed meanwhile (Log.changes:
+        # retention, a moved log dir), which no answer marks.
         self.wanted: dict = {}
         self.stale: set = set()
         self.full_every = cfg["replica.lag.time.max.ms"] / 2000.0
         self.next_full = 0.0
+        self.full_mark: int | None = None   # Log.changes at the last full look
+        self.throttled = False              # whether the last round was throttled
         self.session = FetchSessionHandler()
         self.backoff = cfg["replica.fetch.backoff.ms"] / 1000.0
         self.wakeup = gevent.event.Event()
@@ -154,9 +159,10 @@ class ReplicaFetcher:
         quota = self.manager.replication_quotas.follower
         throttling = bool(quota.throttled) and quota.is_quota_exceeded()
         wanted, stale = self.wanted, self.stale
-        if throttling or now >= self.next_full:
-            self.next_full = now + self.full_every
+        if throttling or self.throttled or now >= self.next_full and self.full_mark != Log.changes:
+            self.next_full, self.full_mark = now + self.full_every, Log.changes
             stale = self.partitions.keys() | wanted.keys()
+        self.throttled = throttling
         self.stale = set()
         looked = list(stale)
         for tp in looked:

@@ -136,6 +136,11 @@ class ReplicaManager:
         # coordinator makes or drops the producer's pending transactional offsets (server.py wires it).
         self.on_txn_marker_appended = lambda producer_id, offsets_partition, committed: None
         self._isr_changes: set = set()
+        # The ISR check's work list (Kafka's isr-expiration task looks at every partition): the partitions where
+        # a follower may have stopped being caught up without its round stalling (changed, read by a follower,
+        # newly led); a partition leaves it once all its in-sync followers sit at its end on live rounds.
+        self._isr_watch: set = set()
+        self._stalled_followers: set[int] = set()   # followers whose rounds were stalled at the last check
         self._tasks: list = []
         # Called with ([(tp, leader epoch)] now led here, [(tp, leader epoch)] now followed, [(tp, epoch or None)]
         # stopped) after each LeaderAndIsr / StopReplica, as Kafka's onLeadershipChange (the group coordinator
@@ -420,6 +425,7 @@ class ReplicaManager:
         is checked once for all of tps, as is a fetch watching many of them: its check reads every partition it
         waits on, so a check per partition of a LeaderAndIsr for 100 000 partitions was quadratic."""
         sessions = set()
+        self._isr_watch.update(tps)
         for tp in tps:
             partition = self.partitions.get(tp)
             if partition is not None:
@@ -477,14 +483,32 @@ class ReplicaManager:
         interval = self.config["replica.lag.time.max.ms"] / 2000.0
         while True:
             gevent.sleep(interval)
-            for i, (tp, partition) in enumerate(list(self.partitions.items())):
-                if i % 1000 == 999:
-                    yield_to_hub()   # (100 000 partitions: a pass takes longer than a ZooKeeper ping's due)
-                try:
-                    if partition.maybe_shrink_isr():
-                        self._complete_delayed(tp)
-                except Exception:
-                    log.exception("ISR check of %s-%d failed", tp[0], tp[1])
+            self.check_isrs()
+
+    def check_isrs(self) -> None:
+        """Drop the followers out of sync for replica.lag.time.max.ms from the ISRs led here. A follower quiet at
+        a partition's end is caught up as long as its fetches go on (its round), so the check looks only at the
+        partitions of its work list, and at every partition when a follower's round newly stalled."""
+        now = self.clock.now_ms()
+        lag = self.config["replica.lag.time.max.ms"]
+        stalled = {f for f, r in self.follower_rounds.items() if now - r.last_ms > lag}
+        tps = self.partitions.keys() if stalled - self._stalled_followers else self._isr_watch
+        self._stalled_followers = stalled
+        tps, self._isr_watch = list(tps), set()
+        for i, tp in enumerate(tps):
+            if i % 1000 == 999:
+                yield_to_hub()   # (100 000 partitions: a pass takes longer than a ZooKeeper ping's due)
+            partition = self.partitions.get(tp)
+            if partition is None or not partition.is_leader:
+                continue
+            try:
+                if partition.maybe_shrink_isr():
+                    self._complete_delayed(tp)
+                if not partition.followers_quiet(lag):
+                    self._isr_watch.add(tp)
+            except Exception:
+                self._isr_watch.add(tp)
+                log.exception("ISR check of %s-%d failed", tp[0], tp[1])
 
     def _isr_notification_loop(self) -> None:
         while True:
@@ -706,6 +730,8 @@ class ReplicaManager:
                                      "zstd-compressed topics can only be fetched with Fetch v10 or later")
                 piece, data.high_watermark, data.last_stable_offset, data.log_start_offset = partition.read(
                     fetch_offset, min(partition_max, limit), isolation, min_one, follower, follower_round, expansions)
+                if follower >= 0:
+                    self._isr_watch.add(tp)   # (the ISR check drops it again if the follower sits at the end)
                 # Nothing to read until the partition changes (a session may leave it out): a follower also in the
                 # ISR with the high watermark there (else its next read may expand the ISR or move the HW).
                 data.at_end = not piece.length and fetch_offset == partition.fetchable_end(isolation, follower) and (
@@ -747,6 +773,7 @@ class ReplicaManager:
             replica = partition.remote.get(follower) if partition is not None else None
             if replica is not None:
                 replica.settle()
+                self._isr_watch.add(tp)
 
     def fetch(self, params: FetchParams, requests, context=None) -> dict:
         """Kafka's fetchMessages: {tp: FetchPartitionData} of read_from_local_log, answered at once when the wait

@@ -369,6 +369,17 @@ class Partition:
             return True
         return False
 
+    def followers_quiet(self, lag_ms: int) -> bool:
+        """Whether every in-sync follower sits at the end on a round fetched within lag_ms: nothing but a change
+        of the partition (which settles them) or a stalled round can put one out of sync."""
+        now = self.clock.now_ms()
+        for r in self.isr:
+            if r != self.broker_id:
+                replica = self.remote.get(r)
+                if replica is None or replica.idle_round is None or now - replica.idle_round.last_ms > lag_ms:
+                    return False
+        return True
+
     def _write_isr(self, new_isr: list[int], why: str) -> bool:
         if self.isr_writer(self, new_isr):
             self.isr_written(new_isr, why)

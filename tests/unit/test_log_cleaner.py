@@ -664,6 +664,31 @@ def test_manager_cleans_the_dirtiest_logs_first_and_skips_clean_enough_ones(tmp_
     assert checkpoint[("c", 0)] == c.log_end_offset
 
 
+def test_the_cleaner_follows_policy_changes_and_new_logs(tmp_path):
+    """The cleaner keeps its list of compacted logs between rounds: a topic switched to compact, one switched
+    back, a log created and a log deleted all reach it."""
+    clock = MockClock()
+    compact = LogConfig(cleanup_policy=("compact",), file_delete_delay_ms=0, segment_bytes=16 * 1024)
+    delete = LogConfig(file_delete_delay_ms=0, segment_bytes=16 * 1024)
+    lm = manager(tmp_path, clock, {"a": compact}, min_cleanable_ratio=0.01)
+    a, b = lm.get_or_create_log(("a", 0)), lm.get_or_create_log(("b", 0))
+    fill_dups(a, 20, 2)
+    fill_dups(b, 20, 2)
+    assert lm.clean_logs() == 1 and len(records_of(b)) == 40
+    lm.update_topic_config("b", compact)
+    assert lm.clean_logs() == 1 and len(records_of(b)) == 20
+    lm.update_topic_config("a", delete)
+    fill_dups(a, 20, 1)
+    assert lm.clean_logs() == 0 and len(records_of(a)) == 40
+    lm.update_topic_config("c", compact)
+    c = lm.get_or_create_log(("c", 0))
+    fill_dups(c, 20, 3)
+    assert lm.clean_logs() == 1 and len(records_of(c)) == 20
+    lm.delete_logs([("c", 0)])
+    fill_dups(b, 20, 1)
+    assert lm.clean_logs() == 1 and len(records_of(b)) == 20
+
+
 def test_min_cleanable_ratio_and_max_compaction_lag_per_topic(tmp_path):
     clock = MockClock()
     lazy = LogConfig(cleanup_policy=("compact",), file_delete_delay_ms=0, segment_bytes=16 * 1024,

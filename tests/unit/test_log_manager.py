@@ -252,6 +252,41 @@ def test_high_watermark_checkpoint_follows_every_move_and_new_log(tmp_path):
     assert checkpoint(tmp_path, "replication-offset-checkpoint") == {("a", 0): 2}
 
 
+def test_minute_checkpoints_pass_over_the_logs_only_after_a_change(tmp_path, monkeypatch):
+    """The recovery-point and log-start checkpoints look at no log while none changed (an idle broker's every
+    minute), and every change still reaches the files: a flush, a log start move, a truncation, a new or deleted
+    log."""
+    clock = MockClock()
+    lm = manager([tmp_path], clock, config=LogConfig(segment_bytes=1200, file_delete_delay_ms=0))
+    log = lm.get_or_create_log(("a", 0))
+    passes = []
+    logs_in_dir = LogManager._logs_in_dir
+    monkeypatch.setattr(LogManager, "_logs_in_dir", lambda self, d: passes.append(d) or logs_in_dir(self, d))
+
+    def both():
+        passes.clear()
+        lm.checkpoint_recovery_points()
+        lm.checkpoint_log_start_offsets()
+        return len(passes), checkpoint(tmp_path, "recovery-point-offset-checkpoint"), \
+            checkpoint(tmp_path, "log-start-offset-checkpoint")
+    assert both() == (2, {("a", 0): 0}, {})
+    assert both()[0] == 0
+    fill(log, 12, count=3, value_size=60)           # rolls, then the flush of the rolled segments
+    log.update_high_watermark(log.log_end_offset)
+    lm.flush_dirty_logs()
+    assert both() == (2, {("a", 0): log.active_segment.base_offset}, {})
+    assert both()[0] == 0
+    log.maybe_increment_log_start_offset(5)
+    assert both() == (2, {("a", 0): log.active_segment.base_offset}, {("a", 0): 5})
+    log.truncate_to(20)
+    assert both() == (2, {("a", 0): 20}, {("a", 0): 5})
+    lm.get_or_create_log(("b", 0))
+    assert both() == (2, {("a", 0): 20, ("b", 0): 0}, {("a", 0): 5})
+    assert both()[0] == 0
+    lm.delete_logs([("b", 0)])
+    assert both() == (2, {("a", 0): 20}, {("a", 0): 5})
+
+
 def test_flush_dirty_logs_and_fsync_off_the_caller(tmp_path):
     calls = []
 
