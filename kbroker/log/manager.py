@@ -26,7 +26,9 @@ logs whose file.delete.delay.ms has passed). fsync and file deletion go through 
 per-second tasks visit only the logs with such work (Log.on_periodic_work adds a log when it gets some, a
 round drops it when it has none left): with 10 000 idle partitions, a scan of every log each second was a
 sixth of an idle broker's CPU. Kafka schedules a roll's flush at the roll and deletes each segment on its
-own timer: the same, event-driven.
+own timer: the same, event-driven. The three checkpoints pass over the logs only when something they write
+moved since their last pass (Log.high_watermark_moves, Log.changes, and the number of logs): an idle broker's
+checkpoints cost nothing per partition.
 
 Retention (`cleanup_logs`) deletes by retention.ms / retention.bytes only the logs whose cleanup.policy includes
 `delete` (Log.delete_old_segments); for `compact` logs it only drops segments below the log start offset.

@@ -33,7 +33,8 @@ StopReplica...) answers KAFKA_STORAGE_ERROR until the broker restarts; the log m
 /log_dir_event_notification entry tells the controller, which asks with LeaderAndIsr and moves their leadership.
 A move between log dirs whose current or future log is in the failed dir stops (the future log is forgotten).
 
-ISR: a task shrinks the ISR of led partitions every replica.lag.time.max.ms / 2; expansions happen on follower
+ISR: a task shrinks the ISR of led partitions every replica.lag.time.max.ms / 2 (check_isrs: the partitions
+changed or read by a follower since, or all of them when a follower stopped fetching); expansions happen on follower
 fetches. Both write the state znode (zkVersion-checked) and, batched, an /isr_change_notification entry.
 
 Replication throttles (kbroker.quota.replication_quotas, KIP-73): a follower not in the ISR gets no records for a
