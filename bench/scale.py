@@ -28,7 +28,8 @@ Per step: RSS of each broker (/proc/<pid>/status VmRSS), the slope (KiB per unit
 replica, connection and topic the mean of the brokers; per group the sum; a partitions step measures before its
 kills, and the next slope starts from the RSS after the restarts), the idle CPU of each broker over
 --idle-seconds (% of one core), its open file descriptors, and an end-to-end check (one record produced with
-acks=all to a RF 3 topic and fetched back). A dimension stops at the first step that fails or when the machine
+acks=all to the check topic and fetched back; created before step 0 with three RF 3 partitions, one led by each
+broker, so that every step, step 0 included, has each broker fetching from the two others). A dimension stops at the first step that fails or when the machine
 has less than --min-free-gib of memory available; the table says at which step and what ran out.
 
     .venv/bin/python -m bench.scale                                  # every dimension, modest steps (~5 min)
@@ -343,7 +344,9 @@ DIMENSIONS = {"partitions": partitions, "connections": connections, "groups": gr
 def run_dimension(name: str, steps: list[int], args) -> None:
     rows, columns, stopped = [], [], "no: every step done"
     with three_brokers(args.tmp_dir, args.keep, args.broker_prop, prefix=f"kbroker-bench-scale-{name}-") as state:
-        create_replicated_topic(state, CHECK.topic, 1)
+        # Three partitions, one led by each broker: every broker fetches from every other from the start, so the
+        # step-0 idle CPU holds the replica fetchers' empty rounds (a cost per pair of brokers, not per unit).
+        create_replicated_topic(state, CHECK.topic, 3)
         if name == "groups":    # __consumer_offsets (50 partitions, RF 3) exists before the first step's figures
             with AdminClient(parse_bootstrap(state["bootstrap"]), 60, "bench-scale") as admin:
                 admin.commit_offsets("scale-warm-up", {CHECK: 0})
