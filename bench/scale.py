@@ -27,9 +27,10 @@ the development cluster), grown step by step to the totals of --steps:
 Per step: RSS of each broker (/proc/<pid>/status VmRSS), the slope (KiB per unit between steps: per partition
 replica, connection and topic the mean of the brokers; per group the sum; a partitions step measures before its
 kills, and the next slope starts from the RSS after the restarts), the idle CPU of each broker over
---idle-seconds (% of one core), its open file descriptors, and an end-to-end check (one record produced with
-acks=all to the check topic and fetched back; created before step 0 with three RF 3 partitions, one led by each
-broker, so that every step, step 0 included, has each broker fetching from the two others). A dimension stops at the first step that fails or when the machine
+--idle-seconds after --settle-seconds (% of one core), its open file descriptors, and an end-to-end check (one
+record produced with acks=all to the check topic and fetched back). The check topic is made before step 0 with
+three RF 3 partitions, one led by each broker: every step, step 0 included, has each broker fetching from the two
+others. A dimension stops at the first step that fails or when the machine
 has less than --min-free-gib of memory available; the table says at which step and what ran out.
 
     .venv/bin/python -m bench.scale                                  # every dimension, modest steps (~5 min)
@@ -97,8 +98,9 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def idle_cpu(pids: list[int], seconds: float) -> list[float]:
-    """% of one core each process used over `seconds` (10 ms ticks: ±0.3 % over 3 s)."""
+def idle_cpu(pids: list[int], seconds: float, settle: float = 0.0) -> list[float]:
+    """% of one core each process used over `seconds` (10 ms ticks: ±0.3 % over 3 s), after `settle` seconds."""
+    time.sleep(settle)
     before, t0 = [cpu_seconds(p) for p in pids], time.monotonic()
     time.sleep(seconds)
     dt = time.monotonic() - t0
@@ -355,7 +357,7 @@ def run_dimension(name: str, steps: list[int], args) -> None:
             pids = [b["pid"] for b in state["brokers"]]
             prev_units, prev_rss, load0 = 0, [rss_kib(p) for p in pids], os.getloadavg()[0]
             rows.append(["0 (started)", " / ".join(f"{r / 1024:.0f}" for r in prev_rss), "",
-                         " / ".join(f"{c:.1f}" for c in idle_cpu(pids, args.idle_seconds)),
+                         " / ".join(f"{c:.1f}" for c in idle_cpu(pids, args.idle_seconds, args.settle_seconds)),
                          " / ".join(str(open_fds(p)) for p in pids), end_to_end(state)])
             figures: dict[str, str] = {}
             steps_of = DIMENSIONS[name](state, zk, steps, args)
@@ -370,13 +372,13 @@ def run_dimension(name: str, steps: list[int], args) -> None:
                 if phase is None:      # a step's figures before its kills: measure the idle cluster here
                     pids = [b["pid"] for b in state["brokers"]]
                     rss, fds = [rss_kib(p) for p in pids], [open_fds(p) for p in pids]
-                    cpu = idle_cpu(pids, args.idle_seconds)
+                    cpu = idle_cpu(pids, args.idle_seconds, args.settle_seconds)
                     continue
                 if name != "partitions":
                     time.sleep(1.0)
                     pids = [b["pid"] for b in state["brokers"]]
                     rss, fds = [rss_kib(p) for p in pids], [open_fds(p) for p in pids]
-                    cpu = idle_cpu(pids, args.idle_seconds)
+                    cpu = idle_cpu(pids, args.idle_seconds, args.settle_seconds)
                 delta = [r - p for r, p in zip(rss, prev_rss)]
                 slope = (sum(delta) if name == "groups" else statistics.mean(delta)) / (units - prev_units)
                 columns += [k for k in figures if k not in columns]
@@ -419,6 +421,10 @@ def main() -> None:
                         help="totals of the steps, comma-separated (default per dimension: "
                              + "; ".join(f"{k} {v}" for k, v in DEFAULT_STEPS.items()) + ")")
     parser.add_argument("--idle-seconds", type=float, default=3.0, help="idle CPU measured over this long")
+    parser.add_argument("--settle-seconds", type=float, default=0.0,
+                        help="wait this long after a step before measuring idle CPU (a step that made 10 000 "
+                             "topics leaves a minute or two of after-work: the first checkpoint and ISR passes "
+                             "over them, the garbage collector's full passes over the grown heap)")
     parser.add_argument("--visibility", type=int, default=20, help="topic creations timed per topics step")
     parser.add_argument("--nofile", type=int, default=65536, help="RLIMIT_NOFILE for the brokers and this process")
     parser.add_argument("--min-free-gib", type=float, default=2.0,
