@@ -81,10 +81,19 @@ def produce(bootstrap: str, topic: str, counts: dict[int, int], first: dict[int,
 
 
 def group_consumer(bootstrap: str, topic: str, group: str, client_id: str):
+    """A subscribed kafka-python consumer that knows the topic's partitions before it first joins the group.
+
+    Without the metadata, kafka-python 3.0.12 can join before its first Metadata answer (the range assignor
+    then hands out nothing) and rejoin once it arrives; if that second JoinGroup/SyncGroup outlasts one
+    poll(timeout_ms=200), the client drops the finished rebalance (its need_rejoin() turns False while the
+    join is in flight), never takes the assignment, stops heartbeating and is expired (seen under load:
+    SyncGroup answered with every partition, the consumer fetched nothing for 20 s)."""
     from kafka import KafkaConsumer
-    return KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group, client_id=client_id,
-                         enable_auto_commit=False, auto_offset_reset="earliest", session_timeout_ms=10000,
-                         heartbeat_interval_ms=500, request_timeout_ms=15000, metadata_max_age_ms=2000)
+    consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group, client_id=client_id,
+                             enable_auto_commit=False, auto_offset_reset="earliest", session_timeout_ms=10000,
+                             heartbeat_interval_ms=500, request_timeout_ms=15000, metadata_max_age_ms=2000)
+    assert topic in consumer.topics()
+    return consumer
 
 
 def poll_until(consumer, done, timeout: float = 20.0) -> dict[int, list]:
