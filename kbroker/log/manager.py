@@ -600,17 +600,17 @@ class LogManager:
     def checkpoint_recovery_points(self) -> None:
         """`recovery-point-offset-checkpoint` of every live log dir (then the producer snapshots recovery no longer
         needs go); nothing to do, without a pass over the logs, when no log changed since the last (Log.changes)."""
-        mark = self._logs_mark(Log.changes)
-        if mark != self._checkpoint_marks.get(RECOVERY_POINT_CHECKPOINT):
-            self._checkpoint_live_dirs(self._checkpoint_recovery_points_in)
-            self._checkpoint_marks[RECOVERY_POINT_CHECKPOINT] = mark
+        self._checkpoint_if_changed(RECOVERY_POINT_CHECKPOINT, self._checkpoint_recovery_points_in)
 
     def checkpoint_log_start_offsets(self) -> None:
         """`log-start-offset-checkpoint` of every live log dir; skipped as the recovery points are."""
+        self._checkpoint_if_changed(LOG_START_OFFSET_CHECKPOINT, self._checkpoint_log_start_offsets_in)
+
+    def _checkpoint_if_changed(self, name: str, write) -> None:
         mark = self._logs_mark(Log.changes)
-        if mark != self._checkpoint_marks.get(LOG_START_OFFSET_CHECKPOINT):
-            self._checkpoint_live_dirs(self._checkpoint_log_start_offsets_in)
-            self._checkpoint_marks[LOG_START_OFFSET_CHECKPOINT] = mark
+        if mark != self._checkpoint_marks.get(name):
+            self._checkpoint_live_dirs(write)
+            self._checkpoint_marks[name] = mark
 
     def checkpoint_high_watermarks(self, high_watermarks: Mapping[TopicPartition, int] | None = None) -> None:
         """`replication-offset-checkpoint` of every live log dir: the given high watermarks, and each log's own

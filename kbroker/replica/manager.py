@@ -505,7 +505,7 @@ class ReplicaManager:
             try:
                 if partition.maybe_shrink_isr():
                     self._complete_delayed(tp)
-                if not partition.followers_quiet(lag):
+                if not partition.followers_quiet():
                     self._isr_watch.add(tp)
             except Exception:
                 self._isr_watch.add(tp)

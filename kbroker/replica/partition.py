@@ -369,14 +369,14 @@ class Partition:
             return True
         return False
 
-    def followers_quiet(self, lag_ms: int) -> bool:
-        """Whether every in-sync follower sits at the end on a round fetched within lag_ms: nothing but a change
-        of the partition (which settles them) or a stalled round can put one out of sync."""
+    def followers_quiet(self) -> bool:
+        """Whether every in-sync follower sits at the end on a round fetched within replica.lag.time.max.ms:
+        nothing but a change of the partition (which settles them) or a stalled round can put one out of sync."""
         now = self.clock.now_ms()
         for r in self.isr:
             if r != self.broker_id:
                 replica = self.remote.get(r)
-                if replica is None or replica.idle_round is None or now - replica.idle_round.last_ms > lag_ms:
+                if replica is None or replica.idle_round is None or now - replica.idle_round.last_ms > self.lag_max_ms:
                     return False
         return True
 
