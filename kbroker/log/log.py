@@ -890,6 +890,9 @@ class Log:
     def delete_old_segments(self) -> int:
         """Retention (Kafka's deleteOldSegments): segments wholly below the log start offset, then, with
         cleanup.policy delete, by retention.bytes and retention.ms. Returns how many segments left the log."""
+        segments = self.segments
+        if len(segments) == 1 and segments[0].size == 0:
+            return 0   # an empty log: its one (empty, active) segment stays whatever the settings
         deleted = self._delete_old_segments(
             lambda segment, nxt: nxt is not None and nxt.base_offset <= self.log_start_offset,
             "log start offset breach")
