@@ -420,7 +420,8 @@ def main() -> None:
     parser.add_argument("--steps", default=None,
                         help="totals of the steps, comma-separated (default per dimension: "
                              + "; ".join(f"{k} {v}" for k, v in DEFAULT_STEPS.items()) + ")")
-    parser.add_argument("--idle-seconds", type=float, default=3.0, help="idle CPU measured over this long")
+    parser.add_argument("--idle-seconds", type=float, default=3.0,
+                        help="idle CPU measured over this long (300 averages out the periodic work; a minute varies)")
     parser.add_argument("--settle-seconds", type=float, default=0.0,
                         help="wait this long after a step before measuring idle CPU (a step that made 10 000 "
                              "topics leaves a minute or two of after-work: the first checkpoint and ISR passes "
