@@ -110,7 +110,8 @@ def test_groups_list_and_an_active_groups_page(cluster, console, page):
         assert cells[5] == "15"
         shot(page, "groups")
 
-        row.locator("a", has_text="gr-app").click()
+        with page.expect_navigation():                  # a click returns once the page starts loading
+            row.locator("a", has_text="gr-app").click()
         assert page.title().startswith("Group gr-app")
         assert page.inner_text("#group-state") == "Stable"
         members = page.inner_text("#members")

@@ -68,8 +68,9 @@ def test_replication_and_leadership_over_sasl_ssl(sasl_ssl_cluster):
     admin.create_topics([NewTopic(topic, 1, 3)])[topic].result(30)
 
     def isr():
-        md = admin.list_topics(topic, timeout=10).topics[topic].partitions[0]
-        return md.leader, sorted(md.isrs)
+        # The broker asked may not have had the new topic's UpdateMetadata yet (as in Kafka): no partitions then.
+        md = admin.list_topics(topic, timeout=10).topics[topic].partitions.get(0)
+        return (md.leader, sorted(md.isrs)) if md else (-1, [])
     wait_until(lambda: isr()[1] == [1, 2, 3], message="the ISR lists the three brokers")
 
     def produce(values):
